@@ -1,0 +1,811 @@
+/* conf.c -- parse and validate the YAML configuration.
+ *
+ * libyaml loads the whole document into a node tree (aliases are shared
+ * nodes, never expanded, so a hostile file cannot make the tree explode);
+ * the code below walks only the shapes the format allows: a mapping of
+ * pools, each a mapping of known keys to scalars, a `servers` sequence and
+ * an `idgen` mapping. Pool keys are described by one table, so adding a key
+ * is one line there plus its field in struct conf_pool.
+ *
+ * Every error is "path:line:col: what is wrong; what is allowed", with the
+ * position of the node at fault (libyaml counts from 0, people from 1). */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "conf/conf.h"
+
+#define IDGEN_TYPE_MAX      3842    /* 3843 is the default type */
+#define CONF_FILE_MAX       (16u << 20)
+
+struct parser {
+    const char     *path;
+    yaml_document_t doc;
+    char           *err;
+    size_t          errlen;
+};
+
+static int fail(struct parser *p, const yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct parser *p, const yaml_node_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    int off = snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->path,
+                       n != NULL ? n->start_mark.line + 1 : 1,
+                       n != NULL ? n->start_mark.column + 1 : 1);
+
+    if (off >= 0 && (size_t)off < p->errlen) {
+        va_start(ap, fmt);
+        vsnprintf(p->err + off, p->errlen - (size_t)off, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int oom(struct parser *p)
+{
+    snprintf(p->err, p->errlen, "%s: out of memory", p->path);
+    return -ENOMEM;
+}
+
+static yaml_node_t *node(struct parser *p, int id)
+{
+    return yaml_document_get_node(&p->doc, id);
+}
+
+static const char *kind_name(const yaml_node_t *n)
+{
+    switch (n->type) {
+    case YAML_SCALAR_NODE:   return "a scalar";
+    case YAML_SEQUENCE_NODE: return "a list";
+    case YAML_MAPPING_NODE:  return "a mapping";
+    default:                 return "empty";
+    }
+}
+
+/* The scalar's text, NUL-terminated by libyaml. Embedded NULs are refused
+ * so that C string handling downstream sees the whole value. */
+static int scalar(struct parser *p, const yaml_node_t *n, const char *what,
+                  const char **s)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return fail(p, n, "%s must be a scalar, not %s", what, kind_name(n));
+    *s = (const char *)n->data.scalar.value;
+    if (strlen(*s) != n->data.scalar.length)
+        return fail(p, n, "%s contains a NUL byte", what);
+    return 0;
+}
+
+static int dup_scalar(struct parser *p, const yaml_node_t *n, const char *what,
+                      char **out)
+{
+    const char *s;
+    int rc = scalar(p, n, what, &s);
+
+    if (rc < 0)
+        return rc;
+    free(*out);
+    *out = strdup(s);
+    return *out != NULL ? 0 : oom(p);
+}
+
+/* A whole decimal number in [min, max]. */
+static int number(struct parser *p, const yaml_node_t *n, const char *what,
+                  long long min, long long max, long long *out)
+{
+    const char *s;
+    char *end;
+    int rc = scalar(p, n, what, &s);
+
+    if (rc < 0)
+        return rc;
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno != 0 || *out < min || *out > max)
+        return fail(p, n, "%s '%s' is not a valid number; expected a whole "
+                    "number from %lld to %lld", what, s, min, max);
+    return 0;
+}
+
+static int boolean(struct parser *p, const yaml_node_t *n, const char *what,
+                   bool *out)
+{
+    const char *s;
+    int rc = scalar(p, n, what, &s);
+
+    if (rc < 0)
+        return rc;
+    if (strcmp(s, "true") == 0)
+        *out = true;
+    else if (strcmp(s, "false") == 0)
+        *out = false;
+    else
+        return fail(p, n, "%s '%s' is not a boolean; expected true or false", what, s);
+    return 0;
+}
+
+/* Walk a mapping's pairs, refusing duplicate keys and non-scalar keys. */
+typedef int (*pair_fn)(struct parser *p, yaml_node_t *key, const char *name,
+                       yaml_node_t *value, void *arg);
+
+static int each_pair(struct parser *p, yaml_node_t *map, const char *what,
+                     pair_fn fn, void *arg)
+{
+    yaml_node_pair_t *start, *top;
+
+    if (map->type != YAML_MAPPING_NODE)
+        return fail(p, map, "%s must be a mapping, not %s", what, kind_name(map));
+    start = map->data.mapping.pairs.start;
+    top = map->data.mapping.pairs.top;
+    for (yaml_node_pair_t *pair = start; pair < top; pair++) {
+        yaml_node_t *k = node(p, pair->key), *v = node(p, pair->value);
+        const char *name;
+        int rc;
+
+        if (k == NULL || v == NULL)
+            return fail(p, map, "%s has an incomplete entry", what);
+        if ((rc = scalar(p, k, "a key", &name)) < 0)
+            return rc;
+        for (yaml_node_pair_t *q = start; q < pair; q++) {
+            yaml_node_t *qk = node(p, q->key);
+            if (qk != NULL && qk->type == YAML_SCALAR_NODE &&
+                strcmp((const char *)qk->data.scalar.value, name) == 0)
+                return fail(p, k, "duplicate key '%s' (first at line %zu)",
+                            name, qk->start_mark.line + 1);
+        }
+        if ((rc = fn(p, k, name, v, arg)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- addresses ---------------------------------------------------------- */
+
+/* "host:port", "[v6]:port" or "/unix/path". */
+static int parse_addr(struct parser *p, const yaml_node_t *n, const char *what,
+                      const char *s, size_t len, struct conf_addr *a)
+{
+    const char *colon, *host = s;
+    size_t hostlen, portlen;
+    char *end, port[8];
+    long v;
+
+    a->text = strndup(s, len);
+    if (a->text == NULL)
+        return oom(p);
+    if (len > 0 && s[0] == '/') {
+        a->unix_socket = true;
+        a->host = strdup(a->text);
+        return a->host != NULL ? 0 : oom(p);
+    }
+    colon = memrchr(s, ':', len);
+    if (colon == NULL || colon == s)
+        return fail(p, n, "%s '%s' is not an address; expected host:port, "
+                    "[ipv6]:port or /unix/socket/path", what, a->text);
+    hostlen = (size_t)(colon - s);
+    portlen = len - hostlen - 1;
+    if (s[0] == '[') {
+        if (hostlen < 3 || s[hostlen - 1] != ']')
+            return fail(p, n, "%s '%s': an IPv6 host goes in brackets, as "
+                        "[::1]:6379", what, a->text);
+        host++;
+        hostlen -= 2;
+    } else if (memchr(s, ':', hostlen) != NULL || memchr(s, '[', hostlen) != NULL) {
+        return fail(p, n, "%s '%s': an IPv6 host goes in brackets, as "
+                    "[::1]:6379", what, a->text);
+    }
+    if (portlen == 0 || portlen >= sizeof(port))
+        return fail(p, n, "%s '%s' has an invalid port; expected 1 to 65535",
+                    what, a->text);
+    memcpy(port, colon + 1, portlen);
+    port[portlen] = '\0';
+    errno = 0;
+    v = strtol(port, &end, 10);
+    if (*end != '\0' || port[0] < '0' || port[0] > '9' || errno != 0 ||
+        v < 1 || v > 65535)
+        return fail(p, n, "%s '%s' has an invalid port '%s'; expected 1 to 65535",
+                    what, a->text, port);
+    a->port = (uint16_t)v;
+    a->host = strndup(host, hostlen);
+    return a->host != NULL ? 0 : oom(p);
+}
+
+static void addr_free(struct conf_addr *a)
+{
+    free(a->text);
+    free(a->host);
+}
+
+/* listen: "host:port" or "/path [permissions]". */
+static int set_listen(struct parser *p, const yaml_node_t *n, struct conf_pool *pool)
+{
+    const char *s, *sp;
+    size_t len;
+    int rc;
+
+    if ((rc = scalar(p, n, "listen", &s)) < 0)
+        return rc;
+    if (pool->listen.text != NULL)
+        return fail(p, n, "listen is given twice");
+    len = strlen(s);
+    sp = s[0] == '/' ? strchr(s, ' ') : NULL;
+    if (sp != NULL) {
+        char *end;
+        unsigned long perm;
+
+        len = (size_t)(sp - s);
+        errno = 0;
+        perm = strtoul(sp + 1, &end, 8);
+        if (sp[1] == '\0' || *end != '\0' || errno != 0 || perm > 0777)
+            return fail(p, n, "listen '%s' has invalid permissions '%s'; expected "
+                        "octal 0 to 0777", s, sp + 1);
+        pool->listen.perm = (uint32_t)perm;
+    }
+    return parse_addr(p, n, "listen", s, len, &pool->listen);
+}
+
+/* "host:port:weight [name]" or "/unix/path:weight [name]". */
+static int parse_server(struct parser *p, const yaml_node_t *n, struct conf_server *sv)
+{
+    const char *s, *sp, *colon, *w;
+    char *end;
+    size_t len;
+    unsigned long weight;
+    int rc;
+
+    if ((rc = scalar(p, n, "a server", &s)) < 0)
+        return rc;
+    sv->line = (int)n->start_mark.line + 1;
+    sv->col = (int)n->start_mark.column + 1;
+    sp = strchr(s, ' ');
+    len = sp != NULL ? (size_t)(sp - s) : strlen(s);
+    if (sp != NULL) {
+        const char *name = sp + strspn(sp, " ");
+        if (*name == '\0' || strchr(name, ' ') != NULL)
+            return fail(p, n, "server '%s': the name after the address must be "
+                        "one word, as in 127.0.0.1:6379:1 redis1", s);
+        if ((sv->name = strdup(name)) == NULL)
+            return oom(p);
+    }
+    colon = memrchr(s, ':', len);
+    if (colon == NULL)
+        return fail(p, n, "server '%s' is not host:port:weight [name] or "
+                    "/unix/path:weight [name]", s);
+    w = colon + 1;
+    errno = 0;
+    weight = strtoul(w, &end, 10);
+    if (w[0] < '0' || w[0] > '9' || end != s + len || errno != 0 ||
+        weight < 1 || weight > 1000000)
+        return fail(p, n, "server '%s' has an invalid weight '%.*s'; expected a "
+                    "whole number from 1 to 1000000", s, (int)(s + len - w), w);
+    sv->weight = (uint32_t)weight;
+    if (s[0] != '/' && memrchr(s, ':', (size_t)(colon - s)) == NULL)
+        return fail(p, n, "server '%s' is not host:port:weight [name] or "
+                    "/unix/path:weight [name]", s);
+    return parse_addr(p, n, "server", s, (size_t)(colon - s), &sv->addr);
+}
+
+static int set_servers(struct parser *p, yaml_node_t *n, struct conf_pool *pool)
+{
+    yaml_node_item_t *start, *top;
+    size_t count;
+
+    if (pool->servers != NULL)
+        return fail(p, n, "servers is given twice");
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(p, n, "servers must be a list of \"host:port:weight [name]\", "
+                    "not %s", kind_name(n));
+    start = n->data.sequence.items.start;
+    top = n->data.sequence.items.top;
+    count = (size_t)(top - start);
+    if (count == 0)
+        return fail(p, n, "pool '%s' has no servers; list at least one "
+                    "\"host:port:weight [name]\"", pool->name);
+    pool->servers = calloc(count, sizeof(*pool->servers));
+    if (pool->servers == NULL)
+        return oom(p);
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *item = node(p, start[i]);
+        struct conf_server *sv = &pool->servers[i];
+        int rc;
+
+        if (item == NULL)
+            return fail(p, n, "servers has an empty entry");
+        pool->nservers = i + 1;
+        if ((rc = parse_server(p, item, sv)) < 0)
+            return rc;
+        for (size_t j = 0; j < i; j++) {
+            const struct conf_server *o = &pool->servers[j];
+            if (sv->name != NULL && o->name != NULL && strcmp(sv->name, o->name) == 0)
+                return fail(p, item, "server name '%s' is already used at line %d; "
+                            "names must be unique in a pool", sv->name, o->line);
+            if (strcmp(sv->addr.text, o->addr.text) == 0)
+                return fail(p, item, "server address '%s' is already listed at "
+                            "line %d", sv->addr.text, o->line);
+        }
+    }
+    return 0;
+}
+
+/* ---- idgen -------------------------------------------------------------- */
+
+struct entries {
+    struct conf_idgen_entry **list;
+    size_t *n;
+    bool types;                 /* name -> code, else name -> type name */
+};
+
+static int add_entry(struct parser *p, yaml_node_t *k, const char *name,
+                     yaml_node_t *v, void *arg)
+{
+    struct entries *e = arg;
+    struct conf_idgen_entry *list, *ent;
+    long long code = 0;
+    int rc;
+
+    if (name[0] == '\0')
+        return fail(p, k, "an empty name is not allowed here");
+    if (e->types && (rc = number(p, v, "a type code", 0, IDGEN_TYPE_MAX, &code)) < 0)
+        return rc;
+    list = realloc(*e->list, (*e->n + 1) * sizeof(*list));
+    if (list == NULL)
+        return oom(p);
+    *e->list = list;
+    ent = &list[(*e->n)++];
+    memset(ent, 0, sizeof(*ent));
+    ent->code = (uint32_t)code;
+    if ((ent->name = strdup(name)) == NULL)
+        return oom(p);
+    if (e->types) {
+        for (size_t i = 0; i + 1 < *e->n; i++)
+            if (list[i].code == ent->code)
+                return fail(p, v, "type code %u is already type '%s'", ent->code,
+                            list[i].name);
+        return 0;
+    }
+    return dup_scalar(p, v, "a fixed key's type", &ent->type);
+}
+
+static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
+                         yaml_node_t *v, void *arg)
+{
+    struct conf_idgen *ig = arg;
+    long long num;
+    int rc;
+
+    if (strcmp(name, "types") == 0) {
+        struct entries e = {&ig->types, &ig->ntypes, true};
+        return each_pair(p, v, "idgen.types", add_entry, &e);
+    }
+    if (strcmp(name, "fixed") == 0) {
+        struct entries e = {&ig->fixed, &ig->nfixed, false};
+        return each_pair(p, v, "idgen.fixed", add_entry, &e);
+    }
+    if (strcmp(name, "epoch_ms") == 0) {
+        /* 62^7 ms must fit after the epoch: 7 base62 digits of time. */
+        if ((rc = number(p, v, "idgen.epoch_ms", 0, 4102444800000LL, &num)) < 0)
+            return rc;
+        ig->epoch_ms = num;
+        return 0;
+    }
+    if (strcmp(name, "max_ahead_ms") == 0) {
+        if ((rc = number(p, v, "idgen.max_ahead_ms", 1, 3600000, &num)) < 0)
+            return rc;
+        ig->max_ahead_ms = num;
+        return 0;
+    }
+    if (strcmp(name, "restart_guard_ms") == 0) {
+        if ((rc = number(p, v, "idgen.restart_guard_ms", 0, 3600000, &num)) < 0)
+            return rc;
+        ig->restart_guard_ms = num;
+        return 0;
+    }
+    return fail(p, k, "unknown key 'idgen.%s'; expected one of: epoch_ms, "
+                "max_ahead_ms, restart_guard_ms, types, fixed", name);
+}
+
+static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
+{
+    for (size_t i = 0; i < ig->nfixed; i++) {
+        const char *t = ig->fixed[i].type;
+        bool known = strcmp(t, "default") == 0;
+        for (size_t j = 0; !known && j < ig->ntypes; j++)
+            known = strcmp(t, ig->types[j].name) == 0;
+        if (!known)
+            return fail(p, n, "idgen.fixed '%s' names type '%s', which is not in "
+                        "idgen.types (or 'default')", ig->fixed[i].name, t);
+    }
+    return 0;
+}
+
+/* ---- pools -------------------------------------------------------------- */
+
+enum key_kind {
+    K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
+    K_REDIS, K_EJECT, K_JEDIS, K_IDGEN
+};
+
+struct pool_key {
+    const char   *name;
+    enum key_kind kind;
+    size_t        off;
+    long long     min, max;
+};
+
+#define F(field) offsetof(struct conf_pool, field)
+
+static const struct pool_key pool_keys[] = {
+    {"listen",               K_LISTEN,  0, 0, 0},
+    {"hash",                 K_HASH,    F(hash), 0, 0},
+    {"hash_tag",             K_TAG,     0, 0, 0},
+    {"distribution",         K_DIST,    F(distribution), 0, 0},
+    {"timeout",              K_INT,     F(timeout), 1, INT_MAX},
+    {"backlog",              K_INT,     F(backlog), 1, 65535},
+    {"client_connections",   K_INT,     F(client_connections), 0, INT_MAX},
+    {"redis",                K_REDIS,   F(redis), 0, 0},
+    {"redis_auth",           K_STR,     F(redis_auth), 0, 0},
+    {"redis_db",             K_INT,     F(redis_db), 0, INT_MAX},
+    {"preconnect",           K_BOOL,    F(preconnect), 0, 0},
+    {"auto_eject_hosts",     K_BOOL,    F(auto_eject_hosts), 0, 0},
+    {"server_connections",   K_INT,     F(server_connections), 1, 1024},
+    {"server_retry_timeout", K_INT,     F(server_retry_timeout), 0, INT_MAX},
+    {"server_failure_limit", K_INT,     F(server_failure_limit), 1, INT_MAX},
+    {"tcpkeepalive",         K_BOOL,    F(tcpkeepalive), 0, 0},
+    {"reuseport",            K_BOOL,    F(reuseport), 0, 0},
+    {"servers",              K_SERVERS, 0, 0, 0},
+    {"jedis_version",        K_JEDIS,   F(jedis_version), 2, 3},
+    {"eject_mode",           K_EJECT,   F(eject_mode), 0, 0},
+    {"admin_commands",       K_BOOL,    F(admin_commands), 0, 0},
+    {"idgen",                K_IDGEN,   0, 0, 0},
+};
+
+#undef F
+
+#define NKEYS (sizeof(pool_keys) / sizeof(pool_keys[0]))
+
+struct pool_state {
+    struct conf_pool *pool;
+    yaml_node_t      *where[NKEYS];  /* the value node of each key given */
+};
+
+static const char *pool_key_names(void)
+{
+    static char buf[512];
+    size_t off = 0;
+
+    if (buf[0] != '\0')
+        return buf;
+    for (size_t i = 0; i < NKEYS; i++)
+        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s",
+                                i > 0 ? ", " : "", pool_keys[i].name);
+    return buf;
+}
+
+static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
+                        yaml_node_t *v, void *arg)
+{
+    struct pool_state *st = arg;
+    struct conf_pool *pool = st->pool;
+    const struct pool_key *key = NULL;
+    char *field;
+    const char *s;
+    long long num;
+    int rc, id;
+
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(pool_keys[i].name, name) == 0) {
+            key = &pool_keys[i];
+            st->where[i] = v;
+        }
+    if (key == NULL)
+        return fail(p, k, "unknown key '%s' in pool '%s'; expected one of: %s",
+                    name, pool->name, pool_key_names());
+    field = (char *)pool + key->off;
+
+    switch (key->kind) {
+    case K_INT:
+        if ((rc = number(p, v, name, key->min, key->max, &num)) < 0)
+            return rc;
+        *(int *)field = (int)num;
+        return 0;
+    case K_JEDIS:
+        if ((rc = number(p, v, name, key->min, key->max, &num)) < 0)
+            return rc;
+        *(int *)field = (int)num;
+        return 0;
+    case K_BOOL:
+        return boolean(p, v, name, (bool *)field);
+    case K_REDIS:
+        if ((rc = boolean(p, v, name, (bool *)field)) < 0)
+            return rc;
+        if (!pool->redis)
+            return fail(p, v, "redis: false asks for a memcached pool; memcached "
+                        "pools are not supported (shardis speaks Redis only)");
+        return 0;
+    case K_STR:
+        return dup_scalar(p, v, name, (char **)field);
+    case K_HASH:
+        if ((rc = scalar(p, v, name, &s)) < 0)
+            return rc;
+        if ((id = ring_hash_from_name(s)) < 0)
+            return fail(p, v, "unknown hash '%s'; expected one of: %s", s,
+                        ring_hash_names());
+        *(enum ring_hash *)field = (enum ring_hash)id;
+        return 0;
+    case K_DIST:
+        if ((rc = scalar(p, v, name, &s)) < 0)
+            return rc;
+        if ((id = ring_dist_from_name(s)) < 0)
+            return fail(p, v, "unknown distribution '%s'; expected one of: %s", s,
+                        ring_dist_names());
+        *(enum ring_dist *)field = (enum ring_dist)id;
+        return 0;
+    case K_EJECT:
+        if ((rc = scalar(p, v, name, &s)) < 0)
+            return rc;
+        if (strcmp(s, "fail") == 0)
+            pool->eject_mode = CONF_EJECT_FAIL;
+        else if (strcmp(s, "rehash") == 0)
+            pool->eject_mode = CONF_EJECT_REHASH;
+        else
+            return fail(p, v, "unknown eject_mode '%s'; expected one of: fail, rehash", s);
+        return 0;
+    case K_TAG:
+        if ((rc = scalar(p, v, name, &s)) < 0)
+            return rc;
+        if (strlen(s) != 2)
+            return fail(p, v, "hash_tag '%s' is not two characters; expected an "
+                        "open and a close character, as \"{}\"", s);
+        memcpy(pool->hash_tag, s, 2);
+        pool->has_hash_tag = true;
+        return 0;
+    case K_LISTEN:
+        return set_listen(p, v, pool);
+    case K_SERVERS:
+        return set_servers(p, v, pool);
+    case K_IDGEN:
+        if ((rc = each_pair(p, v, "idgen", set_idgen_key, &pool->idgen)) < 0)
+            return rc;
+        return check_idgen(p, v, &pool->idgen);
+    }
+    return 0;
+}
+
+static yaml_node_t *given(const struct pool_state *st, const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(pool_keys[i].name, name) == 0)
+            return st->where[i];
+    return NULL;
+}
+
+static void pool_defaults(struct conf_pool *pool)
+{
+    pool->hash = RING_HASH_COUNT;           /* unset: depends on distribution */
+    pool->distribution = RING_DIST_KETAMA;
+    pool->timeout = -1;
+    pool->backlog = 512;
+    pool->redis = true;
+    pool->server_connections = 1;
+    pool->server_retry_timeout = 30000;
+    pool->server_failure_limit = 2;
+    pool->jedis_version = 3;
+    pool->eject_mode = CONF_EJECT_FAIL;
+    pool->idgen.epoch_ms = 1325404800000LL;
+    pool->idgen.max_ahead_ms = 5000;
+    pool->idgen.restart_guard_ms = 2000;
+}
+
+static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
+                      yaml_node_t *v, void *arg)
+{
+    struct conf *cf = arg;
+    struct conf_pool *pool = &cf->pools[cf->npools++];
+    struct pool_state st = {.pool = pool};
+    yaml_node_t *at;
+    char why[CONF_ERRLEN];
+    int rc;
+
+    pool_defaults(pool);
+    pool->line = (int)k->start_mark.line + 1;
+    pool->col = (int)k->start_mark.column + 1;
+    if ((pool->name = strdup(name)) == NULL)
+        return oom(p);
+    if (name[0] == '\0')
+        return fail(p, k, "a pool needs a name");
+    if ((rc = each_pair(p, v, "a pool", set_pool_key, &st)) < 0)
+        return rc;
+
+    if (pool->listen.text == NULL)
+        return fail(p, k, "pool '%s' has no listen address; add listen: "
+                    "host:port or /unix/socket/path", name);
+    if (pool->servers == NULL)
+        return fail(p, k, "pool '%s' has no servers; add servers: with at least "
+                    "one \"host:port:weight [name]\"", name);
+    if (pool->hash == RING_HASH_COUNT)
+        pool->hash = ring_default_hash(pool->distribution);
+    if (ring_check_hash(pool->distribution, pool->hash, why, sizeof(why)) < 0) {
+        at = given(&st, "hash");
+        return fail(p, at != NULL ? at : given(&st, "distribution"), "%s", why);
+    }
+    if (given(&st, "jedis_version") != NULL && pool->distribution != RING_DIST_JEDIS)
+        return fail(p, given(&st, "jedis_version"), "jedis_version applies only to "
+                    "distribution: jedis");
+    for (size_t i = 0; i + 1 < cf->npools; i++)
+        if (strcmp(cf->pools[i].listen.text, pool->listen.text) == 0)
+            return fail(p, given(&st, "listen"), "pool '%s' listens on '%s', as "
+                        "pool '%s' does (line %d); each pool needs its own address",
+                        name, pool->listen.text, cf->pools[i].name, cf->pools[i].line);
+    return 0;
+}
+
+/* ---- entry points ------------------------------------------------------- */
+
+static void pool_free(struct conf_pool *pool)
+{
+    free(pool->name);
+    addr_free(&pool->listen);
+    free(pool->redis_auth);
+    for (size_t i = 0; i < pool->nservers; i++) {
+        addr_free(&pool->servers[i].addr);
+        free(pool->servers[i].name);
+    }
+    free(pool->servers);
+    for (size_t i = 0; i < pool->idgen.ntypes; i++)
+        free(pool->idgen.types[i].name);
+    free(pool->idgen.types);
+    for (size_t i = 0; i < pool->idgen.nfixed; i++) {
+        free(pool->idgen.fixed[i].name);
+        free(pool->idgen.fixed[i].type);
+    }
+    free(pool->idgen.fixed);
+}
+
+void conf_free(struct conf *cf)
+{
+    if (cf == NULL)
+        return;
+    for (size_t i = 0; i < cf->npools; i++)
+        pool_free(&cf->pools[i]);
+    free(cf->pools);
+    free(cf->path);
+    free(cf);
+}
+
+int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
+               char *err, size_t errlen)
+{
+    struct parser p = {.path = path, .err = err, .errlen = errlen};
+    yaml_parser_t yp;
+    yaml_node_t *root;
+    struct conf *cf;
+    int rc;
+
+    *out = NULL;
+    if (!yaml_parser_initialize(&yp))
+        return oom(&p);
+    yaml_parser_set_input_string(&yp, (const unsigned char *)buf, len);
+    if (!yaml_parser_load(&yp, &p.doc)) {
+        snprintf(err, errlen, "%s:%zu:%zu: invalid YAML: %s%s%s", path,
+                 yp.problem_mark.line + 1, yp.problem_mark.column + 1,
+                 yp.problem != NULL ? yp.problem : "cannot parse",
+                 yp.context != NULL ? " " : "", yp.context != NULL ? yp.context : "");
+        yaml_parser_delete(&yp);
+        return yp.error == YAML_MEMORY_ERROR ? -ENOMEM : -EINVAL;
+    }
+    yaml_parser_delete(&yp);
+
+    cf = calloc(1, sizeof(*cf));
+    if (cf == NULL || (cf->path = strdup(path)) == NULL) {
+        yaml_document_delete(&p.doc);
+        free(cf);
+        return oom(&p);
+    }
+    root = yaml_document_get_root_node(&p.doc);
+    if (root == NULL || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
+        rc = fail(&p, root, "no pools: the file must map pool names to pools");
+    } else if (root->type != YAML_MAPPING_NODE) {
+        rc = fail(&p, root, "the top level must map pool names to pools, not be %s",
+                  kind_name(root));
+    } else {
+        size_t n = (size_t)(root->data.mapping.pairs.top - root->data.mapping.pairs.start);
+        cf->pools = calloc(n > 0 ? n : 1, sizeof(*cf->pools));
+        if (cf->pools == NULL)
+            rc = oom(&p);
+        else if (n == 0)
+            rc = fail(&p, root, "no pools: the file must map pool names to pools");
+        else
+            rc = each_pair(&p, root, "the top level", parse_pool, cf);
+    }
+    yaml_document_delete(&p.doc);
+    if (rc < 0) {
+        conf_free(cf);
+        return rc;
+    }
+    *out = cf;
+    return 0;
+}
+
+int conf_load(struct conf **out, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat stbuf;
+    char *buf;
+    size_t n;
+    int rc;
+
+    *out = NULL;
+    if (f == NULL) {
+        rc = -errno;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return rc;
+    }
+    if (fstat(fileno(f), &stbuf) != 0 || !S_ISREG(stbuf.st_mode) ||
+        (size_t)stbuf.st_size > CONF_FILE_MAX) {
+        snprintf(err, errlen, "%s: not a regular file of at most %u bytes", path,
+                 CONF_FILE_MAX);
+        fclose(f);
+        return -EINVAL;
+    }
+    buf = malloc((size_t)stbuf.st_size + 1);
+    if (buf == NULL) {
+        fclose(f);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    n = fread(buf, 1, (size_t)stbuf.st_size, f);
+    if (ferror(f)) {
+        rc = -EIO;
+        snprintf(err, errlen, "%s: cannot read", path);
+    } else {
+        rc = conf_parse(out, path, buf, n, err, errlen);
+    }
+    fclose(f);
+    free(buf);
+    return rc;
+}
+
+const struct conf_pool *conf_pool(const struct conf *cf, const char *name)
+{
+    if (name == NULL)
+        return cf->npools > 0 ? &cf->pools[0] : NULL;
+    for (size_t i = 0; i < cf->npools; i++)
+        if (strcmp(cf->pools[i].name, name) == 0)
+            return &cf->pools[i];
+    return NULL;
+}
+
+int conf_pool_ring(const struct conf_pool *pool, struct ring **out,
+                   char *err, size_t errlen)
+{
+    struct ring_options opt = {
+        .dist = pool->distribution,
+        .hash = pool->hash,
+        .has_tag = pool->has_hash_tag,
+        .jedis_version = pool->jedis_version,
+    };
+    struct ring_server *sv = calloc(pool->nservers, sizeof(*sv));
+    int rc;
+
+    if (sv == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(opt.tag, pool->hash_tag, 2);
+    for (size_t i = 0; i < pool->nservers; i++) {
+        sv[i].name = pool->servers[i].name;
+        sv[i].addr = pool->servers[i].addr.text;
+        sv[i].port = pool->servers[i].addr.port;
+        sv[i].weight = pool->servers[i].weight;
+    }
+    rc = ring_create(out, &opt, sv, pool->nservers, err, errlen);
+    free(sv);
+    return rc;
+}

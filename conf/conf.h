@@ -1,0 +1,121 @@
+/* conf.h -- the shardis configuration: a superset of twemproxy's
+ * nutcracker.yml.
+ *
+ * A file that runs under nutcracker runs under shardis with the same
+ * meaning and the same key placement. Top-level keys are pool names; each
+ * pool has a listen address, servers and options (twemproxy's, with its
+ * defaults, plus shardis's own). Parsing is pure: bytes in, a struct conf
+ * or an error out. Every error names file:line:col, says what is wrong and
+ * what is allowed, and the parser never crashes on any input (there is a
+ * fuzz target for conf_parse).
+ *
+ * A struct conf owns all its memory; conf_free releases it. */
+#ifndef SHARDIS_CONF_H
+#define SHARDIS_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ring/ring.h"
+
+#define CONF_ERRLEN 512
+
+/* Where a pool listens or a server lives. */
+struct conf_addr {
+    char    *text;          /* as written: "host:port" or "/path" */
+    char    *host;          /* host without brackets, or the unix path */
+    uint16_t port;          /* 0 for a unix socket */
+    uint32_t perm;          /* unix socket mode (listen only; 0: default) */
+    bool     unix_socket;
+};
+
+struct conf_server {
+    struct conf_addr addr;
+    uint32_t weight;        /* >= 1 */
+    char    *name;          /* optional name, NULL if none */
+    int      line, col;     /* where it was written, 1-based */
+};
+
+/* What happens to the keys of a backend that keeps failing. */
+enum conf_eject {
+    CONF_EJECT_FAIL,        /* keep the ring; fail its keys fast (default) */
+    CONF_EJECT_REHASH,      /* twemproxy: drop it from the ring for a while */
+};
+
+struct conf_idgen_entry {
+    char    *name;
+    uint32_t code;          /* type code (types) */
+    char    *type;          /* type name (fixed) */
+};
+
+struct conf_idgen {
+    int64_t  epoch_ms;          /* default 1325404800000 (shardjs's epoch) */
+    int64_t  max_ahead_ms;      /* default 5000 */
+    int64_t  restart_guard_ms;  /* default 2000 */
+    struct conf_idgen_entry *types;   /* name -> code 0..3842 */
+    size_t   ntypes;
+    struct conf_idgen_entry *fixed;   /* name -> type name */
+    size_t   nfixed;
+};
+
+struct conf_pool {
+    char    *name;
+    int      line, col;
+    struct conf_addr listen;
+
+    /* twemproxy's keys, with its defaults */
+    enum ring_hash hash;            /* fnv1a_64 (murmur64a for jedis) */
+    char     hash_tag[2];
+    bool     has_hash_tag;
+    enum ring_dist distribution;    /* ketama */
+    int      timeout;               /* ms; -1 = none */
+    int      backlog;               /* 512 */
+    int      client_connections;    /* 0 = unlimited */
+    bool     redis;                 /* must be true */
+    char    *redis_auth;            /* NULL = none */
+    int      redis_db;              /* 0 */
+    int      server_connections;    /* 1 */
+    bool     preconnect;
+    bool     auto_eject_hosts;
+    int      server_retry_timeout;  /* 30000 ms */
+    int      server_failure_limit;  /* 2 */
+    bool     tcpkeepalive;
+    bool     reuseport;
+
+    /* shardis's keys */
+    int      jedis_version;         /* 3 */
+    enum conf_eject eject_mode;     /* fail */
+    bool     admin_commands;        /* false */
+    struct conf_idgen idgen;
+
+    struct conf_server *servers;
+    size_t   nservers;
+};
+
+struct conf {
+    char    *path;                  /* the name errors use */
+    struct conf_pool *pools;
+    size_t   npools;
+};
+
+/* Parse a config held in memory. `path` names it in error messages. On
+ * success *out is a new conf for conf_free; on failure *out is NULL, err
+ * holds "path:line:col: what is wrong", and the return is -EINVAL (bad
+ * file) or -ENOMEM. */
+int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
+               char *err, size_t errlen);
+
+/* Read and parse a file. Also -errno when it cannot be read. */
+int conf_load(struct conf **out, const char *path, char *err, size_t errlen);
+
+void conf_free(struct conf *cf);
+
+/* The pool called name, or the first pool when name is NULL; NULL if none. */
+const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
+
+/* Build the pool's ring (ring_create's contract). */
+int conf_pool_ring(const struct conf_pool *pool, struct ring **out,
+                   char *err, size_t errlen);
+
+#endif

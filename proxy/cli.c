@@ -1,0 +1,236 @@
+/* cli.c -- `shardis -t`, `shardis locate` and `shardis diff`.
+ *
+ * These run the same conf/ and ring/ code the proxy routes with, so what
+ * they print is what the proxy does. locate answers from the ring
+ * directly; diff prints the exact arcs' shares from ring_diff. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "proxy/cli.h"
+#include "ring/ring.h"
+
+static struct conf *load(const char *path)
+{
+    char err[CONF_ERRLEN];
+    struct conf *cf;
+
+    if (conf_load(&cf, path, err, sizeof(err)) < 0) {
+        fprintf(stderr, "shardis: %s\n", err);
+        return NULL;
+    }
+    return cf;
+}
+
+static struct ring *pool_ring(const struct conf *cf, const char *name,
+                              const struct conf_pool **poolp)
+{
+    const struct conf_pool *pool = conf_pool(cf, name);
+    char err[CONF_ERRLEN];
+    struct ring *r;
+
+    if (pool == NULL) {
+        fprintf(stderr, "shardis: %s: no pool named '%s'\n", cf->path, name);
+        return NULL;
+    }
+    if (conf_pool_ring(pool, &r, err, sizeof(err)) < 0) {
+        fprintf(stderr, "shardis: %s: pool '%s': %s\n", cf->path, pool->name, err);
+        return NULL;
+    }
+    *poolp = pool;
+    return r;
+}
+
+int cli_test_conf(const char *path)
+{
+    struct conf *cf = load(path);
+    int ok = cf != NULL;
+
+    /* Building every ring catches what parsing alone cannot. */
+    for (size_t i = 0; ok && i < cf->npools; i++) {
+        const struct conf_pool *pool;
+        struct ring *r = pool_ring(cf, cf->pools[i].name, &pool);
+        ok = r != NULL;
+        ring_free(r);
+    }
+    conf_free(cf);
+    if (!ok) {
+        fprintf(stderr, "shardis: configuration file '%s' syntax is invalid\n", path);
+        return 1;
+    }
+    printf("shardis: configuration file '%s' syntax is ok\n", path);
+    return 0;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    c = tolower(c);
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* Decode hex in place; returns the byte count or -1. */
+static ssize_t unhex(const char *s, size_t n, char *out)
+{
+    if (n % 2 != 0)
+        return -1;
+    for (size_t i = 0; i < n; i += 2) {
+        int hi = hexval((unsigned char)s[i]), lo = hexval((unsigned char)s[i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i / 2] = (char)(hi << 4 | lo);
+    }
+    return (ssize_t)(n / 2);
+}
+
+int cli_locate(const char *path, const char *poolname, bool hex, FILE *in, FILE *out)
+{
+    const struct conf_pool *pool = NULL;
+    struct conf *cf = load(path);
+    struct ring *r = cf != NULL ? pool_ring(cf, poolname, &pool) : NULL;
+    char *line = NULL, *key = NULL;
+    size_t cap = 0, keycap = 0, lineno = 0;
+    ssize_t n;
+    int rc = 0;
+
+    if (r == NULL) {
+        conf_free(cf);
+        return 1;
+    }
+    if (ring_distribution(r) == RING_DIST_RANDOM) {
+        fprintf(stderr, "shardis: pool '%s' uses distribution random: its keys "
+                "have no fixed server to locate\n", pool->name);
+        ring_free(r);
+        conf_free(cf);
+        return 1;
+    }
+    while ((n = getline(&line, &cap, in)) >= 0) {
+        const char *k = line;
+        ssize_t klen;
+
+        lineno++;
+        if (n > 0 && line[n - 1] == '\n')
+            line[--n] = '\0';
+        klen = n;
+        if (hex) {
+            if ((size_t)n / 2 + 1 > keycap) {
+                keycap = (size_t)n / 2 + 1;
+                free(key);
+                if ((key = malloc(keycap)) == NULL) {
+                    fprintf(stderr, "shardis: out of memory\n");
+                    rc = 1;
+                    break;
+                }
+            }
+            klen = unhex(line, (size_t)n, key);
+            if (klen < 0) {
+                fprintf(stderr, "shardis: stdin:%zu: '%s' is not hex (use two hex "
+                        "digits per byte)\n", lineno, line);
+                rc = 1;
+                break;
+            }
+            k = key;
+        }
+        fwrite(line, 1, (size_t)n, out);
+        fprintf(out, "\t%s\n", ring_server_label(r, ring_lookup(r, k, (size_t)klen)));
+    }
+    if (fflush(out) != 0 || ferror(out)) {
+        fprintf(stderr, "shardis: cannot write the output: %s\n", strerror(errno));
+        rc = 1;
+    }
+    free(line);
+    free(key);
+    ring_free(r);
+    conf_free(cf);
+    return rc;
+}
+
+static uint32_t find_addr(const struct ring *r, const char *addr)
+{
+    for (uint32_t i = 0; i < ring_nservers(r); i++)
+        if (strcmp(ring_server_addr(r, i), addr) == 0)
+            return i;
+    return UINT32_MAX;
+}
+
+static void print_server(FILE *out, const struct ring *r, uint32_t i)
+{
+    const char *label = ring_server_label(r, i), *addr = ring_server_addr(r, i);
+    char buf[600];
+
+    if (strcmp(label, addr) == 0)
+        snprintf(buf, sizeof(buf), "%s", addr);
+    else
+        snprintf(buf, sizeof(buf), "%s (%s)", label, addr);
+    fprintf(out, "  %-40s", buf);
+}
+
+static void print_share(FILE *out, const struct ring *r, uint32_t i)
+{
+    if (i == UINT32_MAX)
+        fprintf(out, "  %9s", "-");
+    else
+        fprintf(out, "  %8.4f%%", 100 * ring_server_share(r, i));
+}
+
+int cli_diff(const char *oldpath, const char *newpath, const char *poolname, FILE *out)
+{
+    struct conf *ca = load(oldpath), *cb = ca != NULL ? load(newpath) : NULL;
+    const struct conf_pool *pa = NULL, *pb = NULL;
+    struct ring *ra = NULL, *rb = NULL;
+    struct ring_diff *d = NULL;
+    char err[CONF_ERRLEN];
+    int rc = 1;
+
+    if (cb == NULL)
+        goto done;
+    if ((ra = pool_ring(ca, poolname, &pa)) == NULL ||
+        (rb = pool_ring(cb, pa->name, &pb)) == NULL)
+        goto done;
+    if (ring_diff_create(&d, ra, rb, err, sizeof(err)) < 0) {
+        fprintf(stderr, "shardis: pool '%s': %s\n", pa->name, err);
+        goto done;
+    }
+
+    fprintf(out, "pool '%s': %s, hash %s\n\n", pa->name,
+            ring_dist_name(ring_distribution(ra)), ring_hash_name(ring_hash_function(ra)));
+    fprintf(out, "  %-40s  %9s  %9s\n", "server", "before", "after");
+    for (uint32_t i = 0; i < ring_nservers(ra); i++) {
+        print_server(out, ra, i);
+        print_share(out, ra, i);
+        print_share(out, rb, find_addr(rb, ring_server_addr(ra, i)));
+        fputc('\n', out);
+    }
+    for (uint32_t j = 0; j < ring_nservers(rb); j++) {
+        if (find_addr(ra, ring_server_addr(rb, j)) != UINT32_MAX)
+            continue;
+        print_server(out, rb, j);
+        print_share(out, ra, UINT32_MAX);
+        print_share(out, rb, j);
+        fputc('\n', out);
+    }
+
+    fprintf(out, "\nkeys moving: %.4f%%", 100 * d->moving);
+    if (d->narcs > 0)
+        fprintf(out, " (%zu arcs)", d->narcs);
+    fputc('\n', out);
+    for (uint32_t i = 0; i < ring_nservers(ra); i++)
+        for (uint32_t j = 0; j < ring_nservers(rb); j++) {
+            double s = ring_diff_share(d, i, j);
+            if (s <= 0)
+                continue;
+            fprintf(out, "  %s -> %s: %.4f%%\n", ring_server_label(ra, i),
+                    ring_server_label(rb, j), 100 * s);
+        }
+    rc = fflush(out) == 0 ? 0 : 1;
+done:
+    ring_diff_free(d);
+    ring_free(ra);
+    ring_free(rb);
+    conf_free(ca);
+    conf_free(cb);
+    return rc;
+}

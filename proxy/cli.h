@@ -1,0 +1,22 @@
+/* cli.h -- the operator's offline tools: check a config, locate keys, and
+ * diff two configs' rings. None of them opens a socket.
+ *
+ * Each returns the process exit code: 0 ok, 1 error (already reported on
+ * stderr), as nutcracker does. */
+#ifndef SHARDIS_CLI_H
+#define SHARDIS_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Validate a config: "shardis: configuration file 'F' syntax is ok". */
+int cli_test_conf(const char *path);
+
+/* Read keys from in, one per line (hex-encoded when hex), and print
+ * "<line as given>\t<server>" for each to out. */
+int cli_locate(const char *path, const char *pool, bool hex, FILE *in, FILE *out);
+
+/* Print each server's share before and after, and what moves where. */
+int cli_diff(const char *oldpath, const char *newpath, const char *pool, FILE *out);
+
+#endif
