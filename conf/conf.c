@@ -232,8 +232,6 @@ static int set_listen(struct parser *p, const yaml_node_t *n, struct conf_pool *
 
     if ((rc = scalar(p, n, "listen", &s)) < 0)
         return rc;
-    if (pool->listen.text != NULL)
-        return fail(p, n, "listen is given twice");
     len = strlen(s);
     sp = s[0] == '/' ? strchr(s, ' ') : NULL;
     if (sp != NULL) {
@@ -297,8 +295,6 @@ static int set_servers(struct parser *p, yaml_node_t *n, struct conf_pool *pool)
     yaml_node_item_t *start, *top;
     size_t count;
 
-    if (pool->servers != NULL)
-        return fail(p, n, "servers is given twice");
     if (n->type != YAML_SEQUENCE_NODE)
         return fail(p, n, "servers must be a list of \"host:port:weight [name]\", "
                     "not %s", kind_name(n));
