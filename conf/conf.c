@@ -634,6 +634,12 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
     if (given(&st, "jedis_version") != NULL && pool->distribution != RING_DIST_JEDIS)
         return fail(p, given(&st, "jedis_version"), "jedis_version applies only to "
                     "distribution: jedis");
+    /* Building the ring catches what the keys alone cannot (point budgets,
+     * over-long identities); a config that parses always builds. */
+    struct ring *r;
+    if ((rc = conf_pool_ring(pool, &r, why, sizeof(why))) < 0)
+        return rc == -ENOMEM ? oom(p) : fail(p, given(&st, "servers"), "%s", why);
+    ring_free(r);
     for (size_t i = 0; i + 1 < cf->npools; i++)
         if (strcmp(cf->pools[i].listen.text, pool->listen.text) == 0)
             return fail(p, given(&st, "listen"), "pool '%s' listens on '%s', as "

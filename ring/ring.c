@@ -8,6 +8,11 @@
  * (the later server overwrites). modula keeps the weight-expanded server
  * list in `owners`; random keeps nothing.
  *
+ * twemproxy sorts a pool's servers by identity (shorter first, then byte
+ * order) when it validates the config, and modula slots and ketama ties
+ * follow that order, so those distributions walk the servers in it too;
+ * lookups still return the caller's index.
+ *
  * The identity strings hashed into points follow each origin exactly:
  *
  *   ketama     "<id>-<i>", id = name, else "host:port" as written, else
@@ -27,6 +32,8 @@
 #define RING_ID_MAX     256     /* longest identity hashed into points */
 #define RING_POINTSTR   (RING_ID_MAX + 48)
 #define JEDIS_SIGN      (UINT64_C(1) << 63)
+#define RING_WEIGHT_MAX 1000000 /* per server, and in all (modula slots) */
+#define JEDIS_TOTAL_MAX 10000   /* jedis: 160 points per unit, so 1.6M points */
 
 struct ring_node {
     char    *label;             /* name, else addr */
@@ -229,8 +236,51 @@ static size_t ketama_id(const struct ring_server *s, char *buf)
     return (size_t)snprintf(buf, RING_ID_MAX + 2, "%s", s->addr);
 }
 
+/* twemproxy's string_compare: shorter first, then bytes. */
+static int id_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
+    return memcmp(a, b, alen);
+}
+
+/* The order in which the distribution walks the servers: twemproxy's
+ * sorted order for ketama and modula, the config's for the others. Fills
+ * order[n]; -EINVAL when two servers share a twemproxy identity. */
+static int server_order(const struct ring *r, const struct ring_server *sv,
+                        uint32_t *order, char *err, size_t errlen)
+{
+    char a[RING_ID_MAX + 2], b[RING_ID_MAX + 2];
+    uint32_t n = r->nservers;
+
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
+    if (r->opt.dist != RING_DIST_KETAMA && r->opt.dist != RING_DIST_MODULA &&
+        r->opt.dist != RING_DIST_RANDOM)
+        return 0;
+    for (uint32_t i = 1; i < n; i++) {      /* insertion sort: n is small */
+        uint32_t cur = order[i], j = i;
+        size_t clen = ketama_id(&sv[cur], a);
+        while (j > 0) {
+            size_t plen = ketama_id(&sv[order[j - 1]], b);
+            int c = id_cmp(a, clen, b, plen);
+            if (c == 0) {
+                snprintf(err, errlen, "servers '%s' and '%s' have the same ring "
+                         "identity '%s'", sv[order[j - 1]].addr, sv[cur].addr, a);
+                return -EINVAL;
+            }
+            if (c > 0)
+                break;
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = cur;
+    }
+    return 0;
+}
+
 static int build_points(struct ring *r, const struct ring_server *sv,
-                        char *err, size_t errlen)
+                        const uint32_t *order, char *err, size_t errlen)
 {
     uint32_t total = 0, n = r->nservers;
     size_t cap = 0, np = 0;
@@ -261,7 +311,8 @@ static int build_points(struct ring *r, const struct ring_server *sv,
     if (pts == NULL)
         return -ENOMEM;
 
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t oi = 0; oi < n; oi++) {
+        uint32_t i = order[oi];
         const struct ring_server *s = &sv[i];
         size_t idlen;
         int len;
@@ -322,7 +373,8 @@ static int build_points(struct ring *r, const struct ring_server *sv,
     return 0;
 }
 
-static int build_modula(struct ring *r, const struct ring_server *sv)
+static int build_modula(struct ring *r, const struct ring_server *sv,
+                        const uint32_t *order)
 {
     size_t total = 0, k = 0;
 
@@ -331,7 +383,8 @@ static int build_modula(struct ring *r, const struct ring_server *sv)
     r->owners = malloc(total * sizeof(*r->owners));
     if (r->owners == NULL)
         return -ENOMEM;
-    for (uint32_t i = 0; i < r->nservers; i++) {
+    for (uint32_t oi = 0; oi < r->nservers; oi++) {
+        uint32_t i = order[oi];
         r->nodes[i].points = sv[i].weight;
         for (uint32_t w = 0; w < sv[i].weight; w++)
             r->owners[k++] = i;
@@ -397,6 +450,8 @@ int ring_create(struct ring **out, const struct ring_options *opt,
                 char *err, size_t errlen)
 {
     struct ring *r;
+    uint32_t *order;
+    uint64_t total = 0;
     int rc;
 
     *out = NULL;
@@ -413,8 +468,9 @@ int ring_create(struct ring **out, const struct ring_options *opt,
     }
     for (size_t i = 0; i < n; i++) {
         const struct ring_server *s = &servers[i];
-        if (s->weight == 0 || s->weight > 1000000) {
-            snprintf(err, errlen, "server '%s': weight must be 1..1000000", s->addr);
+        if (s->weight == 0 || s->weight > RING_WEIGHT_MAX) {
+            snprintf(err, errlen, "server '%s': weight must be 1..%d", s->addr,
+                     RING_WEIGHT_MAX);
             return -EINVAL;
         }
         if (strlen(s->addr) > RING_ID_MAX ||
@@ -423,6 +479,19 @@ int ring_create(struct ring **out, const struct ring_options *opt,
                      "than %d bytes", s->addr, RING_ID_MAX);
             return -EINVAL;
         }
+        total += s->weight;
+    }
+    if (total > RING_WEIGHT_MAX) {
+        snprintf(err, errlen, "the servers' weights add up to %llu; the most "
+                 "allowed is %d", (unsigned long long)total, RING_WEIGHT_MAX);
+        return -EINVAL;
+    }
+    /* Jedis does not normalise weights: each unit is 160 points. */
+    if (opt->dist == RING_DIST_JEDIS && total > JEDIS_TOTAL_MAX) {
+        snprintf(err, errlen, "distribution 'jedis' puts 160 points on the ring per "
+                 "unit of weight; the total weight %llu is over %d",
+                 (unsigned long long)total, JEDIS_TOTAL_MAX);
+        return -EINVAL;
     }
 
     r = calloc(1, sizeof(*r));
@@ -446,19 +515,27 @@ int ring_create(struct ring **out, const struct ring_options *opt,
         }
     }
 
-    switch (opt->dist) {
-    case RING_DIST_MODULA:
-        rc = build_modula(r, servers);
-        break;
-    case RING_DIST_RANDOM:
-        for (size_t i = 0; i < n; i++)
-            r->nodes[i].points = 1;
-        rc = 0;
-        break;
-    default:
-        rc = build_points(r, servers, err, errlen);
-        break;
+    order = malloc(n * sizeof(*order));
+    if (order == NULL) {
+        ring_free(r);
+        return -ENOMEM;
     }
+    rc = server_order(r, servers, order, err, errlen);
+    if (rc == 0) {
+        switch (opt->dist) {
+        case RING_DIST_MODULA:
+            rc = build_modula(r, servers, order);
+            break;
+        case RING_DIST_RANDOM:
+            for (size_t i = 0; i < n; i++)
+                r->nodes[i].points = 1;
+            break;
+        default:
+            rc = build_points(r, servers, order, err, errlen);
+            break;
+        }
+    }
+    free(order);
     if (rc < 0) {
         if (rc == -ENOMEM)
             snprintf(err, errlen, "out of memory building the ring");

@@ -256,6 +256,8 @@ ParameterizedTestParameters(conf, errors)
          "type code 1 is already type 'a'"},
         {HEAD "  idgen: {fixed: {users: person}}\n" SERVERS, "t.yml:3:10: ",
          "names type 'person', which is not in idgen.types"},
+        {HEAD "  distribution: jedis\n  servers: ['h:1:9000', 'h:2:1001']\n", "t.yml:4:12: ",
+         "the total weight 10001 is over 10000"},
         {HEAD "  servers: {a: b}\n", "t.yml:3:12: ", "servers must be a list"},
         {"alpha: [1, 2]\n", "t.yml:1:8: ", "a pool must be a mapping, not a list"},
         {"- a\n- b\n", "t.yml:1:1: ", "the top level must map pool names to pools"},

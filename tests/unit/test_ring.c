@@ -104,10 +104,15 @@ Test(hash, murmur64a_is_jedis)
 Test(hash, standard_checks)
 {
     /* Published check values of the underlying algorithms for "123456789":
-     * CRC-32 0xCBF43926, CRC-16/ARC 0xBB3D, FNV-1a-32 0xBB86B11C,
+     * CRC-32 0xCBF43926, FNV-1a-32 0xBB86B11C,
      * FNV-1-32 0x24148816 (all-ASCII input, so signedness does not matter). */
     cr_assert(eq(u64, H(RING_HASH_CRC32A, "123456789"), 0xcbf43926u));
-    cr_assert(eq(u64, H(RING_HASH_CRC16, "123456789"), 0xbb3du));
+    /* twemproxy 0.5.0's crc16 is XMODEM on an uncut 32-bit state: the low
+     * 16 bits are XMODEM's check value 0x31C3. Values read from Debian's
+     * nutcracker 0.5.0. */
+    cr_assert(eq(u64, H(RING_HASH_CRC16, "123456789"), 0x869031c3u));
+    cr_assert(eq(u64, H(RING_HASH_CRC16, "key:0"), 0x70128a20u));
+    cr_assert(eq(u64, ring_hash_raw(RING_HASH_CRC16, "\xff\x80" "abc", 5), 0xa8041a41u));
     /* libmemcached's crc32 keeps bits 16..30 of the real CRC-32. */
     cr_assert(eq(u64, H(RING_HASH_CRC32, "123456789"), (0xcbf43926u >> 16) & 0x7fff));
     cr_assert(eq(u64, H(RING_HASH_FNV1A_32, "123456789"), 0xbb86b11cu));
@@ -210,7 +215,7 @@ ParameterizedTestParameters(ketama, float_point_counts)
 ParameterizedTest(struct points_case *pc, ketama, float_point_counts)
 {
     struct ring_server sv[5];
-    char addr[5][32];
+    char addr[5][40];
     for (size_t i = 0; i < pc->n; i++) {
         snprintf(addr[i], sizeof(addr[i]), "10.0.0.%zu:6379", i + 1);
         sv[i] = (struct ring_server){NULL, addr[i], 6379, pc->weights[i]};
@@ -422,6 +427,38 @@ Test(hash_ring, readme_golden_value)
     cr_assert(eq(u32, ring_server_points(r, 2), 272));
     /* It hashed a C string: bytes after a NUL do not count. */
     cr_assert(eq(u64, ring_key_hash(r, "ab\0cd", 5), ring_key_hash(r, "ab", 2)));
+    ring_free(r);
+}
+
+Test(modula, slots_follow_twemproxys_sorted_server_order)
+{
+    /* twemproxy sorts servers by identity (shorter first, then bytes):
+     * zeta:1, alpha:2, beta:1 become beta, zeta, alpha, alpha. */
+    static const struct ring_server sv[] = {
+        {"zeta", "10.0.0.1:1", 1, 1}, {"alpha", "10.0.0.2:1", 1, 2}, {"beta", "10.0.0.3:1", 1, 1},
+    };
+    static const uint32_t slots[] = {2, 0, 1, 1};
+    struct ring *r = make(RING_DIST_MODULA, RING_HASH_FNV1A_64, NULL, sv, 3);
+    for (uint64_t h = 0; h < 8; h++)
+        cr_assert(eq(u32, ring_lookup_hash(r, h), slots[h % 4]), "h=%llu", (unsigned long long)h);
+    ring_free(r);
+}
+
+Test(ring, same_twemproxy_identity_refused)
+{
+    /* A server named like another's host:port would share its points. */
+    static const struct ring_server sv[] = {
+        {NULL, "10.0.0.1:6379", 6379, 1}, {"10.0.0.1:6379", "10.0.0.2:6379", 6379, 1},
+    };
+    struct ring_options o = {.dist = RING_DIST_KETAMA, .hash = RING_HASH_FNV1A_64};
+    struct ring *r;
+    char err[256];
+    cr_assert(eq(int, ring_create(&r, &o, sv, 2, err, sizeof(err)), -EINVAL));
+    cr_assert(not(zero(ptr, strstr(err, "same ring identity"))), "%s", err);
+    o.dist = RING_DIST_JEDIS;           /* Jedis hashes positions, not these */
+    o.hash = RING_HASH_MURMUR64A;
+    o.jedis_version = 3;
+    cr_assert(eq(int, ring_create(&r, &o, sv, 2, err, sizeof(err)), 0), "%s", err);
     ring_free(r);
 }
 
