@@ -425,7 +425,7 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_JEDIS, K_IDGEN
+    K_REDIS, K_EJECT, K_IDGEN
 };
 
 struct pool_key {
@@ -456,7 +456,7 @@ static const struct pool_key pool_keys[] = {
     {"tcpkeepalive",         K_BOOL,    F(tcpkeepalive), 0, 0},
     {"reuseport",            K_BOOL,    F(reuseport), 0, 0},
     {"servers",              K_SERVERS, 0, 0, 0},
-    {"jedis_version",        K_JEDIS,   F(jedis_version), 2, 3},
+    {"jedis_version",        K_INT,     F(jedis_version), 2, 3},
     {"eject_mode",           K_EJECT,   F(eject_mode), 0, 0},
     {"admin_commands",       K_BOOL,    F(admin_commands), 0, 0},
     {"idgen",                K_IDGEN,   0, 0, 0},
@@ -507,11 +507,6 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
 
     switch (key->kind) {
     case K_INT:
-        if ((rc = number(p, v, name, key->min, key->max, &num)) < 0)
-            return rc;
-        *(int *)field = (int)num;
-        return 0;
-    case K_JEDIS:
         if ((rc = number(p, v, name, key->min, key->max, &num)) < 0)
             return rc;
         *(int *)field = (int)num;
