@@ -1,0 +1,82 @@
+/* cmd.c -- look commands up in the generated table (binary search over
+ * names sorted bytewise, subcommands as "parent|sub"). */
+#include <string.h>
+#include <strings.h>
+
+#include "proxy/cmd.h"
+
+static const struct cmd table[] = {
+#include "proxy/cmdtab.h"
+};
+
+#define NCMDS (sizeof(table) / sizeof(table[0]))
+#define NAME_MAX_LEN 64
+
+static const struct cmd *find(const char *name)
+{
+    size_t lo = 0, hi = NCMDS;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(table[mid].name, name);
+        if (c == 0)
+            return &table[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static size_t lower(char *out, size_t off, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        out[off + i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    return off + len;
+}
+
+const struct cmd *cmd_lookup(const char *name, size_t len)
+{
+    char buf[NAME_MAX_LEN + 1];
+
+    if (len == 0 || len > NAME_MAX_LEN || memchr(name, '|', len) != NULL ||
+        memchr(name, '\0', len) != NULL)
+        return NULL;
+    buf[lower(buf, 0, name, len)] = '\0';
+    return find(buf);
+}
+
+const struct cmd *cmd_lookup_sub(const struct cmd *parent, const char *sub, size_t len)
+{
+    char buf[2 * NAME_MAX_LEN + 2];
+    size_t plen = strlen(parent->name), n;
+
+    if (len == 0 || len > NAME_MAX_LEN || memchr(sub, '\0', len) != NULL)
+        return NULL;
+    memcpy(buf, parent->name, plen);
+    buf[plen] = '|';
+    n = lower(buf, plen + 1, sub, len);
+    buf[n] = '\0';
+    return find(buf);
+}
+
+int cmd_has_subcommands(const struct cmd *c)
+{
+    size_t i = (size_t)(c - table), len = strlen(c->name);
+    return i + 1 < NCMDS && strncmp(table[i + 1].name, c->name, len) == 0 &&
+           table[i + 1].name[len] == '|';
+}
+
+const struct cmd *cmd_table(size_t *n)
+{
+    *n = NCMDS;
+    return table;
+}
+
+int cmd_arity_ok(const struct cmd *c, uint32_t argc)
+{
+    return c->arity > 0 ? argc == (uint32_t)c->arity : argc >= (uint32_t)-c->arity;
+}

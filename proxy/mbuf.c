@@ -1,0 +1,115 @@
+/* mbuf.c -- the chunk pool and slice lists (see mbuf.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/mbuf.h"
+#include "proxy/util.h"
+
+#define MBUF_FREE_MAX   256     /* 4 MiB of chunks kept for reuse */
+
+static struct mbuf *free_list;
+static size_t nfree, nalloc;
+
+struct mbuf *mbuf_get(void)
+{
+    struct mbuf *m = free_list;
+
+    if (m != NULL) {
+        free_list = m->next;
+        nfree--;
+    } else {
+        m = xmalloc(sizeof(*m));
+        nalloc++;
+    }
+    m->next = NULL;
+    m->base = 0;
+    m->refs = 1;
+    m->len = 0;
+    return m;
+}
+
+void mbuf_ref(struct mbuf *m)
+{
+    m->refs++;
+}
+
+void mbuf_unref(struct mbuf *m)
+{
+    ASSERT(m->refs > 0);
+    if (--m->refs > 0)
+        return;
+    if (nfree < MBUF_FREE_MAX) {
+        m->next = free_list;
+        free_list = m;
+        nfree++;
+    } else {
+        free(m);
+        nalloc--;
+    }
+}
+
+size_t mbuf_nalloc(void) { return nalloc; }
+size_t mbuf_nfree(void) { return nfree; }
+
+/* Give the pooled chunks back to the allocator (when the proxy is idle). */
+void mbuf_pool_trim(void)
+{
+    while (free_list != NULL) {
+        struct mbuf *m = free_list;
+        free_list = m->next;
+        free(m);
+        nalloc--;
+    }
+    nfree = 0;
+}
+
+struct slice *msg_slice(struct msg *g, uint32_t i)
+{
+    return i < 2 ? &g->inl[i] : &g->more[i - 2];
+}
+
+int msg_append(struct msg *g, struct mbuf *m, uint32_t off, uint32_t len)
+{
+    struct slice *last = g->n > 0 ? msg_slice(g, g->n - 1) : NULL;
+
+    if (len == 0)
+        return 0;
+    g->len += len;
+    if (last != NULL && last->m == m && last->off + last->len == off) {
+        last->len += len;           /* contiguous in the same chunk */
+        return 0;
+    }
+    if (g->n >= 2 && g->n - 2 == g->cap) {
+        uint32_t cap = g->cap ? g->cap * 2 : 8;
+        g->more = xrealloc(g->more, cap * sizeof(*g->more));
+        g->cap = cap;
+    }
+    mbuf_ref(m);
+    *msg_slice(g, g->n++) = (struct slice){m, off, len};
+    return 0;
+}
+
+void msg_release(struct msg *g)
+{
+    for (uint32_t i = 0; i < g->n; i++)
+        mbuf_unref(msg_slice(g, i)->m);
+    free(g->more);
+    memset(g, 0, sizeof(*g));
+}
+
+void msg_copy(const struct msg *g, size_t off, size_t len, char *out)
+{
+    for (uint32_t i = 0; i < g->n && len > 0; i++) {
+        const struct slice *s = i < 2 ? &g->inl[i] : &g->more[i - 2];
+        if (off >= s->len) {
+            off -= s->len;
+            continue;
+        }
+        size_t n = s->len - off < len ? s->len - off : len;
+        memcpy(out, s->m->data + s->off + off, n);
+        out += n;
+        len -= n;
+        off = 0;
+    }
+}

@@ -1,0 +1,62 @@
+/* mbuf.h -- fixed-size, reference-counted byte chunks and slices of them.
+ *
+ * Bytes read from a socket stay in the chunk they were read into until the
+ * last slice pointing into them is released: a request is forwarded from
+ * the client's chunks, a reply from the backend's. Chunks never move or
+ * grow, so a slice (and a uv_buf_t made from it) stays valid while held.
+ * Free chunks go to a small free list; beyond it they go back to the
+ * allocator, so memory falls after a burst.
+ *
+ * Ownership: mbuf_get returns a chunk holding one reference; every
+ * mbuf_ref needs an mbuf_unref; the chunk returns to the pool at zero. */
+#ifndef SHARDIS_MBUF_H
+#define SHARDIS_MBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MBUF_SIZE   (16 * 1024 - 32)   /* data bytes; the chunk is 16 KiB */
+
+struct mbuf {
+    struct mbuf *next;      /* free list, or a reader's chunk list */
+    uint64_t     base;      /* stream offset of data[0] (readers) */
+    uint32_t     refs;
+    uint32_t     len;       /* bytes filled */
+    char         data[MBUF_SIZE];
+};
+
+/* Bytes [off, off+len) of a chunk; holds one reference. */
+struct slice {
+    struct mbuf *m;
+    uint32_t     off;
+    uint32_t     len;
+};
+
+/* A run of bytes that may span chunks. The first two slices are inline:
+ * almost every request and reply fits; longer runs spill to the heap. */
+struct msg {
+    struct slice  inl[2];
+    struct slice *more;     /* slices 2.. (heap), or NULL */
+    uint32_t      n;        /* slices in use */
+    uint32_t      cap;      /* capacity of more */
+    size_t        len;      /* total bytes */
+};
+
+struct mbuf *mbuf_get(void);
+void mbuf_ref(struct mbuf *m);
+void mbuf_unref(struct mbuf *m);
+
+/* Chunks allocated, and free in the pool (for INFO and tests). */
+size_t mbuf_nalloc(void);
+size_t mbuf_nfree(void);
+void mbuf_pool_trim(void);
+
+struct slice *msg_slice(struct msg *g, uint32_t i);
+/* Append bytes [off, off+len) of m, taking a reference. 0 or -ENOMEM. */
+int msg_append(struct msg *g, struct mbuf *m, uint32_t off, uint32_t len);
+/* Release every slice; the msg is empty and reusable. */
+void msg_release(struct msg *g);
+/* Copy bytes [off, off+len) of the msg into out. */
+void msg_copy(const struct msg *g, size_t off, size_t len, char *out);
+
+#endif

@@ -1,0 +1,425 @@
+/* resp.c -- the request and reply framers (see resp.h).
+ *
+ * Request states:
+ *
+ *   START --'*'--> ALEN --\r\n--> BHDR --'$'--> BLEN --\r\n--> BDATA --> BCRLF
+ *     |                            ^                                      |
+ *     |                            +------------- more args --------------+
+ *     +--other--> INLINE (to '\n', then split)
+ *
+ * Numbers are parsed as they arrive; a header line is "digits\r\n", and
+ * anything else in it is the matching "invalid ... length" error. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/resp.h"
+#include "proxy/util.h"
+
+enum {
+    RQ_START, RQ_ALEN, RQ_BHDR, RQ_BLEN, RQ_BDATA, RQ_BCRLF, RQ_INLINE
+};
+
+/* ---- numbers in header lines ------------------------------------------- */
+
+enum { NUM_MORE, NUM_DONE, NUM_BAD };
+
+/* Consume one byte of "[-]digits\r\n". */
+static int num_byte(long long *num, bool *neg, int *digits, bool *cr, char c)
+{
+    if (*cr) {
+        if (c != '\n')
+            return NUM_BAD;
+        return *digits > 0 ? NUM_DONE : NUM_BAD;
+    }
+    if (c == '\r') {
+        *cr = true;
+        return NUM_MORE;
+    }
+    if (c == '-' && *digits == 0 && !*neg) {
+        *neg = true;
+        return NUM_MORE;
+    }
+    if (c < '0' || c > '9' || *digits >= 18)
+        return NUM_BAD;
+    *num = *num * 10 + (c - '0');
+    (*digits)++;
+    return NUM_MORE;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+void resp_req_reset(struct resp_req *s)
+{
+    s->state = RQ_START;
+    s->num = 0;
+    s->neg = false;
+    s->cr = false;
+    s->digits = 0;
+    s->left = 0;
+    s->argc = 0;
+    s->nargs = 0;
+    s->is_inline = false;
+    s->inllen = 0;
+}
+
+bool resp_req_idle(const struct resp_req *s)
+{
+    return s->state == RQ_START;
+}
+
+void resp_req_free(struct resp_req *s)
+{
+    free(s->argv);
+    free(s->inl);
+    s->argv = NULL;
+    s->inl = NULL;
+    s->argcap = 0;
+    s->inlcap = 0;
+    resp_req_reset(s);
+}
+
+static int req_error(struct resp_req *s, const char *what)
+{
+    snprintf(s->err, sizeof(s->err), "Protocol error: %s", what);
+    return -1;
+}
+
+static void add_arg(struct resp_req *s, uint64_t off, uint32_t len)
+{
+    if (s->nargs == s->argcap) {
+        s->argcap = s->argcap ? s->argcap * 2 : 8;
+        if (s->argcap > s->argc && s->argc > 0 && !s->is_inline)
+            s->argcap = s->argc;
+        s->argv = xrealloc(s->argv, s->argcap * sizeof(*s->argv));
+    }
+    s->argv[s->nargs++] = (struct resp_arg){off, len};
+}
+
+static int hexdigit(int c)
+{
+    return isdigit(c) ? c - '0' : tolower(c) - 'a' + 10;
+}
+
+/* Split the inline line in s->inl[0..len) into arguments the way
+ * redis-server's sdssplitargs does, unquoting into the space after the
+ * line. Returns 0, or -1 for unbalanced quotes. */
+static int split_inline(struct resp_req *s, size_t len)
+{
+    size_t i = 0;
+
+    /* Unquoted args can only be shorter than the line: room for both. */
+    if (s->inlcap < 2 * len + 1) {
+        s->inlcap = 2 * len + 1;
+        s->inl = xrealloc(s->inl, s->inlcap);
+    }
+    char *line = s->inl, *out = s->inl + len;
+    size_t base = len, olen = 0;
+
+    len = strnlen(line, len);   /* redis-server splits a C string */
+
+    for (;;) {
+        while (i < len && isspace((unsigned char)line[i]))
+            i++;
+        if (i == len)
+            return 0;
+        size_t begin = olen;
+        int inq = 0, insq = 0, done = 0;
+        while (!done) {
+            char c = i < len ? line[i] : '\0';
+            if (inq) {
+                if (i >= len)
+                    return -1;
+                if (c == '\\' && i + 3 < len && line[i + 1] == 'x' &&
+                    isxdigit((unsigned char)line[i + 2]) && isxdigit((unsigned char)line[i + 3])) {
+                    out[olen++] = (char)(hexdigit(line[i + 2]) * 16 + hexdigit(line[i + 3]));
+                    i += 3;
+                } else if (c == '\\' && i + 1 < len) {
+                    char e = line[++i];
+                    out[olen++] = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t'
+                                : e == 'b' ? '\b' : e == 'a' ? '\a' : e;
+                } else if (c == '"') {
+                    if (i + 1 < len && !isspace((unsigned char)line[i + 1]))
+                        return -1;      /* closing quote must end the arg */
+                    done = 1;
+                } else {
+                    out[olen++] = c;
+                }
+            } else if (insq) {
+                if (i >= len)
+                    return -1;
+                if (c == '\\' && i + 1 < len && line[i + 1] == '\'') {
+                    out[olen++] = '\'';
+                    i++;
+                } else if (c == '\'') {
+                    if (i + 1 < len && !isspace((unsigned char)line[i + 1]))
+                        return -1;
+                    done = 1;
+                } else {
+                    out[olen++] = c;
+                }
+            } else if (i >= len || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+                done = 1;
+            } else if (c == '"') {
+                inq = 1;
+            } else if (c == '\'') {
+                insq = 1;
+            } else {
+                out[olen++] = c;
+            }
+            if (i < len)
+                i++;
+        }
+        add_arg(s, base + begin, (uint32_t)(olen - begin));
+    }
+}
+
+/* The inline line is complete (without its '\n'). */
+static int req_inline_done(struct resp_req *s)
+{
+    size_t len = s->inllen;
+
+    if (len > 0 && s->inl[len - 1] == '\r')
+        len--;
+    s->nargs = 0;
+    if (split_inline(s, len) < 0)
+        return req_error(s, "unbalanced quotes in request");
+    s->argc = s->nargs;
+    return 0;
+}
+
+static void req_num_start(struct resp_req *s)
+{
+    s->num = 0;
+    s->neg = false;
+    s->cr = false;
+    s->digits = 0;
+}
+
+int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, size_t *used)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        char c = p[i];
+        switch (s->state) {
+        case RQ_START:
+            s->start = off + i;
+            if (c == '*') {
+                s->state = RQ_ALEN;
+                req_num_start(s);
+                i++;
+            } else {
+                s->state = RQ_INLINE;
+                s->is_inline = true;
+                s->inllen = 0;
+            }
+            break;
+
+        case RQ_ALEN:
+        case RQ_BLEN:
+            switch (num_byte(&s->num, &s->neg, &s->digits, &s->cr, c)) {
+            case NUM_BAD:
+                return req_error(s, s->state == RQ_ALEN ? "invalid multibulk length"
+                                                        : "invalid bulk length");
+            case NUM_MORE:
+                i++;
+                break;
+            default:
+                i++;
+                if (s->state == RQ_ALEN) {
+                    if (s->neg || s->num == 0) {         /* *0 / *-1: nothing */
+                        s->state = RQ_START;
+                        break;
+                    }
+                    if (s->num > RESP_MAX_ARGS)
+                        return req_error(s, "invalid multibulk length");
+                    s->argc = (uint32_t)s->num;
+                    s->nargs = 0;
+                    s->state = RQ_BHDR;
+                } else {
+                    if (s->neg || s->num > RESP_MAX_BULK)
+                        return req_error(s, "invalid bulk length");
+                    add_arg(s, off + i, (uint32_t)s->num);
+                    s->left = s->num;
+                    s->state = RQ_BDATA;
+                }
+            }
+            break;
+
+        case RQ_BHDR:
+            if (c != '$') {
+                snprintf(s->err, sizeof(s->err), "Protocol error: expected '$', got '%c'", c);
+                return -1;
+            }
+            s->state = RQ_BLEN;
+            req_num_start(s);
+            i++;
+            break;
+
+        case RQ_BDATA: {
+            size_t take = n - i < (size_t)s->left ? n - i : (size_t)s->left;
+            i += take;
+            s->left -= (long long)take;
+            if (s->left == 0) {
+                s->state = RQ_BCRLF;
+                s->left = 2;
+            }
+            break;
+        }
+
+        case RQ_BCRLF:
+            /* redis-server skips the two bytes after a bulk unchecked. */
+            i++;
+            if (--s->left == 0) {
+                if (s->nargs == s->argc) {
+                    *used = i;
+                    return 1;
+                }
+                s->state = RQ_BHDR;
+            }
+            break;
+
+        case RQ_INLINE: {
+            const char *nl = memchr(p + i, '\n', n - i);
+            size_t take = nl != NULL ? (size_t)(nl - (p + i)) : n - i;
+            if (s->inllen + take > RESP_MAX_INLINE)
+                return req_error(s, "too big inline request");
+            if (s->inlcap < s->inllen + take + 1) {
+                s->inlcap = s->inllen + take + 1 > 64 ? s->inllen + take + 1 : 64;
+                s->inl = xrealloc(s->inl, s->inlcap);
+            }
+            memcpy(s->inl + s->inllen, p + i, take);
+            s->inllen += take;
+            i += take;
+            if (nl == NULL)
+                break;
+            i++;                            /* the '\n' */
+            if (req_inline_done(s) < 0)
+                return -1;
+            if (s->argc == 0) {             /* empty line: skipped */
+                s->state = RQ_START;
+                s->is_inline = false;
+                break;
+            }
+            *used = i;
+            return 1;
+        }
+        }
+    }
+    *used = n;
+    return 0;
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+enum { RS_TYPE, RS_LINE, RS_NUM, RS_BULK };
+
+void resp_rsp_reset(struct resp_rsp *s)
+{
+    s->state = RS_TYPE;
+    s->depth = 0;
+    s->type = 0;
+    s->left = 0;
+}
+
+static int rsp_error(struct resp_rsp *s, const char *what, char c)
+{
+    snprintf(s->err, sizeof(s->err), "%s (byte 0x%02x)", what, (unsigned char)c);
+    return -1;
+}
+
+/* One value ended: pop finished arrays. 1 if the whole reply is done. */
+static int rsp_value_done(struct resp_rsp *s)
+{
+    while (s->depth > 0) {
+        if (--s->stack[s->depth - 1] > 0)
+            break;
+        s->depth--;
+    }
+    s->state = RS_TYPE;
+    return s->depth == 0;
+}
+
+int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        char c = p[i];
+        switch (s->state) {
+        case RS_TYPE:
+            if (s->depth == 0)
+                s->type = c;
+            i++;
+            if (c == '+' || c == '-' || c == ':') {
+                s->state = RS_LINE;
+                s->left = 0;
+            } else if (c == '$' || c == '*') {
+                if (c == '*' && s->depth == RESP_MAX_DEPTH)
+                    return rsp_error(s, "reply nested too deep", c);
+                s->state = RS_NUM;
+                s->array = c == '*';
+                s->num = 0;
+                s->neg = false;
+                s->cr = false;
+                s->digits = 0;
+            } else {
+                return rsp_error(s, "bad reply type", c);
+            }
+            break;
+
+        case RS_LINE: {
+            const char *nl = memchr(p + i, '\n', n - i);
+            if (nl == NULL) {
+                i = n;
+                break;
+            }
+            i = (size_t)(nl - p) + 1;
+            if (rsp_value_done(s)) {
+                *used = i;
+                return 1;
+            }
+            break;
+        }
+
+        case RS_NUM:
+            switch (num_byte(&s->num, &s->neg, &s->digits, &s->cr, c)) {
+            case NUM_BAD:
+                return rsp_error(s, "bad length in reply", c);
+            case NUM_MORE:
+                i++;
+                break;
+            default:
+                i++;
+                if (s->neg || (s->array && s->num == 0)) { /* null, or empty array */
+                    if (rsp_value_done(s)) {
+                        *used = i;
+                        return 1;
+                    }
+                } else if (s->array) {
+                    s->stack[s->depth++] = s->num;
+                    s->state = RS_TYPE;
+                } else {
+                    s->left = s->num + 2;                 /* data and CRLF */
+                    s->state = RS_BULK;
+                }
+            }
+            break;
+
+        case RS_BULK: {
+            size_t take = n - i < (size_t)s->left ? n - i : (size_t)s->left;
+            i += take;
+            s->left -= (long long)take;
+            if (s->left == 0 && rsp_value_done(s)) {
+                *used = i;
+                return 1;
+            }
+            break;
+        }
+        }
+    }
+    *used = n;
+    return 0;
+}

@@ -1,0 +1,88 @@
+/* resp.h -- incremental RESP framers for requests and replies.
+ *
+ * Both are small state machines fed bytes in whatever pieces the socket
+ * delivered; they record where things are (stream offsets) and copy
+ * nothing, so the caller can forward the very bytes it read.
+ *
+ * This departs from design.md's "hiredis reader" on purpose: hiredis's
+ * reader copies every byte into its own buffer, and only reports a bulk
+ * once all of it has arrived, so a client announcing a 4 GB bulk would be
+ * buffered before it could be refused. Here every length is checked when
+ * its header is read, with redis-server's own error texts.
+ *
+ * Requests: arrays of bulk strings (`*N\r\n$L\r\n...`) or inline commands
+ * (`SET a b\r\n`, split with redis-server's quoting rules). Limits as
+ * redis-server: at most 1,048,576 elements, bulks of at most 512 MB,
+ * inline lines of at most 64 KiB. Empty arrays and empty inline lines are
+ * skipped, as redis-server does.
+ *
+ * Replies: any RESP2 value, nested arrays included (depth <= 64). */
+#ifndef SHARDIS_RESP_H
+#define SHARDIS_RESP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RESP_MAX_ARGS       (1024 * 1024)
+#define RESP_MAX_BULK       (512LL * 1024 * 1024)
+#define RESP_MAX_INLINE     (64 * 1024)
+#define RESP_MAX_DEPTH      64
+
+/* Where an argument's bytes are: a stream offset for array requests, an
+ * offset into resp_req.inl for inline ones. */
+struct resp_arg {
+    uint64_t off;
+    uint32_t len;
+};
+
+struct resp_req {
+    int       state;
+    long long num;          /* header number being parsed */
+    bool      neg;
+    bool      cr;           /* header: '\r' seen */
+    int       digits;
+    long long left;         /* bulk bytes (or CRLF bytes) still to skip */
+    uint64_t  start;        /* stream offset of the request's first byte */
+    uint32_t  argc;         /* arguments announced */
+    uint32_t  nargs;        /* arguments complete */
+    struct resp_arg *argv;  /* [argcap], owned */
+    uint32_t  argcap;
+    bool      is_inline;
+    char     *inl;          /* inline: the line, then its unquoted args */
+    size_t    inllen, inlcap;
+    char      err[80];      /* "Protocol error: ..." after -1 */
+};
+
+/* Feed n bytes at stream offset off. Returns 1 when a request completed
+ * after *used bytes (its arguments are in argv[0..argc-1], its bytes span
+ * [start, off + *used)); 0 when all n bytes were used and more are needed;
+ * -1 on a protocol error (err says which; the connection must close).
+ * After 1, call resp_req_reset before feeding the rest. */
+int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, size_t *used);
+void resp_req_reset(struct resp_req *s);
+/* True between requests (no partial request buffered). */
+bool resp_req_idle(const struct resp_req *s);
+/* Free what the framer holds; it stays usable. */
+void resp_req_free(struct resp_req *s);
+
+struct resp_rsp {
+    int       state;
+    long long num;
+    bool      neg;
+    bool      cr;
+    bool      array;        /* the header being read is '*' (else '$') */
+    int       digits;
+    long long left;         /* bulk bytes plus CRLF still to skip */
+    int       depth;
+    long long stack[RESP_MAX_DEPTH];  /* elements left at each level */
+    char      type;                   /* type byte of the top-level reply */
+    char      err[80];
+};
+
+/* Feed n bytes. Returns 1 when a whole reply ended after *used bytes, 0
+ * when all were used, -1 on a protocol error. After 1, resp_rsp_reset. */
+int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used);
+void resp_rsp_reset(struct resp_rsp *s);
+
+#endif

@@ -1,0 +1,207 @@
+/* test_resp.c -- the request and reply framers, fed every input cut at
+ * every byte: framing must not depend on how the socket splits the bytes.
+ * Error texts are redis-server 7.0's. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proxy/resp.h"
+
+/* Frame input (cut once at `cut`) and render the requests as
+ * "arg|arg|...;" strings; on a protocol error append "ERR:<text>". */
+static void frame(const char *in, size_t n, size_t cut, char *out, size_t outlen)
+{
+    struct resp_req s = {0};
+    size_t pieces[2][2] = {{0, cut}, {cut, n - cut}};
+    size_t o = 0;
+
+    resp_req_reset(&s);
+    out[0] = '\0';
+    for (int k = 0; k < 2; k++) {
+        size_t at = pieces[k][0], left = pieces[k][1];
+        while (left > 0) {
+            size_t used;
+            int rc = resp_req_feed(&s, in + at, left, at, &used);
+            if (rc < 0) {
+                o += (size_t)snprintf(out + o, outlen - o, "ERR:%s", s.err);
+                resp_req_free(&s);
+                return;
+            }
+            at += used;
+            left -= used;
+            if (rc == 1) {
+                for (uint32_t i = 0; i < s.argc; i++) {
+                    const char *base = s.is_inline ? s.inl : in;
+                    o += (size_t)snprintf(out + o, outlen - o, "%s%.*s", i ? "|" : "",
+                                          (int)s.argv[i].len, base + s.argv[i].off);
+                }
+                o += (size_t)snprintf(out + o, outlen - o, ";");
+                /* the request's bytes are [start, at) */
+                if (!s.is_inline)
+                    cr_assert(eq(u64, s.argv[0].off > s.start, 1));
+                resp_req_reset(&s);
+            }
+        }
+    }
+    if (!resp_req_idle(&s))
+        o += (size_t)snprintf(out + o, outlen - o, "PARTIAL");
+    resp_req_free(&s);
+}
+
+struct req_case {
+    char in[160];
+    size_t len;             /* 0: strlen(in) */
+    char want[160];
+};
+
+ParameterizedTestParameters(resp, requests)
+{
+    static struct req_case cases[] = {
+        {"*1\r\n$4\r\nPING\r\n", 0, "PING;"},
+        {"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n", 0, "GET|k;PING;"},
+        {"*3\r\n$3\r\nSET\r\n$4\r\na\r\nb\r\n$0\r\n\r\n", 0, "SET|a\r\nb|;"},
+        {"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n", 0, "PING;"},
+        {"PING\r\n", 0, "PING;"},
+        {"PING\n", 0, "PING;"},
+        {"SET a \"b c\"\r\nGET  a\r\n", 0, "SET|a|b c;GET|a;"},
+        {"SET 'it''s'\r\n", 0, "ERR:Protocol error: unbalanced quotes in request"},
+        {"ECHO \"\\x41\\n\" 'x\\'y'\r\n", 0, "ECHO|A\n|x'y;"},
+        {"\r\n   \r\n\nPING\r\n", 0, "PING;"},
+        {"SET a \"b\r\n", 0, "ERR:Protocol error: unbalanced quotes in request"},
+        {"SET a \"b\"c\r\n", 0, "ERR:Protocol error: unbalanced quotes in request"},
+        {"*1\r\n$4\r\nPING\r\nPING\r\n*1\r\n$4\r\nPING\r\n", 0, "PING;PING;PING;"},
+        {"*x\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
+        {"*1048577\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
+        {"*1\r\n:1\r\n", 0, "ERR:Protocol error: expected '$', got ':'"},
+        {"*1\r\n$-1\r\n", 0, "ERR:Protocol error: invalid bulk length"},
+        {"*1\r\n$536870913\r\n", 0, "ERR:Protocol error: invalid bulk length"},
+        {"*1\r\n$3x\r\n", 0, "ERR:Protocol error: invalid bulk length"},
+        {"*1\r\n$3\r\nGE", 0, "PARTIAL"},
+        {"*2\r\n$3\r\nGET\r\n$1\r\n\0\r\n", 20, "GET|"},  /* NUL key: checked below */
+    };
+    return cr_make_param_array(struct req_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct req_case *rc, resp, requests)
+{
+    size_t n = rc->len ? rc->len : strlen(rc->in);
+    char got[512];
+
+    for (size_t cut = 0; cut <= n; cut++) {
+        frame(rc->in, n, cut, got, sizeof(got));
+        cr_assert(strncmp(got, rc->want, strlen(rc->want)) == 0,
+                  "cut=%zu got '%s' want '%s'", cut, got, rc->want);
+    }
+}
+
+Test(resp, inline_too_big)
+{
+    static char big[RESP_MAX_INLINE + 10];
+    struct resp_req s = {0};
+    size_t used;
+
+    memset(big, 'a', sizeof(big));
+    resp_req_reset(&s);
+    cr_assert(eq(int, resp_req_feed(&s, big, sizeof(big), 0, &used), -1));
+    cr_assert(eq(str, s.err, "Protocol error: too big inline request"));
+    resp_req_free(&s);
+}
+
+Test(resp, huge_bulk_is_refused_from_its_header)
+{
+    /* A 4 GB bulk is refused before any of it arrives. */
+    const char in[] = "*2\r\n$3\r\nSET\r\n$4294967296\r\n";
+    struct resp_req s = {0};
+    size_t used;
+
+    resp_req_reset(&s);
+    cr_assert(eq(int, resp_req_feed(&s, in, sizeof(in) - 1, 0, &used), -1));
+    cr_assert(eq(str, s.err, "Protocol error: invalid bulk length"));
+    resp_req_free(&s);
+}
+
+Test(resp, many_pipelined_requests_byte_at_a_time)
+{
+    char in[100 * 40];
+    size_t n = 0, used, count = 0;
+    struct resp_req s = {0};
+
+    for (int i = 0; i < 100; i++)
+        n += (size_t)sprintf(in + n, "*3\r\n$3\r\nSET\r\n$%d\r\nk%d\r\n$1\r\nv\r\n",
+                             i < 10 ? 2 : 3, i);
+    resp_req_reset(&s);
+    for (size_t i = 0; i < n; i++) {
+        int rc = resp_req_feed(&s, in + i, 1, i, &used);
+        cr_assert(rc >= 0);
+        cr_assert(eq(sz, used, 1));
+        if (rc == 1) {
+            char key[8];
+            snprintf(key, sizeof(key), "k%zu", count);
+            cr_assert(eq(u32, s.argc, 3));
+            cr_assert(memcmp(in + s.argv[1].off, key, s.argv[1].len) == 0);
+            count++;
+            resp_req_reset(&s);
+        }
+    }
+    cr_assert(eq(sz, count, 100));
+    resp_req_free(&s);
+}
+
+/* ---- replies --------------------------------------------------------------- */
+
+/* Count replies in input cut at `cut`; record each reply's end offset. */
+static int count_replies(const char *in, size_t n, size_t cut, size_t *ends)
+{
+    struct resp_rsp s;
+    size_t pieces[2][2] = {{0, cut}, {cut, n - cut}}, used;
+    int count = 0;
+
+    resp_rsp_reset(&s);
+    for (int k = 0; k < 2; k++) {
+        size_t at = pieces[k][0], left = pieces[k][1];
+        while (left > 0) {
+            int rc = resp_rsp_feed(&s, in + at, left, &used);
+            if (rc < 0)
+                return -1;
+            at += used;
+            left -= used;
+            if (rc == 1) {
+                ends[count++] = at;
+                resp_rsp_reset(&s);
+            }
+        }
+    }
+    return count;
+}
+
+Test(resp, replies_split_everywhere)
+{
+    const char in[] = "+OK\r\n:12\r\n$3\r\nfoo\r\n$-1\r\n*-1\r\n*0\r\n-ERR bad\r\n"
+                      "*3\r\n$1\r\na\r\n*2\r\n:1\r\n$0\r\n\r\n$2\r\n\r\n\r\n"
+                      "$4\r\n*1\r\n\r\n";
+    size_t want[] = {5, 10, 19, 24, 29, 33, 43, 76, 86};
+    size_t n = sizeof(in) - 1, ends[16];
+
+    for (size_t cut = 0; cut <= n; cut++) {
+        int c = count_replies(in, n, cut, ends);
+        cr_assert(eq(int, c, 9), "cut=%zu", cut);
+        for (int i = 0; i < 9; i++)
+            cr_assert(eq(sz, ends[i], want[i]), "cut=%zu reply %d", cut, i);
+    }
+}
+
+Test(resp, bad_replies)
+{
+    size_t ends[4];
+    cr_assert(eq(int, count_replies("?x\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies("$x\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies("*1\r\n@\r\n", 7, 0, ends), -1));
+    /* 65 nested arrays are deeper than any Redis reply. */
+    char deep[65 * 4 + 8];
+    size_t n = 0;
+    for (int i = 0; i < 65; i++)
+        n += (size_t)sprintf(deep + n, "*1\r\n");
+    cr_assert(eq(int, count_replies(deep, n, 0, ends), -1));
+}
