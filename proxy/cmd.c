@@ -10,6 +10,8 @@ static const struct cmd table[] = {
 };
 
 #define NCMDS (sizeof(table) / sizeof(table[0]))
+
+const char cmd_redis_version[] = CMDTAB_REDIS_VERSION;
 #define NAME_MAX_LEN 64
 
 static const struct cmd *find(const char *name)

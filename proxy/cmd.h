@@ -34,6 +34,9 @@ struct cmd {
     int         step;
 };
 
+/* The redis-server version the table was generated from. */
+extern const char cmd_redis_version[];
+
 /* The command called name[0..len) (any case), or NULL. */
 const struct cmd *cmd_lookup(const char *name, size_t len);
 /* The subcommand sub of parent (any case), or NULL. */

@@ -1,17 +1,25 @@
 /* main.c -- the shardis command line.
  *
+ *   shardis -c FILE [-d] [-p PIDFILE] [-o LOG] [-v N]   run the proxy
  *   shardis -c FILE -t              check a config, as nutcracker -t does
  *   shardis locate -c FILE [...]    which server owns each key on stdin
  *   shardis diff OLD NEW [...]      what a change of servers would move
  *
  * Exit codes: 0 ok, 1 error, 2 bad usage. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "conf/conf.h"
 #include "proxy/cli.h"
+#include "proxy/log.h"
+#include "proxy/proxy.h"
 
 #ifndef SHARDIS_VERSION
 #define SHARDIS_VERSION "unknown"
@@ -20,7 +28,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-        "Usage: shardis -c FILE -t\n"
+        "Usage: shardis -c FILE [-d] [-p PIDFILE] [-o LOGFILE] [-v LEVEL]\n"
+        "       shardis -c FILE -t\n"
         "       shardis locate -c FILE [-p POOL] [--hex]\n"
         "       shardis diff OLD NEW [-p POOL]\n"
         "       shardis -V | -h\n"
@@ -29,6 +38,11 @@ static void usage(FILE *f)
         "  -c, --conf-file=FILE   the configuration file (nutcracker.yml superset)\n"
         "  -t, --test-conf        check the configuration and exit: 0 when it is\n"
         "                         valid, 1 with file:line:col and the reason if not\n"
+        "  -d, --daemonize        run in the background\n"
+        "  -p, --pid-file=FILE    write the process id to FILE (when running)\n"
+        "  -o, --output=FILE      log to FILE instead of stderr\n"
+        "  -v, --verbosity=N      log level: 3 errors, 4 warnings, 5 notices\n"
+        "                         (default), 6 info, 7 debug\n"
         "  -p, --pool=POOL        (locate, diff) the pool; default: the first one\n"
         "      --hex              (locate) keys on stdin are hex-encoded bytes\n"
         "  -V, --version          print the version and exit\n"
@@ -58,17 +72,90 @@ static const struct option long_opts[] = {
     {"conf-file", required_argument, NULL, 'c'},
     {"test-conf", no_argument,       NULL, 't'},
     {"pool",      required_argument, NULL, 'p'},
+    {"pid-file",  required_argument, NULL, 'p'},
+    {"daemonize", no_argument,       NULL, 'd'},
+    {"output",    required_argument, NULL, 'o'},
+    {"verbosity", required_argument, NULL, 'v'},
     {"hex",       no_argument,       NULL, OPT_HEX},
     {"version",   no_argument,       NULL, 'V'},
     {"help",      no_argument,       NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
+/* Detach from the terminal, as nutcracker -d does; the working directory
+ * stays, so relative paths given on the command line keep working. */
+static int daemonize(void)
+{
+    pid_t pid = fork();
+    int fd;
+
+    if (pid < 0)
+        return -errno;
+    if (pid > 0)
+        _exit(0);
+    if (setsid() < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0)
+        _exit(0);
+    umask(0);
+    fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
+    return 0;
+}
+
+static int run(const char *path, bool detach, const char *pidfile, const char *log,
+               int level)
+{
+    char err[CONF_ERRLEN];
+    struct conf *cf;
+    int rc;
+
+    if (conf_load(&cf, path, err, sizeof(err)) < 0) {
+        fprintf(stderr, "shardis: %s\n", err);
+        return 1;
+    }
+    if ((rc = log_init(level, log)) < 0) {
+        fprintf(stderr, "shardis: cannot open log file '%s': %s\n", log, strerror(-rc));
+        conf_free(cf);
+        return 1;
+    }
+    if (detach && (rc = daemonize()) < 0) {
+        fprintf(stderr, "shardis: cannot daemonize: %s\n", strerror(-rc));
+        conf_free(cf);
+        return 1;
+    }
+    if (pidfile != NULL) {
+        FILE *f = fopen(pidfile, "w");
+        if (f == NULL) {
+            log_error("cannot write pid file '%s': %s", pidfile, strerror(errno));
+            conf_free(cf);
+            return 1;
+        }
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    log_notice("shardis %s started on pid %d with '%s'", SHARDIS_VERSION, (int)getpid(), path);
+    rc = proxy_run(cf);
+    if (pidfile != NULL)
+        unlink(pidfile);
+    conf_free(cf);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    const char *cmd = NULL, *conf = NULL, *pool = NULL;
-    bool test = false, hex = false;
-    int c;
+    const char *cmd = NULL, *conf = NULL, *pool = NULL, *log = NULL;
+    bool test = false, hex = false, detach = false;
+    int c, level = LOG_NOTICE;
 
     if (argc > 1 && (strcmp(argv[1], "locate") == 0 || strcmp(argv[1], "diff") == 0)) {
         cmd = argv[1];
@@ -76,11 +163,21 @@ int main(int argc, char **argv)
         argc--;
     }
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":c:tp:Vh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:tp:do:v:Vh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'c': conf = optarg; break;
         case 't': test = true; break;
         case 'p': pool = optarg; break;
+        case 'd': detach = true; break;
+        case 'o': log = optarg; break;
+        case 'v': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 0 || v > 11)
+                return bad_usage("verbosity '%s' is not a level from 0 to 11", optarg);
+            level = (int)v;
+            break;
+        }
         case OPT_HEX: hex = true; break;
         case 'V':
             printf("shardis %s\n", SHARDIS_VERSION);
@@ -100,15 +197,14 @@ int main(int argc, char **argv)
             return bad_usage("unexpected argument '%s'", argv[optind]);
         if (conf == NULL)
             return bad_usage("%s", "no configuration file: give -c FILE");
-        if (!test)
-            return bad_usage("%s", "this build checks configs (-t), locates keys and "
-                             "diffs rings; it does not serve requests yet");
-        if (pool != NULL || hex)
-            return bad_usage("%s", "-p and --hex go with locate or diff");
-        return cli_test_conf(conf);
+        if (hex)
+            return bad_usage("%s", "--hex goes with locate");
+        if (test)
+            return cli_test_conf(conf);
+        return run(conf, detach, pool, log, level);
     }
-    if (test)
-        return bad_usage("-t does not go with %s", cmd);
+    if (test || detach || log != NULL)
+        return bad_usage("-t, -d and -o do not go with %s", cmd);
     if (strcmp(cmd, "locate") == 0) {
         if (conf == NULL)
             return bad_usage("%s", "locate needs -c FILE");

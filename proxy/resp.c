@@ -71,11 +71,12 @@ bool resp_req_idle(const struct resp_req *s)
 
 void resp_req_free(struct resp_req *s)
 {
-    free(s->argv);
+    if (s->argv != s->argv_inl)
+        free(s->argv);
     free(s->inl);
-    s->argv = NULL;
+    s->argv = s->argv_inl;
     s->inl = NULL;
-    s->argcap = 0;
+    s->argcap = ARRAY_SIZE(s->argv_inl);
     s->inlcap = 0;
     resp_req_reset(s);
 }
@@ -88,11 +89,21 @@ static int req_error(struct resp_req *s, const char *what)
 
 static void add_arg(struct resp_req *s, uint64_t off, uint32_t len)
 {
+    if (s->argv == NULL) {
+        s->argv = s->argv_inl;
+        s->argcap = ARRAY_SIZE(s->argv_inl);
+    }
     if (s->nargs == s->argcap) {
-        s->argcap = s->argcap ? s->argcap * 2 : 8;
-        if (s->argcap > s->argc && s->argc > 0 && !s->is_inline)
-            s->argcap = s->argc;
-        s->argv = xrealloc(s->argv, s->argcap * sizeof(*s->argv));
+        uint32_t cap = s->argcap * 2;
+        if (cap > s->argc && s->argc > s->nargs && !s->is_inline)
+            cap = s->argc;      /* the array said how many */
+        if (s->argv == s->argv_inl) {
+            s->argv = xmalloc(cap * sizeof(*s->argv));
+            memcpy(s->argv, s->argv_inl, sizeof(s->argv_inl));
+        } else {
+            s->argv = xrealloc(s->argv, cap * sizeof(*s->argv));
+        }
+        s->argcap = cap;
     }
     s->argv[s->nargs++] = (struct resp_arg){off, len};
 }
@@ -275,6 +286,7 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
             if (--s->left == 0) {
                 if (s->nargs == s->argc) {
                     *used = i;
+                    s->end = off + i;
                     return 1;
                 }
                 s->state = RQ_BHDR;
@@ -304,6 +316,7 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
                 break;
             }
             *used = i;
+            s->end = off + i;
             return 1;
         }
         }

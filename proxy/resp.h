@@ -44,10 +44,12 @@ struct resp_req {
     int       digits;
     long long left;         /* bulk bytes (or CRLF bytes) still to skip */
     uint64_t  start;        /* stream offset of the request's first byte */
+    uint64_t  end;          /* ... and one past its last, once complete */
     uint32_t  argc;         /* arguments announced */
     uint32_t  nargs;        /* arguments complete */
-    struct resp_arg *argv;  /* [argcap], owned */
+    struct resp_arg *argv;  /* [argcap]: argv_inl, or owned heap */
     uint32_t  argcap;
+    struct resp_arg argv_inl[4];  /* most requests: no allocation */
     bool      is_inline;
     char     *inl;          /* inline: the line, then its unquoted args */
     size_t    inllen, inlcap;

@@ -1,0 +1,441 @@
+/* backend.c -- pipelined connections to the redis-servers.
+ *
+ * States:
+ *
+ *   DOWN --first request--> CONNECTING --connected--> UP
+ *     ^                          |                      |
+ *     +---- retry_at passed -- FAILED <--- error, EOF, timeout, bad reply
+ *
+ * Every client's requests for a server share its connection: requests are
+ * queued (sendq), written together once per loop turn (writeq while the
+ * write is in flight), and wait in pendq for their replies, which arrive
+ * in the same order. The handshake (AUTH, SELECT) is queued ahead of
+ * everything as internal requests whose replies the proxy checks itself.
+ *
+ * A failure answers every queued request with
+ * "-ERR backend <server> unavailable: <reason>" and closes the connection
+ * (its pipeline cannot be resynchronised); until retry_at new requests
+ * fail at once, so one dead server never stalls the others' clients. */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/util.h"
+
+#define BACKEND_IOV_MAX     1024
+#define BACKEND_RETRY_MIN   100         /* ms */
+#define BACKEND_RETRY_MAX   2000
+
+static void backend_connect(struct backend *b);
+
+const char *backend_state_name(const struct backend *b)
+{
+    switch (b->state) {
+    case BACKEND_DOWN:       return "down";
+    case BACKEND_CONNECTING: return "connecting";
+    case BACKEND_UP:         return "up";
+    default:                 return "failed";
+    }
+}
+
+static const char *label(const struct backend *b)
+{
+    return ring_server_label(b->pool->ring, b->server);
+}
+
+void backend_init(struct backend *b, struct pool *p, uint32_t server)
+{
+    memset(b, 0, sizeof(*b));
+    b->pool = p;
+    b->server = server;
+    b->state = BACKEND_DOWN;
+    TAILQ_INIT(&b->sendq);
+    TAILQ_INIT(&b->writeq);
+    TAILQ_INIT(&b->pendq);
+}
+
+/* Answer r with the backend's failure (or with nothing, if internal). */
+static void fail_req(struct backend *b, struct req *r)
+{
+    msg_release(&r->out);
+    if (r->internal || r->client == NULL) {
+        req_maybe_free(r);
+        return;
+    }
+    msg_release(&r->rsp);
+    client_reply_error(r->client, r, "ERR backend %s unavailable: %s", label(b), b->reason);
+    b->errors++;
+    req_done(r);
+}
+
+static void backend_close_cb(uv_handle_t *h)
+{
+    struct backend *b = container_of(h, struct backend, h);
+    struct req *r;
+
+    /* The write in flight was cancelled: its requests failed already. */
+    while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
+        TAILQ_REMOVE(&b->writeq, r, bq);
+        r->queued = 0;
+        req_maybe_free(r);
+    }
+    b->closing = 0;
+    b->writing = 0;
+    rstream_trim(&b->in, b->in.rx);
+    b->in.rx = 0;
+    if (b->state != BACKEND_FAILED)
+        b->state = BACKEND_DOWN;
+    /* Requests that arrived while closing go to a new connection. */
+    if (!TAILQ_EMPTY(&b->sendq) && !proxy.stopping) {
+        if (b->state == BACKEND_FAILED && uv_now(proxy.loop) < b->retry_at) {
+            while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
+                TAILQ_REMOVE(&b->sendq, r, bq);
+                r->queued = 0;
+                fail_req(b, r);
+            }
+        } else {
+            backend_connect(b);
+        }
+    }
+}
+
+/* Fail the connection: answer every request, close, back off. */
+static void backend_fail(struct backend *b, const char *reason)
+{
+    struct req *r;
+    uint64_t backoff;
+
+    snprintf(b->reason, sizeof(b->reason), "%s", reason);
+    if (b->state != BACKEND_FAILED)
+        log_warn("backend %s (%s) failed: %s", label(b),
+                 ring_server_addr(b->pool->ring, b->server), reason);
+    b->failures++;
+    backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
+    b->retry_at = uv_now(proxy.loop) + (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
+    b->state = BACKEND_FAILED;
+
+    while ((r = TAILQ_FIRST(&b->pendq)) != NULL) {
+        TAILQ_REMOVE(&b->pendq, r, pq);
+        r->pending = 0;
+        if (!r->queued)
+            fail_req(b, r);
+        else if (r->client != NULL && !r->internal) {
+            /* still in the cancelled write: answer now, free later */
+            client_reply_error(r->client, r, "ERR backend %s unavailable: %s",
+                               label(b), b->reason);
+            b->errors++;
+            req_done(r);
+        }
+    }
+    while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
+        TAILQ_REMOVE(&b->sendq, r, bq);
+        r->queued = 0;
+        fail_req(b, r);
+    }
+    if (b->is_dirty) {
+        TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+        b->is_dirty = 0;
+    }
+    if (!b->closing && !uv_is_closing(&b->h.handle) && b->h.handle.loop != NULL) {
+        b->closing = 1;
+        uv_close(&b->h.handle, backend_close_cb);
+    }
+}
+
+/* ---- replies ------------------------------------------------------------------- */
+
+static void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct backend *b = container_of(h, struct backend, h);
+    (void)suggested;
+    rstream_buf(&b->in, buf);
+}
+
+/* The handshake's replies: +OK, or the connection is no good. */
+static int check_internal(struct backend *b, struct req *r)
+{
+    char first[96];
+    size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
+
+    msg_copy(&r->rsp, 0, n, first);
+    first[n] = '\0';
+    if (first[0] == '+')
+        return 0;
+    first[strcspn(first, "\r\n")] = '\0';
+    char why[128];
+    snprintf(why, sizeof(why), "handshake refused: %s", first + 1);
+    backend_fail(b, why);
+    return -1;
+}
+
+static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct backend *b = container_of(s, struct backend, h.stream);
+    uint64_t off;
+    const char *p;
+    size_t left;
+
+    (void)buf;
+    if (nread < 0) {
+        backend_fail(b, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0)
+        return;
+    p = b->in.tail->data + b->in.tail->len;
+    off = b->in.rx;
+    b->in.tail->len += (uint32_t)nread;
+    b->in.rx += (uint64_t)nread;
+    left = (size_t)nread;
+
+    while (left > 0) {
+        size_t used;
+        int rc = resp_rsp_feed(&b->scan, p, left, &used);
+        if (rc < 0) {
+            char why[128];
+            snprintf(why, sizeof(why), "protocol error: %s", b->scan.err);
+            backend_fail(b, why);
+            return;
+        }
+        p += used;
+        off += used;
+        left -= used;
+        if (rc == 0)
+            break;
+
+        struct req *r = TAILQ_FIRST(&b->pendq);
+        if (r == NULL) {
+            backend_fail(b, "reply to no request");
+            return;
+        }
+        TAILQ_REMOVE(&b->pendq, r, pq);
+        r->pending = 0;
+        rstream_slice(&b->in, b->framed, off, &r->rsp);
+        b->framed = off;
+        resp_rsp_reset(&b->scan);
+        if (r->internal) {
+            if (check_internal(b, r) < 0)
+                return;
+            msg_release(&r->rsp);
+            req_maybe_free(r);
+            continue;
+        }
+        b->failures = 0;
+        if (r->client != NULL)
+            req_done(r);
+        else
+            req_maybe_free(r);
+    }
+    rstream_trim(&b->in, b->framed);
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+static void backend_write_cb(uv_write_t *w, int status)
+{
+    struct backend *b = container_of(w, struct backend, wreq);
+    struct req *r;
+
+    b->writing = 0;
+    while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
+        TAILQ_REMOVE(&b->writeq, r, bq);
+        r->queued = 0;
+        msg_release(&r->out);
+        req_maybe_free(r);
+    }
+    if (status == UV_ECANCELED || b->closing)
+        return;
+    if (status < 0) {
+        backend_fail(b, uv_strerror(status));
+        return;
+    }
+    if (!TAILQ_EMPTY(&b->sendq))
+        proxy_mark_backend(b);
+}
+
+void backend_flush(struct backend *b)
+{
+    uv_buf_t iov[BACKEND_IOV_MAX];
+    unsigned niov = 0;
+    struct req *r;
+    int rc;
+
+    if (b->writing || b->closing || b->state != BACKEND_UP)
+        return;
+    while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
+        if (niov > 0 && niov + r->out.n > BACKEND_IOV_MAX)
+            break;
+        for (uint32_t i = 0; i < r->out.n && niov < BACKEND_IOV_MAX; i++) {
+            struct slice *s = msg_slice(&r->out, i);
+            iov[niov++] = uv_buf_init(s->m->data + s->off, s->len);
+        }
+        TAILQ_REMOVE(&b->sendq, r, bq);
+        TAILQ_INSERT_TAIL(&b->writeq, r, bq);
+        TAILQ_INSERT_TAIL(&b->pendq, r, pq);
+        r->pending = 1;
+    }
+    if (niov == 0)
+        return;
+    rc = uv_write(&b->wreq, &b->h.stream, iov, niov, backend_write_cb);
+    if (rc < 0) {
+        /* The callback will not run: undo the write queue first. */
+        while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
+            TAILQ_REMOVE(&b->writeq, r, bq);
+            r->queued = 0;
+        }
+        backend_fail(b, uv_strerror(rc));
+        return;
+    }
+    b->writing = 1;
+}
+
+/* ---- connecting ------------------------------------------------------------------ */
+
+static void queue_internal(struct backend *b, const char *cmd, size_t len, bool front)
+{
+    struct req *r = req_get();
+    struct mbuf *m = mbuf_get();
+
+    CHECK(len <= MBUF_SIZE);
+    memcpy(m->data, cmd, len);
+    m->len = (uint32_t)len;
+    msg_append(&r->out, m, 0, (uint32_t)len);
+    mbuf_unref(m);
+    r->internal = 1;
+    r->queued = 1;
+    r->backend = b;
+    r->deadline = b->pool->conf->timeout > 0
+                      ? uv_now(proxy.loop) + (uint64_t)b->pool->conf->timeout : 0;
+    if (front)
+        TAILQ_INSERT_HEAD(&b->sendq, r, bq);
+    else
+        TAILQ_INSERT_TAIL(&b->sendq, r, bq);
+}
+
+static void backend_connect_cb(uv_connect_t *creq, int status)
+{
+    struct backend *b = container_of(creq, struct backend, creq);
+
+    if (status == UV_ECANCELED)
+        return;
+    if (status < 0) {
+        backend_fail(b, uv_strerror(status));
+        return;
+    }
+    b->state = BACKEND_UP;
+    if (b->h.handle.type == UV_TCP)
+        uv_tcp_nodelay(&b->h.tcp, 1);
+    if (uv_read_start(&b->h.stream, backend_alloc_cb, backend_read_cb) < 0) {
+        backend_fail(b, "cannot read");
+        return;
+    }
+    log_info("backend %s connected", label(b));
+    proxy_mark_backend(b);
+}
+
+static void backend_connect(struct backend *b)
+{
+    const struct conf_server *sv = &b->pool->conf->servers[b->server];
+    const struct conf_pool *pc = b->pool->conf;
+    char cmd[600];
+    int rc, n;
+
+    b->state = BACKEND_CONNECTING;
+    b->framed = 0;
+    resp_rsp_reset(&b->scan);
+    /* The handshake goes first, ahead of anything already queued. */
+    if (pc->redis_db != 0) {
+        char db[16];
+        int dl = snprintf(db, sizeof(db), "%d", pc->redis_db);
+        n = snprintf(cmd, sizeof(cmd), "*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n", dl, db);
+        queue_internal(b, cmd, (size_t)n, true);
+    }
+    if (pc->redis_auth != NULL && strlen(pc->redis_auth) < 500) {
+        n = snprintf(cmd, sizeof(cmd), "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n",
+                     strlen(pc->redis_auth), pc->redis_auth);
+        queue_internal(b, cmd, (size_t)n, true);
+    }
+
+    if (sv->addr.unix_socket) {
+        uv_pipe_init(proxy.loop, &b->h.pipe, 0);
+        uv_pipe_connect(&b->creq, &b->h.pipe, sv->addr.host, backend_connect_cb);
+        return;
+    }
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(sv->addr.host, sv->addr.port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(sv->addr.host, sv->addr.port, (struct sockaddr_in6 *)&ss) != 0) {
+        /* A host name: resolve it synchronously, once per connect. */
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        char port[8];
+        snprintf(port, sizeof(port), "%u", sv->addr.port);
+        if (getaddrinfo(sv->addr.host, port, &hints, &ai) != 0 || ai == NULL) {
+            uv_tcp_init(proxy.loop, &b->h.tcp);
+            backend_fail(b, "cannot resolve host");
+            return;
+        }
+        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+    }
+    uv_tcp_init(proxy.loop, &b->h.tcp);
+    rc = uv_tcp_connect(&b->creq, &b->h.tcp, (struct sockaddr *)&ss, backend_connect_cb);
+    if (rc < 0)
+        backend_fail(b, uv_strerror(rc));
+}
+
+void backend_send(struct backend *b, struct req *r)
+{
+    const struct conf_pool *pc = b->pool->conf;
+
+    r->backend = b;
+    b->requests++;
+    if (b->state == BACKEND_FAILED) {
+        if (uv_now(proxy.loop) < b->retry_at || b->closing) {
+            fail_req(b, r);
+            return;
+        }
+        b->state = BACKEND_DOWN;
+    }
+    r->deadline = pc->timeout > 0 ? uv_now(proxy.loop) + (uint64_t)pc->timeout : 0;
+    r->queued = 1;
+    TAILQ_INSERT_TAIL(&b->sendq, r, bq);
+    if (b->state == BACKEND_DOWN && !b->closing)
+        backend_connect(b);
+    else if (b->state == BACKEND_UP)
+        proxy_mark_backend(b);
+}
+
+void backend_check_timeout(struct backend *b, uint64_t now)
+{
+    struct req *r = TAILQ_FIRST(&b->pendq);
+
+    /* The oldest request is the first to expire: pending ones were sent
+     * first, and while connecting nothing is pending yet. */
+    if (r == NULL && b->state == BACKEND_CONNECTING)
+        r = TAILQ_FIRST(&b->sendq);
+    if (r == NULL || r->deadline == 0 || now < r->deadline)
+        return;
+    b->timeouts++;
+    backend_fail(b, "timeout");
+}
+
+void backend_preconnect(struct backend *b)
+{
+    if (b->state == BACKEND_DOWN)
+        backend_connect(b);
+}
+
+/* Close at shutdown: anything still queued is answered with an error. */
+void backend_close(struct backend *b)
+{
+    if (!TAILQ_EMPTY(&b->pendq) || !TAILQ_EMPTY(&b->sendq)) {
+        backend_fail(b, "proxy stopping");
+        return;
+    }
+    if (b->h.handle.loop != NULL && !uv_is_closing(&b->h.handle) && !b->closing) {
+        b->closing = 1;
+        uv_close(&b->h.handle, backend_close_cb);
+    }
+}

@@ -1,0 +1,434 @@
+/* client.c -- client connections: read requests into chunks, frame them,
+ * hand them to the router in order, and write replies back in that order.
+ *
+ * Lifecycle: accept -> reading -> (QUIT or protocol error: quitting, the
+ * queued replies are still written) -> closing -> close callback frees.
+ * A client is freed only in its handle's close callback; its unanswered
+ * requests are detached (req.client = NULL) and freed by the backend once
+ * their replies arrive.
+ *
+ * Backpressure: a client stops being read while it has too many requests
+ * in flight or too many reply bytes it has not taken; past a hard cap of
+ * unread replies it is closed, as redis-server's output buffer limit does.
+ * An idle client holds no chunk: reads go into a fresh chunk from the pool
+ * and every chunk is let go once all its requests are framed. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/util.h"
+
+#define CLIENT_PAUSE_REQS    4096        /* stop reading above this many in flight */
+#define CLIENT_RESUME_REQS   1024
+#define CLIENT_PAUSE_BYTES   (8u << 20)  /* ... or this many unread reply bytes */
+#define CLIENT_RESUME_BYTES  (2u << 20)
+#define CLIENT_HARD_BYTES    (256u << 20)
+#define CLIENT_IOV_MAX       1024
+
+/* ---- request objects --------------------------------------------------------- */
+
+#define REQ_FREE_MAX 4096
+
+static struct req *req_free_list;
+static size_t req_nfree;
+
+struct req *req_get(void)
+{
+    struct req *r = req_free_list;
+
+    if (r != NULL) {
+        req_free_list = (struct req *)r->client;
+        req_nfree--;
+    } else {
+        r = xmalloc(sizeof(*r));
+    }
+    memset(r, 0, sizeof(*r));
+    return r;
+}
+
+void req_maybe_free(struct req *r)
+{
+    if (r->client != NULL || r->queued || r->pending)
+        return;
+    msg_release(&r->out);
+    msg_release(&r->rsp);
+    if (req_nfree < REQ_FREE_MAX) {
+        r->client = (struct client *)req_free_list;
+        req_free_list = r;
+        req_nfree++;
+    } else {
+        free(r);
+    }
+}
+
+/* ---- read streams ------------------------------------------------------------ */
+
+void rstream_buf(struct rstream *s, uv_buf_t *buf)
+{
+    struct mbuf *t = s->tail;
+
+    if (t == NULL || t->len == MBUF_SIZE) {
+        t = mbuf_get();
+        t->base = s->rx;
+        if (s->tail != NULL)
+            s->tail->next = t;
+        else
+            s->head = t;
+        s->tail = t;
+    }
+    *buf = uv_buf_init(t->data + t->len, MBUF_SIZE - t->len);
+}
+
+void rstream_slice(struct rstream *s, uint64_t start, uint64_t end, struct msg *g)
+{
+    for (struct mbuf *m = s->head; m != NULL && start < end; m = m->next) {
+        uint64_t mend = m->base + m->len;
+        if (mend <= start)
+            continue;
+        uint64_t to = end < mend ? end : mend;
+        msg_append(g, m, (uint32_t)(start - m->base), (uint32_t)(to - start));
+        start = to;
+    }
+}
+
+void rstream_trim(struct rstream *s, uint64_t keep)
+{
+    while (s->head != NULL) {
+        struct mbuf *m = s->head;
+        if (keep < s->rx && m->base + m->len > keep)
+            break;
+        s->head = m->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        m->next = NULL;
+        mbuf_unref(m);
+    }
+}
+
+/* ---- replies made here --------------------------------------------------------- */
+
+void client_reply(struct client *c, struct req *r, const char *data, size_t len)
+{
+    client_append(c, &r->rsp, data, len);
+}
+
+void client_append(struct client *c, struct msg *g, const char *data, size_t len)
+{
+    while (len > 0) {
+        if (c->lbuf == NULL || c->lbuf->len == MBUF_SIZE) {
+            if (c->lbuf != NULL)
+                mbuf_unref(c->lbuf);
+            c->lbuf = mbuf_get();
+        }
+        struct mbuf *m = c->lbuf;
+        size_t n = MBUF_SIZE - m->len < len ? MBUF_SIZE - m->len : len;
+        memcpy(m->data + m->len, data, n);
+        msg_append(g, m, m->len, (uint32_t)n);
+        m->len += (uint32_t)n;
+        data += n;
+        len -= n;
+    }
+}
+
+void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    int n;
+
+    buf[0] = '-';
+    va_start(ap, fmt);
+    n = vsnprintf(buf + 1, sizeof(buf) - 3, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > sizeof(buf) - 4)
+        n = (int)sizeof(buf) - 4;
+    /* An error is one line: newlines in it would break the protocol. */
+    for (int i = 1; i <= n; i++)
+        if (buf[i] == '\r' || buf[i] == '\n')
+            buf[i] = ' ';
+    memcpy(buf + 1 + n, "\r\n", 2);
+    client_reply(c, r, buf, (size_t)n + 3);
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct client *c = container_of(h, struct client, h);
+    (void)suggested;
+    rstream_buf(&c->in, buf);
+}
+
+static void client_pause(struct client *c)
+{
+    if (c->reading) {
+        uv_read_stop(&c->h.stream);
+        c->reading = 0;
+    }
+}
+
+static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void client_resume(struct client *c)
+{
+    if (!c->reading && !c->closing && !c->quitting &&
+        c->nreqs <= CLIENT_RESUME_REQS && c->rsp_bytes <= CLIENT_RESUME_BYTES) {
+        if (uv_read_start(&c->h.stream, client_alloc_cb, client_read_cb) == 0)
+            c->reading = 1;
+    }
+}
+
+/* A protocol error: reply like redis-server, then close once it is sent. */
+static void client_protocol_error(struct client *c)
+{
+    struct req *r = req_get();
+
+    r->client = c;
+    TAILQ_INSERT_TAIL(&c->reqs, r, cq);
+    c->nreqs++;
+    log_info("client %llu: %s; closing", (unsigned long long)c->id, c->scan.err);
+    client_reply_error(c, r, "ERR %s", c->scan.err);
+    r->quit = 1;
+    c->quitting = 1;
+    client_pause(c);
+    req_done(r);
+}
+
+static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct client *c = container_of(s, struct client, h.stream);
+    const char *p;
+    uint64_t off;
+    size_t left;
+
+    (void)buf;
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_info("client %llu: read: %s", (unsigned long long)c->id,
+                     uv_strerror((int)nread));
+        client_close(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+
+    p = c->in.tail->data + c->in.tail->len;
+    off = c->in.rx;
+    c->in.tail->len += (uint32_t)nread;
+    c->in.rx += (uint64_t)nread;
+    left = (size_t)nread;
+
+    while (left > 0 && !c->quitting) {
+        size_t used;
+        int rc = resp_req_feed(&c->scan, p, left, off, &used);
+        if (rc < 0) {
+            client_protocol_error(c);
+            break;
+        }
+        p += used;
+        off += used;
+        left -= used;
+        if (rc == 0)
+            break;
+        struct req *r = req_get();
+        r->client = c;
+        TAILQ_INSERT_TAIL(&c->reqs, r, cq);
+        c->nreqs++;
+        proxy.total_commands++;
+        c->pool->requests++;
+        route_request(c, r);        /* may close c: then c->closing is set */
+        resp_req_reset(&c->scan);
+        if (c->closing)
+            return;
+    }
+    /* Keep only what a partial request still needs. */
+    rstream_trim(&c->in, resp_req_idle(&c->scan) ? c->in.rx : c->scan.start);
+    if (resp_req_idle(&c->scan))
+        resp_req_free(&c->scan);
+    if (c->nreqs > CLIENT_PAUSE_REQS || c->rsp_bytes > CLIENT_PAUSE_BYTES)
+        client_pause(c);
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+void req_done(struct req *r)
+{
+    struct client *c = r->client;
+
+    r->done = 1;
+    if (c == NULL || c->closing)
+        return;
+    c->rsp_bytes += r->rsp.len;
+    if (c->rsp_bytes > CLIENT_HARD_BYTES) {
+        log_warn("client %llu: %zu reply bytes unread; closing it",
+                 (unsigned long long)c->id, c->rsp_bytes);
+        client_close(c);
+        return;
+    }
+    if (c->rsp_bytes > CLIENT_PAUSE_BYTES)
+        client_pause(c);
+    client_ready(c);
+}
+
+void client_ready(struct client *c)
+{
+    struct req *r = TAILQ_FIRST(&c->reqs);
+
+    /* Only a done request at the head (past what is being written) can go. */
+    for (uint32_t i = 0; r != NULL && i < c->nwriting; i++)
+        r = TAILQ_NEXT(r, cq);
+    if (r != NULL && r->done)
+        proxy_mark_client(c);
+}
+
+static void client_write_cb(uv_write_t *w, int status)
+{
+    struct client *c = container_of(w, struct client, wreq);
+    bool quit = false;
+
+    c->writing = 0;
+    while (c->nwriting > 0) {
+        struct req *r = TAILQ_FIRST(&c->reqs);
+        TAILQ_REMOVE(&c->reqs, r, cq);
+        c->nreqs--;
+        c->nwriting--;
+        c->rsp_bytes -= r->rsp.len;
+        quit |= r->quit;
+        r->client = NULL;
+        msg_release(&r->rsp);
+        req_maybe_free(r);
+    }
+    if (status == UV_ECANCELED || c->closing)
+        return;
+    if (status < 0 || quit) {
+        client_close(c);
+        return;
+    }
+    client_resume(c);
+    client_ready(c);
+}
+
+void client_flush(struct client *c)
+{
+    uv_buf_t iov[CLIENT_IOV_MAX];
+    unsigned niov = 0;
+    uint32_t nreq = 0;
+    struct req *r;
+    int rc;
+
+    if (c->writing || c->closing)
+        return;
+    TAILQ_FOREACH(r, &c->reqs, cq) {
+        if (!r->done || niov + r->rsp.n > CLIENT_IOV_MAX)
+            break;
+        for (uint32_t i = 0; i < r->rsp.n; i++) {
+            struct slice *s = msg_slice(&r->rsp, i);
+            iov[niov++] = uv_buf_init(s->m->data + s->off, s->len);
+        }
+        nreq++;
+        if (r->quit)
+            break;
+    }
+    if (nreq == 0)
+        return;
+    rc = uv_write(&c->wreq, &c->h.stream, iov, niov, client_write_cb);
+    if (rc < 0) {
+        client_close(c);
+        return;
+    }
+    c->writing = 1;
+    c->nwriting = nreq;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static void client_close_cb(uv_handle_t *h)
+{
+    struct client *c = container_of(h, struct client, h);
+    struct req *r;
+
+    while ((r = TAILQ_FIRST(&c->reqs)) != NULL) {
+        TAILQ_REMOVE(&c->reqs, r, cq);
+        r->client = NULL;
+        req_maybe_free(r);
+    }
+    rstream_trim(&c->in, c->in.rx);
+    resp_req_free(&c->scan);
+    if (c->lbuf != NULL)
+        mbuf_unref(c->lbuf);
+    free(c->name);
+    free(c);
+}
+
+void client_close(struct client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    if (c->is_dirty) {
+        TAILQ_REMOVE(&proxy.dirty_clients, c, dirty);
+        c->is_dirty = 0;
+    }
+    c->pool->nclients--;
+    proxy.nclients--;
+    uv_close(&c->h.handle, client_close_cb);
+}
+
+void client_accept(struct pool *p, uv_stream_t *listener)
+{
+    struct client *c = xcalloc(1, sizeof(*c));
+    int rc;
+
+    if (p->conf->listen.unix_socket)
+        rc = uv_pipe_init(proxy.loop, &c->h.pipe, 0);
+    else
+        rc = uv_tcp_init(proxy.loop, &c->h.tcp);
+    if (rc < 0) {
+        free(c);
+        return;
+    }
+    c->pool = p;
+    TAILQ_INIT(&c->reqs);
+    resp_req_reset(&c->scan);
+    if (uv_accept(listener, &c->h.stream) < 0) {
+        c->closing = 1;
+        uv_close(&c->h.handle, client_close_cb);
+        return;
+    }
+    c->id = ++proxy.next_client_id;
+    c->authed = p->conf->redis_auth == NULL;
+    p->nclients++;
+    p->accepted++;
+    proxy.nclients++;
+    proxy.total_connections++;
+    if (!p->conf->listen.unix_socket) {
+        uv_tcp_nodelay(&c->h.tcp, 1);
+        if (p->conf->tcpkeepalive)
+            uv_tcp_keepalive(&c->h.tcp, 1, 60);
+    }
+    if (p->conf->client_connections > 0 &&
+        p->nclients > (uint32_t)p->conf->client_connections) {
+        /* Say why, then close, as redis-server does at maxclients. */
+        static const char full[] = "-ERR max number of clients reached\r\n";
+        struct req *r = req_get();
+        p->rejected++;
+        r->client = c;
+        TAILQ_INSERT_TAIL(&c->reqs, r, cq);
+        c->nreqs++;
+        client_reply(c, r, full, sizeof(full) - 1);
+        r->quit = 1;
+        c->quitting = 1;
+        req_done(r);
+        return;
+    }
+    if (uv_read_start(&c->h.stream, client_alloc_cb, client_read_cb) == 0)
+        c->reading = 1;
+    else
+        client_close(c);
+}

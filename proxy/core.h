@@ -1,0 +1,226 @@
+/* core.h -- the proxy's objects and how they point at each other.
+ *
+ *   proxy (one per process) -- pools -- listener
+ *                                    \-- ring (swappable: looked up per request)
+ *                                    \-- backends[server][conn]
+ *   client -- reqs (in request order) --> backend send/write/pending queues
+ *
+ * One request's path:
+ *
+ *   client_read_cb -> resp_req_feed -> route_request -> backend_send
+ *       -> (uv_check) backend_flush: one writev per backend per loop turn
+ *       -> backend_read_cb -> resp_rsp_feed -> req done -> client dirty
+ *       -> (uv_check) client_flush: one writev of every ready reply, in order
+ *
+ * Bytes are never re-encoded on this path: a request is written to the
+ * backend from the client's read chunks, a reply to the client from the
+ * backend's (struct msg). A req outlives whichever side goes away first:
+ * it is freed once it is neither queued at a backend nor owed to a client.
+ *
+ * Everything runs on one libuv loop; nothing here is thread-safe. */
+#ifndef SHARDIS_CORE_H
+#define SHARDIS_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "proxy/mbuf.h"
+#include "proxy/resp.h"
+#include "ring/ring.h"
+
+struct client;
+struct backend;
+struct pool;
+
+/* ---- requests ------------------------------------------------------------ */
+
+struct req {
+    TAILQ_ENTRY(req) cq;        /* client's queue, in request order */
+    TAILQ_ENTRY(req) bq;        /* backend's send queue, then write queue */
+    TAILQ_ENTRY(req) pq;        /* backend's queue of sent, unanswered reqs */
+    struct client  *client;     /* NULL once the reply is written or the client gone */
+    struct backend *backend;    /* where it was sent; NULL for local replies */
+    struct msg      out;        /* bytes to send to the backend */
+    struct msg      rsp;        /* the reply bytes, once done */
+    uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
+    unsigned        done:1;     /* rsp is complete */
+    unsigned        queued:1;   /* in a backend's send or write queue */
+    unsigned        pending:1;  /* in a backend's pending queue */
+    unsigned        internal:1; /* the proxy's own (backend handshake) */
+    unsigned        quit:1;     /* close the client once this reply is written */
+};
+
+struct req *req_get(void);
+/* Free r if nothing refers to it any more. */
+void req_maybe_free(struct req *r);
+
+/* ---- clients ------------------------------------------------------------- */
+
+/* A reader's chunks: from the oldest byte still needed to the newest. */
+struct rstream {
+    struct mbuf *head, *tail;
+    uint64_t     rx;            /* stream offset: bytes read so far */
+};
+
+/* Append bytes [start, end) of the stream to g (references the chunks). */
+void rstream_slice(struct rstream *s, uint64_t start, uint64_t end, struct msg *g);
+/* Drop chunks wholly before offset keep; with keep == rx drop them all. */
+void rstream_trim(struct rstream *s, uint64_t keep);
+/* Libuv alloc_cb helper: free space in the tail chunk, or a new chunk. */
+void rstream_buf(struct rstream *s, uv_buf_t *buf);
+
+union stream {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t    tcp;
+    uv_pipe_t   pipe;
+};
+
+struct client {
+    union stream     h;
+    uv_write_t       wreq;
+    struct pool     *pool;
+    struct rstream   in;
+    struct resp_req  scan;
+    TAILQ_HEAD(, req) reqs;     /* requests not yet answered, in order */
+    TAILQ_ENTRY(client) dirty;  /* on proxy.dirty_clients */
+    struct mbuf     *lbuf;      /* chunk that local replies are written into */
+    char            *name;      /* CLIENT SETNAME */
+    uint64_t         id;
+    uint32_t         nreqs;     /* in reqs */
+    uint32_t         nwriting;  /* reqs at the head in the write in flight */
+    size_t           rsp_bytes; /* reply bytes held for this client */
+    unsigned         authed:1;
+    unsigned         closing:1;
+    unsigned         reading:1;
+    unsigned         writing:1;
+    unsigned         is_dirty:1;
+    unsigned         quitting:1; /* QUIT or a protocol error: no more requests */
+};
+
+void client_accept(struct pool *p, uv_stream_t *listener);
+/* r's reply is complete in r->rsp: account for it and write when its turn
+ * comes. Safe when the client is gone. */
+void req_done(struct req *r);
+/* Schedule a write if the reply at the head of the queue is ready. */
+void client_ready(struct client *c);
+/* Queue a reply made by the proxy (bytes are copied into c's chunks). */
+void client_reply(struct client *c, struct req *r, const char *data, size_t len);
+/* Copy bytes into c's chunks and append them to g. */
+void client_append(struct client *c, struct msg *g, const char *data, size_t len);
+void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void client_flush(struct client *c);
+void client_close(struct client *c);
+
+/* ---- backends ------------------------------------------------------------ */
+
+enum backend_state {
+    BACKEND_DOWN,               /* not connected; connects on first use */
+    BACKEND_CONNECTING,
+    BACKEND_UP,
+    BACKEND_FAILED,             /* failed recently: fail fast until retry_at */
+};
+
+struct backend {
+    union stream     h;
+    uv_connect_t     creq;
+    uv_write_t       wreq;
+    struct pool     *pool;
+    uint32_t         server;    /* index in the pool's servers */
+    enum backend_state state;
+    TAILQ_HEAD(, req) sendq;    /* waiting to be written */
+    TAILQ_HEAD(, req) writeq;   /* in the write in flight */
+    TAILQ_HEAD(, req) pendq;    /* written, waiting for their replies */
+    TAILQ_ENTRY(backend) dirty; /* on proxy.dirty_backends */
+    struct rstream   in;
+    struct resp_rsp  scan;
+    uint64_t         framed;    /* stream offset: replies framed up to here */
+    uint64_t         retry_at;  /* loop ms */
+    uint32_t         failures;  /* consecutive */
+    char             reason[96];/* why it last failed */
+    unsigned         writing:1;
+    unsigned         is_dirty:1;
+    unsigned         closing:1;
+    /* stats */
+    uint64_t         requests, errors, timeouts;
+};
+
+void backend_init(struct backend *b, struct pool *p, uint32_t server);
+/* Connect now rather than on first use (preconnect: true). */
+void backend_preconnect(struct backend *b);
+/* Queue r to b, or fail it at once if b is failed. */
+void backend_send(struct backend *b, struct req *r);
+void backend_flush(struct backend *b);
+/* Deadline check: fail a backend whose oldest request timed out. */
+void backend_check_timeout(struct backend *b, uint64_t now);
+void backend_close(struct backend *b);
+const char *backend_state_name(const struct backend *b);
+
+/* ---- pools and the proxy --------------------------------------------------- */
+
+struct pool {
+    const struct conf_pool *conf;   /* borrowed from proxy.conf */
+    struct ring      *ring;
+    union stream      listener;
+    uint32_t          nservers;
+    uint32_t          nconns;       /* server_connections */
+    struct backend   *backends;     /* [nservers * nconns] */
+    uint32_t          nclients;
+    /* stats */
+    uint64_t          accepted, rejected, requests, errors;
+};
+
+struct proxy {
+    uv_loop_t        *loop;
+    struct conf      *conf;
+    struct pool      *pools;
+    size_t            npools;
+    uv_check_t        flusher;      /* one writev per connection per loop turn */
+    uv_timer_t        ticker;       /* request deadlines */
+    uv_signal_t       sigterm, sigint, sighup;
+    TAILQ_HEAD(, client)  dirty_clients;
+    TAILQ_HEAD(, backend) dirty_backends;
+    uint64_t          next_client_id;
+    uint64_t          started_ms;
+    uint32_t          nclients;
+    uint64_t          total_connections, total_commands;
+    bool              stopping;
+    uint64_t          stop_ms;      /* when the stop signal came */
+    int               port;         /* first TCP listen port, for INFO */
+};
+
+extern struct proxy proxy;
+
+void proxy_mark_client(struct client *c);
+void proxy_mark_backend(struct backend *b);
+
+/* ---- routing and local commands -------------------------------------------- */
+
+/* Decide what to do with the request c's framer just completed; r is the
+ * request, already queued on c. Sends it, or replies. */
+void route_request(struct client *c, struct req *r);
+
+/* The arguments of the request being routed: in the client's read chunks
+ * (array requests) or its framer's inline buffer. */
+struct args {
+    struct client *c;
+    uint32_t       argc;
+    char          *copies[8];   /* arguments that spanned chunks, copied */
+    int            ncopies;
+};
+
+/* Argument i; *len gets its length. Valid until args_release. */
+const char *args_get(struct args *a, uint32_t i, size_t *len);
+void args_release(struct args *a);
+/* True if argument i equals s, ignoring case. */
+bool args_is(struct args *a, uint32_t i, const char *s);
+
+/* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
+ * Returns 1 if it was local (and replied), 0 if not. */
+int local_exec(struct client *c, struct req *r, struct args *a);
+
+#endif

@@ -1,0 +1,499 @@
+/* local.c -- commands the proxy answers itself.
+ *
+ * Connection commands (PING, ECHO, QUIT, SELECT, HELLO, AUTH, CLIENT ...),
+ * introspection (COMMAND, INFO, TIME) and shardis's own SHARD.WHEREIS and
+ * SHARD.NODES. Replies and error texts follow redis-server 7.0, so client
+ * libraries' connect-time handshakes work unchanged. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "proxy/cmd.h"
+#include "proxy/core.h"
+#include "proxy/util.h"
+
+/* ---- reply builders ------------------------------------------------------------- */
+
+static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        client_reply(c, r, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
+{
+    reply_fmt(c, r, "$%zu\r\n", len);
+    client_reply(c, r, s, len);
+    client_reply(c, r, "\r\n", 2);
+}
+
+static void reply_str(struct client *c, struct req *r, const char *s)
+{
+    reply_bulk(c, r, s, strlen(s));
+}
+
+static void reply_ok(struct client *c, struct req *r)
+{
+    client_reply(c, r, "+OK\r\n", 5);
+}
+
+static void reply_arity(struct client *c, struct req *r, const char *name)
+{
+    client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", name);
+}
+
+/* ---- connection commands --------------------------------------------------------- */
+
+static void cmd_ping(struct client *c, struct req *r, struct args *a)
+{
+    if (a->argc == 1) {
+        client_reply(c, r, "+PONG\r\n", 7);
+    } else if (a->argc == 2) {
+        size_t len;
+        const char *msg = args_get(a, 1, &len);
+        reply_bulk(c, r, msg, len);
+    } else {
+        reply_arity(c, r, "ping");
+    }
+}
+
+static void cmd_echo(struct client *c, struct req *r, struct args *a)
+{
+    size_t len;
+    const char *s;
+    if (a->argc != 2) {
+        reply_arity(c, r, "echo");
+        return;
+    }
+    s = args_get(a, 1, &len);
+    reply_bulk(c, r, s, len);
+}
+
+static void cmd_quit(struct client *c, struct req *r, struct args *a)
+{
+    (void)a;
+    reply_ok(c, r);
+    r->quit = 1;
+    c->quitting = 1;
+}
+
+static bool parse_ll(struct args *a, uint32_t i, long long *v)
+{
+    char buf[24], *end;
+    size_t len;
+    const char *p = args_get(a, i, &len);
+    if (len == 0 || len >= sizeof(buf))
+        return false;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    *v = strtoll(buf, &end, 10);
+    return *end == '\0';
+}
+
+static void cmd_select(struct client *c, struct req *r, struct args *a)
+{
+    long long db;
+    if (a->argc != 2) {
+        reply_arity(c, r, "select");
+        return;
+    }
+    if (!parse_ll(a, 1, &db) || db < 0 || db > 2147483647LL)
+        client_reply_error(c, r, "ERR value is not an integer or out of range");
+    else if (db == 0 || db == c->pool->conf->redis_db)
+        reply_ok(c, r);
+    else
+        client_reply_error(c, r, "ERR SELECT is not allowed in shardis: only DB 0");
+}
+
+/* True if the password (and user, if given) is the pool's. */
+static bool password_ok(struct client *c, struct args *a, uint32_t user_at, uint32_t pass_at)
+{
+    size_t len;
+    const char *pw = args_get(a, pass_at, &len);
+    const char *want = c->pool->conf->redis_auth;
+
+    if (user_at != 0 && !args_is(a, user_at, "default"))
+        return false;
+    return strlen(want) == len && memcmp(want, pw, len) == 0;
+}
+
+static void cmd_auth(struct client *c, struct req *r, struct args *a)
+{
+    if (a->argc < 2) {
+        reply_arity(c, r, "auth");
+        return;
+    }
+    if (a->argc > 3) {
+        client_reply_error(c, r, "ERR syntax error");
+        return;
+    }
+    if (c->pool->conf->redis_auth == NULL) {
+        if (a->argc == 2)
+            client_reply_error(c, r, "ERR AUTH <password> called without any password "
+                               "configured for the default user. Are you sure your "
+                               "configuration is correct?");
+        else if (args_is(a, 1, "default"))
+            reply_ok(c, r);
+        else
+            client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
+        return;
+    }
+    if (password_ok(c, a, a->argc == 3 ? 1 : 0, a->argc - 1)) {
+        c->authed = 1;
+        reply_ok(c, r);
+    } else {
+        client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
+    }
+}
+
+static void cmd_hello(struct client *c, struct req *r, struct args *a)
+{
+    long long ver = 2;
+    char *setname = NULL;
+
+    if (a->argc >= 2 && (!parse_ll(a, 1, &ver) || ver < 2 || ver > 3)) {
+        client_reply_error(c, r, "NOPROTO unsupported protocol version");
+        return;
+    }
+    for (uint32_t i = 2; i < a->argc; i++) {
+        if (args_is(a, i, "auth") && i + 2 < a->argc) {
+            if (c->pool->conf->redis_auth != NULL ? !password_ok(c, a, i + 1, i + 2)
+                                                  : !args_is(a, i + 1, "default")) {
+                client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
+                free(setname);
+                return;
+            }
+            c->authed = 1;
+            i += 2;
+        } else if (args_is(a, i, "setname") && i + 1 < a->argc) {
+            size_t len;
+            const char *n = args_get(a, ++i, &len);
+            free(setname);
+            setname = strndup(n, len);
+        } else {
+            size_t len;
+            const char *opt = args_get(a, i, &len);
+            client_reply_error(c, r, "ERR Syntax error in HELLO option '%.*s'",
+                               (int)(len < 128 ? len : 128), opt);
+            free(setname);
+            return;
+        }
+    }
+    if (!c->authed) {
+        client_reply_error(c, r, "NOAUTH HELLO must be called with the client already "
+                           "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+                           "option can be used to authenticate the client and select the "
+                           "RESP protocol version at the same time");
+        free(setname);
+        return;
+    }
+    if (ver == 3) {
+        client_reply_error(c, r, "NOPROTO shardis speaks RESP2 only: use HELLO 2");
+        free(setname);
+        return;
+    }
+    if (setname != NULL) {
+        free(c->name);
+        c->name = setname;
+    }
+    reply_fmt(c, r, "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$%zu\r\n%s\r\n"
+              "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:%llu\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
+              "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n",
+              strlen(cmd_redis_version), cmd_redis_version, (unsigned long long)c->id);
+}
+
+static void peer_name(struct client *c, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    int n = sizeof(ss);
+
+    snprintf(buf, len, "?");
+    if (c->h.handle.type != UV_TCP || uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &n) != 0)
+        return;
+    char ip[64];
+    if (ss.ss_family == AF_INET) {
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+        snprintf(buf, len, "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    } else {
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        snprintf(buf, len, "[%s]:%u", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+    }
+}
+
+static void cmd_client(struct client *c, struct req *r, struct args *a)
+{
+    size_t len;
+
+    if (a->argc < 2) {
+        reply_arity(c, r, "client");
+    } else if (args_is(a, 1, "setname")) {
+        if (a->argc != 3) {
+            reply_arity(c, r, "client|setname");
+            return;
+        }
+        const char *n = args_get(a, 2, &len);
+        for (size_t i = 0; i < len; i++)
+            if (n[i] < '!' || n[i] > '~') {
+                client_reply_error(c, r, "ERR Client names cannot contain spaces, newlines "
+                                   "or special characters.");
+                return;
+            }
+        free(c->name);
+        c->name = len > 0 ? strndup(n, len) : NULL;
+        reply_ok(c, r);
+    } else if (args_is(a, 1, "getname")) {
+        if (c->name == NULL)
+            client_reply(c, r, "$-1\r\n", 5);
+        else
+            reply_str(c, r, c->name);
+    } else if (args_is(a, 1, "id")) {
+        reply_fmt(c, r, ":%llu\r\n", (unsigned long long)c->id);
+    } else if (args_is(a, 1, "setinfo")) {
+        if (a->argc != 4)
+            reply_arity(c, r, "client|setinfo");
+        else if (args_is(a, 2, "lib-name") || args_is(a, 2, "lib-ver"))
+            reply_ok(c, r);
+        else {
+            const char *o = args_get(a, 2, &len);
+            client_reply_error(c, r, "ERR Unrecognized option '%.*s'", (int)(len < 64 ? len : 64), o);
+        }
+    } else if (args_is(a, 1, "info")) {
+        char peer[80], line[400];
+        peer_name(c, peer, sizeof(peer));
+        int n = snprintf(line, sizeof(line), "id=%llu addr=%s name=%s db=0 multi=-1 "
+                         "cmd=client|info user=default resp=2\n",
+                         (unsigned long long)c->id, peer, c->name ? c->name : "");
+        reply_bulk(c, r, line, (size_t)n);
+    } else {
+        const char *sub = args_get(a, 1, &len);
+        client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",
+                           (int)(len < 64 ? len : 64), sub);
+    }
+}
+
+static void cmd_time(struct client *c, struct req *r, struct args *a)
+{
+    struct timeval tv;
+    char s[24], us[16];
+
+    (void)a;
+    gettimeofday(&tv, NULL);
+    int n = snprintf(s, sizeof(s), "%lld", (long long)tv.tv_sec);
+    int m = snprintf(us, sizeof(us), "%ld", (long)tv.tv_usec);
+    reply_fmt(c, r, "*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", n, s, m, us);
+}
+
+/* ---- COMMAND --------------------------------------------------------------------- */
+
+static void command_entry(struct client *c, struct req *r, const struct cmd *cmd)
+{
+    static const char *const flag_names[] = {
+        "write", "readonly", "denyoom", "admin", "pubsub", "noscript", "blocking",
+        "loading", "stale", "fast", "no_auth", "movablekeys", "no_multi",
+        "no_mandatory_keys", "allow_busy",
+    };
+    int nflags = 0;
+
+    for (size_t i = 0; i < ARRAY_SIZE(flag_names); i++)
+        nflags += (cmd->flags >> i) & 1;
+    reply_fmt(c, r, "*10\r\n");
+    reply_str(c, r, cmd->name);
+    reply_fmt(c, r, ":%d\r\n*%d\r\n", cmd->arity, nflags);
+    for (size_t i = 0; i < ARRAY_SIZE(flag_names); i++)
+        if ((cmd->flags >> i) & 1)
+            reply_fmt(c, r, "+%s\r\n", flag_names[i]);
+    reply_fmt(c, r, ":%d\r\n:%d\r\n:%d\r\n*0\r\n*0\r\n*0\r\n*0\r\n", cmd->first, cmd->last,
+              cmd->step);
+}
+
+static void cmd_command(struct client *c, struct req *r, struct args *a)
+{
+    size_t n, top = 0;
+    const struct cmd *t = cmd_table(&n);
+
+    for (size_t i = 0; i < n; i++)
+        top += strchr(t[i].name, '|') == NULL;
+    if (a->argc == 1 || args_is(a, 1, "list")) {
+        bool list = a->argc > 1;
+        reply_fmt(c, r, "*%zu\r\n", top);
+        for (size_t i = 0; i < n; i++)
+            if (strchr(t[i].name, '|') == NULL) {
+                if (list)
+                    reply_str(c, r, t[i].name);
+                else
+                    command_entry(c, r, &t[i]);
+            }
+    } else if (args_is(a, 1, "count")) {
+        reply_fmt(c, r, ":%zu\r\n", top);
+    } else if (args_is(a, 1, "info")) {
+        reply_fmt(c, r, "*%u\r\n", a->argc - 2);
+        for (uint32_t i = 2; i < a->argc; i++) {
+            size_t len;
+            const char *name = args_get(a, i, &len);
+            const struct cmd *cmd = cmd_lookup(name, len);
+            if (cmd == NULL)
+                client_reply(c, r, "*-1\r\n", 5);
+            else
+                command_entry(c, r, cmd);
+        }
+    } else if (args_is(a, 1, "docs")) {
+        client_reply(c, r, "*0\r\n", 4);     /* no docs: clients fall back */
+    } else {
+        size_t len;
+        const char *sub = args_get(a, 1, &len);
+        client_reply_error(c, r, "ERR unknown subcommand '%.*s'. Try COMMAND HELP.",
+                           (int)(len < 128 ? len : 128), sub);
+    }
+}
+
+/* ---- INFO ------------------------------------------------------------------------ */
+
+static bool want_section(struct args *a, const char *name, bool in_default)
+{
+    if (a->argc < 2)
+        return in_default;
+    for (uint32_t i = 1; i < a->argc; i++)
+        if (args_is(a, i, name) || args_is(a, i, "all") || args_is(a, i, "everything") ||
+            (in_default && args_is(a, i, "default")))
+            return true;
+    return false;
+}
+
+static void cmd_info(struct client *c, struct req *r, struct args *a)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    uint64_t now = uv_now(proxy.loop);
+
+    if (want_section(a, "server", true))
+        fprintf(f, "# Server\r\nredis_version:%s\r\nshardis_version:%s\r\nredis_mode:proxy\r\n"
+                "process_id:%d\r\ntcp_port:%d\r\nuptime_in_seconds:%llu\r\n\r\n",
+                cmd_redis_version, SHARDIS_VERSION, (int)getpid(), proxy.port,
+                (unsigned long long)((now - proxy.started_ms) / 1000));
+    if (want_section(a, "clients", true))
+        fprintf(f, "# Clients\r\nconnected_clients:%u\r\n\r\n", proxy.nclients);
+    if (want_section(a, "stats", true))
+        fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
+                "total_commands_processed:%llu\r\nchunks_allocated:%zu\r\nchunks_free:%zu\r\n\r\n",
+                (unsigned long long)proxy.total_connections,
+                (unsigned long long)proxy.total_commands, mbuf_nalloc(), mbuf_nfree());
+    if (want_section(a, "shardis", true)) {
+        fprintf(f, "# Shardis\r\npools:%zu\r\n", proxy.npools);
+        for (size_t i = 0; i < proxy.npools; i++) {
+            struct pool *p = &proxy.pools[i];
+            fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
+                    "clients=%u,requests=%llu,errors=%llu\r\n", i, p->conf->name,
+                    p->conf->listen.text, ring_dist_name(ring_distribution(p->ring)),
+                    ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
+                    (unsigned long long)p->requests, (unsigned long long)p->errors);
+            for (uint32_t s = 0; s < p->nservers; s++) {
+                struct backend *b = &p->backends[s * p->nconns];
+                fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
+                        "errors=%llu,timeouts=%llu\r\n", i, s, ring_server_label(p->ring, s),
+                        ring_server_addr(p->ring, s), backend_state_name(b),
+                        (unsigned long long)b->requests, (unsigned long long)b->errors,
+                        (unsigned long long)b->timeouts);
+            }
+        }
+    }
+    fclose(f);
+    reply_bulk(c, r, buf, len);
+    free(buf);
+}
+
+/* ---- SHARD.* ---------------------------------------------------------------------- */
+
+static void cmd_whereis(struct client *c, struct req *r, struct args *a)
+{
+    size_t len;
+    const char *key;
+
+    if (a->argc != 2) {
+        reply_arity(c, r, "shard.whereis");
+        return;
+    }
+    key = args_get(a, 1, &len);
+    if (ring_distribution(c->pool->ring) == RING_DIST_RANDOM) {
+        client_reply_error(c, r, "ERR distribution random gives keys no fixed server");
+        return;
+    }
+    reply_str(c, r, ring_server_label(c->pool->ring, ring_lookup(c->pool->ring, key, len)));
+}
+
+static void cmd_nodes(struct client *c, struct req *r, struct args *a)
+{
+    struct pool *p = c->pool;
+
+    if (a->argc != 1) {
+        reply_arity(c, r, "shard.nodes");
+        return;
+    }
+    reply_fmt(c, r, "*%u\r\n", p->nservers);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        const char *state = "up";
+        char share[32];
+        for (uint32_t k = 0; k < p->nconns; k++)
+            if (p->backends[s * p->nconns + k].state == BACKEND_FAILED)
+                state = "down";
+        snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, s) * 100);
+        reply_fmt(c, r, "*6\r\n");
+        reply_str(c, r, ring_server_label(p->ring, s));
+        reply_str(c, r, ring_server_addr(p->ring, s));
+        reply_fmt(c, r, ":%u\r\n:%u\r\n", ring_server_weight(p->ring, s),
+                  ring_server_points(p->ring, s));
+        reply_str(c, r, share);
+        reply_str(c, r, state);
+    }
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+struct local_cmd {
+    const char *name;
+    void (*fn)(struct client *c, struct req *r, struct args *a);
+    bool before_auth;       /* allowed before AUTH */
+};
+
+static const struct local_cmd local_cmds[] = {
+    {"ping", cmd_ping, false},
+    {"echo", cmd_echo, false},
+    {"quit", cmd_quit, true},
+    {"select", cmd_select, false},
+    {"auth", cmd_auth, true},
+    {"hello", cmd_hello, true},
+    {"client", cmd_client, false},
+    {"command", cmd_command, false},
+    {"time", cmd_time, false},
+    {"info", cmd_info, false},
+    {"shard.whereis", cmd_whereis, false},
+    {"shard.nodes", cmd_nodes, false},
+};
+
+int local_exec(struct client *c, struct req *r, struct args *a)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(local_cmds); i++) {
+        if (!args_is(a, 0, local_cmds[i].name))
+            continue;
+        if (!c->authed && !local_cmds[i].before_auth)
+            client_reply_error(c, r, "NOAUTH Authentication required.");
+        else
+            local_cmds[i].fn(c, r, a);
+        req_done(r);
+        return 1;
+    }
+    return 0;
+}

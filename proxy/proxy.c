@@ -1,0 +1,295 @@
+/* proxy.c -- the process: pools, listeners, the loop's flush and timer
+ * handles, signals, and an orderly stop.
+ *
+ * Writes are batched: callbacks only mark connections dirty; a uv_check
+ * handle, which runs once per loop turn after all I/O callbacks, writes
+ * each dirty connection once with everything queued on it.
+ *
+ * SIGTERM/SIGINT stop accepting, let requests in flight finish (at most
+ * PROXY_DRAIN_MS), then close every handle so uv_run returns and the
+ * process exits 0. */
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/proxy.h"
+#include "proxy/util.h"
+
+#define PROXY_DRAIN_MS  5000
+#define PROXY_TICK_MS   10
+
+struct proxy proxy;
+
+void proxy_mark_client(struct client *c)
+{
+    if (!c->is_dirty && !c->closing) {
+        TAILQ_INSERT_TAIL(&proxy.dirty_clients, c, dirty);
+        c->is_dirty = 1;
+    }
+}
+
+void proxy_mark_backend(struct backend *b)
+{
+    if (!b->is_dirty && !b->closing) {
+        TAILQ_INSERT_TAIL(&proxy.dirty_backends, b, dirty);
+        b->is_dirty = 1;
+    }
+}
+
+static void flush_cb(uv_check_t *h)
+{
+    struct backend *b;
+    struct client *c;
+
+    (void)h;
+    while ((b = TAILQ_FIRST(&proxy.dirty_backends)) != NULL) {
+        TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+        b->is_dirty = 0;
+        backend_flush(b);
+    }
+    while ((c = TAILQ_FIRST(&proxy.dirty_clients)) != NULL) {
+        TAILQ_REMOVE(&proxy.dirty_clients, c, dirty);
+        c->is_dirty = 0;
+        client_flush(c);
+    }
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    uint64_t now = uv_now(proxy.loop);
+
+    (void)t;
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        if (p->conf->timeout <= 0)
+            continue;
+        for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
+            backend_check_timeout(&p->backends[k], now);
+    }
+}
+
+/* ---- listening ------------------------------------------------------------------- */
+
+static void accept_cb(uv_stream_t *listener, int status)
+{
+    struct pool *p = listener->data;
+
+    if (status < 0) {
+        log_warn("pool '%s': accept: %s", p->conf->name, uv_strerror(status));
+        return;
+    }
+    client_accept(p, listener);
+}
+
+static int listen_tcp(struct pool *p, char *err, size_t errlen)
+{
+    const struct conf_addr *a = &p->conf->listen;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char port[8];
+    int rc;
+
+    snprintf(port, sizeof(port), "%u", a->port);
+    if ((rc = getaddrinfo(a->host, port, &hints, &ai)) != 0) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", a->host, gai_strerror(rc));
+        return -EINVAL;
+    }
+    uv_tcp_init(proxy.loop, &p->listener.tcp);
+    if (p->conf->reuseport) {
+        /* libuv 1.44 has no flag for it: make the socket ourselves. */
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+            rc = -errno;
+            if (fd >= 0)
+                close(fd);
+        } else {
+            rc = uv_tcp_open(&p->listener.tcp, fd);
+        }
+    }
+    if (rc == 0)
+        rc = uv_tcp_bind(&p->listener.tcp, ai->ai_addr, 0);
+    freeaddrinfo(ai);
+    if (rc == 0)
+        rc = uv_listen(&p->listener.stream, p->conf->backlog, accept_cb);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+    if (rc == 0 && proxy.port == 0)
+        proxy.port = a->port;
+    return rc;
+}
+
+static int listen_unix(struct pool *p, char *err, size_t errlen)
+{
+    const struct conf_addr *a = &p->conf->listen;
+    int rc;
+
+    uv_pipe_init(proxy.loop, &p->listener.pipe, 0);
+    unlink(a->host);            /* a stale socket from an earlier run */
+    rc = uv_pipe_bind(&p->listener.pipe, a->host);
+    if (rc == 0 && a->perm != 0 && chmod(a->host, a->perm) < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = uv_listen(&p->listener.stream, p->conf->backlog, accept_cb);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+    return rc;
+}
+
+static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, size_t errlen)
+{
+    int rc;
+
+    p->conf = pc;
+    if ((rc = conf_pool_ring(pc, &p->ring, err, errlen)) < 0)
+        return rc;
+    p->nservers = (uint32_t)pc->nservers;
+    p->nconns = (uint32_t)pc->server_connections;
+    p->backends = xcalloc((size_t)p->nservers * p->nconns, sizeof(*p->backends));
+    for (uint32_t s = 0; s < p->nservers; s++)
+        for (uint32_t k = 0; k < p->nconns; k++)
+            backend_init(&p->backends[s * p->nconns + k], p, s);
+    p->listener.handle.data = p;
+    rc = pc->listen.unix_socket ? listen_unix(p, err, errlen) : listen_tcp(p, err, errlen);
+    p->listener.handle.data = p;
+    if (rc < 0)
+        return rc;
+    if (pc->preconnect)
+        for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
+            backend_preconnect(&p->backends[k]);
+    log_notice("pool '%s' listening on %s with %u servers (%s, %s)", pc->name,
+               pc->listen.text, p->nservers, ring_dist_name(pc->distribution),
+               ring_hash_name(pc->hash));
+    return 0;
+}
+
+/* ---- stopping ------------------------------------------------------------------- */
+
+static uv_timer_t drain_timer;
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (uv_is_closing(h))
+        return;
+    /* Clients and backends close through their own paths (they own
+     * requests); everything else closes plainly. */
+    if (h->type == UV_TCP || h->type == UV_NAMED_PIPE) {
+        for (size_t i = 0; i < proxy.npools; i++) {
+            struct pool *p = &proxy.pools[i];
+            if (h == &p->listener.handle) {
+                uv_close(h, NULL);
+                return;
+            }
+            for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
+                if (h == &p->backends[k].h.handle) {
+                    backend_close(&p->backends[k]);
+                    return;
+                }
+        }
+        client_close(container_of(h, struct client, h.handle));
+        return;
+    }
+    uv_close(h, NULL);
+}
+
+static bool drained(void)
+{
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
+            if (!TAILQ_EMPTY(&p->backends[k].pendq) || !TAILQ_EMPTY(&p->backends[k].sendq))
+                return false;
+    }
+    return TAILQ_EMPTY(&proxy.dirty_clients);
+}
+
+static void drain_cb(uv_timer_t *t)
+{
+    if (!drained() && uv_now(proxy.loop) - proxy.stop_ms < PROXY_DRAIN_MS)
+        return;
+    uv_timer_stop(t);
+    log_notice("stopped: closing %u client connections", proxy.nclients);
+    uv_walk(proxy.loop, close_walk_cb, NULL);
+}
+
+static void stop_cb(uv_signal_t *s, int signum)
+{
+    (void)s;
+    if (proxy.stopping)
+        return;
+    proxy.stopping = true;
+    proxy.stop_ms = uv_now(proxy.loop);
+    log_notice("signal %d: stopping; finishing requests in flight", signum);
+    for (size_t i = 0; i < proxy.npools; i++)
+        uv_close(&proxy.pools[i].listener.handle, NULL);
+    uv_timer_init(proxy.loop, &drain_timer);
+    uv_timer_start(&drain_timer, drain_cb, 0, 20);
+}
+
+static void hup_cb(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    log_notice("SIGHUP: reopening the log");
+    log_reopen();
+}
+
+/* ---- running ------------------------------------------------------------------ */
+
+int proxy_run(struct conf *cf)
+{
+    char err[CONF_ERRLEN];
+    int rc;
+
+    memset(&proxy, 0, sizeof(proxy));
+    proxy.loop = uv_default_loop();
+    proxy.conf = cf;
+    proxy.started_ms = uv_now(proxy.loop);
+    TAILQ_INIT(&proxy.dirty_clients);
+    TAILQ_INIT(&proxy.dirty_backends);
+    signal(SIGPIPE, SIG_IGN);
+
+    proxy.npools = cf->npools;
+    proxy.pools = xcalloc(cf->npools, sizeof(*proxy.pools));
+    for (size_t i = 0; i < cf->npools; i++) {
+        if ((rc = pool_start(&proxy.pools[i], &cf->pools[i], err, sizeof(err))) < 0) {
+            log_error("pool '%s': %s", cf->pools[i].name, err);
+            fprintf(stderr, "shardis: pool '%s': %s\n", cf->pools[i].name, err);
+            return 1;
+        }
+    }
+    uv_check_init(proxy.loop, &proxy.flusher);
+    uv_check_start(&proxy.flusher, flush_cb);
+    uv_timer_init(proxy.loop, &proxy.ticker);
+    uv_timer_start(&proxy.ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
+    uv_signal_init(proxy.loop, &proxy.sigterm);
+    uv_signal_start(&proxy.sigterm, stop_cb, SIGTERM);
+    uv_signal_init(proxy.loop, &proxy.sigint);
+    uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
+    uv_signal_init(proxy.loop, &proxy.sighup);
+    uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
+
+    uv_run(proxy.loop, UV_RUN_DEFAULT);
+
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        if (p->conf->listen.unix_socket)
+            unlink(p->conf->listen.host);
+        ring_free(p->ring);
+        free(p->backends);
+    }
+    free(proxy.pools);
+    mbuf_pool_trim();
+    rc = uv_loop_close(proxy.loop);
+    if (rc != 0)
+        log_warn("event loop closed with handles open: %s", uv_strerror(rc));
+    log_notice("exiting");
+    return 0;
+}

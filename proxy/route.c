@@ -1,0 +1,306 @@
+/* route.c -- decide where each request goes.
+ *
+ * In order: authentication, the proxy's own commands (local.c), the Redis
+ * command table (unknown commands, subcommands, arity, as redis-server
+ * checks them), commands a sharding proxy cannot run yet, and then the
+ * keys: every key is hashed (hash tag applied) on the pool's current ring,
+ * and the request goes whole to the one backend that owns them all, or is
+ * refused with -CROSSSLOT without touching any backend. The ring is looked
+ * up per request, so swapping pool->ring takes effect at the next one.
+ *
+ * Forwarded array requests are the client's own bytes; only inline
+ * commands are re-encoded (as RESP) on their way to a backend. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proxy/cmd.h"
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/util.h"
+
+/* ---- arguments -------------------------------------------------------------------- */
+
+const char *args_get(struct args *a, uint32_t i, size_t *len)
+{
+    const struct resp_req *s = &a->c->scan;
+    const struct resp_arg *arg = &s->argv[i];
+    uint64_t end = arg->off + arg->len;
+
+    *len = arg->len;
+    if (s->is_inline)
+        return s->inl + arg->off;
+    for (struct mbuf *m = a->c->in.head; m != NULL; m = m->next) {
+        if (m->base + m->len <= arg->off)
+            continue;
+        if (end <= m->base + m->len)
+            return m->data + (arg->off - m->base);
+        break;                      /* it spans chunks: copy it */
+    }
+    struct msg g = {0};
+    char *copy = xmalloc(arg->len + 1);
+    rstream_slice(&a->c->in, arg->off, end, &g);
+    msg_copy(&g, 0, arg->len, copy);
+    msg_release(&g);
+    copy[arg->len] = '\0';
+    if (a->ncopies == (int)ARRAY_SIZE(a->copies)) {
+        free(a->copies[0]);
+        memmove(a->copies, a->copies + 1, sizeof(a->copies) - sizeof(a->copies[0]));
+        a->ncopies--;
+    }
+    a->copies[a->ncopies++] = copy;
+    return copy;
+}
+
+void args_release(struct args *a)
+{
+    for (int i = 0; i < a->ncopies; i++)
+        free(a->copies[i]);
+    a->ncopies = 0;
+}
+
+bool args_is(struct args *a, uint32_t i, const char *s)
+{
+    size_t len;
+    const char *p = args_get(a, i, &len);
+    return len == strlen(s) && strncasecmp(p, s, len) == 0;
+}
+
+static bool arg_int(struct args *a, uint32_t i, long long *v)
+{
+    char buf[24], *end;
+    size_t len;
+    const char *p = args_get(a, i, &len);
+
+    if (len == 0 || len >= sizeof(buf))
+        return false;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    *v = strtoll(buf, &end, 10);
+    return *end == '\0';
+}
+
+/* ---- keys --------------------------------------------------------------------------- */
+
+/* Where the keys are: a range of positions, plus one more (a STORE
+ * destination). Most commands give the range in the table; commands with
+ * movable keys are read by movable_keys: 1 found, 0 not a command it
+ * knows, -1 bad arguments (the error was sent). */
+struct keyspan {
+    uint32_t first, last, step;     /* a range of positions, step > 0 */
+    uint32_t extra;                 /* one more position (STORE dest), or 0 */
+};
+
+static int movable_keys(struct client *c, struct req *r, struct args *a,
+                        const struct cmd *cmd, struct keyspan *ks)
+{
+    const char *n = cmd->name;
+    uint32_t numkeys_at;
+    long long nk;
+
+    if (!strcmp(n, "eval") || !strcmp(n, "evalsha") || !strcmp(n, "eval_ro") ||
+        !strcmp(n, "evalsha_ro") || !strcmp(n, "fcall") || !strcmp(n, "fcall_ro"))
+        numkeys_at = 2;
+    else if (!strcmp(n, "zunionstore") || !strcmp(n, "zinterstore") || !strcmp(n, "zdiffstore"))
+        numkeys_at = 2, ks->extra = 1;
+    else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff") ||
+             !strcmp(n, "sintercard") || !strcmp(n, "zintercard") ||
+             !strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
+        numkeys_at = 1;
+    else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro")) {
+        ks->first = ks->last = ks->step = 1;
+        for (uint32_t i = 2; i + 1 < a->argc; i++)
+            if (args_is(a, i, "store"))
+                ks->extra = i + 1;
+        return 1;
+    } else {
+        return 0;
+    }
+    if (!arg_int(a, numkeys_at, &nk) || nk < 0) {
+        client_reply_error(c, r, "ERR value is not an integer or out of range");
+        return -1;
+    }
+    if (nk == 0) {
+        if (cmd->flags & CMD_NO_MANDATORY_KEYS)
+            client_reply_error(c, r, "ERR shardis routes a %s by its keys: give it at "
+                               "least one key (numkeys >= 1)", n);
+        else
+            client_reply_error(c, r, "ERR numkeys should be greater than 0");
+        return -1;
+    }
+    if ((uint64_t)nk > a->argc - numkeys_at - 1) {
+        client_reply_error(c, r, "ERR Number of keys can't be greater than number of args");
+        return -1;
+    }
+    ks->first = numkeys_at + 1;
+    ks->last = numkeys_at + (uint32_t)nk;
+    ks->step = 1;
+    return 1;
+}
+
+/* Fold the owner of the key at pos into *owner; false (CROSSSLOT sent) if
+ * it differs from the keys before it. */
+static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t pos,
+                       int *owner)
+{
+    size_t len;
+    const char *key = args_get(a, pos, &len);
+    int o = (int)ring_lookup(c->pool->ring, key, len);
+
+    if (*owner >= 0 && o != *owner) {
+        client_reply_error(c, r, "CROSSSLOT Keys in request don't hash to the same node");
+        return false;
+    }
+    *owner = o;
+    return true;
+}
+
+/* The server owning every key, or -1 (an error was sent). */
+static int owner_of_keys(struct client *c, struct req *r, struct args *a,
+                         const struct keyspan *ks)
+{
+    int owner = -1;
+
+    for (uint32_t i = ks->first; i <= ks->last; i += ks->step)
+        if (!same_owner(c, r, a, i, &owner))
+            return -1;
+    if (ks->extra != 0 && !same_owner(c, r, a, ks->extra, &owner))
+        return -1;
+    return owner;
+}
+
+/* ---- the decision ------------------------------------------------------------------- */
+
+static void reply_unknown(struct client *c, struct req *r, struct args *a)
+{
+    char list[300];
+    size_t n = 0, len;
+    const char *name = args_get(a, 0, &len);
+    char cname[130];
+
+    snprintf(cname, sizeof(cname), "%.*s", (int)(len < 128 ? len : 128), name);
+    list[0] = '\0';
+    for (uint32_t i = 1; i < a->argc && n < 128; i++) {
+        size_t alen;
+        const char *arg = args_get(a, i, &alen);
+        int room = 128 - (int)n;
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "'%.*s' ",
+                              (int)(alen < (size_t)room ? alen : (size_t)room), arg);
+    }
+    client_reply_error(c, r, "ERR unknown command '%s', with args beginning with: %s",
+                       cname, list);
+}
+
+static bool unsupported(const struct cmd *cmd)
+{
+    static const char *const names[] = {
+        "multi", "exec", "discard", "watch", "unwatch", "migrate", "move",
+        "swapdb", "monitor", "sync", "psync", "replconf", "reset", "failover",
+    };
+    if (cmd->flags & (CMD_BLOCKING | CMD_PUBSUB | CMD_ADMIN))
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (!strcmp(cmd->name, names[i]))
+            return true;
+    return false;
+}
+
+/* Encode an inline request as RESP into r->out (the arguments are already
+ * unquoted; a backend pipelines arrays unambiguously). */
+static void encode_inline(struct client *c, struct req *r, struct args *a)
+{
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "*%u\r\n", a->argc);
+
+    client_append(c, &r->out, hdr, (size_t)n);
+    for (uint32_t i = 0; i < a->argc; i++) {
+        size_t len;
+        const char *p = args_get(a, i, &len);
+        n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+        client_append(c, &r->out, hdr, (size_t)n);
+        client_append(c, &r->out, p, len);
+        client_append(c, &r->out, "\r\n", 2);
+    }
+}
+
+void route_request(struct client *c, struct req *r)
+{
+    struct args a = {.c = c, .argc = c->scan.argc};
+    const struct cmd *cmd;
+    struct keyspan ks = {0};
+    size_t len;
+    const char *name;
+    int owner, k;
+
+    if (local_exec(c, r, &a))
+        goto done;
+
+    name = args_get(&a, 0, &len);
+    cmd = cmd_lookup(name, len);
+    if (!c->authed) {
+        client_reply_error(c, r, "NOAUTH Authentication required.");
+        goto reply;
+    }
+    if (cmd == NULL) {
+        reply_unknown(c, r, &a);
+        goto reply;
+    }
+    if (cmd_has_subcommands(cmd) && a.argc >= 2) {
+        size_t sublen;
+        const char *sub = args_get(&a, 1, &sublen);
+        const struct cmd *sc = cmd_lookup_sub(cmd, sub, sublen);
+        if (sc == NULL) {
+            char upper[65];
+            size_t i;
+            for (i = 0; cmd->name[i] != '\0' && i < 64; i++)
+                upper[i] = (char)(cmd->name[i] >= 'a' && cmd->name[i] <= 'z'
+                                      ? cmd->name[i] - 32 : cmd->name[i]);
+            upper[i] = '\0';
+            client_reply_error(c, r, "ERR unknown subcommand '%.*s'. Try %s HELP.",
+                               (int)(sublen < 128 ? sublen : 128), sub, upper);
+            goto reply;
+        }
+        cmd = sc;
+    }
+    if (!cmd_arity_ok(cmd, a.argc)) {
+        client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
+        goto reply;
+    }
+    if (unsupported(cmd)) {
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
+        goto reply;
+    }
+    if (cmd->flags & CMD_MOVABLEKEYS) {
+        if ((k = movable_keys(c, r, &a, cmd, &ks)) < 0)
+            goto reply;
+        if (k == 0) {
+            client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
+            goto reply;
+        }
+    } else if (cmd->first > 0) {
+        ks.first = (uint32_t)cmd->first;
+        ks.last = cmd->last < 0 ? a.argc + (uint32_t)cmd->last : (uint32_t)cmd->last;
+        ks.step = cmd->step > 0 ? (uint32_t)cmd->step : 1;
+    } else {
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
+                           "names no key to route by", cmd->name);
+        goto reply;
+    }
+    if ((owner = owner_of_keys(c, r, &a, &ks)) < 0)
+        goto reply;
+
+    if (c->scan.is_inline)
+        encode_inline(c, r, &a);
+    else
+        rstream_slice(&c->in, c->scan.start, c->scan.end, &r->out);
+    struct pool *p = c->pool;
+    backend_send(&p->backends[(uint32_t)owner * p->nconns + (uint32_t)(c->id % p->nconns)], r);
+    goto done;
+
+reply:
+    c->pool->errors++;
+    req_done(r);
+done:
+    args_release(&a);
+}
