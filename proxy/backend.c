@@ -57,18 +57,26 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     TAILQ_INIT(&b->pendq);
 }
 
-/* Answer r with the backend's failure (or with nothing, if internal). */
-static void fail_req(struct backend *b, struct req *r)
+/* Answer r with the backend's failure (internal requests need none). */
+static void answer_failed(struct backend *b, struct req *r)
 {
-    msg_release(&r->out);
-    if (r->internal || r->client == NULL) {
+    struct client *c = r->parent != NULL ? r->parent->client : r->client;
+
+    if (r->internal || (c == NULL && r->parent == NULL)) {
         req_maybe_free(r);
         return;
     }
     msg_release(&r->rsp);
-    client_reply_error(r->client, r, "ERR backend %s unavailable: %s", label(b), b->reason);
+    if (c != NULL && !c->closing)
+        client_reply_error(c, r, "ERR backend %s unavailable: %s", label(b), b->reason);
     b->errors++;
     req_done(r);
+}
+
+static void fail_req(struct backend *b, struct req *r)
+{
+    msg_release(&r->out);
+    answer_failed(b, r);
 }
 
 static void backend_close_cb(uv_handle_t *h)
@@ -122,13 +130,8 @@ static void backend_fail(struct backend *b, const char *reason)
         r->pending = 0;
         if (!r->queued)
             fail_req(b, r);
-        else if (r->client != NULL && !r->internal) {
-            /* still in the cancelled write: answer now, free later */
-            client_reply_error(r->client, r, "ERR backend %s unavailable: %s",
-                               label(b), b->reason);
-            b->errors++;
-            req_done(r);
-        }
+        else
+            answer_failed(b, r);    /* in the cancelled write: freed after it */
     }
     while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
         TAILQ_REMOVE(&b->sendq, r, bq);
@@ -224,7 +227,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             continue;
         }
         b->failures = 0;
-        if (r->client != NULL)
+        if (r->client != NULL || r->parent != NULL)
             req_done(r);
         else
             req_maybe_free(r);

@@ -52,7 +52,7 @@ struct req *req_get(void)
 
 void req_maybe_free(struct req *r)
 {
-    if (r->client != NULL || r->queued || r->pending)
+    if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL)
         return;
     msg_release(&r->out);
     msg_release(&r->rsp);
@@ -262,6 +262,10 @@ void req_done(struct req *r)
     struct client *c = r->client;
 
     r->done = 1;
+    if (r->parent != NULL) {
+        frag_done(r);
+        return;
+    }
     if (c == NULL || c->closing)
         return;
     c->rsp_bytes += r->rsp.len;

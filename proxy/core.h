@@ -34,6 +34,7 @@
 struct client;
 struct backend;
 struct pool;
+struct frag;
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -45,6 +46,8 @@ struct req {
     struct backend *backend;    /* where it was sent; NULL for local replies */
     struct msg      out;        /* bytes to send to the backend */
     struct msg      rsp;        /* the reply bytes, once done */
+    struct req     *parent;     /* a fragment: the split request it is part of */
+    struct frag    *frag;       /* a split request: its fragments (frag.c) */
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
     unsigned        done:1;     /* rsp is complete */
     unsigned        queued:1;   /* in a backend's send or write queue */
@@ -218,6 +221,14 @@ const char *args_get(struct args *a, uint32_t i, size_t *len);
 void args_release(struct args *a);
 /* True if argument i equals s, ignoring case. */
 bool args_is(struct args *a, uint32_t i, const char *s);
+
+/* Multi-key commands split per backend: -2 not a split command, -1
+ * handled (split and sent, or an error replied), else the one server that
+ * owns every key (forward the request whole). */
+struct cmd;
+int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* A fragment got its reply: merge once all have. */
+void frag_done(struct req *fragment);
 
 /* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
  * Returns 1 if it was local (and replied), 0 if not. */

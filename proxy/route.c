@@ -271,6 +271,10 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
         goto reply;
     }
+    if ((owner = frag_route(c, r, &a, cmd)) == -1)
+        goto done;
+    if (owner >= 0)
+        goto forward;
     if (cmd->flags & CMD_MOVABLEKEYS) {
         if ((k = movable_keys(c, r, &a, cmd, &ks)) < 0)
             goto reply;
@@ -290,6 +294,7 @@ void route_request(struct client *c, struct req *r)
     if ((owner = owner_of_keys(c, r, &a, &ks)) < 0)
         goto reply;
 
+forward:
     if (c->scan.is_inline)
         encode_inline(c, r, &a);
     else

@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""bench_proxy.py -- shardis against twemproxy and a direct redis-server.
+
+A benchmark, not a test: it prints a table and asserts nothing. It starts
+4 redis-servers, shardis and nutcracker on the same ketama config (nutcracker
+at -v 4, its quietest level), and one more redis-server as the direct
+baseline, then runs redis-benchmark (-c 50 -r 100000 -d 64) for SET, GET,
+MSET (10 keys) and SET/GET with -P 16 against each target, alternating
+targets, ROUNDS rounds, and reports medians. On a machine with 2+ cores the
+client is pinned to core 0 and every server to core 1 (taskset), which keeps
+the spread between runs near 5%; compare the ratios, not absolute numbers.
+
+Also measured: the proxy's CPU time per request (utime+stime from
+/proc/PID/stat over each run) and its RSS idle, with 1,000 idle clients,
+after each of them sent one GET, and after the benchmark.
+
+Run: scripts/bench [--rounds N] [--quick]
+"""
+import argparse
+import csv
+import io
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HOST = "127.0.0.1"
+PROCS = []
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def pinned(core, argv):
+    if os.cpu_count() >= 2 and shutil.which("taskset"):
+        return ["taskset", "-c", str(core)] + argv
+    return argv
+
+
+def start(argv, log):
+    out = open(log, "ab")
+    p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    PROCS.append(p)
+    return p
+
+
+def wait_port(port, proc, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("process %s exited" % proc.args)
+        try:
+            socket.create_connection((HOST, port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("port %d never opened" % port)
+
+
+def stop_all():
+    for p in PROCS:
+        if p.poll() is None:
+            p.terminate()
+    for p in PROCS:
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+TESTS = [  # (label, redis-benchmark -t, extra args, requests)
+    ("SET", "set", [], 100000),
+    ("GET", "get", [], 100000),
+    ("MSET (10 keys)", "mset", [], 50000),
+    ("SET -P 16", "set", ["-P", "16"], 400000),
+    ("GET -P 16", "get", ["-P", "16"], 400000),
+]
+
+
+def bench(port, test, extra, n):
+    argv = pinned(0, ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "50",
+                      "-r", "100000", "-d", "64", "-n", str(n), "-t", test, "--csv"] + extra)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout
+    rows = list(csv.reader(io.StringIO(out)))
+    head, row = rows[0], rows[-1]
+    get = lambda k: float(row[head.index(k)])
+    return get("rps"), get("p50_latency_ms"), get("p99_latency_ms")
+
+
+def clients_rss(pid, port, n=1000):
+    socks = []
+    try:
+        for _ in range(n):
+            socks.append(socket.create_connection((HOST, port)))
+        time.sleep(0.5)
+        idle = rss_kb(pid)
+        for s in socks:
+            s.sendall(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n")
+        for s in socks:
+            s.recv(64)
+        time.sleep(0.5)
+        active = rss_kb(pid)
+    finally:
+        for s in socks:
+            s.close()
+    return idle, active
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardis", default="build/shardis")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="1 round, fewer requests")
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds = 1
+        global TESTS
+        TESTS = [(l, t, e, n // 10) for l, t, e, n in TESTS]
+    nutcracker = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
+
+    with tempfile.TemporaryDirectory(prefix="shardis-bench-") as tmp:
+        ports = [free_port() for _ in range(5)]
+        for i, port in enumerate(ports):
+            d = os.path.join(tmp, "r%d" % i)
+            os.mkdir(d)
+            p = start(pinned(1, ["redis-server", "--port", str(port), "--bind", HOST,
+                                 "--save", "", "--appendonly", "no", "--dir", d]), d + "/log")
+            wait_port(port, p)
+        direct = ports[4]
+        servers = "".join("    - %s:%d:1\n" % (HOST, p) for p in ports[:4])
+        sh_port, nc_port = free_port(), free_port()
+        conf = "alpha:\n  listen: %s:%%d\n  hash: fnv1a_64\n  distribution: ketama\n" \
+               "  redis: true\n  servers:\n%s" % (HOST, servers)
+        for name, port in (("shardis", sh_port), ("nutcracker", nc_port)):
+            with open(os.path.join(tmp, name + ".yml"), "w") as f:
+                f.write(conf % port)
+        sh = start(pinned(1, [os.path.abspath(args.shardis), "-c", tmp + "/shardis.yml",
+                              "-v", "4"]), tmp + "/shardis.log")
+        nc = start(pinned(1, [nutcracker, "-c", tmp + "/nutcracker.yml", "-v", "4",
+                              "-s", str(free_port()), "-a", HOST]), tmp + "/nc.log")
+        wait_port(sh_port, sh)
+        wait_port(nc_port, nc)
+
+        mem = {"idle": rss_kb(sh.pid)}
+        mem["1000 idle clients"], mem["after one GET each"] = clients_rss(sh.pid, sh_port)
+        nc_mem = {"idle": rss_kb(nc.pid)}
+        nc_mem["1000 idle clients"], nc_mem["after one GET each"] = clients_rss(nc.pid, nc_port)
+
+        targets = [("shardis", sh_port, sh), ("twemproxy", nc_port, nc), ("direct", direct, None)]
+        results = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
+        cpu = {(t, lbl): [] for t in ("shardis", "twemproxy") for lbl, *_ in TESTS}
+        for rnd in range(args.rounds):
+            for lbl, test, extra, n in TESTS:
+                for name, port, proc in targets:
+                    before = cpu_seconds(proc.pid) if proc else 0
+                    results[(name, lbl)].append(bench(port, test, extra, n))
+                    if proc:
+                        cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
+            print("round %d/%d done" % (rnd + 1, args.rounds), file=sys.stderr)
+        mem["after the benchmark"] = rss_kb(sh.pid)
+        nc_mem["after the benchmark"] = rss_kb(nc.pid)
+
+    med = lambda xs: statistics.median(xs)
+    print("redis-benchmark -c 50 -r 100000 -d 64, %d round(s), medians; client on core 0, "
+          "servers on core 1" % args.rounds)
+    print()
+    print("| test | target | req/s | p50 ms | p99 ms | proxy CPU us/req |")
+    print("|---|---|---:|---:|---:|---:|")
+    for lbl, *_ in TESTS:
+        for name, _, proc in targets:
+            rs = results[(name, lbl)]
+            c = "%.2f" % med(cpu[(name, lbl)]) if proc else ""
+            print("| %s | %s | %.0f | %.3f | %.3f | %s |" % (
+                lbl, name, med([r[0] for r in rs]), med([r[1] for r in rs]),
+                med([r[2] for r in rs]), c))
+    print()
+    print("| test | shardis/twemproxy | shardis/direct | CPU shardis/twemproxy |")
+    print("|---|---:|---:|---:|")
+    for lbl, *_ in TESTS:
+        s = med([r[0] for r in results[("shardis", lbl)]])
+        t = med([r[0] for r in results[("twemproxy", lbl)]])
+        d = med([r[0] for r in results[("direct", lbl)]])
+        cs, ct = med(cpu[("shardis", lbl)]), med(cpu[("twemproxy", lbl)])
+        print("| %s | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0))
+    print()
+    print("| RSS (KiB) | shardis | twemproxy |")
+    print("|---|---:|---:|")
+    for k in mem:
+        print("| %s | %d | %d |" % (k, mem[k], nc_mem[k]))
+    per = lambda m, k: (m[k] - m["idle"]) * 1024 / 1000
+    print()
+    print("per client: shardis %.0f B idle, %.0f B after a GET; twemproxy %.0f B, %.0f B" % (
+        per(mem, "1000 idle clients"), per(mem, "after one GET each"),
+        per(nc_mem, "1000 idle clients"), per(nc_mem, "after one GET each")))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        stop_all()
