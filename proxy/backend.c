@@ -237,9 +237,9 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- writing ------------------------------------------------------------------- */
 
-static void backend_write_cb(uv_write_t *w, int status)
+/* The requests in writeq are on the wire (or the write failed). */
+static void backend_written(struct backend *b, int status)
 {
-    struct backend *b = container_of(w, struct backend, wreq);
     struct req *r;
 
     b->writing = 0;
@@ -259,10 +259,16 @@ static void backend_write_cb(uv_write_t *w, int status)
         proxy_mark_backend(b);
 }
 
+static void backend_write_cb(uv_write_t *w, int status)
+{
+    backend_written(container_of(w, struct backend, wreq), status);
+}
+
 void backend_flush(struct backend *b)
 {
     uv_buf_t iov[BACKEND_IOV_MAX];
     unsigned niov = 0;
+    size_t total = 0;
     struct req *r;
     int rc;
 
@@ -274,6 +280,7 @@ void backend_flush(struct backend *b)
         for (uint32_t i = 0; i < r->out.n && niov < BACKEND_IOV_MAX; i++) {
             struct slice *s = msg_slice(&r->out, i);
             iov[niov++] = uv_buf_init(s->m->data + s->off, s->len);
+            total += s->len;
         }
         TAILQ_REMOVE(&b->sendq, r, bq);
         TAILQ_INSERT_TAIL(&b->writeq, r, bq);
@@ -282,17 +289,19 @@ void backend_flush(struct backend *b)
     }
     if (niov == 0)
         return;
-    rc = uv_write(&b->wreq, &b->h.stream, iov, niov, backend_write_cb);
-    if (rc < 0) {
+    rc = stream_write(&b->h.stream, &b->wreq, iov, niov, total, backend_write_cb);
+    if (rc == 1) {
+        backend_written(b, 0);
+    } else if (rc < 0) {
         /* The callback will not run: undo the write queue first. */
         while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
             TAILQ_REMOVE(&b->writeq, r, bq);
             r->queued = 0;
         }
         backend_fail(b, uv_strerror(rc));
-        return;
+    } else {
+        b->writing = 1;
     }
-    b->writing = 1;
 }
 
 /* ---- connecting ------------------------------------------------------------------ */

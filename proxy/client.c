@@ -109,6 +109,32 @@ void rstream_trim(struct rstream *s, uint64_t keep)
     }
 }
 
+/* ---- writes -------------------------------------------------------------------- */
+
+int stream_write(uv_stream_t *s, uv_write_t *w, uv_buf_t *iov, unsigned niov, size_t total,
+                 uv_write_cb cb)
+{
+    int n = uv_try_write(s, iov, niov);
+
+    if (n == UV_EAGAIN || n == UV_ENOSYS)
+        n = 0;
+    if (n < 0)
+        return n;
+    if ((size_t)n == total)
+        return 1;
+    /* Skip what went out; the rest waits for the socket. */
+    size_t skip = (size_t)n;
+    unsigned first = 0;
+    while (skip >= iov[first].len) {
+        skip -= iov[first].len;
+        first++;
+    }
+    iov[first].base += skip;
+    iov[first].len -= skip;
+    n = uv_write(w, s, iov + first, niov - first, cb);
+    return n < 0 ? n : 0;
+}
+
 /* ---- replies made here --------------------------------------------------------- */
 
 void client_reply(struct client *c, struct req *r, const char *data, size_t len)
@@ -291,9 +317,9 @@ void client_ready(struct client *c)
         proxy_mark_client(c);
 }
 
-static void client_write_cb(uv_write_t *w, int status)
+/* The nwriting replies at the head were written (or failed). */
+static void client_written(struct client *c, int status)
 {
-    struct client *c = container_of(w, struct client, wreq);
     bool quit = false;
 
     c->writing = 0;
@@ -318,11 +344,20 @@ static void client_write_cb(uv_write_t *w, int status)
     client_ready(c);
 }
 
+static void client_write_cb(uv_write_t *w, int status)
+{
+    client_written(container_of(w, struct client, wreq), status);
+}
+
+/* Write everything ready at the head of the queue. Most writes complete at
+ * once: uv_try_write then avoids a write request, its callback and the
+ * epoll_ctl calls libuv makes around one; only a partial write waits. */
 void client_flush(struct client *c)
 {
     uv_buf_t iov[CLIENT_IOV_MAX];
     unsigned niov = 0;
     uint32_t nreq = 0;
+    size_t total = 0;
     struct req *r;
     int rc;
 
@@ -335,19 +370,23 @@ void client_flush(struct client *c)
             struct slice *s = msg_slice(&r->rsp, i);
             iov[niov++] = uv_buf_init(s->m->data + s->off, s->len);
         }
+        total += r->rsp.len;
         nreq++;
         if (r->quit)
             break;
     }
     if (nreq == 0)
         return;
-    rc = uv_write(&c->wreq, &c->h.stream, iov, niov, client_write_cb);
-    if (rc < 0) {
-        client_close(c);
-        return;
-    }
-    c->writing = 1;
     c->nwriting = nreq;
+    rc = stream_write(&c->h.stream, &c->wreq, iov, niov, total, client_write_cb);
+    if (rc == 1) {
+        client_written(c, 0);
+    } else if (rc < 0) {
+        c->nwriting = 0;
+        client_close(c);
+    } else {
+        c->writing = 1;
+    }
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */

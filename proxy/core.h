@@ -198,6 +198,12 @@ struct proxy {
 
 extern struct proxy proxy;
 
+/* Write iov (total bytes) to s: 1 if it all went at once, 0 if the rest
+ * was queued with uv_write (cb runs later), or a negative error (cb will
+ * not run). */
+int stream_write(uv_stream_t *s, uv_write_t *w, uv_buf_t *iov, unsigned niov, size_t total,
+                 uv_write_cb cb);
+
 void proxy_mark_client(struct client *c);
 void proxy_mark_backend(struct backend *b);
 

@@ -25,6 +25,13 @@
 #define SHARDIS_VERSION "unknown"
 #endif
 
+#ifdef SHARDIS_JEMALLOC
+/* Hand freed pages back to the kernel within a second, from jemalloc's own
+ * thread, so memory falls after a burst of clients even when the proxy
+ * then goes quiet (by default jemalloc purges only while allocating). */
+const char *malloc_conf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+#endif
+
 static void usage(FILE *f)
 {
     fprintf(f,

@@ -29,6 +29,7 @@ import tempfile
 import time
 
 HOST = "127.0.0.1"
+SETTLE = 2.0        # seconds before reading RSS: the allocators' purge delay
 PROCS = []
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -114,13 +115,13 @@ def clients_rss(pid, port, n=1000):
     try:
         for _ in range(n):
             socks.append(socket.create_connection((HOST, port)))
-        time.sleep(0.5)
+        time.sleep(SETTLE)
         idle = rss_kb(pid)
         for s in socks:
             s.sendall(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n")
         for s in socks:
             s.recv(64)
-        time.sleep(0.5)
+        time.sleep(SETTLE)
         active = rss_kb(pid)
     finally:
         for s in socks:
@@ -163,6 +164,7 @@ def main():
         wait_port(sh_port, sh)
         wait_port(nc_port, nc)
 
+        time.sleep(SETTLE)
         mem = {"idle": rss_kb(sh.pid)}
         mem["1000 idle clients"], mem["after one GET each"] = clients_rss(sh.pid, sh_port)
         nc_mem = {"idle": rss_kb(nc.pid)}
@@ -179,6 +181,7 @@ def main():
                     if proc:
                         cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
             print("round %d/%d done" % (rnd + 1, args.rounds), file=sys.stderr)
+        time.sleep(SETTLE)
         mem["after the benchmark"] = rss_kb(sh.pid)
         nc_mem["after the benchmark"] = rss_kb(nc.pid)
 
