@@ -266,7 +266,7 @@ static void backend_write_cb(uv_write_t *w, int status)
 
 void backend_flush(struct backend *b)
 {
-    uv_buf_t iov[BACKEND_IOV_MAX];
+    uv_buf_t iovs[BACKEND_IOV_MAX], *iov = iovs;
     unsigned niov = 0;
     size_t total = 0;
     struct req *r;
@@ -279,7 +279,7 @@ void backend_flush(struct backend *b)
             break;
         for (uint32_t i = 0; i < r->out.n && niov < BACKEND_IOV_MAX; i++) {
             struct slice *s = msg_slice(&r->out, i);
-            iov[niov++] = uv_buf_init(s->m->data + s->off, s->len);
+            iovs[niov++] = uv_buf_init(s->m->data + s->off, s->len);
             total += s->len;
         }
         TAILQ_REMOVE(&b->sendq, r, bq);
@@ -289,8 +289,12 @@ void backend_flush(struct backend *b)
     }
     if (niov == 0)
         return;
-    rc = stream_write(&b->h.stream, &b->wreq, iov, niov, total, backend_write_cb);
-    if (rc == 1) {
+    rc = stream_try_write(&b->h.stream, &iov, &niov, total);
+    if (rc == 0)
+        rc = uv_write(&b->wreq, &b->h.stream, iov, niov, backend_write_cb);
+    else if (rc == 1)
+        rc = 2;
+    if (rc == 2) {
         backend_written(b, 0);
     } else if (rc < 0) {
         /* The callback will not run: undo the write queue first. */

@@ -111,10 +111,9 @@ void rstream_trim(struct rstream *s, uint64_t keep)
 
 /* ---- writes -------------------------------------------------------------------- */
 
-int stream_write(uv_stream_t *s, uv_write_t *w, uv_buf_t *iov, unsigned niov, size_t total,
-                 uv_write_cb cb)
+int stream_try_write(uv_stream_t *s, uv_buf_t **iov, unsigned *niov, size_t total)
 {
-    int n = uv_try_write(s, iov, niov);
+    int n = uv_try_write(s, *iov, *niov);
 
     if (n == UV_EAGAIN || n == UV_ENOSYS)
         n = 0;
@@ -124,15 +123,14 @@ int stream_write(uv_stream_t *s, uv_write_t *w, uv_buf_t *iov, unsigned niov, si
         return 1;
     /* Skip what went out; the rest waits for the socket. */
     size_t skip = (size_t)n;
-    unsigned first = 0;
-    while (skip >= iov[first].len) {
-        skip -= iov[first].len;
-        first++;
+    while (skip >= (*iov)->len) {
+        skip -= (*iov)->len;
+        (*iov)++;
+        (*niov)--;
     }
-    iov[first].base += skip;
-    iov[first].len -= skip;
-    n = uv_write(w, s, iov + first, niov - first, cb);
-    return n < 0 ? n : 0;
+    (*iov)->base += skip;
+    (*iov)->len -= skip;
+    return 0;
 }
 
 /* ---- replies made here --------------------------------------------------------- */
@@ -346,15 +344,19 @@ static void client_written(struct client *c, int status)
 
 static void client_write_cb(uv_write_t *w, int status)
 {
-    client_written(container_of(w, struct client, wreq), status);
+    struct client *c = w->data;
+
+    free(w);
+    client_written(c, status);
 }
 
 /* Write everything ready at the head of the queue. Most writes complete at
  * once: uv_try_write then avoids a write request, its callback and the
- * epoll_ctl calls libuv makes around one; only a partial write waits. */
+ * epoll_ctl calls libuv makes around one; only a partial write allocates a
+ * uv_write_t and waits, so an idle client does not carry one. */
 void client_flush(struct client *c)
 {
-    uv_buf_t iov[CLIENT_IOV_MAX];
+    uv_buf_t iovs[CLIENT_IOV_MAX], *iov = iovs;
     unsigned niov = 0;
     uint32_t nreq = 0;
     size_t total = 0;
@@ -368,7 +370,7 @@ void client_flush(struct client *c)
             break;
         for (uint32_t i = 0; i < r->rsp.n; i++) {
             struct slice *s = msg_slice(&r->rsp, i);
-            iov[niov++] = uv_buf_init(s->m->data + s->off, s->len);
+            iovs[niov++] = uv_buf_init(s->m->data + s->off, s->len);
         }
         total += r->rsp.len;
         nreq++;
@@ -378,15 +380,23 @@ void client_flush(struct client *c)
     if (nreq == 0)
         return;
     c->nwriting = nreq;
-    rc = stream_write(&c->h.stream, &c->wreq, iov, niov, total, client_write_cb);
+    rc = stream_try_write(&c->h.stream, &iov, &niov, total);
     if (rc == 1) {
         client_written(c, 0);
-    } else if (rc < 0) {
-        c->nwriting = 0;
-        client_close(c);
-    } else {
-        c->writing = 1;
+        return;
     }
+    if (rc == 0) {
+        uv_write_t *w = xmalloc(sizeof(*w));
+        w->data = c;
+        rc = uv_write(w, &c->h.stream, iov, niov, client_write_cb);
+        if (rc == 0) {
+            c->writing = 1;
+            return;
+        }
+        free(w);
+    }
+    c->nwriting = 0;
+    client_close(c);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */

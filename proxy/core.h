@@ -84,7 +84,6 @@ union stream {
 
 struct client {
     union stream     h;
-    uv_write_t       wreq;
     struct pool     *pool;
     struct rstream   in;
     struct resp_req  scan;
@@ -198,11 +197,10 @@ struct proxy {
 
 extern struct proxy proxy;
 
-/* Write iov (total bytes) to s: 1 if it all went at once, 0 if the rest
- * was queued with uv_write (cb runs later), or a negative error (cb will
- * not run). */
-int stream_write(uv_stream_t *s, uv_write_t *w, uv_buf_t *iov, unsigned niov, size_t total,
-                 uv_write_cb cb);
+/* Write what it can of iov (total bytes) to s now: 1 if all of it, 0 if
+ * some is left (*iov, *niov then describe the rest, for uv_write), or a
+ * negative error. */
+int stream_try_write(uv_stream_t *s, uv_buf_t **iov, unsigned *niov, size_t total);
 
 void proxy_mark_client(struct client *c);
 void proxy_mark_backend(struct backend *b);

@@ -81,9 +81,15 @@ void resp_req_free(struct resp_req *s)
     resp_req_reset(s);
 }
 
+/* The text of the last error. The proxy is single-threaded and reports an
+ * error before it frames anything else, so one buffer serves every framer
+ * and no connection carries one. */
+static char err_buf[96];
+
 static int req_error(struct resp_req *s, const char *what)
 {
-    snprintf(s->err, sizeof(s->err), "Protocol error: %s", what);
+    snprintf(err_buf, sizeof(err_buf), "Protocol error: %s", what);
+    s->err = err_buf;
     return -1;
 }
 
@@ -261,7 +267,8 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
 
         case RQ_BHDR:
             if (c != '$') {
-                snprintf(s->err, sizeof(s->err), "Protocol error: expected '$', got '%c'", c);
+                snprintf(err_buf, sizeof(err_buf), "Protocol error: expected '$', got '%c'", c);
+                s->err = err_buf;
                 return -1;
             }
             s->state = RQ_BLEN;
@@ -339,7 +346,8 @@ void resp_rsp_reset(struct resp_rsp *s)
 
 static int rsp_error(struct resp_rsp *s, const char *what, char c)
 {
-    snprintf(s->err, sizeof(s->err), "%s (byte 0x%02x)", what, (unsigned char)c);
+    snprintf(err_buf, sizeof(err_buf), "%s (byte 0x%02x)", what, (unsigned char)c);
+    s->err = err_buf;
     return -1;
 }
 

@@ -53,7 +53,8 @@ struct resp_req {
     bool      is_inline;
     char     *inl;          /* inline: the line, then its unquoted args */
     size_t    inllen, inlcap;
-    char      err[80];      /* "Protocol error: ..." after -1 */
+    const char *err;        /* "Protocol error: ..." after -1 (static storage,
+                               valid until the next error of any framer) */
 };
 
 /* Feed n bytes at stream offset off. Returns 1 when a request completed
@@ -79,7 +80,7 @@ struct resp_rsp {
     int       depth;
     long long stack[RESP_MAX_DEPTH];  /* elements left at each level */
     char      type;                   /* type byte of the top-level reply */
-    char      err[80];
+    const char *err;                  /* after -1, as for requests */
 };
 
 /* Feed n bytes. Returns 1 when a whole reply ended after *used bytes, 0

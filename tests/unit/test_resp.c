@@ -105,7 +105,7 @@ Test(resp, inline_too_big)
     memset(big, 'a', sizeof(big));
     resp_req_reset(&s);
     cr_assert(eq(int, resp_req_feed(&s, big, sizeof(big), 0, &used), -1));
-    cr_assert(eq(str, s.err, "Protocol error: too big inline request"));
+    cr_assert(eq(str, (char *)s.err, "Protocol error: too big inline request"));
     resp_req_free(&s);
 }
 
@@ -118,7 +118,7 @@ Test(resp, huge_bulk_is_refused_from_its_header)
 
     resp_req_reset(&s);
     cr_assert(eq(int, resp_req_feed(&s, in, sizeof(in) - 1, 0, &used), -1));
-    cr_assert(eq(str, s.err, "Protocol error: invalid bulk length"));
+    cr_assert(eq(str, (char *)s.err, "Protocol error: invalid bulk length"));
     resp_req_free(&s);
 }
 
