@@ -121,6 +121,7 @@ static void backend_fail(struct backend *b, const char *reason)
         log_warn("backend %s (%s) failed: %s", label(b),
                  ring_server_addr(b->pool->ring, b->server), reason);
     b->failures++;
+    pool_backend_failed(b->pool, b->server, b->failures);
     backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
     b->retry_at = uv_now(proxy.loop) + (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
     b->state = BACKEND_FAILED;

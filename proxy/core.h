@@ -166,7 +166,11 @@ const char *backend_state_name(const struct backend *b);
 
 struct pool {
     const struct conf_pool *conf;   /* borrowed from proxy.conf */
-    struct ring      *ring;
+    struct ring      *ring;         /* every server: names, shares, SHARD.WHEREIS */
+    struct ring      *live;         /* eject_mode rehash: the servers not ejected,
+                                       or NULL when that is all of them */
+    uint32_t         *live_map;     /* live ring index -> server index */
+    uint64_t         *ejected_until;/* [nservers], loop ms; 0 when in the ring */
     union stream      listener;
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections */
@@ -204,6 +208,12 @@ int stream_try_write(uv_stream_t *s, uv_buf_t **iov, unsigned *niov, size_t tota
 
 void proxy_mark_client(struct client *c);
 void proxy_mark_backend(struct backend *b);
+
+/* The server that owns key now: the pool's ring, minus servers ejected by
+ * twemproxy-style auto_eject_hosts (eject_mode: rehash). */
+uint32_t pool_owner(const struct pool *p, const void *key, size_t len);
+/* Backend b failed again: eject its server if the pool says so. */
+void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures);
 
 /* ---- routing and local commands -------------------------------------------- */
 

@@ -93,7 +93,7 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
     for (uint32_t k = 0; k < nkeys; k++) {
         size_t len;
         const char *key = args_get(a, 1 + k * step, &len);
-        owner[k] = ring_lookup(p->ring, key, len);
+        owner[k] = pool_owner(p, key, len);
         if (first < 0)
             first = (int)owner[k];
         else if (owner[k] != (uint32_t)first)

@@ -28,6 +28,8 @@
 
 struct proxy proxy;
 
+static void pool_retry_ejected(struct pool *p, uint64_t now);
+
 void proxy_mark_client(struct client *c)
 {
     if (!c->is_dirty && !c->closing) {
@@ -69,11 +71,86 @@ static void tick_cb(uv_timer_t *t)
     (void)t;
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
+        if (p->live != NULL)
+            pool_retry_ejected(p, now);
         if (p->conf->timeout <= 0)
             continue;
         for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
             backend_check_timeout(&p->backends[k], now);
     }
+}
+
+/* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
+
+uint32_t pool_owner(const struct pool *p, const void *key, size_t len)
+{
+    if (p->live == NULL)
+        return ring_lookup(p->ring, key, len);
+    return p->live_map[ring_lookup(p->live, key, len)];
+}
+
+static bool rehashes(const struct pool *p)
+{
+    return p->conf->eject_mode == CONF_EJECT_REHASH && p->conf->auto_eject_hosts;
+}
+
+/* Rebuild the routing ring from the servers not ejected (twemproxy's
+ * server_pool_update). With none left, route on the full ring: requests
+ * then fail fast on their own servers rather than all on one. */
+static void pool_rebuild(struct pool *p)
+{
+    const struct conf_pool *pc = p->conf;
+    struct ring_options opt = *ring_options(p->ring);
+    struct ring_server *sv = xcalloc(p->nservers, sizeof(*sv));
+    uint32_t *map = xcalloc(p->nservers, sizeof(*map)), n = 0;
+    struct ring *live = NULL;
+    char err[256];
+
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (p->ejected_until[s] != 0)
+            continue;
+        sv[n] = (struct ring_server){pc->servers[s].name, pc->servers[s].addr.text,
+                                     pc->servers[s].addr.port, pc->servers[s].weight};
+        map[n++] = s;
+    }
+    if (n > 0 && n < p->nservers && ring_create(&live, &opt, sv, n, err, sizeof(err)) < 0)
+        log_error("pool '%s': cannot rebuild the ring: %s", pc->name, err);
+    ring_free(p->live);
+    free(p->live_map);
+    p->live = live;
+    p->live_map = live != NULL ? map : NULL;
+    if (live == NULL)
+        free(map);
+    free(sv);
+    log_notice("pool '%s': %u of %u servers in the ring", pc->name,
+               live != NULL ? n : p->nservers, p->nservers);
+}
+
+void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
+{
+    if (!rehashes(p) || p->ejected_until[server] != 0 ||
+        failures < (uint32_t)p->conf->server_failure_limit)
+        return;
+    p->ejected_until[server] = uv_now(proxy.loop) + (uint64_t)p->conf->server_retry_timeout;
+    log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
+             "other servers meanwhile", p->conf->name, ring_server_label(p->ring, server),
+             p->conf->server_retry_timeout, failures);
+    pool_rebuild(p);
+}
+
+static void pool_retry_ejected(struct pool *p, uint64_t now)
+{
+    bool changed = false;
+
+    for (uint32_t s = 0; s < p->nservers; s++)
+        if (p->ejected_until[s] != 0 && now >= p->ejected_until[s]) {
+            p->ejected_until[s] = 0;
+            for (uint32_t k = 0; k < p->nconns; k++)
+                p->backends[s * p->nconns + k].failures = 0;
+            changed = true;
+        }
+    if (changed)
+        pool_rebuild(p);
 }
 
 /* ---- listening ------------------------------------------------------------------- */
@@ -151,6 +228,11 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
         return rc;
     p->nservers = (uint32_t)pc->nservers;
     p->nconns = (uint32_t)pc->server_connections;
+    p->ejected_until = xcalloc(p->nservers, sizeof(*p->ejected_until));
+    if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_FAIL)
+        log_notice("pool '%s': auto_eject_hosts is set but eject_mode is fail: a failing "
+                   "server keeps its keys and its requests fail fast; set eject_mode: "
+                   "rehash for twemproxy's ejection", pc->name);
     p->backends = xcalloc((size_t)p->nservers * p->nconns, sizeof(*p->backends));
     for (uint32_t s = 0; s < p->nservers; s++)
         for (uint32_t k = 0; k < p->nconns; k++)
@@ -283,6 +365,9 @@ int proxy_run(struct conf *cf)
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
         ring_free(p->ring);
+        ring_free(p->live);
+        free(p->live_map);
+        free(p->ejected_until);
         free(p->backends);
     }
     free(proxy.pools);

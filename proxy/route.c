@@ -146,7 +146,7 @@ static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t
 {
     size_t len;
     const char *key = args_get(a, pos, &len);
-    int o = (int)ring_lookup(c->pool->ring, key, len);
+    int o = (int)pool_owner(c->pool, key, len);
 
     if (*owner >= 0 && o != *owner) {
         client_reply_error(c, r, "CROSSSLOT Keys in request don't hash to the same node");
