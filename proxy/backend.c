@@ -267,7 +267,7 @@ static void backend_write_cb(uv_write_t *w, int status)
 
 void backend_flush(struct backend *b)
 {
-    uv_buf_t iovs[BACKEND_IOV_MAX], *iov = iovs;
+    uv_buf_t stack[BACKEND_IOV_MAX], *iovs = stack, *iov;
     unsigned niov = 0;
     size_t total = 0;
     struct req *r;
@@ -275,21 +275,24 @@ void backend_flush(struct backend *b)
 
     if (b->writing || b->closing || b->state != BACKEND_UP)
         return;
+    /* A request of more slices than a batch holds (a bulk of 16 MB and
+     * up, a fragment of a thousand keys) is written alone, from the heap. */
+    r = TAILQ_FIRST(&b->sendq);
+    if (r != NULL && r->out.n > BACKEND_IOV_MAX)
+        iovs = xmalloc(r->out.n * sizeof(*iovs));
     while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
         if (niov > 0 && niov + r->out.n > BACKEND_IOV_MAX)
             break;
-        for (uint32_t i = 0; i < r->out.n && niov < BACKEND_IOV_MAX; i++) {
-            struct slice *s = msg_slice(&r->out, i);
-            iovs[niov++] = uv_buf_init(s->m->data + s->off, s->len);
-            total += s->len;
-        }
+        niov += msg_bufs(&r->out, iovs + niov);
+        total += r->out.len;
         TAILQ_REMOVE(&b->sendq, r, bq);
         TAILQ_INSERT_TAIL(&b->writeq, r, bq);
         TAILQ_INSERT_TAIL(&b->pendq, r, pq);
         r->pending = 1;
     }
+    iov = iovs;
     if (niov == 0)
-        return;
+        return;         /* nothing queued: iovs is still the stack */
     rc = stream_try_write(&b->h.stream, &iov, &niov, total);
     if (rc == 0)
         rc = uv_write(&b->wreq, &b->h.stream, iov, niov, backend_write_cb);
@@ -307,6 +310,8 @@ void backend_flush(struct backend *b)
     } else {
         b->writing = 1;
     }
+    if (iovs != stack)
+        free(iovs);     /* uv_write copied what it still needs */
 }
 
 /* ---- connecting ------------------------------------------------------------------ */

@@ -133,6 +133,15 @@ int stream_try_write(uv_stream_t *s, uv_buf_t **iov, unsigned *niov, size_t tota
     return 0;
 }
 
+unsigned msg_bufs(struct msg *g, uv_buf_t *out)
+{
+    for (uint32_t i = 0; i < g->n; i++) {
+        const struct slice *s = msg_slice(g, i);
+        out[i] = uv_buf_init(s->m->data + s->off, s->len);
+    }
+    return g->n;
+}
+
 /* ---- replies made here --------------------------------------------------------- */
 
 void client_reply(struct client *c, struct req *r, const char *data, size_t len)
@@ -332,6 +341,11 @@ static void client_written(struct client *c, int status)
         msg_release(&r->rsp);
         req_maybe_free(r);
     }
+    if (c->nreqs == 0 && c->lbuf != NULL) {
+        /* Idle: keep no chunk for local replies (the next takes one from the pool). */
+        mbuf_unref(c->lbuf);
+        c->lbuf = NULL;
+    }
     if (status == UV_ECANCELED || c->closing)
         return;
     if (status < 0 || quit) {
@@ -356,7 +370,7 @@ static void client_write_cb(uv_write_t *w, int status)
  * uv_write_t and waits, so an idle client does not carry one. */
 void client_flush(struct client *c)
 {
-    uv_buf_t iovs[CLIENT_IOV_MAX], *iov = iovs;
+    uv_buf_t stack[CLIENT_IOV_MAX], *iovs = stack, *iov;
     unsigned niov = 0;
     uint32_t nreq = 0;
     size_t total = 0;
@@ -365,13 +379,15 @@ void client_flush(struct client *c)
 
     if (c->writing || c->closing)
         return;
+    /* A reply of more slices than a batch holds (a 16 MB value, an MGET
+     * of thousands of keys) is written alone, from the heap. */
+    r = TAILQ_FIRST(&c->reqs);
+    if (r != NULL && r->done && r->rsp.n > CLIENT_IOV_MAX)
+        iovs = xmalloc(r->rsp.n * sizeof(*iovs));
     TAILQ_FOREACH(r, &c->reqs, cq) {
-        if (!r->done || niov + r->rsp.n > CLIENT_IOV_MAX)
+        if (!r->done || (niov > 0 && niov + r->rsp.n > CLIENT_IOV_MAX))
             break;
-        for (uint32_t i = 0; i < r->rsp.n; i++) {
-            struct slice *s = msg_slice(&r->rsp, i);
-            iovs[niov++] = uv_buf_init(s->m->data + s->off, s->len);
-        }
+        niov += msg_bufs(&r->rsp, iovs + niov);
         total += r->rsp.len;
         nreq++;
         if (r->quit)
@@ -379,24 +395,26 @@ void client_flush(struct client *c)
     }
     if (nreq == 0)
         return;
+    iov = iovs;
     c->nwriting = nreq;
     rc = stream_try_write(&c->h.stream, &iov, &niov, total);
-    if (rc == 1) {
-        client_written(c, 0);
-        return;
-    }
     if (rc == 0) {
         uv_write_t *w = xmalloc(sizeof(*w));
         w->data = c;
         rc = uv_write(w, &c->h.stream, iov, niov, client_write_cb);
-        if (rc == 0) {
+        if (rc == 0)
             c->writing = 1;
-            return;
-        }
-        free(w);
+        else
+            free(w);
     }
-    c->nwriting = 0;
-    client_close(c);
+    if (iovs != stack)
+        free(iovs);     /* uv_write copied what it still needs */
+    if (rc == 1) {
+        client_written(c, 0);
+    } else if (rc < 0) {
+        c->nwriting = 0;
+        client_close(c);
+    }
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */

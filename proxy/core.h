@@ -206,6 +206,9 @@ extern struct proxy proxy;
  * negative error. */
 int stream_try_write(uv_stream_t *s, uv_buf_t **iov, unsigned *niov, size_t total);
 
+/* Point out[0 .. g->n) at g's slices; returns g->n. */
+unsigned msg_bufs(struct msg *g, uv_buf_t *out);
+
 void proxy_mark_client(struct client *c);
 void proxy_mark_backend(struct backend *b);
 

@@ -164,7 +164,11 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     long long ver = 2;
     char *setname = NULL;
 
-    if (a->argc >= 2 && (!parse_ll(a, 1, &ver) || ver < 2 || ver > 3)) {
+    if (a->argc >= 2 && !parse_ll(a, 1, &ver)) {
+        client_reply_error(c, r, "ERR Protocol version is not an integer or out of range");
+        return;
+    }
+    if (ver < 2 || ver > 3) {
         client_reply_error(c, r, "NOPROTO unsupported protocol version");
         return;
     }

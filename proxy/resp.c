@@ -25,7 +25,8 @@ enum {
 
 enum { NUM_MORE, NUM_DONE, NUM_BAD };
 
-/* Consume one byte of "[-]digits\r\n". */
+/* Consume one byte of "[-]digits\r\n". Like redis-server's string2ll,
+ * refuse a leading zero ("01", "-0"): only "0" itself is written so. */
 static int num_byte(long long *num, bool *neg, int *digits, bool *cr, char c)
 {
     if (*cr) {
@@ -42,6 +43,8 @@ static int num_byte(long long *num, bool *neg, int *digits, bool *cr, char c)
         return NUM_MORE;
     }
     if (c < '0' || c > '9' || *digits >= 18)
+        return NUM_BAD;
+    if ((*digits == 1 && *num == 0) || (*digits == 0 && *neg && c == '0'))
         return NUM_BAD;
     *num = *num * 10 + (c - '0');
     (*digits)++;

@@ -92,22 +92,48 @@ struct keyspan {
     uint32_t extra;                 /* one more position (STORE dest), or 0 */
 };
 
+/* How redis-server refuses a bad numkeys, per family of command. */
+enum numkeys_style { NK_SCRIPT, NK_ZSET, NK_CARD };
+
+static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
+                              enum numkeys_style style, bool is_int, long long nk)
+{
+    if (style == NK_CARD)
+        client_reply_error(c, r, is_int && nk > 0
+                           ? "ERR Number of keys can't be greater than number of args"
+                           : "ERR numkeys should be greater than 0");
+    else if (!is_int)
+        client_reply_error(c, r, "ERR value is not an integer or out of range");
+    else if (style == NK_ZSET)
+        client_reply_error(c, r, nk < 1 ? "ERR at least 1 input key is needed for '%s' command"
+                                        : "ERR syntax error", name);
+    else if (nk < 0)
+        client_reply_error(c, r, "ERR Number of keys can't be negative");
+    else if (nk == 0)
+        client_reply_error(c, r, "ERR shardis routes %s by its keys: give it at least one "
+                           "key (numkeys >= 1)", name);
+    else
+        client_reply_error(c, r, "ERR Number of keys can't be greater than number of args");
+}
+
 static int movable_keys(struct client *c, struct req *r, struct args *a,
                         const struct cmd *cmd, struct keyspan *ks)
 {
     const char *n = cmd->name;
+    enum numkeys_style style;
     uint32_t numkeys_at;
-    long long nk;
+    long long nk = 0;
 
     if (!strcmp(n, "eval") || !strcmp(n, "evalsha") || !strcmp(n, "eval_ro") ||
         !strcmp(n, "evalsha_ro") || !strcmp(n, "fcall") || !strcmp(n, "fcall_ro"))
-        numkeys_at = 2;
+        numkeys_at = 2, style = NK_SCRIPT;
     else if (!strcmp(n, "zunionstore") || !strcmp(n, "zinterstore") || !strcmp(n, "zdiffstore"))
-        numkeys_at = 2, ks->extra = 1;
-    else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff") ||
-             !strcmp(n, "sintercard") || !strcmp(n, "zintercard") ||
+        numkeys_at = 2, style = NK_ZSET, ks->extra = 1;
+    else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff"))
+        numkeys_at = 1, style = NK_ZSET;
+    else if (!strcmp(n, "sintercard") || !strcmp(n, "zintercard") ||
              !strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
-        numkeys_at = 1;
+        numkeys_at = 1, style = NK_CARD;
     else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro")) {
         ks->first = ks->last = ks->step = 1;
         for (uint32_t i = 2; i + 1 < a->argc; i++)
@@ -117,20 +143,9 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
     } else {
         return 0;
     }
-    if (!arg_int(a, numkeys_at, &nk) || nk < 0) {
-        client_reply_error(c, r, "ERR value is not an integer or out of range");
-        return -1;
-    }
-    if (nk == 0) {
-        if (cmd->flags & CMD_NO_MANDATORY_KEYS)
-            client_reply_error(c, r, "ERR shardis routes a %s by its keys: give it at "
-                               "least one key (numkeys >= 1)", n);
-        else
-            client_reply_error(c, r, "ERR numkeys should be greater than 0");
-        return -1;
-    }
-    if ((uint64_t)nk > a->argc - numkeys_at - 1) {
-        client_reply_error(c, r, "ERR Number of keys can't be greater than number of args");
+    bool is_int = arg_int(a, numkeys_at, &nk);
+    if (!is_int || nk <= 0 || (uint64_t)nk > a->argc - numkeys_at - 1) {
+        reply_bad_numkeys(c, r, n, style, is_int, nk);
         return -1;
     }
     ks->first = numkeys_at + 1;
@@ -233,16 +248,13 @@ void route_request(struct client *c, struct req *r)
     const char *name;
     int owner, k;
 
-    if (local_exec(c, r, &a))
-        goto done;
-
+    /* redis-server's order: the command, its subcommand, its arity, then
+     * authentication; only then is it run (here, or on a backend). */
     name = args_get(&a, 0, &len);
     cmd = cmd_lookup(name, len);
-    if (!c->authed) {
-        client_reply_error(c, r, "NOAUTH Authentication required.");
-        goto reply;
-    }
     if (cmd == NULL) {
+        if (local_exec(c, r, &a))           /* SHARD.*: not in Redis's table */
+            goto done;
         reply_unknown(c, r, &a);
         goto reply;
     }
@@ -267,6 +279,12 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
         goto reply;
     }
+    if (!c->authed && !(cmd->flags & CMD_NO_AUTH)) {
+        client_reply_error(c, r, "NOAUTH Authentication required.");
+        goto reply;
+    }
+    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS) && local_exec(c, r, &a))
+        goto done;                          /* keyless: maybe answered here */
     if (unsupported(cmd)) {
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
         goto reply;

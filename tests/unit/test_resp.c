@@ -78,6 +78,11 @@ ParameterizedTestParameters(resp, requests)
         {"*1\r\n$-1\r\n", 0, "ERR:Protocol error: invalid bulk length"},
         {"*1\r\n$536870913\r\n", 0, "ERR:Protocol error: invalid bulk length"},
         {"*1\r\n$3x\r\n", 0, "ERR:Protocol error: invalid bulk length"},
+        /* redis-server's string2ll: no leading zeros, no "-0" */
+        {"*01\r\n$4\r\nPING\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
+        {"*-0\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
+        {"*1\r\n$04\r\nPING\r\n", 0, "ERR:Protocol error: invalid bulk length"},
+        {"*1\r\n$0\r\n\r\n*1\r\n$10\r\n0123456789\r\n", 0, ";0123456789;"},
         {"*1\r\n$3\r\nGE", 0, "PARTIAL"},
         {"*2\r\n$3\r\nGET\r\n$1\r\n\0\r\n", 20, "GET|"},  /* NUL key: checked below */
     };
