@@ -348,6 +348,11 @@ static int add_entry(struct parser *p, yaml_node_t *k, const char *name,
 
     if (name[0] == '\0')
         return fail(p, k, "an empty name is not allowed here");
+    /* SHARD.GENKEY takes a type by name or by number, and calls 3843
+     * "default": a type name must be neither. */
+    if (e->types && (strcmp(name, "default") == 0 || (name[0] >= '0' && name[0] <= '9')))
+        return fail(p, k, "type name '%s' is not allowed: it must not start with a digit "
+                    "nor be 'default'", name);
     if (e->types && (rc = number(p, v, "a type code", 0, IDGEN_TYPE_MAX, &code)) < 0)
         return rc;
     list = realloc(*e->list, (*e->n + 1) * sizeof(*list));
@@ -409,6 +414,12 @@ static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
 
 static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 {
+    /* A restarted server's ids start restart_guard_ms ahead of its clock,
+     * and the allocator refuses to run more than max_ahead_ms ahead. */
+    if (ig->restart_guard_ms >= ig->max_ahead_ms)
+        return fail(p, n, "idgen.restart_guard_ms (%lld) must be less than "
+                    "idgen.max_ahead_ms (%lld)", (long long)ig->restart_guard_ms,
+                    (long long)ig->max_ahead_ms);
     for (size_t i = 0; i < ig->nfixed; i++) {
         const char *t = ig->fixed[i].type;
         bool known = strcmp(t, "default") == 0;
