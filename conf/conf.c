@@ -457,7 +457,7 @@ static const struct pool_key pool_keys[] = {
     {"backlog",              K_INT,     F(backlog), 1, 65535},
     {"client_connections",   K_INT,     F(client_connections), 0, INT_MAX},
     {"redis",                K_REDIS,   F(redis), 0, 0},
-    {"redis_auth",           K_STR,     F(redis_auth), 0, 0},
+    {"redis_auth",           K_STR,     F(redis_auth), 0, 4096},
     {"redis_db",             K_INT,     F(redis_db), 0, INT_MAX},
     {"preconnect",           K_BOOL,    F(preconnect), 0, 0},
     {"auto_eject_hosts",     K_BOOL,    F(auto_eject_hosts), 0, 0},
@@ -531,8 +531,12 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
             return fail(p, v, "redis: false asks for a memcached pool; memcached "
                         "pools are not supported (shardis speaks Redis only)");
         return 0;
-    case K_STR:
-        return dup_scalar(p, v, name, (char **)field);
+    case K_STR:                 /* max: the longest string allowed */
+        if ((rc = dup_scalar(p, v, name, (char **)field)) < 0)
+            return rc;
+        if (strlen(*(char **)field) > (size_t)key->max)
+            return fail(p, v, "%s is longer than %lld bytes", name, key->max);
+        return 0;
     case K_HASH:
         if ((rc = scalar(p, v, name, &s)) < 0)
             return rc;

@@ -197,6 +197,25 @@ struct bad_case {
 #define HEAD "alpha:\n  listen: 127.0.0.1:22121\n"
 #define SERVERS "  servers:\n   - 127.0.0.1:6379:1\n"
 
+Test(conf, redis_auth_length)
+{
+    char yml[5000], err[CONF_ERRLEN];
+    struct conf *cf;
+
+    for (int len = 4096; len <= 4097; len++) {
+        int n = snprintf(yml, sizeof(yml), HEAD "  redis_auth: %0*d\n" SERVERS, len, 7);
+        int rc = conf_parse(&cf, "t.yml", yml, (size_t)n, err, sizeof(err));
+        if (len == 4096) {
+            cr_assert(eq(int, rc, 0), "%s", err);
+            cr_assert(eq(sz, strlen(conf_pool(cf, NULL)->redis_auth), 4096));
+            conf_free(cf);
+        } else {
+            cr_assert(eq(int, rc, -EINVAL));
+            cr_assert(eq(str, err, "t.yml:3:15: redis_auth is longer than 4096 bytes"));
+        }
+    }
+}
+
 ParameterizedTestParameters(conf, errors)
 {
     static struct bad_case cases[] = {
