@@ -9,8 +9,12 @@
  * Every client's requests for a server share its connection: requests are
  * queued (sendq), written together once per loop turn (writeq while the
  * write is in flight), and wait in pendq for their replies, which arrive
- * in the same order. The handshake (AUTH, SELECT) is queued ahead of
- * everything as internal requests whose replies the proxy checks itself.
+ * in the same order. The handshake is queued ahead of everything as
+ * internal requests whose replies the proxy reads itself: AUTH and SELECT
+ * (refused: the connection is no good), then INFO server (the run_id, which
+ * SHARD.GENKEY's allocator uses to notice a restarted server) and SCRIPT
+ * LOAD of that allocator (its SHA1, for EVALSHA). The last two may fail
+ * harmlessly: GENKEY then falls back to EVAL, which reads the run_id itself.
  *
  * A failure answers every queued request with
  * "-ERR backend <server> unavailable: <reason>" and closes the connection
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idgen/idgen.h"
 #include "proxy/core.h"
 #include "proxy/log.h"
 #include "proxy/util.h"
@@ -117,6 +122,7 @@ static void backend_fail(struct backend *b, const char *reason)
     uint64_t backoff;
 
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
+    b->run_id[0] = '\0';       /* the next connection may meet another server */
     if (b->state != BACKEND_FAILED)
         log_warn("backend %s (%s) failed: %s", label(b),
                  ring_server_addr(b->pool->ring, b->server), reason);
@@ -158,7 +164,26 @@ static void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     rstream_buf(&b->in, buf);
 }
 
-/* The handshake's replies: +OK, or the connection is no good. */
+/* Copy the value of "name:" in an INFO reply g into out (outlen bytes
+ * with the NUL), or "" if it is not there. */
+static void info_field(const struct msg *g, const char *name, char *out, size_t outlen)
+{
+    char text[4096];
+    size_t n = g->len < sizeof(text) - 1 ? g->len : sizeof(text) - 1;
+    const char *at;
+
+    msg_copy(g, 0, n, text);
+    text[n] = '\0';
+    out[0] = '\0';
+    if (text[0] != '$' || (at = strstr(text, name)) == NULL)
+        return;
+    at += strlen(name);
+    n = strcspn(at, "\r\n");
+    if (n < outlen)
+        snprintf(out, outlen, "%.*s", (int)n, at);
+}
+
+/* The handshake's replies. Returns -1 if the connection is no good. */
 static int check_internal(struct backend *b, struct req *r)
 {
     char first[96];
@@ -166,6 +191,17 @@ static int check_internal(struct backend *b, struct req *r)
 
     msg_copy(&r->rsp, 0, n, first);
     first[n] = '\0';
+    switch ((enum req_internal)r->internal) {
+    case REQ_RUN_ID:
+        info_field(&r->rsp, "run_id:", b->run_id, sizeof(b->run_id));
+        return 0;
+    case REQ_SCRIPT_LOAD:
+        if (!strncmp(first, "$40\r\n", 5) && n >= 45)
+            snprintf(proxy.idgen_sha, sizeof(proxy.idgen_sha), "%.40s", first + 5);
+        return 0;
+    default:
+        break;
+    }
     if (first[0] == '+')
         return 0;
     first[strcspn(first, "\r\n")] = '\0';
@@ -316,17 +352,27 @@ void backend_flush(struct backend *b)
 
 /* ---- connecting ------------------------------------------------------------------ */
 
-static void queue_internal(struct backend *b, const char *cmd, size_t len, bool front)
+/* Queue the proxy's own command argv[0..argc) on b, ahead of everything
+ * queued (front) or behind it. */
+static void queue_internal(struct backend *b, enum req_internal kind, bool front,
+                           int argc, const char *const *argv)
 {
     struct req *r = req_get();
     struct mbuf *m = mbuf_get();
+    size_t len = (size_t)snprintf(m->data, MBUF_SIZE, "*%d\r\n", argc);
 
-    CHECK(len <= MBUF_SIZE);
-    memcpy(m->data, cmd, len);
+    for (int i = 0; i < argc; i++) {
+        size_t alen = strlen(argv[i]);
+        CHECK(len + alen + 32 <= MBUF_SIZE);
+        len += (size_t)snprintf(m->data + len, MBUF_SIZE - len, "$%zu\r\n", alen);
+        memcpy(m->data + len, argv[i], alen);
+        memcpy(m->data + len + alen, "\r\n", 2);
+        len += alen + 2;
+    }
     m->len = (uint32_t)len;
     msg_append(&r->out, m, 0, (uint32_t)len);
     mbuf_unref(m);
-    r->internal = 1;
+    r->internal = kind;
     r->queued = 1;
     r->backend = b;
     r->deadline = b->pool->conf->timeout > 0
@@ -362,24 +408,25 @@ static void backend_connect(struct backend *b)
 {
     const struct conf_server *sv = &b->pool->conf->servers[b->server];
     const struct conf_pool *pc = b->pool->conf;
-    char cmd[600];
-    int rc, n;
+    int rc;
 
     b->state = BACKEND_CONNECTING;
     b->framed = 0;
+    b->run_id[0] = '\0';
     resp_rsp_reset(&b->scan);
-    /* The handshake goes first, ahead of anything already queued. */
+    /* The handshake goes first, ahead of anything already queued; each
+     * goes to the front, so the last queued is the first sent. */
+    queue_internal(b, REQ_SCRIPT_LOAD, true, 3,
+                   (const char *const[]){"SCRIPT", "LOAD", idgen_script});
+    queue_internal(b, REQ_RUN_ID, true, 2, (const char *const[]){"INFO", "server"});
     if (pc->redis_db != 0) {
         char db[16];
-        int dl = snprintf(db, sizeof(db), "%d", pc->redis_db);
-        n = snprintf(cmd, sizeof(cmd), "*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n", dl, db);
-        queue_internal(b, cmd, (size_t)n, true);
+        snprintf(db, sizeof(db), "%d", pc->redis_db);
+        queue_internal(b, REQ_HANDSHAKE, true, 2, (const char *const[]){"SELECT", db});
     }
-    if (pc->redis_auth != NULL && strlen(pc->redis_auth) < 500) {
-        n = snprintf(cmd, sizeof(cmd), "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n",
-                     strlen(pc->redis_auth), pc->redis_auth);
-        queue_internal(b, cmd, (size_t)n, true);
-    }
+    if (pc->redis_auth != NULL)
+        queue_internal(b, REQ_HANDSHAKE, true, 2,
+                       (const char *const[]){"AUTH", pc->redis_auth});
 
     if (sv->addr.unix_socket) {
         uv_pipe_init(proxy.loop, &b->h.pipe, 0);

@@ -294,11 +294,14 @@ void req_done(struct req *r)
 {
     struct client *c = r->client;
 
-    r->done = 1;
     if (r->parent != NULL) {
+        r->done = 1;
         frag_done(r);
         return;
     }
+    if (c != NULL && !c->closing && r->hook != NULL && r->hook(r) != 0)
+        return;                     /* sent again: its reply is still to come */
+    r->done = 1;
     if (c == NULL || c->closing)
         return;
     c->rsp_bytes += r->rsp.len;

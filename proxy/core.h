@@ -35,8 +35,24 @@ struct client;
 struct backend;
 struct pool;
 struct frag;
+struct req;
+struct genkey_shards;
 
 /* ---- requests ------------------------------------------------------------ */
+
+/* A request whose reply the proxy makes from the backend's (SHARD.GENKEY):
+ * called with the backend's reply (or a failure's error) in r->rsp while
+ * the client is still there. Returns 0 when r->rsp is now the client's
+ * reply, or 1 when it sent r to a backend again (r is not done yet). */
+typedef int req_hook(struct req *r);
+
+/* Internal requests: the proxy's own, on a backend's (re)connect. */
+enum req_internal {
+    REQ_CLIENT = 0,             /* a client's (or a fragment of one) */
+    REQ_HANDSHAKE,              /* AUTH, SELECT: +OK, or the backend is no good */
+    REQ_RUN_ID,                 /* INFO server: the backend's run_id */
+    REQ_SCRIPT_LOAD,            /* SCRIPT LOAD of idgen's allocator: its SHA1 */
+};
 
 struct req {
     TAILQ_ENTRY(req) cq;        /* client's queue, in request order */
@@ -48,11 +64,20 @@ struct req {
     struct msg      rsp;        /* the reply bytes, once done */
     struct req     *parent;     /* a fragment: the split request it is part of */
     struct frag    *frag;       /* a split request: its fragments (frag.c) */
+    req_hook       *hook;       /* makes the client's reply; NULL: forward the backend's */
+    union {                     /* the hook's state */
+        struct {
+            uint32_t n;         /* ids asked for */
+            uint16_t type, shard;
+            uint8_t  array;     /* COUNT given: reply with an array */
+            uint8_t  evaled;    /* sent as EVAL after -NOSCRIPT */
+        } genkey;
+    } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
     unsigned        done:1;     /* rsp is complete */
     unsigned        queued:1;   /* in a backend's send or write queue */
     unsigned        pending:1;  /* in a backend's pending queue */
-    unsigned        internal:1; /* the proxy's own (backend handshake) */
+    unsigned        internal:2; /* enum req_internal */
     unsigned        quit:1;     /* close the client once this reply is written */
 };
 
@@ -144,6 +169,7 @@ struct backend {
     uint64_t         retry_at;  /* loop ms */
     uint32_t         failures;  /* consecutive */
     char             reason[96];/* why it last failed */
+    char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
     unsigned         writing:1;
     unsigned         is_dirty:1;
     unsigned         closing:1;
@@ -176,6 +202,8 @@ struct pool {
     uint32_t          nconns;       /* server_connections */
     struct backend   *backends;     /* [nservers * nconns] */
     uint32_t          nclients;
+    struct genkey_shards *shards;   /* the logical shards each server owns on ring:
+                                       rebuild (genkey_pool_init) when ring changes */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
 };
@@ -197,6 +225,7 @@ struct proxy {
     bool              stopping;
     uint64_t          stop_ms;      /* when the stop signal came */
     int               port;         /* first TCP listen port, for INFO */
+    char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
 };
 
 extern struct proxy proxy;
@@ -248,7 +277,21 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
 void frag_done(struct req *fragment);
 
 /* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
- * Returns 1 if it was local (and replied), 0 if not. */
+ * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */
 int local_exec(struct client *c, struct req *r, struct args *a);
+
+/* The backend that serves c's requests for server. */
+struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
+
+/* SHARD.GENKEY, SHARD.CHANGETYPE, SHARD.KEYINFO, SHARD.FIXEDKEY (genkey.c).
+ * Each replies to r, or (GENKEY) sends it to a backend. */
+void genkey_genkey(struct client *c, struct req *r, struct args *a);
+/* Map the logical shards of p's ring to their servers (for GENKEY's choice
+ * of shard); genkey_pool_free releases the map. */
+void genkey_pool_init(struct pool *p);
+void genkey_pool_free(struct pool *p);
+void genkey_changetype(struct client *c, struct req *r, struct args *a);
+void genkey_keyinfo(struct client *c, struct req *r, struct args *a);
+void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
 
 #endif

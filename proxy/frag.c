@@ -143,8 +143,7 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
     }
     for (uint32_t s = 0; s < p->nservers; s++)
         if (count[s] > 0)
-            backend_send(&p->backends[s * p->nconns + (uint32_t)(c->id % p->nconns)],
-                         f->reqs[slot[s]]);
+            backend_send(pool_backend(p, s, c), f->reqs[slot[s]]);
     free(slot);
     free(count);
     free(owner);

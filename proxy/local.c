@@ -470,21 +470,26 @@ struct local_cmd {
     const char *name;
     void (*fn)(struct client *c, struct req *r, struct args *a);
     bool before_auth;       /* allowed before AUTH */
+    bool sends;             /* fn may send r to a backend: it finishes r itself */
 };
 
 static const struct local_cmd local_cmds[] = {
-    {"ping", cmd_ping, false},
-    {"echo", cmd_echo, false},
-    {"quit", cmd_quit, true},
-    {"select", cmd_select, false},
-    {"auth", cmd_auth, true},
-    {"hello", cmd_hello, true},
-    {"client", cmd_client, false},
-    {"command", cmd_command, false},
-    {"time", cmd_time, false},
-    {"info", cmd_info, false},
-    {"shard.whereis", cmd_whereis, false},
-    {"shard.nodes", cmd_nodes, false},
+    {"ping", cmd_ping, false, false},
+    {"echo", cmd_echo, false, false},
+    {"quit", cmd_quit, true, false},
+    {"select", cmd_select, false, false},
+    {"auth", cmd_auth, true, false},
+    {"hello", cmd_hello, true, false},
+    {"client", cmd_client, false, false},
+    {"command", cmd_command, false, false},
+    {"time", cmd_time, false, false},
+    {"info", cmd_info, false, false},
+    {"shard.whereis", cmd_whereis, false, false},
+    {"shard.nodes", cmd_nodes, false, false},
+    {"shard.genkey", genkey_genkey, false, true},
+    {"shard.changetype", genkey_changetype, false, false},
+    {"shard.keyinfo", genkey_keyinfo, false, false},
+    {"shard.fixedkey", genkey_fixedkey, false, false},
 };
 
 int local_exec(struct client *c, struct req *r, struct args *a)
@@ -492,10 +497,13 @@ int local_exec(struct client *c, struct req *r, struct args *a)
     for (size_t i = 0; i < ARRAY_SIZE(local_cmds); i++) {
         if (!args_is(a, 0, local_cmds[i].name))
             continue;
-        if (!c->authed && !local_cmds[i].before_auth)
+        if (!c->authed && !local_cmds[i].before_auth) {
             client_reply_error(c, r, "NOAUTH Authentication required.");
-        else
+        } else {
             local_cmds[i].fn(c, r, a);
+            if (local_cmds[i].sends)
+                return 1;
+        }
         req_done(r);
         return 1;
     }

@@ -80,6 +80,11 @@ static void tick_cb(uv_timer_t *t)
     }
 }
 
+struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c)
+{
+    return &p->backends[server * p->nconns + (uint32_t)(c->id % p->nconns)];
+}
+
 /* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
 
 uint32_t pool_owner(const struct pool *p, const void *key, size_t len)
@@ -237,6 +242,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     for (uint32_t s = 0; s < p->nservers; s++)
         for (uint32_t k = 0; k < p->nconns; k++)
             backend_init(&p->backends[s * p->nconns + k], p, s);
+    genkey_pool_init(p);
     p->listener.handle.data = p;
     rc = pc->listen.unix_socket ? listen_unix(p, err, errlen) : listen_tcp(p, err, errlen);
     p->listener.handle.data = p;
@@ -364,6 +370,7 @@ int proxy_run(struct conf *cf)
         struct pool *p = &proxy.pools[i];
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
+        genkey_pool_free(p);
         ring_free(p->ring);
         ring_free(p->live);
         free(p->live_map);

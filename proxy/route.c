@@ -317,8 +317,7 @@ forward:
         encode_inline(c, r, &a);
     else
         rstream_slice(&c->in, c->scan.start, c->scan.end, &r->out);
-    struct pool *p = c->pool;
-    backend_send(&p->backends[(uint32_t)owner * p->nconns + (uint32_t)(c->id % p->nconns)], r);
+    backend_send(pool_backend(c->pool, (uint32_t)owner, c), r);
     goto done;
 
 reply:

@@ -40,10 +40,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(argv, log):
+def start(argv, log, env=None):
     with open(log, "ab") as out:
         p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, env=env)
     PROCS.append(p)
     return p
 
@@ -99,22 +99,37 @@ def rss(pid):
 
 
 class RedisServer:
-    """A redis-server of our own on a free loopback port."""
+    """A redis-server of our own on a free loopback port. It saves nothing by
+    itself, but SAVE writes its directory's dump.rdb, which restart() loads."""
 
     def __init__(self, name, password=None):
         self.name = name
         self.port = free_port()
         self.password = password
-        d = os.path.join(TMP, name)
-        os.mkdir(d)
-        log = os.path.join(d, "log")
+        self.dir = os.path.join(TMP, name)
+        os.mkdir(self.dir)
+        self._start()
+
+    def _start(self):
+        log = os.path.join(self.dir, "log")
         argv = [ARGS.redis_server, "--port", str(self.port), "--bind", HOST,
-                "--save", "", "--appendonly", "no", "--dir", d]
-        if password:
-            argv += ["--requirepass", password]
+                "--save", "", "--appendonly", "no", "--dir", self.dir]
+        if self.password:
+            argv += ["--requirepass", self.password]
         self.proc = start(argv, log)
-        wait_port(self.port, self.proc, "redis-server " + name, [log])
-        self.client = redis.Redis(HOST, self.port, password=password, socket_timeout=10)
+        wait_port(self.port, self.proc, "redis-server " + self.name, [log])
+        self.client = redis.Redis(HOST, self.port, password=self.password, socket_timeout=10)
+
+    def restart(self, kill=True):
+        """Stop it (kill -9 unless kill is False) and start it again on the
+        same port and directory: it comes back with its last SAVE, if any."""
+        if kill:
+            self.proc.kill()
+            self.proc.wait()
+            PROCS.remove(self.proc)
+        else:
+            stop(self.proc)
+        self._start()
 
     @property
     def pid(self):
@@ -124,20 +139,25 @@ class RedisServer:
 class Shardis:
     """A shardis on a free port in front of servers (named redis1, redis2...)."""
 
-    def __init__(self, name, servers, **opts):
+    def __init__(self, name, servers, env=None, hash_tag='"{}"', **opts):
+        """opts are pool keys, written as "key: value" (value is YAML, so
+        idgen='{types: {user: 1}}' works); env is added to the environment."""
         self.name = name
         self.port = free_port()
         self.servers = servers
         self.conf = os.path.join(TMP, name + ".yml")
         self.log = os.path.join(TMP, name + ".log")
         self.out = out = os.path.join(TMP, name + ".out")
-        lines = ["alpha:", "  listen: %s:%d" % (HOST, self.port), '  hash_tag: "{}"']
+        lines = ["alpha:", "  listen: %s:%d" % (HOST, self.port)]
+        if hash_tag:
+            lines.append("  hash_tag: %s" % hash_tag)
         lines += ["  %s: %s" % kv for kv in opts.items()]
         lines.append("  servers:")
         lines += ["    - %s:%d:1 redis%d" % (HOST, s.port, i + 1) for i, s in enumerate(servers)]
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
-        self.proc = start([ARGS.shardis, "-c", self.conf, "-v", "6", "-o", self.log], out)
+        self.proc = start([ARGS.shardis, "-c", self.conf, "-v", "6", "-o", self.log], out,
+                          env=dict(os.environ, **(env or {})))
         wait_port(self.port, self.proc, "shardis " + name, [out, self.log])
         self.client = redis.Redis(HOST, self.port, password=opts.get("redis_auth"),
                                   socket_timeout=10)
@@ -214,6 +234,23 @@ def check(name, fn, *a, **kw):
         COUNT["passed"] += 1
         print("ok   %s%s" % (name, ": " + one_line(detail) if detail else ""))
     sys.stdout.flush()
+
+
+def t_exit_clean(px):
+    """SIGTERM: exit 0 within 7 s, nothing on stderr about memory errors
+    (meaningful with a sanitizer build: --shardis build-asan/shardis)."""
+    if px.proc.poll() is None:
+        px.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = px.proc.wait(7)
+    except subprocess.TimeoutExpired:
+        raise Fail("still running 7 s after SIGTERM")
+    with open(px.out, errors="replace") as f:
+        text = f.read()
+    bad = re.findall(r".*(?:AddressSanitizer|LeakSanitizer|runtime error|Assertion).*", text)
+    expect(not bad, "stderr: %s" % "; ".join(bad[:3]))
+    expect_eq(rc, 0, "exit code")
+    return ""
 
 
 # ---- raw RESP ----------------------------------------------------------------------

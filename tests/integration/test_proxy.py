@@ -54,7 +54,7 @@ import redis
 import harness
 from harness import (HOST, Fail, Raw, RedisServer, Shardis, array, bulk, check, enc, expect,
                      expect_eq, one_reply, parse, reply_then_eof, rss, short, silent_open,
-                     stop)
+                     stop, t_exit_clean)
 
 
 # ---- 1. placement ------------------------------------------------------------------
@@ -974,23 +974,6 @@ def t_sigterm_idle(lpx):
         c.close()
     expect_eq(rc, 0, "exit code")
     return "exited in %.2f s" % dt
-
-
-def t_exit_clean(px):
-    """SIGTERM: exit 0 within 7 s, nothing on stderr about memory errors
-    (meaningful with a sanitizer build: --shardis build-asan/shardis)."""
-    if px.proc.poll() is None:
-        px.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = px.proc.wait(7)
-    except subprocess.TimeoutExpired:
-        raise Fail("still running 7 s after SIGTERM")
-    with open(px.out, errors="replace") as f:
-        text = f.read()
-    bad = re.findall(r".*(?:AddressSanitizer|LeakSanitizer|runtime error|Assertion).*", text)
-    expect(not bad, "stderr: %s" % "; ".join(bad[:3]))
-    expect_eq(rc, 0, "exit code")
-    return ""
 
 
 # ---- 17. memory per idle client ----------------------------------------------------------------
