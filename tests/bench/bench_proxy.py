@@ -6,7 +6,8 @@ A benchmark, not a test: it prints a table and asserts nothing. It starts
 at -v 4, its quietest level), and one more redis-server as the direct
 baseline, then runs redis-benchmark (-c 50 -r 100000 -d 64) for SET, GET,
 MSET (10 keys) and SET/GET with -P 16 against each target, alternating
-targets, ROUNDS rounds, and reports medians. On a machine with 2+ cores the
+targets, ROUNDS rounds, and reports medians; then SHARD.GENKEY (COUNT 1
+and COUNT 100) against shardis alone, next to its GET. On a machine with 2+ cores the
 client is pinned to core 0 and every server to core 1 (taskset), which keeps
 the spread between runs near 5%; compare the ratios, not absolute numbers.
 
@@ -100,9 +101,18 @@ TESTS = [  # (label, redis-benchmark -t, extra args, requests)
 ]
 
 
+# shardis's own commands, against shardis alone: (label, command, ids per call, requests)
+GENKEY_TESTS = [
+    ("GENKEY", ["SHARD.GENKEY"], 1, 100000),
+    ("GENKEY COUNT 100", ["SHARD.GENKEY", "COUNT", "100"], 100, 30000),
+]
+
+
 def bench(port, test, extra, n):
+    """redis-benchmark -t test, or (test a list) that command line."""
+    what = ["-t", test] if isinstance(test, str) else test
     argv = pinned(0, ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "50",
-                      "-r", "100000", "-d", "64", "-n", str(n), "-t", test, "--csv"] + extra)
+                      "-r", "100000", "-d", "64", "-n", str(n), "--csv"] + extra + what)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout
     rows = list(csv.reader(io.StringIO(out)))
     head, row = rows[0], rows[-1]
@@ -139,6 +149,8 @@ def main():
         args.rounds = 1
         global TESTS
         TESTS = [(l, t, e, n // 10) for l, t, e, n in TESTS]
+        global GENKEY_TESTS
+        GENKEY_TESTS = [(l, c, k, n // 10) for l, c, k, n in GENKEY_TESTS]
     nutcracker = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
 
     with tempfile.TemporaryDirectory(prefix="shardis-bench-") as tmp:
@@ -153,7 +165,7 @@ def main():
         servers = "".join("    - %s:%d:1\n" % (HOST, p) for p in ports[:4])
         sh_port, nc_port = free_port(), free_port()
         conf = "alpha:\n  listen: %s:%%d\n  hash: fnv1a_64\n  distribution: ketama\n" \
-               "  redis: true\n  servers:\n%s" % (HOST, servers)
+               "  hash_tag: \"{}\"\n  redis: true\n  servers:\n%s" % (HOST, servers)
         for name, port in (("shardis", sh_port), ("nutcracker", nc_port)):
             with open(os.path.join(tmp, name + ".yml"), "w") as f:
                 f.write(conf % port)
@@ -173,6 +185,8 @@ def main():
         targets = [("shardis", sh_port, sh), ("twemproxy", nc_port, nc), ("direct", direct, None)]
         results = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         cpu = {(t, lbl): [] for t in ("shardis", "twemproxy") for lbl, *_ in TESTS}
+        for lbl, *_ in GENKEY_TESTS:
+            results[("shardis", lbl)], cpu[("shardis", lbl)] = [], []
         for rnd in range(args.rounds):
             for lbl, test, extra, n in TESTS:
                 for name, port, proc in targets:
@@ -180,6 +194,10 @@ def main():
                     results[(name, lbl)].append(bench(port, test, extra, n))
                     if proc:
                         cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
+            for lbl, command, _, n in GENKEY_TESTS:
+                before = cpu_seconds(sh.pid)
+                results[("shardis", lbl)].append(bench(sh_port, command, [], n))
+                cpu[("shardis", lbl)].append((cpu_seconds(sh.pid) - before) / n * 1e6)
             print("round %d/%d done" % (rnd + 1, args.rounds), file=sys.stderr)
         time.sleep(SETTLE)
         mem["after the benchmark"] = rss_kb(sh.pid)
@@ -207,6 +225,16 @@ def main():
         d = med([r[0] for r in results[("direct", lbl)]])
         cs, ct = med(cpu[("shardis", lbl)]), med(cpu[("twemproxy", lbl)])
         print("| %s | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0))
+    print()
+    print("| shardis only | calls/s | ids/s | p50 ms | p99 ms | proxy CPU us/call | calls/s vs GET |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    get = med([r[0] for r in results[("shardis", "GET")]])
+    for lbl, _, ids, _ in GENKEY_TESTS:
+        rs = results[("shardis", lbl)]
+        rps = med([r[0] for r in rs])
+        print("| %s | %.0f | %.0f | %.3f | %.3f | %.2f | %.2f |" % (
+            lbl, rps, rps * ids, med([r[1] for r in rs]), med([r[2] for r in rs]),
+            med(cpu[("shardis", lbl)]), rps / get))
     print()
     print("| RSS (KiB) | shardis | twemproxy |")
     print("|---|---:|---:|")
