@@ -56,11 +56,11 @@ static uint64_t random64(void)
  * Drawing L uniformly would put 95% of the new ids there. So a new id's
  * server is drawn first, by its share of the ring, among the servers that
  * own any logical shard, and then L uniformly among that server's shards.
- * With a hash that spreads the tags well this is L uniform again. */
+ * With a hash that spreads the tags well this is L uniform again. Servers
+ * ejected by eject_mode rehash get no new ids while they are out. */
 
 struct genkey_shards {
     uint32_t  nservers;
-    double    total;            /* sum of share[] */
     double   *share;            /* [nservers]: ring share, 0 if it owns no shard */
     uint32_t *first;            /* [nservers + 1]: s owns shard[first[s] .. first[s+1]) */
     uint16_t  shard[IDGEN_SHARDS];
@@ -95,7 +95,6 @@ void genkey_pool_init(struct pool *p)
                        "murmur or one_at_a_time spread them over every server)",
                        p->conf->name, ring_server_label(p->ring, s), IDGEN_SHARDS,
                        ring_hash_name(p->conf->hash));
-        g->total += g->share[s];
         g->first[s + 1] += g->first[s];
     }
     /* Counting sort: each server's shards in ascending order. */
@@ -119,19 +118,39 @@ void genkey_pool_free(struct pool *p)
     p->shards = NULL;
 }
 
+/* A server's share of new ids: none while it is ejected (eject_mode
+ * rehash), unless every server is. */
+static double id_share(const struct pool *p, uint32_t s, bool all_out)
+{
+    return all_out || p->ejected_until[s] == 0 ? p->shards->share[s] : 0;
+}
+
 static uint32_t random_shard(const struct pool *p)
 {
     const struct genkey_shards *g = p->shards;
-    double u = (double)(random64() >> 11) / (double)(1ULL << 53) * g->total;
-    uint32_t s = 0;
+    double total = 0, u;
+    bool all_out = false;
+    uint32_t s, last = 0;
 
-    /* The last server with a share takes what rounding leaves over. */
-    while (s + 1 < g->nservers && (u >= g->share[s] || g->share[s] == 0)) {
-        u -= g->share[s];
-        s++;
+    for (s = 0; s < g->nservers; s++)
+        total += id_share(p, s, false);
+    if (total == 0) {
+        all_out = true;
+        for (s = 0; s < g->nservers; s++)
+            total += id_share(p, s, true);
     }
-    while (g->first[s + 1] == g->first[s])
-        s--;
+    u = (double)(random64() >> 11) / (double)(1ULL << 53) * total;
+    /* The last server with a share takes what rounding leaves over. */
+    for (s = 0; s < g->nservers; s++) {
+        double share = id_share(p, s, all_out);
+        if (share == 0)
+            continue;
+        last = s;
+        if (u < share)
+            break;
+        u -= share;
+    }
+    s = s < g->nservers ? s : last;
     uint32_t n = g->first[s + 1] - g->first[s];
     return g->shard[g->first[s] + (uint32_t)(random64() % n)];
 }
@@ -395,9 +414,12 @@ void genkey_genkey(struct client *c, struct req *r, struct args *a)
     r->u.genkey.array = array;
     r->hook = genkey_reply;
 
+    /* Always the shard's owner on the ring, even if it is ejected (the
+     * request then fails fast): a sequence re-created on another server
+     * could repeat ids when its owner returns. */
     char seq[13];
     sequence_key(r->u.genkey.shard, seq);
-    struct backend *b = pool_backend(c->pool, pool_owner(c->pool, seq, 12), c);
+    struct backend *b = pool_backend(c->pool, ring_lookup(c->pool->ring, seq, 12), c);
     genkey_command(c, r, b);
     backend_send(b, r);
     return;

@@ -453,6 +453,8 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         for (uint32_t k = 0; k < p->nconns; k++)
             if (p->backends[s * p->nconns + k].state == BACKEND_FAILED)
                 state = "down";
+        if (p->ejected_until[s] != 0)
+            state = "ejected";      /* eject_mode rehash: out of the routing ring */
         snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, s) * 100);
         reply_fmt(c, r, "*6\r\n");
         reply_str(c, r, ring_server_label(p->ring, s));

@@ -108,9 +108,10 @@ class RedisServer:
         self.password = password
         self.dir = os.path.join(TMP, name)
         os.mkdir(self.dir)
-        self._start()
+        self.launch()
 
-    def _start(self):
+    def launch(self):
+        """Start it (again), on its port and directory."""
         log = os.path.join(self.dir, "log")
         argv = [ARGS.redis_server, "--port", str(self.port), "--bind", HOST,
                 "--save", "", "--appendonly", "no", "--dir", self.dir]
@@ -120,16 +121,16 @@ class RedisServer:
         wait_port(self.port, self.proc, "redis-server " + self.name, [log])
         self.client = redis.Redis(HOST, self.port, password=self.password, socket_timeout=10)
 
-    def restart(self, kill=True):
-        """Stop it (kill -9 unless kill is False) and start it again on the
-        same port and directory: it comes back with its last SAVE, if any."""
-        if kill:
-            self.proc.kill()
-            self.proc.wait()
-            PROCS.remove(self.proc)
-        else:
-            stop(self.proc)
-        self._start()
+    def kill(self):
+        """kill -9, as a crash would."""
+        self.proc.kill()
+        self.proc.wait()
+        PROCS.remove(self.proc)
+
+    def restart(self):
+        """kill -9 and start again: it comes back with its last SAVE, if any."""
+        self.kill()
+        self.launch()
 
     @property
     def pid(self):

@@ -874,6 +874,74 @@ def t_backend_hang(hpx, hbackends):
         % (dt, slow * 1000, back)
 
 
+# ---- 13b. a dead server: eject_mode fail and rehash ------------------------------------------
+
+def node_states(px):
+    return {e[0]: e[5] for e in px.client.execute_command("SHARD.NODES")}
+
+
+def until(what, fn, timeout=6.0):
+    """Poll fn until it returns true; its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > deadline:
+            expect(v, "%s: not within %.0f s" % (what, timeout))
+            return v
+        time.sleep(0.05)
+
+
+def t_eject(E):
+    """A killed server: with eject_mode fail (the default) its keys fail fast
+    and SHARD.NODES says down; with eject_mode rehash (twemproxy's
+    auto_eject_hosts) it leaves the ring after server_failure_limit failures
+    (its keys are served by the others, new ids go elsewhere, NODES says
+    ejected) and comes back after server_retry_timeout."""
+    fail = Shardis("ejfail", E, timeout=500)
+    rehash = Shardis("ejrehash", E, timeout=500, auto_eject_hosts="true",
+                     eject_mode="rehash", server_failure_limit=2, server_retry_timeout=1500)
+    victim = E[1]
+    keys = rehash.keys_on("ej:", 1, 20)
+    for px in (fail, rehash):
+        px.client.set(keys[0], "before")            # connect to the victim
+    victim.kill()
+    try:
+        fail.client.set(keys[1], "x")
+        raise Fail("SET on a dead server's key answered OK with eject_mode fail")
+    except redis.ResponseError as e:
+        expect("backend redis2 unavailable" in str(e), "fail mode: %s" % e)
+    until("fail mode: redis2 down", lambda: node_states(fail)[b"redis2"] == b"down")
+    errors = 0
+    for _ in range(10):                 # failures until it is ejected
+        try:
+            rehash.client.set(keys[2], "x")
+            break
+        except redis.ResponseError:
+            errors += 1
+            time.sleep(0.05)
+    expect(errors >= 1, "rehash: no request failed before the ejection")
+    expect_eq(node_states(rehash)[b"redis2"], b"ejected", "rehash state")
+    for k in keys[3:]:
+        rehash.client.set(k, "during")
+    held = [sum(1 for k in keys[3:] if s.client.get(k) == b"during") for s in (E[0], E[2])]
+    expect_eq(sum(held), len(keys) - 3, "keys of the ejected server stored on the others")
+    owners = set()
+    for _ in range(100):
+        k = rehash.client.execute_command("SHARD.GENKEY")
+        owners.add(rehash.client.execute_command("SHARD.WHEREIS", k))
+    expect(b"redis2" not in owners, "new ids on the ejected server: %s" % owners)
+    victim.launch()
+    until("rehash: redis2 back in the ring", lambda: node_states(rehash)[b"redis2"] != b"ejected",
+          timeout=4.0)
+    until("rehash: redis2 serves its keys again",
+          lambda: rehash.client.set(keys[0], "after") and victim.client.get(keys[0]) == b"after")
+    for px in (fail, rehash):
+        t_exit_clean(px)
+    return "fail: its keys fail fast, NODES down; rehash: ejected after %d failed requests, " \
+           "%s keys on redis1/redis3, new ids on %s, back after the retry timeout" % (
+               errors, held, sorted(o.decode() for o in owners))
+
+
 # ---- 14. slow client -------------------------------------------------------------------------
 
 def t_slow_client(px):
@@ -1181,6 +1249,9 @@ def body():
     hpx = Shardis("hang", H, timeout=300)
     check("backend_hang_timeout", t_backend_hang, hpx, H)
     check("exit_clean_hang", t_exit_clean, hpx)
+
+    E = [RedisServer("eject%d" % (i + 1)) for i in range(3)]
+    check("dead_server_eject_fail_and_rehash", t_eject, E)
 
     lpx = Shardis("limit", R, client_connections=2)
     check("client_connections_2", t_max_clients, lpx)
