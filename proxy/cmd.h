@@ -1,6 +1,7 @@
 /* cmd.h -- the Redis command table: arity, flags and key positions of
  * every Redis 7.0 command and subcommand, as redis-server's COMMAND
- * reports them (generated into cmdtab.h by scripts/gen-commands). */
+ * reports them, with its command tips on spreading over shards
+ * (generated into cmdtab.h by scripts/gen-commands). */
 #ifndef SHARDIS_CMD_H
 #define SHARDIS_CMD_H
 
@@ -23,6 +24,21 @@ enum {
     CMD_NO_MULTI          = 1 << 12,
     CMD_NO_MANDATORY_KEYS = 1 << 13,
     CMD_ALLOW_BUSY        = 1 << 14,
+    CMD_DANGEROUS         = 1 << 15,    /* ACL category @dangerous */
+    CMD_ALL_SHARDS        = 1 << 16,    /* request_policy all_shards/all_nodes */
+    CMD_MULTI_SHARD       = 1 << 17,    /* request_policy multi_shard */
+};
+
+/* How the replies of a command sent to several servers become one: Redis
+ * 7's response_policy tip. */
+enum cmd_reply {
+    CMD_REPLY_DEFAULT,      /* none given: arrays are concatenated */
+    CMD_REPLY_SUM,          /* agg_sum: integers added */
+    CMD_REPLY_ALL_OK,       /* all_succeeded: the reply if no server failed */
+    CMD_REPLY_ONE_OK,       /* one_succeeded: success if any server succeeded */
+    CMD_REPLY_AND,          /* agg_logical_and: element-wise AND of 0/1 arrays */
+    CMD_REPLY_MIN,          /* agg_min */
+    CMD_REPLY_SPECIAL,      /* special: no general rule */
 };
 
 struct cmd {
@@ -32,6 +48,7 @@ struct cmd {
     int         first;      /* first key position, 0 if none */
     int         last;       /* last key position, negative from the end */
     int         step;
+    enum cmd_reply reply;   /* merging the replies of several servers */
 };
 
 /* The redis-server version the table was generated from. */

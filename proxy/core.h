@@ -267,12 +267,20 @@ const char *args_get(struct args *a, uint32_t i, size_t *len);
 void args_release(struct args *a);
 /* True if argument i equals s, ignoring case. */
 bool args_is(struct args *a, uint32_t i, const char *s);
+/* Append the request's bytes to g: the client's own (array requests), or
+ * encoded as RESP (inline ones). */
+void args_request(struct args *a, struct msg *g);
 
 /* Multi-key commands split per backend: -2 not a split command, -1
  * handled (split and sent, or an error replied), else the one server that
  * owns every key (forward the request whole). */
 struct cmd;
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* SCAN: one cursor over every server in turn (scan.c). */
+void scan_send(struct client *c, struct req *r, struct args *a);
+
+/* Send r to every server; its reply merges theirs by cmd's response policy. */
+void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 /* A fragment got its reply: merge once all have. */
 void frag_done(struct req *fragment);
 

@@ -1,11 +1,11 @@
-/* frag.c -- multi-key commands split across backends, and their replies
- * merged back into one.
+/* frag.c -- commands sent to several backends, and their replies merged
+ * back into one.
  *
- * MGET, MSET, DEL, UNLINK, EXISTS and TOUCH may name keys on several
- * servers. Their keys are grouped per server and each group becomes one
- * fragment (one request per backend, not per key): a new "*N" header and
- * "$len" headers around the client's own key and value bytes, which are
- * forwarded as slices of its read chunks. When every fragment has
+ * Split (Redis's request_policy multi_shard: MGET, MSET, DEL, UNLINK,
+ * EXISTS, TOUCH): the keys are grouped per server and each group becomes
+ * one fragment (one request per backend, not per key): a new "*N" header
+ * and "$len" headers around the client's own key and value bytes, which
+ * are forwarded as slices of its read chunks. When every fragment has
  * answered, the replies are merged:
  *
  *   MGET     values in the order the keys were asked (slices of the
@@ -13,10 +13,21 @@
  *   MSET     +OK when every fragment said OK
  *   others   the sum of the fragments' integers
  *
- * If any fragment failed (its backend is down, or it answered an error)
- * the whole reply is the first such error, naming the backend, rather
- * than a partial answer that looks complete. When all keys live on one
- * server the request is forwarded whole, untouched. */
+ * MSETNX is multi_shard too, but setting all or none of its keys is only
+ * atomic on one server, so route.c sends it whole or refuses it.
+ *
+ * Broadcast (request_policy all_shards/all_nodes: DBSIZE, KEYS, RANDOMKEY,
+ * FLUSHDB, SCRIPT LOAD ...): the client's request goes to every server,
+ * and the replies merge by the command's response_policy (cmd.h): summed,
+ * the one reply if every server succeeded, success if any did, an
+ * element-wise AND; without a policy, arrays are concatenated and any
+ * other reply is one non-nil reply picked at random (RANDOMKEY).
+ *
+ * If a fragment failed (its backend is down, or it answered an error) and
+ * the policy needs every server, the whole reply is the first such error,
+ * naming the backend, rather than a partial answer that looks complete.
+ * When all keys of a split command live on one server the request is
+ * forwarded whole, untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +36,7 @@
 #include "proxy/core.h"
 #include "proxy/util.h"
 
-enum frag_merge { MERGE_VALUES, MERGE_OK, MERGE_SUM };
+enum frag_merge { MERGE_VALUES, MERGE_OK, MERGE_SUM, MERGE_BROADCAST };
 
 struct frag_key {
     uint32_t frag;              /* fragment holding key i */
@@ -34,6 +45,7 @@ struct frag_key {
 
 struct frag {
     enum frag_merge merge;
+    enum cmd_reply  reply;      /* MERGE_BROADCAST: the response policy */
     uint32_t        nfrags;
     uint32_t        left;       /* fragments not answered yet */
     uint32_t        nkeys;
@@ -41,19 +53,18 @@ struct frag {
     struct frag_key *keys;      /* [nkeys] (MERGE_VALUES) */
 };
 
-static int merge_kind(const struct cmd *cmd, uint32_t *step)
+/* How a split command's replies merge, from its response policy; -1 if
+ * it is not split. */
+static int merge_kind(const struct cmd *cmd)
 {
-    *step = 1;
-    if (!strcmp(cmd->name, "mget"))
-        return MERGE_VALUES;
-    if (!strcmp(cmd->name, "mset")) {
-        *step = 2;
-        return MERGE_OK;
+    if (!(cmd->flags & CMD_MULTI_SHARD))
+        return -1;
+    switch (cmd->reply) {
+    case CMD_REPLY_DEFAULT: return MERGE_VALUES;    /* MGET */
+    case CMD_REPLY_ALL_OK:  return MERGE_OK;        /* MSET */
+    case CMD_REPLY_SUM:     return MERGE_SUM;       /* DEL, EXISTS ... */
+    default:                return -1;              /* MSETNX: see above */
     }
-    if (!strcmp(cmd->name, "del") || !strcmp(cmd->name, "unlink") ||
-        !strcmp(cmd->name, "exists") || !strcmp(cmd->name, "touch"))
-        return MERGE_SUM;
-    return -1;
 }
 
 /* Append argument i, with a fresh "$len" header, to g. */
@@ -77,8 +88,8 @@ static void append_arg(struct client *c, struct msg *g, struct args *a, uint32_t
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct pool *p = c->pool;
-    uint32_t step, nkeys, *owner, *count, nfrags = 0;
-    int kind = merge_kind(cmd, &step), first = -1;
+    uint32_t step = (uint32_t)cmd->step, nkeys, *owner, *count, nfrags = 0;
+    int kind = merge_kind(cmd), first = -1;
     bool split = false;
 
     if (kind < 0)
@@ -150,6 +161,25 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
     return -1;
 }
 
+void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    struct pool *p = c->pool;
+    struct frag *f = xcalloc(1, sizeof(*f));
+
+    f->merge = MERGE_BROADCAST;
+    f->reply = cmd->reply;
+    f->nfrags = f->left = p->nservers;
+    f->reqs = xcalloc(p->nservers, sizeof(*f->reqs));
+    r->frag = f;
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        f->reqs[s] = req_get();
+        f->reqs[s]->parent = r;
+        args_request(a, &f->reqs[s]->out);
+    }
+    for (uint32_t s = 0; s < p->nservers; s++)
+        backend_send(pool_backend(p, s, c), f->reqs[s]);
+}
+
 /* ---- merging ---------------------------------------------------------------- */
 
 static char first_byte(const struct msg *g)
@@ -158,22 +188,6 @@ static char first_byte(const struct msg *g)
     if (g->len > 0)
         msg_copy(g, 0, 1, &b);
     return b;
-}
-
-/* Append slices of g's bytes [off, off+len) to out. */
-static void msg_sub(const struct msg *g, size_t off, size_t len, struct msg *out)
-{
-    for (uint32_t i = 0; i < g->n && len > 0; i++) {
-        const struct slice *s = i < 2 ? &g->inl[i] : &g->more[i - 2];
-        if (off >= s->len) {
-            off -= s->len;
-            continue;
-        }
-        uint32_t n = (uint32_t)(s->len - off < len ? s->len - off : len);
-        msg_append(out, s->m, s->off + (uint32_t)off, n);
-        len -= n;
-        off = 0;
-    }
 }
 
 /* The reply's header "*N\r\n": N, and where the elements start. */
@@ -222,12 +236,155 @@ static int array_elements(const struct msg *g, size_t body, size_t *offs, uint32
     return count == n ? 0 : -1;
 }
 
+/* The integer reply ":<n>\r\n" at offset off of g, or false. */
+static bool integer_at(const struct msg *g, size_t off, long long *v)
+{
+    char buf[32], *end;
+    size_t len = g->len - off < sizeof(buf) - 1 ? g->len - off : sizeof(buf) - 1;
+
+    if (off >= g->len)
+        return false;
+    msg_copy(g, off, len, buf);
+    buf[len] = '\0';
+    if (buf[0] != ':')
+        return false;
+    *v = strtoll(buf + 1, &end, 10);
+    return end > buf + 1 && end[0] == '\r' && end[1] == '\n';
+}
+
+static void reply_malformed(struct client *c, struct req *r, const struct req *fr)
+{
+    client_reply_error(c, r, "ERR backend %s sent a reply shardis cannot merge",
+                       ring_server_label(c->pool->ring, fr->backend->server));
+}
+
+/* Element-wise AND of 0/1 arrays of equal length (SCRIPT EXISTS). */
+static void merge_and(struct client *c, struct req *r, struct frag *f)
+{
+    long long n = -1, len;
+    size_t body, *offs = NULL;
+    char *all = NULL, buf[32];
+
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        const struct msg *g = &f->reqs[i]->rsp;
+        if (array_header(g, &len, &body) < 0 || len < 0 || (n >= 0 && len != n))
+            goto bad;
+        if (n < 0) {
+            n = len;
+            all = xmalloc((size_t)n + 1);
+            memset(all, 1, (size_t)n + 1);
+        }
+        offs = xrealloc(offs, ((size_t)n + 1) * sizeof(*offs));
+        if (array_elements(g, body, offs, (uint32_t)n) < 0)
+            goto bad;
+        for (long long e = 0; e < n; e++) {
+            long long v;
+            if (!integer_at(g, offs[e], &v))
+                goto bad;
+            all[e] &= v != 0;
+        }
+        continue;
+bad:
+        reply_malformed(c, r, f->reqs[i]);
+        goto out;
+    }
+    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*%lld\r\n", n));
+    for (long long e = 0; e < n; e++)
+        client_reply(c, r, all[e] ? ":1\r\n" : ":0\r\n", 4);
+out:
+    free(offs);
+    free(all);
+}
+
+/* One array of every fragment's elements (KEYS); for replies that are
+ * not arrays (RANDOMKEY), one non-nil reply picked at random. */
+static void merge_concat(struct client *c, struct req *r, struct frag *f)
+{
+    long long n, total = 0;
+    size_t body;
+    char buf[32];
+    uint32_t have = 0, pick;
+
+    if (first_byte(&f->reqs[0]->rsp) != '*') {
+        for (uint32_t i = 0; i < f->nfrags; i++)
+            have += first_byte(&f->reqs[i]->rsp) != '$' || f->reqs[i]->rsp.len != 5;
+        pick = have > 0 ? (uint32_t)rand() % have : 0;
+        for (uint32_t i = 0; i < f->nfrags; i++) {
+            const struct msg *g = &f->reqs[i]->rsp;
+            bool nil = first_byte(g) == '$' && g->len == 5;     /* "$-1\r\n" */
+            if (have == 0 || (!nil && pick-- == 0)) {
+                msg_sub(g, 0, g->len, &r->rsp);
+                return;
+            }
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        if (array_header(&f->reqs[i]->rsp, &n, &body) < 0 || n < 0) {
+            reply_malformed(c, r, f->reqs[i]);
+            return;
+        }
+        total += n;
+    }
+    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*%lld\r\n", total));
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        const struct msg *g = &f->reqs[i]->rsp;
+        array_header(g, &n, &body);
+        msg_sub(g, body, g->len - body, &r->rsp);
+    }
+}
+
+static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
+{
+    struct req *err = NULL, *ok = NULL;
+    long long acc = 0, v;
+    char buf[32];
+
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        if (first_byte(&f->reqs[i]->rsp) == '-')
+            err = err != NULL ? err : f->reqs[i];
+        else
+            ok = ok != NULL ? ok : f->reqs[i];
+    }
+    if (f->reply == CMD_REPLY_ONE_OK || err != NULL) {
+        const struct msg *g = f->reply == CMD_REPLY_ONE_OK && ok != NULL ? &ok->rsp : &err->rsp;
+        msg_sub(g, 0, g->len, &r->rsp);
+        return;
+    }
+    switch (f->reply) {
+    case CMD_REPLY_SUM:
+    case CMD_REPLY_MIN:
+        for (uint32_t i = 0; i < f->nfrags; i++) {
+            if (!integer_at(&f->reqs[i]->rsp, 0, &v)) {
+                reply_malformed(c, r, f->reqs[i]);
+                return;
+            }
+            acc = f->reply == CMD_REPLY_SUM ? acc + v : i == 0 || v < acc ? v : acc;
+        }
+        client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", acc));
+        return;
+    case CMD_REPLY_AND:
+        merge_and(c, r, f);
+        return;
+    case CMD_REPLY_DEFAULT:
+        merge_concat(c, r, f);
+        return;
+    default:                    /* every server succeeded: the first's reply */
+        msg_sub(&f->reqs[0]->rsp, 0, f->reqs[0]->rsp.len, &r->rsp);
+        return;
+    }
+}
+
 static void merge(struct req *r, struct client *c)
 {
     struct frag *f = r->frag;
     char buf[32];
-    long long sum = 0;
+    long long sum = 0, v;
 
+    if (f->merge == MERGE_BROADCAST) {
+        merge_broadcast(c, r, f);
+        return;
+    }
     /* The first fragment that did not answer as expected is the answer. */
     for (uint32_t i = 0; i < f->nfrags; i++) {
         struct req *fr = f->reqs[i];
@@ -243,13 +400,15 @@ static void merge(struct req *r, struct client *c)
         return;
     case MERGE_SUM:
         for (uint32_t i = 0; i < f->nfrags; i++) {
-            msg_copy(&f->reqs[i]->rsp, 1, f->reqs[i]->rsp.len - 1 < 30
-                     ? f->reqs[i]->rsp.len - 1 : 30, buf);
-            sum += strtoll(buf, NULL, 10);
+            if (!integer_at(&f->reqs[i]->rsp, 0, &v)) {
+                reply_malformed(c, r, f->reqs[i]);
+                return;
+            }
+            sum += v;
         }
         client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", sum));
         return;
-    case MERGE_VALUES:
+    default:                    /* MERGE_VALUES */
         break;
     }
 
@@ -261,8 +420,7 @@ static void merge(struct req *r, struct client *c)
         if (array_header(&fr->rsp, &n, &body) < 0 || n < 0 ||
             (offs[i] = xmalloc(((size_t)n + 1) * sizeof(**offs)),
              array_elements(&fr->rsp, body, offs[i], (uint32_t)n) < 0)) {
-            client_reply_error(c, r, "ERR backend %s sent a malformed MGET reply",
-                               ring_server_label(c->pool->ring, fr->backend->server));
+            reply_malformed(c, r, fr);
             goto out;
         }
     }

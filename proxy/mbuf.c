@@ -113,3 +113,19 @@ void msg_copy(const struct msg *g, size_t off, size_t len, char *out)
         off = 0;
     }
 }
+
+/* Append slices of g's bytes [off, off+len) to out. */
+void msg_sub(const struct msg *g, size_t off, size_t len, struct msg *out)
+{
+    for (uint32_t i = 0; i < g->n && len > 0; i++) {
+        const struct slice *s = i < 2 ? &g->inl[i] : &g->more[i - 2];
+        if (off >= s->len) {
+            off -= s->len;
+            continue;
+        }
+        uint32_t n = (uint32_t)(s->len - off < len ? s->len - off : len);
+        msg_append(out, s->m, s->off + (uint32_t)off, n);
+        len -= n;
+        off = 0;
+    }
+}

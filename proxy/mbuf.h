@@ -56,6 +56,8 @@ struct slice *msg_slice(struct msg *g, uint32_t i);
 int msg_append(struct msg *g, struct mbuf *m, uint32_t off, uint32_t len);
 /* Release every slice; the msg is empty and reusable. */
 void msg_release(struct msg *g);
+/* Append slices of g's bytes [off, off+len) to out (references, no copy). */
+void msg_sub(const struct msg *g, size_t off, size_t len, struct msg *out);
 /* Copy bytes [off, off+len) of the msg into out. */
 void msg_copy(const struct msg *g, size_t off, size_t len, char *out);
 

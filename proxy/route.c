@@ -211,7 +211,7 @@ static bool unsupported(const struct cmd *cmd)
 {
     static const char *const names[] = {
         "multi", "exec", "discard", "watch", "unwatch", "migrate", "move",
-        "swapdb", "monitor", "sync", "psync", "replconf", "reset", "failover",
+        "swapdb", "monitor", "sync", "psync", "replconf", "reset", "failover", "wait",
     };
     if (cmd->flags & (CMD_BLOCKING | CMD_PUBSUB | CMD_ADMIN))
         return true;
@@ -221,22 +221,75 @@ static bool unsupported(const struct cmd *cmd)
     return false;
 }
 
-/* Encode an inline request as RESP into r->out (the arguments are already
- * unquoted; a backend pipelines arrays unambiguously). */
-static void encode_inline(struct client *c, struct req *r, struct args *a)
+void args_request(struct args *a, struct msg *g)
 {
+    struct client *c = a->c;
     char hdr[32];
-    int n = snprintf(hdr, sizeof(hdr), "*%u\r\n", a->argc);
+    int n;
 
-    client_append(c, &r->out, hdr, (size_t)n);
+    if (!c->scan.is_inline) {
+        rstream_slice(&c->in, c->scan.start, c->scan.end, g);
+        return;
+    }
+    /* Inline: the arguments are already unquoted, and a backend pipelines
+     * arrays unambiguously. */
+    n = snprintf(hdr, sizeof(hdr), "*%u\r\n", a->argc);
+    client_append(c, g, hdr, (size_t)n);
     for (uint32_t i = 0; i < a->argc; i++) {
         size_t len;
         const char *p = args_get(a, i, &len);
         n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-        client_append(c, &r->out, hdr, (size_t)n);
-        client_append(c, &r->out, p, len);
-        client_append(c, &r->out, "\r\n", 2);
+        client_append(c, g, hdr, (size_t)n);
+        client_append(c, g, p, len);
+        client_append(c, g, "\r\n", 2);
     }
+}
+
+/* ---- commands for every server ------------------------------------------------------
+ *
+ * Redis marks the commands a cluster client sends to every shard
+ * (request_policy all_shards/all_nodes); shardis does the same (frag.c
+ * merges). A few read every server's configuration or functions, where
+ * the first server answers for all of them. Whatever changes or reveals
+ * every server's data or setup wholesale (KEYS, FLUSHDB, CONFIG SET,
+ * FUNCTION LOAD ...) is an admin command: only with admin_commands: true.
+ * DBSIZE, RANDOMKEY and SCRIPT LOAD/EXISTS are for every client. */
+
+static bool first_server_answers(const struct cmd *cmd)
+{
+    return !strcmp(cmd->name, "config|get") || !strcmp(cmd->name, "function|list") ||
+           !strcmp(cmd->name, "function|dump") || !strcmp(cmd->name, "function|stats");
+}
+
+static bool is_admin(const struct cmd *cmd)
+{
+    if (!strcmp(cmd->name, "script|load") || !strcmp(cmd->name, "script|exists"))
+        return false;
+    return !(cmd->flags & CMD_READONLY) || (cmd->flags & (CMD_ADMIN | CMD_DANGEROUS));
+}
+
+/* Returns 1 if cmd is run on every server (or the first): sent, or refused. */
+static int every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    const struct conf_pool *pc = c->pool->conf;
+    bool first = first_server_answers(cmd);
+
+    if (!first && (!(cmd->flags & CMD_ALL_SHARDS) || cmd->reply == CMD_REPLY_SPECIAL ||
+                   (cmd->flags & CMD_BLOCKING) || !strcmp(cmd->name, "wait")))
+        return 0;
+    if (is_admin(cmd) && !pc->admin_commands) {
+        client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it on every "
+                           "server only with admin_commands: true in pool '%s'",
+                           cmd->name, pc->name);
+        c->pool->errors++;
+        req_done(r);
+    } else if (first) {
+        args_request(a, &r->out);
+        backend_send(pool_backend(c->pool, 0, c), r);
+    } else {
+        frag_broadcast(c, r, a, cmd);
+    }
+    return 1;
 }
 
 void route_request(struct client *c, struct req *r)
@@ -283,8 +336,15 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "NOAUTH Authentication required.");
         goto reply;
     }
-    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS) && local_exec(c, r, &a))
-        goto done;                          /* keyless: maybe answered here */
+    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
+        /* Keyless: answered here, by every server, or refused below. */
+        if (local_exec(c, r, &a) || every_server(c, r, &a, cmd))
+            goto done;
+        if (!strcmp(cmd->name, "scan")) {
+            scan_send(c, r, &a);
+            goto done;
+        }
+    }
     if (unsupported(cmd)) {
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
         goto reply;
@@ -313,10 +373,7 @@ void route_request(struct client *c, struct req *r)
         goto reply;
 
 forward:
-    if (c->scan.is_inline)
-        encode_inline(c, r, &a);
-    else
-        rstream_slice(&c->in, c->scan.start, c->scan.end, &r->out);
+    args_request(&a, &r->out);
     backend_send(pool_backend(c->pool, (uint32_t)owner, c), r);
     goto done;
 
