@@ -65,6 +65,16 @@ void req_maybe_free(struct req *r)
     }
 }
 
+void req_pool_trim(void)
+{
+    while (req_free_list != NULL) {
+        struct req *r = req_free_list;
+        req_free_list = (struct req *)r->client;
+        free(r);
+    }
+    req_nfree = 0;
+}
+
 /* ---- read streams ------------------------------------------------------------ */
 
 void rstream_buf(struct rstream *s, uv_buf_t *buf)
@@ -456,10 +466,12 @@ void client_close(struct client *c)
 
 void client_accept(struct pool *p, uv_stream_t *listener)
 {
-    struct client *c = xcalloc(1, sizeof(*c));
+    bool unix_socket = p->conf->listen.unix_socket;
+    struct client *c = xcalloc(1, offsetof(struct client, h) +
+                                  (unix_socket ? sizeof(uv_pipe_t) : sizeof(uv_tcp_t)));
     int rc;
 
-    if (p->conf->listen.unix_socket)
+    if (unix_socket)
         rc = uv_pipe_init(proxy.loop, &c->h.pipe, 0);
     else
         rc = uv_tcp_init(proxy.loop, &c->h.tcp);

@@ -82,6 +82,8 @@ struct req {
 };
 
 struct req *req_get(void);
+/* Free the pooled request objects (when the proxy is idle). */
+void req_pool_trim(void);
 /* Free r if nothing refers to it any more. */
 void req_maybe_free(struct req *r);
 
@@ -107,8 +109,10 @@ union stream {
     uv_pipe_t   pipe;
 };
 
+/* The stream handle comes last: a TCP client is allocated without the
+ * bytes only a unix-socket client's uv_pipe_t needs, which keeps the
+ * struct in jemalloc's 512-byte size class. */
 struct client {
-    union stream     h;
     struct pool     *pool;
     struct rstream   in;
     struct resp_req  scan;
@@ -126,6 +130,7 @@ struct client {
     unsigned         writing:1;
     unsigned         is_dirty:1;
     unsigned         quitting:1; /* QUIT or a protocol error: no more requests */
+    union stream     h;         /* last: see above */
 };
 
 void client_accept(struct pool *p, uv_stream_t *listener);

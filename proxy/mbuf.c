@@ -94,7 +94,8 @@ void msg_release(struct msg *g)
 {
     for (uint32_t i = 0; i < g->n; i++)
         mbuf_unref(msg_slice(g, i)->m);
-    free(g->more);
+    if (g->more != NULL)        /* rarely: free(NULL) is a call into the allocator */
+        free(g->more);
     memset(g, 0, sizeof(*g));
 }
 

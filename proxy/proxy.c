@@ -25,8 +25,10 @@
 
 #define PROXY_DRAIN_MS  5000
 #define PROXY_TICK_MS   10
+#define PROXY_IDLE_MS   500     /* no requests this long: give memory back */
 
 struct proxy proxy;
+void (*proxy_idle_hook)(void);
 
 static void pool_retry_ejected(struct pool *p, uint64_t now);
 
@@ -52,15 +54,42 @@ static void flush_cb(uv_check_t *h)
     struct client *c;
 
     (void)h;
-    while ((b = TAILQ_FIRST(&proxy.dirty_backends)) != NULL) {
-        TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
-        b->is_dirty = 0;
-        backend_flush(b);
-    }
-    while ((c = TAILQ_FIRST(&proxy.dirty_clients)) != NULL) {
-        TAILQ_REMOVE(&proxy.dirty_clients, c, dirty);
-        c->is_dirty = 0;
-        client_flush(c);
+    /* Replies first: they are ready now, while writing to a backend on a
+     * busy core can let that redis-server run before we go on. A backend
+     * that fails answers its requests, marking clients again. */
+    do {
+        while ((c = TAILQ_FIRST(&proxy.dirty_clients)) != NULL) {
+            TAILQ_REMOVE(&proxy.dirty_clients, c, dirty);
+            c->is_dirty = 0;
+            client_flush(c);
+        }
+        while ((b = TAILQ_FIRST(&proxy.dirty_backends)) != NULL) {
+            TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+            b->is_dirty = 0;
+            backend_flush(b);
+        }
+    } while (!TAILQ_EMPTY(&proxy.dirty_clients));
+}
+
+/* After a burst the chunk and request pools (and the allocator's own
+ * caches) hold what the burst needed, up to MBUF_FREE_MAX chunks of 16
+ * KiB: once no request has come for PROXY_IDLE_MS, let all of it go, so
+ * an idle proxy is back to its idle size whatever came before. */
+static void idle_check(uint64_t now)
+{
+    static uint64_t seen_commands, active_ms;
+    static bool trimmed = true;
+
+    if (proxy.total_commands != seen_commands) {
+        seen_commands = proxy.total_commands;
+        active_ms = now;
+        trimmed = false;
+    } else if (!trimmed && now - active_ms >= PROXY_IDLE_MS) {
+        mbuf_pool_trim();
+        req_pool_trim();
+        if (proxy_idle_hook != NULL)
+            proxy_idle_hook();
+        trimmed = true;
     }
 }
 
@@ -69,6 +98,7 @@ static void tick_cb(uv_timer_t *t)
     uint64_t now = uv_now(proxy.loop);
 
     (void)t;
+    idle_check(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         if (p->live != NULL)

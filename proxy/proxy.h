@@ -8,4 +8,9 @@
  * the event loop. Returns the process exit code. */
 int proxy_run(struct conf *cf);
 
+/* Called once the proxy has been idle (no requests) for PROXY_IDLE_MS,
+ * after its own pools are trimmed: main.c hands the allocator's caches
+ * back to the kernel there. NULL: nothing more to do. */
+extern void (*proxy_idle_hook)(void);
+
 #endif

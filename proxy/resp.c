@@ -76,7 +76,8 @@ void resp_req_free(struct resp_req *s)
 {
     if (s->argv != s->argv_inl)
         free(s->argv);
-    free(s->inl);
+    if (s->inl != NULL)
+        free(s->inl);
     s->argv = s->argv_inl;
     s->inl = NULL;
     s->argcap = ARRAY_SIZE(s->argv_inl);
@@ -131,7 +132,7 @@ static int split_inline(struct resp_req *s, size_t len)
 
     /* Unquoted args can only be shorter than the line: room for both. */
     if (s->inlcap < 2 * len + 1) {
-        s->inlcap = 2 * len + 1;
+        s->inlcap = (uint32_t)(2 * len + 1);
         s->inl = xrealloc(s->inl, s->inlcap);
     }
     char *line = s->inl, *out = s->inl + len;
@@ -309,11 +310,11 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
             if (s->inllen + take > RESP_MAX_INLINE)
                 return req_error(s, "too big inline request");
             if (s->inlcap < s->inllen + take + 1) {
-                s->inlcap = s->inllen + take + 1 > 64 ? s->inllen + take + 1 : 64;
+                s->inlcap = (uint32_t)(s->inllen + take + 1 > 64 ? s->inllen + take + 1 : 64);
                 s->inl = xrealloc(s->inl, s->inlcap);
             }
             memcpy(s->inl + s->inllen, p + i, take);
-            s->inllen += take;
+            s->inllen += (uint32_t)take;
             i += take;
             if (nl == NULL)
                 break;

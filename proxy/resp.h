@@ -36,11 +36,14 @@ struct resp_arg {
     uint32_t len;
 };
 
+/* Every client holds one: fields are ordered to leave no padding. */
 struct resp_req {
     int       state;
+    uint32_t  argcap;
     long long num;          /* header number being parsed */
     bool      neg;
     bool      cr;           /* header: '\r' seen */
+    bool      is_inline;
     int       digits;
     long long left;         /* bulk bytes (or CRLF bytes) still to skip */
     uint64_t  start;        /* stream offset of the request's first byte */
@@ -48,11 +51,9 @@ struct resp_req {
     uint32_t  argc;         /* arguments announced */
     uint32_t  nargs;        /* arguments complete */
     struct resp_arg *argv;  /* [argcap]: argv_inl, or owned heap */
-    uint32_t  argcap;
     struct resp_arg argv_inl[4];  /* most requests: no allocation */
-    bool      is_inline;
     char     *inl;          /* inline: the line, then its unquoted args */
-    size_t    inllen, inlcap;
+    uint32_t  inllen, inlcap;     /* at most 2 * RESP_MAX_INLINE + 1 */
     const char *err;        /* "Protocol error: ..." after -1 (static storage,
                                valid until the next error of any framer) */
 };

@@ -26,7 +26,8 @@ What it proves:
   only its own keys, with `-ERR backend <name> unavailable: ...`, and the
   others keep answering; a client that does not read does not slow others
   or blow up memory; client_connections; SIGTERM drains and exits 0;
-- memory per idle client (measured and printed; must stay < 4 KiB), and
+- memory per client (measured and printed; at most 1 KiB after a request,
+  and back near idle once the clients leave), and
   an idle client holds no 16 KiB chunk after a locally answered request;
 - every shardis exits 0 on SIGTERM with a clean stderr (run it with a
   sanitizer build, e.g. --shardis build-asan/shardis, to catch memory errors).
@@ -1091,34 +1092,48 @@ def t_memory(mpx, n=1000):
         after_get = settle()
         each(lambda i: enc("PING"), lambda i: b"+PONG\r\n")
         after_ping = settle()
+        for s in socks:
+            s.close()
+        socks = []
+        end = time.monotonic() + 5
+        while int(re.search(rb"connected_clients:(\d+)", ctl.cmd("INFO", "clients"))
+                  .group(1)) > 2:       # ctl and the redis-py connection
+            expect(time.monotonic() < end, "the proxy still counts closed clients")
+            time.sleep(0.05)
+        after_close = settle()
     finally:
         ctl.close()
         for s in socks:
             s.close()
     per = [(v - base) / n for v in (idle, after_get, after_ping)]
-    detail = ("RSS bytes/client: %.0f idle, %.0f after a GET, %.0f after a PING "
-              "(RSS %d KiB -> %d, %d, %d KiB; 16 KiB chunks in use %s)"
-              % (per[0], per[1], per[2], base >> 10, idle >> 10, after_get >> 10,
-                 after_ping >> 10, "/".join(map(str, chunks))))
+    detail = ("RSS bytes/client: %.0f idle, %.0f after a GET, %.0f after a PING; "
+              "%+d KiB after they left (RSS %d KiB -> %d, %d, %d, %d KiB; 16 KiB chunks "
+              "in use %s)" % (per[0], per[1], per[2], (after_close - base) >> 10,
+                              base >> 10, idle >> 10, after_get >> 10, after_ping >> 10,
+                              after_close >> 10, "/".join(map(str, chunks))))
     per.append(chunks)
     # RSS means nothing under AddressSanitizer (quarantine, shadow memory):
     # there only the chunk counts are asserted.
-    expect(harness.ARGS.sanitized or per[1] < 4096,
-           "%.0f bytes per client after a GET (limit 4096); %s" % (per[1], detail))
+    expect(harness.ARGS.sanitized or per[1] <= 1024,
+           "%.0f bytes per client after a GET (limit 1024); %s" % (per[1], detail))
+    expect(harness.ARGS.sanitized or after_close - base <= 512 << 10,
+           "RSS is not back near idle after the clients left; %s" % detail)
+    expect(chunks[4] <= chunks[0] + 1, "%d chunks held after the clients left, %d before"
+           % (chunks[4], chunks[0]))
     return detail, per
 
 
 def t_memory_local(per, n=1000):
     """After a locally answered request (PING) an idle client holds no
     chunk, as after a forwarded one (client.c: "An idle client holds no
-    chunk"), and stays under 4 KiB."""
+    chunk"), and stays within 1 KiB."""
     chunks = per[3]
     expect(chunks[3] - chunks[2] < n // 10,
            "%d more 16 KiB chunks in use after %d idle clients each got a PING reply "
            "(in use: %d before, %d after); RSS %.0f bytes/client (%.0f after a GET)"
            % (chunks[3] - chunks[2], n, chunks[2], chunks[3], per[2], per[1]))
-    expect(harness.ARGS.sanitized or per[2] < 4096, "%.0f bytes per client after a PING (limit 4096; %.0f after a GET)"
-           % (per[2], per[1]))
+    expect(harness.ARGS.sanitized or per[2] <= 1024,
+           "%.0f bytes per client after a PING (limit 1024; %.0f after a GET)" % (per[2], per[1]))
     return "%.0f bytes/client, chunks in use %d" % (per[2], chunks[3])
 
 
