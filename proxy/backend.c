@@ -84,6 +84,17 @@ static void fail_req(struct backend *b, struct req *r)
     answer_failed(b, r);
 }
 
+static void dedicated_free(struct backend *b)
+{
+    struct pool *p = b->pool;
+
+    TAILQ_REMOVE(&p->dedicated, b, link);
+    p->ndedicated--;
+    if (b->spare)
+        p->nspare--;
+    free(b);
+}
+
 static void backend_close_cb(uv_handle_t *h)
 {
     struct backend *b = container_of(h, struct backend, h);
@@ -101,6 +112,18 @@ static void backend_close_cb(uv_handle_t *h)
     b->in.rx = 0;
     if (b->state != BACKEND_FAILED)
         b->state = BACKEND_DOWN;
+    if (b->dedicated) {
+        if (b->owner == NULL) {
+            dedicated_free(b);          /* released, or a spare that failed */
+            return;
+        }
+        while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
+            TAILQ_REMOVE(&b->sendq, r, bq);
+            r->queued = 0;
+            fail_req(b, r);
+        }
+        return;
+    }
     /* Requests that arrived while closing go to a new connection. */
     if (!TAILQ_EMPTY(&b->sendq) && !proxy.stopping) {
         if (b->state == BACKEND_FAILED && uv_now(proxy.loop) < b->retry_at) {
@@ -115,22 +138,10 @@ static void backend_close_cb(uv_handle_t *h)
     }
 }
 
-/* Fail the connection: answer every request, close, back off. */
-static void backend_fail(struct backend *b, const char *reason)
+/* Answer every request queued on b with b->reason, and close it. */
+static void backend_abort(struct backend *b)
 {
     struct req *r;
-    uint64_t backoff;
-
-    snprintf(b->reason, sizeof(b->reason), "%s", reason);
-    b->run_id[0] = '\0';       /* the next connection may meet another server */
-    if (b->state != BACKEND_FAILED)
-        log_warn("backend %s (%s) failed: %s", label(b),
-                 ring_server_addr(b->pool->ring, b->server), reason);
-    b->failures++;
-    pool_backend_failed(b->pool, b->server, b->failures);
-    backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
-    b->retry_at = uv_now(proxy.loop) + (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
-    b->state = BACKEND_FAILED;
 
     while ((r = TAILQ_FIRST(&b->pendq)) != NULL) {
         TAILQ_REMOVE(&b->pendq, r, pq);
@@ -153,6 +164,30 @@ static void backend_fail(struct backend *b, const char *reason)
         b->closing = 1;
         uv_close(&b->h.handle, backend_close_cb);
     }
+}
+
+/* Fail the connection: answer every request, close, back off. A shared
+ * connection is retried after the backoff; a dedicated one stays failed
+ * (a new connection would not have its transaction) until released. */
+static void backend_fail(struct backend *b, const char *reason)
+{
+    uint64_t backoff;
+
+    snprintf(b->reason, sizeof(b->reason), "%s", reason);
+    b->run_id[0] = '\0';       /* the next connection may meet another server */
+    if (b->state != BACKEND_FAILED)
+        log_warn("backend %s (%s)%s failed: %s", label(b),
+                 ring_server_addr(b->pool->ring, b->server),
+                 b->dedicated ? ", a dedicated connection," : "", reason);
+    if (!b->dedicated) {
+        b->failures++;
+        pool_backend_failed(b->pool, b->server, b->failures);
+        backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
+        b->retry_at = uv_now(proxy.loop) +
+                      (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
+    }
+    b->state = BACKEND_FAILED;
+    backend_abort(b);
 }
 
 /* ---- replies ------------------------------------------------------------------- */
@@ -270,6 +305,8 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             req_maybe_free(r);
     }
     rstream_trim(&b->in, b->framed);
+    if (b->owner != NULL)
+        pin_check(b->owner);        /* the last reply its client waited for? */
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -294,6 +331,8 @@ static void backend_written(struct backend *b, int status)
     }
     if (!TAILQ_EMPTY(&b->sendq))
         proxy_mark_backend(b);
+    else if (b->owner != NULL)
+        pin_check(b->owner);        /* its last request is on the wire */
 }
 
 static void backend_write_cb(uv_write_t *w, int status)
@@ -309,7 +348,7 @@ void backend_flush(struct backend *b)
     struct req *r;
     int rc;
 
-    if (b->writing || b->closing || b->state != BACKEND_UP)
+    if (b->writing || b->closing || b->state != BACKEND_UP || b->held)
         return;
     /* A request of more slices than a batch holds (a bulk of 16 MB and
      * up, a fragment of a thousand keys) is written alone, from the heap. */
@@ -461,7 +500,7 @@ void backend_send(struct backend *b, struct req *r)
     r->backend = b;
     b->requests++;
     if (b->state == BACKEND_FAILED) {
-        if (uv_now(proxy.loop) < b->retry_at || b->closing) {
+        if (b->dedicated || uv_now(proxy.loop) < b->retry_at || b->closing) {
             fail_req(b, r);
             return;
         }
@@ -507,4 +546,62 @@ void backend_close(struct backend *b)
         b->closing = 1;
         uv_close(&b->h.handle, backend_close_cb);
     }
+}
+
+/* ---- dedicated connections ------------------------------------------------------ */
+
+#define BACKEND_SPARES_PER_SERVER 4
+
+struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner)
+{
+    struct backend *b;
+
+    TAILQ_FOREACH(b, &p->dedicated, link) {
+        if (!b->spare)
+            break;                  /* spares are kept at the head */
+        if (b->server == server && b->state == BACKEND_UP && !b->closing) {
+            TAILQ_REMOVE(&p->dedicated, b, link);
+            b->spare = 0;
+            p->nspare--;
+            goto take;
+        }
+    }
+    b = xmalloc(sizeof(*b));
+    backend_init(b, p, server);
+    b->dedicated = 1;
+    p->ndedicated++;
+take:
+    b->owner = owner;
+    b->held = 0;
+    TAILQ_INSERT_TAIL(&p->dedicated, b, link);
+    return b;
+}
+
+bool backend_idle(const struct backend *b)
+{
+    return TAILQ_EMPTY(&b->sendq) && TAILQ_EMPTY(&b->writeq) && TAILQ_EMPTY(&b->pendq);
+}
+
+void backend_release(struct backend *b, bool clean)
+{
+    struct pool *p = b->pool;
+
+    b->owner = NULL;
+    TAILQ_REMOVE(&p->dedicated, b, link);
+    TAILQ_INSERT_HEAD(&p->dedicated, b, link);
+    if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) &&
+        p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && !proxy.stopping) {
+        b->spare = 1;
+        p->nspare++;
+        return;
+    }
+    if (b->h.handle.loop == NULL || (uv_is_closing(&b->h.handle) && !b->closing)) {
+        dedicated_free(b);          /* never connected, or failed and closed */
+        return;
+    }
+    if (b->closing)
+        return;                     /* close_cb frees it */
+    snprintf(b->reason, sizeof(b->reason), "its client went away");
+    b->state = BACKEND_FAILED;
+    backend_abort(b);
 }

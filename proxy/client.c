@@ -314,6 +314,10 @@ void req_done(struct req *r)
     r->done = 1;
     if (c == NULL || c->closing)
         return;
+    if (c->pin != NULL && c->pin->held)
+        pin_unhold(c);
+    if (c->pin != NULL && r->backend == c->pin)
+        pin_check(c);
     c->rsp_bytes += r->rsp.len;
     if (c->rsp_bytes > CLIENT_HARD_BYTES) {
         log_warn("client %llu: %zu reply bytes unread; closing it",
@@ -409,7 +413,7 @@ void client_flush(struct client *c)
     if (nreq == 0)
         return;
     iov = iovs;
-    c->nwriting = nreq;
+    c->nwriting = (uint16_t)nreq;   /* at most CLIENT_IOV_MAX */
     rc = stream_try_write(&c->h.stream, &iov, &niov, total);
     if (rc == 0) {
         uv_write_t *w = xmalloc(sizeof(*w));
@@ -461,6 +465,7 @@ void client_close(struct client *c)
     }
     c->pool->nclients--;
     proxy.nclients--;
+    pin_client_gone(c);
     uv_close(&c->h.handle, client_close_cb);
 }
 

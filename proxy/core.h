@@ -37,6 +37,7 @@ struct pool;
 struct frag;
 struct req;
 struct genkey_shards;
+struct cmd;
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -120,16 +121,23 @@ struct client {
     TAILQ_ENTRY(client) dirty;  /* on proxy.dirty_clients */
     struct mbuf     *lbuf;      /* chunk that local replies are written into */
     char            *name;      /* CLIENT SETNAME */
+    struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
     uint64_t         id;
     uint32_t         nreqs;     /* in reqs */
-    uint32_t         nwriting;  /* reqs at the head in the write in flight */
+    uint16_t         nwriting;  /* reqs at the head in the write in flight (<= 1024) */
+    /* 16-bit flags: with nwriting they fill the 4 bytes after nreqs, which
+     * keeps a TCP client at 512 bytes. */
+    unsigned short   authed:1;
+    unsigned short   closing:1;
+    unsigned short   reading:1;
+    unsigned short   writing:1;
+    unsigned short   is_dirty:1;
+    unsigned short   quitting:1;/* QUIT or a protocol error: no more requests */
+    unsigned short   multi:1;   /* between MULTI and EXEC/DISCARD */
+    unsigned short   tx_started:1; /* MULTI was sent to the pin */
+    unsigned short   tx_abort:1;/* an error while queuing: EXEC aborts */
+    unsigned short   watching:1;/* WATCH sent to the pin */
     size_t           rsp_bytes; /* reply bytes held for this client */
-    unsigned         authed:1;
-    unsigned         closing:1;
-    unsigned         reading:1;
-    unsigned         writing:1;
-    unsigned         is_dirty:1;
-    unsigned         quitting:1; /* QUIT or a protocol error: no more requests */
     union stream     h;         /* last: see above */
 };
 
@@ -175,9 +183,15 @@ struct backend {
     uint32_t         failures;  /* consecutive */
     char             reason[96];/* why it last failed */
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
+    struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
+    TAILQ_ENTRY(backend) link;  /* dedicated: on pool.dedicated */
     unsigned         writing:1;
     unsigned         is_dirty:1;
     unsigned         closing:1;
+    unsigned         dedicated:1; /* one client's (transaction, blocking command) */
+    unsigned         spare:1;   /* dedicated, idle, kept for the next client */
+    unsigned         held:1;    /* dedicated: write nothing until the owner's earlier
+                                   requests are answered (pin.c) */
     /* stats */
     uint64_t         requests, errors, timeouts;
 };
@@ -193,6 +207,18 @@ void backend_check_timeout(struct backend *b, uint64_t now);
 void backend_close(struct backend *b);
 const char *backend_state_name(const struct backend *b);
 
+/* Dedicated connections: a client whose commands hold state on a server
+ * (MULTI ... EXEC, WATCH, a blocking pop) gets a connection of its own to
+ * it while the state lasts (pin.c). Released clean (EXEC, DISCARD, the
+ * pop answered) it waits as a spare for the next client; released dirty
+ * (the client left mid-transaction or mid-pop) it is closed, so no state
+ * leaks to anyone and a pop that was waiting takes nothing. The pool
+ * frees them. */
+struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner);
+void backend_release(struct backend *b, bool clean);
+/* Nothing queued, in flight or awaiting a reply. */
+bool backend_idle(const struct backend *b);
+
 /* ---- pools and the proxy --------------------------------------------------- */
 
 struct pool {
@@ -207,6 +233,8 @@ struct pool {
     uint32_t          nconns;       /* server_connections */
     struct backend   *backends;     /* [nservers * nconns] */
     uint32_t          nclients;
+    TAILQ_HEAD(, backend) dedicated;/* spares first, then those in use */
+    uint32_t          ndedicated, nspare;
     struct genkey_shards *shards;   /* the logical shards each server owns on ring:
                                        rebuild (genkey_pool_init) when ring changes */
     /* stats */
@@ -276,10 +304,26 @@ bool args_is(struct args *a, uint32_t i, const char *s);
  * encoded as RESP (inline ones). */
 void args_request(struct args *a, struct msg *g);
 
+/* The server owning every key of r (cmd's key positions), or -1 after
+ * replying an error (-CROSSSLOT, bad numkeys, no key to route by). */
+int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+
+/* Transactions, WATCH and blocking commands on a dedicated connection
+ * (pin.c). pin_route takes MULTI/EXEC/DISCARD/WATCH/UNWATCH, and refuses
+ * what cannot be queued in a transaction (cmd NULL: a SHARD.* command):
+ * 1 if it did. pin_send sends a keyed command of a transaction, or a
+ * blocking one, to server on c's dedicated connection. pin_check gives the
+ * connection back once nothing holds it; pin_client_gone when c closes. */
+int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking);
+void pin_check(struct client *c);
+/* One of c's requests was answered: its held connection may start. */
+void pin_unhold(struct client *c);
+void pin_client_gone(struct client *c);
+
 /* Multi-key commands split per backend: -2 not a split command, -1
  * handled (split and sent, or an error replied), else the one server that
  * owns every key (forward the request whole). */
-struct cmd;
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 /* SCAN: one cursor over every server in turn (scan.c). */
 void scan_send(struct client *c, struct req *r, struct args *a);
@@ -293,7 +337,8 @@ void frag_done(struct req *fragment);
  * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */
 int local_exec(struct client *c, struct req *r, struct args *a);
 
-/* The backend that serves c's requests for server. */
+/* The backend that serves c's requests for server: its dedicated
+ * connection to it if it has one, else a shared one. */
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
 
 /* SHARD.GENKEY, SHARD.CHANGETYPE, SHARD.KEYINFO, SHARD.FIXEDKEY (genkey.c).

@@ -107,11 +107,21 @@ static void tick_cb(uv_timer_t *t)
             continue;
         for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
             backend_check_timeout(&p->backends[k], now);
+        /* A failing one may be released to the head of the list. */
+        for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
+            next = TAILQ_NEXT(b, link);
+            backend_check_timeout(b, now);
+        }
     }
 }
 
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c)
 {
+    /* A client's requests to one server run in the order it sent them, as
+     * on one Redis connection: while it has a connection of its own to the
+     * server, all of them go there. */
+    if (c->pin != NULL && c->pin->server == server)
+        return c->pin;
     return &p->backends[server * p->nconns + (uint32_t)(c->id % p->nconns)];
 }
 
@@ -269,6 +279,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
                    "server keeps its keys and its requests fail fast; set eject_mode: "
                    "rehash for twemproxy's ejection", pc->name);
     p->backends = xcalloc((size_t)p->nservers * p->nconns, sizeof(*p->backends));
+    TAILQ_INIT(&p->dedicated);
     for (uint32_t s = 0; s < p->nservers; s++)
         for (uint32_t k = 0; k < p->nconns; k++)
             backend_init(&p->backends[s * p->nconns + k], p, s);
@@ -310,6 +321,12 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                     backend_close(&p->backends[k]);
                     return;
                 }
+            struct backend *b;
+            TAILQ_FOREACH(b, &p->dedicated, link)
+                if (h == &b->h.handle) {
+                    backend_close(b);
+                    return;
+                }
         }
         client_close(container_of(h, struct client, h.handle));
         return;
@@ -323,6 +340,12 @@ static bool drained(void)
         struct pool *p = &proxy.pools[i];
         for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
             if (!TAILQ_EMPTY(&p->backends[k].pendq) || !TAILQ_EMPTY(&p->backends[k].sendq))
+                return false;
+        /* A blocking command (no deadline) may wait for ever: not for it. */
+        struct backend *b;
+        TAILQ_FOREACH(b, &p->dedicated, link)
+            if (!TAILQ_EMPTY(&b->sendq) ||
+                (!TAILQ_EMPTY(&b->pendq) && TAILQ_FIRST(&b->pendq)->deadline != 0))
                 return false;
     }
     return TAILQ_EMPTY(&proxy.dirty_clients);

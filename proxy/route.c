@@ -116,6 +116,31 @@ static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
         client_reply_error(c, r, "ERR Number of keys can't be greater than number of args");
 }
 
+/* XREAD/XREADGROUP ... STREAMS key [key ...] id [id ...]: the first half
+ * of what follows STREAMS. */
+static int stream_keys(struct client *c, struct req *r, struct args *a,
+                       const struct cmd *cmd, struct keyspan *ks)
+{
+    uint32_t i = 1, n;
+
+    while (i < a->argc && !args_is(a, i, "streams"))
+        i++;
+    if (i >= a->argc - 1) {
+        client_reply_error(c, r, "ERR syntax error");
+        return -1;
+    }
+    n = a->argc - i - 1;
+    if (n % 2 != 0) {
+        client_reply_error(c, r, "ERR Unbalanced '%s' list of streams: for each stream key "
+                           "an ID or '$' must be specified.", cmd->name);
+        return -1;
+    }
+    ks->first = i + 1;
+    ks->last = i + n / 2;
+    ks->step = 1;
+    return 1;
+}
+
 static int movable_keys(struct client *c, struct req *r, struct args *a,
                         const struct cmd *cmd, struct keyspan *ks)
 {
@@ -134,6 +159,10 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
     else if (!strcmp(n, "sintercard") || !strcmp(n, "zintercard") ||
              !strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
         numkeys_at = 1, style = NK_CARD;
+    else if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop"))
+        numkeys_at = 2, style = NK_CARD;
+    else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup"))
+        return stream_keys(c, r, a, cmd, ks);
     else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro")) {
         ks->first = ks->last = ks->step = 1;
         for (uint32_t i = 2; i + 1 < a->argc; i++)
@@ -210,10 +239,10 @@ static void reply_unknown(struct client *c, struct req *r, struct args *a)
 static bool unsupported_name(const struct cmd *cmd)
 {
     static const char *const names[] = {
-        "multi", "exec", "discard", "watch", "unwatch", "migrate", "move",
-        "swapdb", "monitor", "sync", "psync", "replconf", "reset", "failover", "wait",
+        "migrate", "move", "swapdb", "monitor", "sync", "psync", "replconf", "reset",
+        "failover", "wait",
     };
-    if (cmd->flags & (CMD_BLOCKING | CMD_PUBSUB | CMD_ADMIN))
+    if (cmd->flags & (CMD_PUBSUB | CMD_ADMIN))
         return true;
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (!strcmp(cmd->name, names[i]))
@@ -308,21 +337,61 @@ static int every_server(struct client *c, struct req *r, struct args *a, const s
     return 1;
 }
 
+/* An error was sent for r: count it, and a transaction it was queued in
+ * aborts at EXEC, as in Redis. */
+static void refused(struct client *c, struct req *r)
+{
+    c->pool->errors++;
+    if (c->multi)
+        c->tx_abort = 1;
+    req_done(r);
+}
+
+int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    struct keyspan ks = {0};
+    int owner, k;
+
+    if (cmd->flags & CMD_MOVABLEKEYS) {
+        if ((k = movable_keys(c, r, a, cmd, &ks)) < 0)
+            goto refuse;
+        if (k == 0) {
+            client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
+            goto refuse;
+        }
+    } else if (cmd->first > 0) {
+        ks.first = (uint32_t)cmd->first;
+        ks.last = cmd->last < 0 ? a->argc + (uint32_t)cmd->last : (uint32_t)cmd->last;
+        ks.step = cmd->step > 0 ? (uint32_t)cmd->step : 1;
+    } else {
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
+                           "names no key to route by", cmd->name);
+        goto refuse;
+    }
+    if ((owner = owner_of_keys(c, r, a, &ks)) >= 0)
+        return owner;
+refuse:
+    refused(c, r);
+    return -1;
+}
+
 void route_request(struct client *c, struct req *r)
 {
     struct args a = {.c = c, .argc = c->scan.argc};
     const struct cmd *cmd;
-    struct keyspan ks = {0};
     size_t len;
     const char *name;
-    int owner, k;
+    int owner;
 
     /* redis-server's order: the command, its subcommand, its arity, then
      * authentication; only then is it run (here, or on a backend). */
     name = args_get(&a, 0, &len);
     cmd = cmd_lookup(name, len);
     if (cmd == NULL) {
-        if (local_exec(c, r, &a))           /* SHARD.*: not in Redis's table */
+        /* SHARD.*: not in Redis's table, and not for a transaction. */
+        if (len > 6 && !strncasecmp(name, "shard.", 6) && pin_route(c, r, &a, NULL))
+            goto done;
+        if (local_exec(c, r, &a))
             goto done;
         reply_unknown(c, r, &a);
         goto reply;
@@ -352,6 +421,8 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "NOAUTH Authentication required.");
         goto reply;
     }
+    if (pin_route(c, r, &a, cmd))           /* MULTI ... EXEC, WATCH */
+        goto done;
     if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
         /* Keyless: answered here, by every server, or refused below. */
         if (local_exec(c, r, &a) || every_server(c, r, &a, cmd))
@@ -365,37 +436,26 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
         goto reply;
     }
-    if ((owner = frag_route(c, r, &a, cmd)) == -1)
-        goto done;
-    if (owner >= 0)
-        goto forward;
-    if (cmd->flags & CMD_MOVABLEKEYS) {
-        if ((k = movable_keys(c, r, &a, cmd, &ks)) < 0)
-            goto reply;
-        if (k == 0) {
-            client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
-            goto reply;
-        }
-    } else if (cmd->first > 0) {
-        ks.first = (uint32_t)cmd->first;
-        ks.last = cmd->last < 0 ? a.argc + (uint32_t)cmd->last : (uint32_t)cmd->last;
-        ks.step = cmd->step > 0 ? (uint32_t)cmd->step : 1;
-    } else {
-        client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
-                           "names no key to route by", cmd->name);
-        goto reply;
+    /* In a transaction every key must be on its server: nothing is split. */
+    if (!c->multi && (owner = frag_route(c, r, &a, cmd)) != -2) {
+        if (owner >= 0)
+            goto forward;
+        goto done;                          /* split and sent, or refused */
     }
-    if ((owner = owner_of_keys(c, r, &a, &ks)) < 0)
-        goto reply;
+    if ((owner = route_owner(c, r, &a, cmd)) < 0)
+        goto done;
 
 forward:
-    args_request(&a, &r->out);
-    backend_send(pool_backend(c->pool, (uint32_t)owner, c), r);
+    if (c->multi || (cmd->flags & CMD_BLOCKING))
+        pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
+    else {
+        args_request(&a, &r->out);
+        backend_send(pool_backend(c->pool, (uint32_t)owner, c), r);
+    }
     goto done;
 
 reply:
-    c->pool->errors++;
-    req_done(r);
+    refused(c, r);
 done:
     args_release(&a);
 }

@@ -254,6 +254,17 @@ def t_exit_clean(px):
     return ""
 
 
+def until(what, fn, timeout=6.0):
+    """Poll fn until it returns true; its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > deadline:
+            expect(v, "%s: not within %.0f s" % (what, timeout))
+            return v
+        time.sleep(0.05)
+
+
 # ---- raw RESP ----------------------------------------------------------------------
 
 def enc(*args):

@@ -10,16 +10,24 @@ direct redis-server holding the same data, and compares the replies:
   LOAD (the same SHA1), SCRIPT EXISTS (1 only where every server has it),
   SCRIPT FLUSH/KILL, FLUSHDB, CONFIG SET/GET, FUNCTION LOAD/LIST/DELETE;
 - admin_commands: without it the admin ones are refused and change
-  nothing; a backend that is down turns the merged reply into its error.
+  nothing; a backend that is down turns the merged reply into its error;
+- transactions: MULTI/EXEC/DISCARD/WATCH replies byte for byte as a direct
+  server's, keys on two servers give -CROSSSLOT then -EXECABORT and write
+  nothing, a WATCHed key changed by another client aborts EXEC;
+- blocking commands (BLPOP, BZPOPMIN, BLMOVE, BLMPOP, XREAD BLOCK) answer
+  as a direct server's; 100 clients blocked in BLPOP do not stall 100
+  others' GET/SET; a client that leaves mid-transaction or mid-BLPOP
+  leaves no state, no connection, and takes no element pushed later.
 
 Run: /usr/bin/python3 tests/integration/test_multikey.py --shardis build/shardis
 """
 import sys
+import time
 
 import redis
 
 import harness
-from harness import RedisServer, Shardis, check, expect, expect_eq
+from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, until
 
 LIB = "#!lua name=shardislib\nredis.register_function('hello', function() return 'hi' end)"
 
@@ -156,6 +164,173 @@ def t_backend_down(px, backends):
     return got
 
 
+# ---- transactions --------------------------------------------------------------------
+
+def raw_session(port, *cmds):
+    """Send cmds on one connection; their replies as exact bytes."""
+    c = harness.Raw(port)
+    try:
+        c.send(b"".join(harness.enc(*cmd) for cmd in cmds))
+        return [c.reply() for _ in cmds]
+    finally:
+        c.close()
+
+
+TX_SAME = [("MULTI",), ("SET", "{t}a", "1"), ("INCR", "{t}b"), ("LPUSH", "{t}l", "x", "y"),
+           ("MGET", "{t}a", "{t}b"), ("INCR", "{t}a"), ("EXEC",), ("GET", "{t}a")]
+TX_ERRORS = [("EXEC",), ("DISCARD",), ("MULTI",), ("MULTI",), ("EXEC",), ("MULTI",),
+             ("GET",), ("SET", "{t}x", "1"), ("EXEC",), ("GET", "{t}x"), ("MULTI",),
+             ("SET", "{t}y", "1"), ("DISCARD",), ("GET", "{t}y"), ("MULTI",),
+             ("WATCH", "{t}a"), ("DISCARD",), ("UNWATCH",)]
+
+
+def t_multi_exec(px, direct):
+    for name, cmds in (("same server", TX_SAME), ("errors", TX_ERRORS)):
+        direct.client.flushall()
+        want = raw_session(direct.port, *cmds)
+        for k in ("{t}a", "{t}b", "{t}l", "{t}x", "{t}y"):
+            px.client.delete(k)
+        expect_eq(raw_session(px.port, *cmds), want, name)
+    # redis-py's transactional pipeline, as applications use it
+    pipe = px.client.pipeline(transaction=True)
+    pipe.set("{u}n", 1).incr("{u}n").get("{u}n")
+    expect_eq(pipe.execute(), [True, 2, b"2"], "redis-py transaction")
+    return "replies byte for byte as a direct redis-server's"
+
+
+def t_multi_crossslot(px, backends):
+    a, b = px.keys_on("txa:", 0)[0], px.keys_on("txb:", 1)[0]
+    got = raw_session(px.port, ("MULTI",), ("SET", a, "1"), ("SET", b, "2"), ("EXEC",),
+                      ("MULTI",), ("MGET", a, b), ("EXEC",), ("MULTI",), ("PING",), ("EXEC",),
+                      ("MULTI",), ("SHARD.GENKEY",), ("EXEC",))
+    cross = b"-CROSSSLOT Keys in request don't hash to the same node\r\n"
+    abort = b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    expect_eq(got[:4], [b"+OK\r\n", b"+QUEUED\r\n", cross, abort], "SET on two servers")
+    expect_eq(got[4:7], [b"+OK\r\n", cross, abort], "MGET over two servers")
+    expect(got[8].startswith(b"-ERR command 'ping' inside MULTI is not supported") and
+           got[9] == abort, "PING in MULTI: %r" % got[8:10])
+    expect(got[11].startswith(b"-ERR command 'shard.*' inside MULTI") and got[12] == abort,
+           "SHARD.GENKEY in MULTI: %r" % got[11:13])
+    expect(not any(s.client.exists(a) or s.client.exists(b) for s in backends),
+           "an aborted transaction wrote")
+    return "-CROSSSLOT then -EXECABORT, nothing written"
+
+
+def t_watch(px, direct):
+    for target in (px, direct):
+        w = redis.Redis(harness.HOST, target.port)
+        w.set("{w}k", "0")
+        pipe = w.pipeline(transaction=True)
+        pipe.watch("{w}k")
+        target.client.set("{w}k", "changed")    # another client, in between
+        pipe.multi()
+        pipe.set("{w}k", "mine")
+        try:
+            pipe.execute()
+            raise Fail("EXEC ran although a watched key changed (%s)" % target.name)
+        except redis.WatchError:
+            pass
+        expect_eq(w.get("{w}k"), b"changed", "value after the aborted EXEC")
+        pipe = w.pipeline(transaction=True)
+        pipe.watch("{w}k")
+        pipe.multi()
+        pipe.set("{w}k", "mine")
+        expect_eq(pipe.execute(), [True], "EXEC with nothing changed")
+        w.close()
+    a, b = px.keys_on("wa:", 0)[0], px.keys_on("wb:", 1)[0]
+    c = harness.Raw(px.port)        # one at a time: see README (one dedicated connection)
+    got = [c.cmd(*cmd) for cmd in (("WATCH", a, b), ("WATCH", a), ("WATCH", b), ("UNWATCH",),
+                                   ("WATCH", b), ("UNWATCH",))]
+    c.close()
+    cross = b"-CROSSSLOT Keys in request don't hash to the same node\r\n"
+    expect_eq(got, [cross, b"+OK\r\n", cross, b"+OK\r\n", b"+OK\r\n", b"+OK\r\n"],
+              "WATCH on two servers")
+    return "a change by another client aborts EXEC, as on one redis-server"
+
+
+def backend_clients(backends):
+    return sum(s.client.info("clients")["connected_clients"] for s in backends)
+
+
+def t_client_gone(px, backends):
+    """A client that leaves mid-transaction, mid-WATCH or mid-BLPOP leaves
+    nothing behind: no queued write is run, no connection stays, and a
+    later push is not taken by the BLPOP that waited."""
+    base = backend_clients(backends)
+    k = px.keys_on("gone:", 2)[0]
+    c = harness.Raw(px.port)
+    c.send(harness.enc("MULTI") + harness.enc("SET", k, "x") + harness.enc("WATCH", k))
+    c.reply(), c.reply(), c.reply()
+    c.close()
+    w = harness.Raw(px.port)
+    w.cmd("WATCH", k)
+    w.close()
+    blocked = []
+    for i in range(5):
+        b = harness.Raw(px.port)
+        b.send(harness.enc("BLPOP", "{gone}list", "0"))
+        blocked.append(b)
+    time.sleep(0.3)
+    for b in blocked:
+        b.close()
+    time.sleep(0.3)
+    px.client.rpush("{gone}list", "kept")
+    expect_eq(px.client.lrange("{gone}list", 0, -1), [b"kept"],
+              "the pushed element (a gone client's BLPOP must not take it)")
+    expect(not backends[2].client.exists(k), "a gone client's transaction ran")
+    until("dedicated connections closed", lambda: backend_clients(backends) <= base + 1)
+    return "%d backend connections before, %d after" % (base, backend_clients(backends))
+
+
+# ---- blocking commands -------------------------------------------------------------------
+
+def t_blocking_replies(px, direct):
+    for target in (px, direct):
+        target.client.delete("{b}l", "{b}z", "{b}s", "{b}dst")
+    cmds = [("RPUSH", "{b}l", "a", "b"), ("BLPOP", "{b}l", "1"), ("BRPOP", "{b}l", "1"),
+            ("BLPOP", "{b}l", "0.1"), ("ZADD", "{b}z", "1", "m"), ("BZPOPMIN", "{b}z", "1"),
+            ("RPUSH", "{b}l", "c"), ("BLMOVE", "{b}l", "{b}dst", "LEFT", "RIGHT", "1"),
+            ("BLMPOP", "0.1", "2", "{b}l", "{b}dst", "LEFT"), ("XADD", "{b}s", "1-1", "f", "v"),
+            ("XREAD", "BLOCK", "100", "STREAMS", "{b}s", "0"),
+            ("XREAD", "BLOCK", "100", "STREAMS", "{b}s", "$"), ("XREAD", "STREAMS", "{b}s"),
+            ("GET", "{b}x")]
+    expect_eq(raw_session(px.port, *cmds), raw_session(direct.port, *cmds), "blocking family")
+    return "%d commands answered as by a direct redis-server" % len(cmds)
+
+
+def t_blocked_do_not_stall(px, n_blocked=100, n_busy=100):
+    """100 clients blocked in BLPOP (no timeout) while 100 others pipeline
+    GET/SET: every GET/SET is answered at once, then every BLPOP gets its
+    own element."""
+    blocked = []
+    for i in range(n_blocked):
+        b = harness.Raw(px.port, timeout=10)
+        b.send(harness.enc("BLPOP", "{q%d}" % i, "0"))
+        blocked.append(b)
+    time.sleep(0.3)
+    lat = []
+    busy = [harness.Raw(px.port, timeout=10) for _ in range(n_busy)]
+    for rnd in range(5):
+        t0 = time.monotonic()
+        for j, c in enumerate(busy):
+            c.send(harness.enc("SET", "busy:%d" % j, rnd) + harness.enc("GET", "busy:%d" % j))
+        for j, c in enumerate(busy):
+            expect_eq((c.reply(), c.reply()), (b"+OK\r\n", b"$1\r\n%d\r\n" % rnd), "busy %d" % j)
+        lat.append(time.monotonic() - t0)
+    for c in busy:
+        c.close()
+    for i in range(n_blocked):
+        px.client.rpush("{q%d}" % i, "item%d" % i)
+    for i, b in enumerate(blocked):
+        got = b.reply()
+        want = b"*2\r\n$%d\r\n{q%d}\r\n$%d\r\nitem%d\r\n" % (
+            len(b"{q%d}" % i), i, len(b"item%d" % i), i)
+        expect_eq(got, want, "BLPOP of client %d" % i)
+        b.close()
+    return "with %d clients blocked, rounds of %d SET+GET took %s ms" % (
+        n_blocked, n_busy, "/".join("%.0f" % (x * 1000) for x in lat))
+
+
 def body():
     R = [RedisServer("redis%d" % (i + 1)) for i in range(3)]
     direct = RedisServer("direct")
@@ -167,6 +342,12 @@ def body():
     check("script_load_exists_flush_kill", t_scripts, px, admin, direct, R)
     check("config_and_functions_admin", t_config_functions, admin, px, direct, R)
     check("flushdb_admin_only", t_flush, px, admin, direct)
+    check("multi_exec_like_redis", t_multi_exec, px, direct)
+    check("multi_crossslot_aborts", t_multi_crossslot, px, R)
+    check("watch_like_redis", t_watch, px, direct)
+    check("client_gone_leaves_nothing", t_client_gone, px, R)
+    check("blocking_commands_like_redis", t_blocking_replies, px, direct)
+    check("blocked_clients_do_not_stall_others", t_blocked_do_not_stall, px)
     check("fanout_backend_down", t_backend_down, px, R)
     for p in (px, admin):
         check("exit_clean_" + p.name, harness.t_exit_clean, p)

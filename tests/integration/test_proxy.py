@@ -55,7 +55,7 @@ import redis
 import harness
 from harness import (HOST, Fail, Raw, RedisServer, Shardis, array, bulk, check, enc, expect,
                      expect_eq, one_reply, parse, reply_then_eof, rss, short, silent_open,
-                     stop, t_exit_clean)
+                     stop, t_exit_clean, until)
 
 
 # ---- 1. placement ------------------------------------------------------------------
@@ -879,17 +879,6 @@ def t_backend_hang(hpx, hbackends):
 
 def node_states(px):
     return {e[0]: e[5] for e in px.client.execute_command("SHARD.NODES")}
-
-
-def until(what, fn, timeout=6.0):
-    """Poll fn until it returns true; its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > deadline:
-            expect(v, "%s: not within %.0f s" % (what, timeout))
-            return v
-        time.sleep(0.05)
 
 
 def t_eject(E):

@@ -1,0 +1,271 @@
+/* pin.c -- transactions, WATCH and blocking commands: the commands whose
+ * state lives on one connection to one server.
+ *
+ * While such state lasts, a client is pinned to a dedicated connection
+ * (backend_acquire) to the server that holds it:
+ *
+ *   MULTI      is answered here: no server is known yet. The transaction's
+ *              first keyed command picks the server, and MULTI goes there
+ *              just ahead of it. Every later command must have all its keys
+ *              on that server; one that does not gets -CROSSSLOT and the
+ *              transaction aborts at EXEC (-EXECABORT), as in Redis Cluster.
+ *              Commands without keys cannot be queued anywhere, so they are
+ *              refused the same way. Errors shardis answers while queuing
+ *              (unknown command, arity) abort it too, as in Redis.
+ *   WATCH      picks the server (its keys must share one) for the
+ *              transaction that follows; its MULTI goes there at once.
+ *   EXEC, DISCARD, UNWATCH
+ *              end the state; the connection goes back as a spare.
+ *   blocking   BLPOP and the like run on the client's dedicated connection,
+ *              so the shared pipelined ones never wait behind them; several
+ *              from one client wait in order there, as on one Redis
+ *              connection, and must be for the same server.
+ *
+ * A client that goes away releases its connection dirty: it is closed, so
+ * its transaction, WATCH or waiting pop ends with it and takes nothing. */
+#include <string.h>
+
+#include "proxy/cmd.h"
+#include "proxy/core.h"
+
+#define MULTI_REQUEST   "*1\r\n$5\r\nMULTI\r\n"
+#define DISCARD_REQUEST "*1\r\n$7\r\nDISCARD\r\n"
+#define UNWATCH_REQUEST "*1\r\n$7\r\nUNWATCH\r\n"
+
+/* Whether a request of c before r is still unanswered. */
+static bool earlier_pending(struct client *c, const struct req *r)
+{
+    for (struct req *x = TAILQ_FIRST(&c->reqs); x != NULL && x != r; x = TAILQ_NEXT(x, cq))
+        if (!x->done)
+            return true;
+    return false;
+}
+
+/* c's dedicated connection to server for r: the one it has, or a new one;
+ * NULL if it is pinned to another server. A new one is held until c's
+ * earlier requests are answered: they went over shared connections, and
+ * r must not overtake them. */
+static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
+{
+    if (c->pin == NULL) {
+        c->pin = backend_acquire(c->pool, server, c);
+        c->pin->held = earlier_pending(c, r);
+    }
+    return c->pin->server == server ? c->pin : NULL;
+}
+
+void pin_unhold(struct client *c)
+{
+    struct req *x;
+
+    TAILQ_FOREACH(x, &c->reqs, cq)
+        if (x->backend == c->pin)
+            break;                  /* the first request on it */
+    if (x != NULL && earlier_pending(c, x))
+        return;
+    c->pin->held = 0;
+    proxy_mark_backend(c->pin);
+}
+
+static void forward(struct client *c, struct req *r, struct args *a)
+{
+    args_request(a, &r->out);
+    backend_send(c->pin, r);
+}
+
+/* A request of the proxy's own on c's connection, whose reply nobody
+ * reads (the MULTI ahead of a transaction, a DISCARD after an abort). */
+static void send_quiet(struct client *c, const char *request)
+{
+    struct req *r = req_get();
+
+    client_append(c, &r->out, request, strlen(request));
+    backend_send(c->pin, r);
+}
+
+static void reply(struct client *c, struct req *r, const char *s)
+{
+    client_reply(c, r, s, strlen(s));
+    req_done(r);
+}
+
+static void reply_crossslot(struct client *c, struct req *r)
+{
+    client_reply_error(c, r, "CROSSSLOT Keys in request don't hash to the same node");
+    req_done(r);
+}
+
+void pin_check(struct client *c)
+{
+    if (c->pin != NULL && !c->multi && !c->watching && backend_idle(c->pin)) {
+        backend_release(c->pin, true);
+        c->pin = NULL;
+    }
+}
+
+void pin_client_gone(struct client *c)
+{
+    if (c->pin != NULL) {
+        backend_release(c->pin, false);
+        c->pin = NULL;
+    }
+}
+
+/* ---- MULTI, EXEC, DISCARD, WATCH, UNWATCH ------------------------------------------ */
+
+static void tx_multi(struct client *c, struct req *r, struct args *a)
+{
+    if (c->multi) {
+        client_reply_error(c, r, "ERR MULTI calls can not be nested");
+        req_done(r);
+        return;
+    }
+    c->multi = 1;
+    c->tx_abort = 0;
+    if (c->pin == NULL) {
+        reply(c, r, "+OK\r\n");
+        return;
+    }
+    c->tx_started = 1;              /* WATCH chose the server */
+    forward(c, r, a);
+}
+
+static void tx_exec(struct client *c, struct req *r, struct args *a)
+{
+    if (!c->multi) {
+        client_reply_error(c, r, "ERR EXEC without MULTI");
+        req_done(r);
+        return;
+    }
+    c->multi = 0;
+    if (c->tx_abort) {
+        if (c->pin != NULL)
+            send_quiet(c, c->tx_started ? DISCARD_REQUEST : UNWATCH_REQUEST);
+        c->tx_started = c->watching = c->tx_abort = 0;
+        client_reply_error(c, r, "EXECABORT Transaction discarded because of previous errors.");
+        req_done(r);
+        return;
+    }
+    if (!c->tx_started) {           /* nothing was queued anywhere */
+        reply(c, r, "*0\r\n");
+        return;
+    }
+    c->tx_started = c->watching = 0;
+    forward(c, r, a);
+}
+
+static void tx_discard(struct client *c, struct req *r, struct args *a)
+{
+    if (!c->multi) {
+        client_reply_error(c, r, "ERR DISCARD without MULTI");
+        req_done(r);
+        return;
+    }
+    c->multi = c->tx_abort = 0;
+    if (c->tx_started) {
+        c->tx_started = c->watching = 0;
+        forward(c, r, a);
+        return;
+    }
+    if (c->watching)                /* DISCARD unwatches, as in Redis */
+        send_quiet(c, UNWATCH_REQUEST);
+    c->watching = 0;
+    reply(c, r, "+OK\r\n");
+}
+
+static void tx_watch(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    int owner;
+
+    if (c->multi) {
+        client_reply_error(c, r, "ERR WATCH inside MULTI is not allowed");
+        req_done(r);
+        return;
+    }
+    if ((owner = route_owner(c, r, a, cmd)) < 0)
+        return;                     /* -CROSSSLOT was sent */
+    if (pin_to(c, r, (uint32_t)owner) == NULL) {
+        reply_crossslot(c, r);      /* watching keys of another server */
+        return;
+    }
+    c->watching = 1;
+    forward(c, r, a);
+}
+
+static void tx_unwatch(struct client *c, struct req *r, struct args *a)
+{
+    if (c->multi && !c->tx_started) {
+        /* Nowhere to queue it: no key has picked the server yet. */
+        client_reply_error(c, r, "ERR UNWATCH in a transaction without a key yet is not "
+                           "supported by shardis");
+        c->tx_abort = 1;
+        req_done(r);
+        return;
+    }
+    if (c->multi || c->watching) {
+        c->watching = c->multi;     /* queued in MULTI: EXEC will end it */
+        forward(c, r, a);
+        return;
+    }
+    reply(c, r, "+OK\r\n");
+}
+
+int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    const char *n;
+
+    /* MULTI, EXEC, DISCARD, WATCH and UNWATCH all have the noscript flag:
+     * a cheap test before the names. */
+    if (cmd != NULL && (cmd->flags & CMD_NOSCRIPT)) {
+        n = cmd->name;
+        if (!strcmp(n, "multi"))
+            return tx_multi(c, r, a), 1;
+        if (!strcmp(n, "exec"))
+            return tx_exec(c, r, a), 1;
+        if (!strcmp(n, "discard"))
+            return tx_discard(c, r, a), 1;
+        if (!strcmp(n, "watch"))
+            return tx_watch(c, r, a, cmd), 1;
+        if (!strcmp(n, "unwatch"))
+            return tx_unwatch(c, r, a), 1;
+    }
+    if (!c->multi || (cmd != NULL && (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))
+        return 0;
+    /* In MULTI without keys: shardis's own commands and every keyless one
+     * would run here or everywhere, not in the transaction. */
+    client_reply_error(c, r, "ERR command '%s' inside MULTI is not supported by shardis: "
+                       "a transaction runs on the server of its keys",
+                       cmd != NULL ? cmd->name : "shard.*");
+    c->tx_abort = 1;
+    req_done(r);
+    return 1;
+}
+
+/* ---- forwarding ---------------------------------------------------------------------- */
+
+void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking)
+{
+    if (c->multi && !c->tx_started) {
+        if (pin_to(c, r, server) == NULL) {
+            c->tx_abort = 1;
+            reply_crossslot(c, r);
+            return;
+        }
+        send_quiet(c, MULTI_REQUEST);
+        c->tx_started = 1;
+    } else if (pin_to(c, r, server) == NULL) {
+        if (c->multi)
+            c->tx_abort = 1;
+        if (c->multi || c->watching)
+            reply_crossslot(c, r);
+        else {
+            client_reply_error(c, r, "ERR a client's blocking commands run one server at a "
+                               "time in shardis: this one waits on another server");
+            req_done(r);
+        }
+        return;
+    }
+    forward(c, r, a);
+    if (blocking && !c->multi)
+        r->deadline = 0;            /* it may wait as long as it asked to */
+}
