@@ -188,6 +188,8 @@ static void backend_fail(struct backend *b, const char *reason)
     }
     b->state = BACKEND_FAILED;
     backend_abort(b);
+    if (b->sub && b->owner != NULL)
+        pubsub_failed(b);
 }
 
 /* ---- replies ------------------------------------------------------------------- */
@@ -282,6 +284,12 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             break;
 
         struct req *r = TAILQ_FIRST(&b->pendq);
+        if (b->sub && (r == NULL || !r->internal)) {
+            pubsub_frame(b, b->framed, off);  /* a message, or a confirmation */
+            b->framed = off;
+            resp_rsp_reset(&b->scan);
+            continue;
+        }
         if (r == NULL) {
             backend_fail(b, "reply to no request");
             return;
@@ -572,7 +580,7 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
     p->ndedicated++;
 take:
     b->owner = owner;
-    b->held = 0;
+    b->held = b->sub = 0;
     TAILQ_INSERT_TAIL(&p->dedicated, b, link);
     return b;
 }

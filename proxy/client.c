@@ -75,6 +75,20 @@ void req_pool_trim(void)
     req_nfree = 0;
 }
 
+/* ---- clients' rare state ------------------------------------------------------- */
+
+struct client_rare *client_rare(struct client *c)
+{
+    if (c->rare == NULL)
+        c->rare = xcalloc(1, sizeof(*c->rare));
+    return c->rare;
+}
+
+const char *client_name(const struct client *c)
+{
+    return c->rare != NULL ? c->rare->name : NULL;
+}
+
 /* ---- read streams ------------------------------------------------------------ */
 
 void rstream_buf(struct rstream *s, uv_buf_t *buf)
@@ -450,7 +464,10 @@ static void client_close_cb(uv_handle_t *h)
     resp_req_free(&c->scan);
     if (c->lbuf != NULL)
         mbuf_unref(c->lbuf);
-    free(c->name);
+    if (c->rare != NULL) {
+        free(c->rare->name);
+        free(c->rare);
+    }
     free(c);
 }
 
@@ -466,6 +483,7 @@ void client_close(struct client *c)
     c->pool->nclients--;
     proxy.nclients--;
     pin_client_gone(c);
+    pubsub_client_gone(c);
     uv_close(&c->h.handle, client_close_cb);
 }
 

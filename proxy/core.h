@@ -37,6 +37,7 @@ struct pool;
 struct frag;
 struct req;
 struct genkey_shards;
+struct subs;
 struct cmd;
 
 /* ---- requests ------------------------------------------------------------ */
@@ -73,6 +74,10 @@ struct req {
             uint8_t  array;     /* COUNT given: reply with an array */
             uint8_t  evaled;    /* sent as EVAL after -NOSCRIPT */
         } genkey;
+        struct {                /* pubsub.c: confirmations still to come */
+            uint32_t left;
+            struct req *wait;   /* the client's request waiting for them, or NULL */
+        } sub;
     } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
     unsigned        done:1;     /* rsp is complete */
@@ -120,7 +125,7 @@ struct client {
     TAILQ_HEAD(, req) reqs;     /* requests not yet answered, in order */
     TAILQ_ENTRY(client) dirty;  /* on proxy.dirty_clients */
     struct mbuf     *lbuf;      /* chunk that local replies are written into */
-    char            *name;      /* CLIENT SETNAME */
+    struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
     struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
     uint64_t         id;
     uint32_t         nreqs;     /* in reqs */
@@ -137,9 +142,21 @@ struct client {
     unsigned short   tx_started:1; /* MULTI was sent to the pin */
     unsigned short   tx_abort:1;/* an error while queuing: EXEC aborts */
     unsigned short   watching:1;/* WATCH sent to the pin */
+    unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
+
+/* State that only some clients have, kept out of struct client so that
+ * every client stays small; allocated by client_rare on first use. */
+struct client_rare {
+    char        *name;          /* CLIENT SETNAME, or NULL */
+    struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
+};
+
+struct client_rare *client_rare(struct client *c);
+/* CLIENT SETNAME's name, or NULL. */
+const char *client_name(const struct client *c);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
 /* r's reply is complete in r->rsp: account for it and write when its turn
@@ -190,6 +207,7 @@ struct backend {
     unsigned         closing:1;
     unsigned         dedicated:1; /* one client's (transaction, blocking command) */
     unsigned         spare:1;   /* dedicated, idle, kept for the next client */
+    unsigned         sub:1;     /* dedicated, in subscriber mode (pubsub.c) */
     unsigned         held:1;    /* dedicated: write nothing until the owner's earlier
                                    requests are answered (pin.c) */
     /* stats */
@@ -320,6 +338,16 @@ void pin_check(struct client *c);
 /* One of c's requests was answered: its held connection may start. */
 void pin_unhold(struct client *c);
 void pin_client_gone(struct client *c);
+
+/* Publish and subscribe (pubsub.c). pubsub_route takes PUBLISH, SPUBLISH,
+ * (P|S)SUBSCRIBE and (P|S)UNSUBSCRIBE, and every command of a client in
+ * subscriber mode: 1 if it did. pubsub_frame gets each frame [start, end)
+ * read on a subscriber connection; pubsub_failed is told when one fails,
+ * pubsub_client_gone when its client closes. */
+int pubsub_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+void pubsub_frame(struct backend *b, uint64_t start, uint64_t end);
+void pubsub_failed(struct backend *b);
+void pubsub_client_gone(struct client *c);
 
 /* Multi-key commands split per backend: -2 not a split command, -1
  * handled (split and sent, or an error replied), else the one server that

@@ -210,8 +210,8 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (setname != NULL) {
-        free(c->name);
-        c->name = setname;
+        free(client_rare(c)->name);
+        c->rare->name = setname;
     }
     reply_fmt(c, r, "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$%zu\r\n%s\r\n"
               "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:%llu\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
@@ -255,14 +255,14 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
                                    "or special characters.");
                 return;
             }
-        free(c->name);
-        c->name = len > 0 ? strndup(n, len) : NULL;
+        free(client_rare(c)->name);
+        c->rare->name = len > 0 ? strndup(n, len) : NULL;
         reply_ok(c, r);
     } else if (args_is(a, 1, "getname")) {
-        if (c->name == NULL)
+        if (client_name(c) == NULL)
             client_reply(c, r, "$-1\r\n", 5);
         else
-            reply_str(c, r, c->name);
+            reply_str(c, r, client_name(c));
     } else if (args_is(a, 1, "id")) {
         reply_fmt(c, r, ":%llu\r\n", (unsigned long long)c->id);
     } else if (args_is(a, 1, "setinfo")) {
@@ -279,7 +279,7 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         peer_name(c, peer, sizeof(peer));
         int n = snprintf(line, sizeof(line), "id=%llu addr=%s name=%s db=0 multi=-1 "
                          "cmd=client|info user=default resp=2\n",
-                         (unsigned long long)c->id, peer, c->name ? c->name : "");
+                         (unsigned long long)c->id, peer, client_name(c) ? client_name(c) : "");
         reply_bulk(c, r, line, (size_t)n);
     } else {
         const char *sub = args_get(a, 1, &len);

@@ -388,8 +388,9 @@ void route_request(struct client *c, struct req *r)
     name = args_get(&a, 0, &len);
     cmd = cmd_lookup(name, len);
     if (cmd == NULL) {
-        /* SHARD.*: not in Redis's table, and not for a transaction. */
-        if (len > 6 && !strncasecmp(name, "shard.", 6) && pin_route(c, r, &a, NULL))
+        /* SHARD.*: not in Redis's table, nor for a transaction or a subscriber. */
+        if (len > 6 && !strncasecmp(name, "shard.", 6) &&
+            (pubsub_route(c, r, &a, NULL) || pin_route(c, r, &a, NULL)))
             goto done;
         if (local_exec(c, r, &a))
             goto done;
@@ -421,8 +422,8 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "NOAUTH Authentication required.");
         goto reply;
     }
-    if (pin_route(c, r, &a, cmd))           /* MULTI ... EXEC, WATCH */
-        goto done;
+    if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
+        goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
     if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
         /* Keyless: answered here, by every server, or refused below. */
         if (local_exec(c, r, &a) || every_server(c, r, &a, cmd))

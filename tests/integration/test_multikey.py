@@ -17,10 +17,18 @@ direct redis-server holding the same data, and compares the replies:
 - blocking commands (BLPOP, BZPOPMIN, BLMOVE, BLMPOP, XREAD BLOCK) answer
   as a direct server's; 100 clients blocked in BLPOP do not stall 100
   others' GET/SET; a client that leaves mid-transaction or mid-BLPOP
-  leaves no state, no connection, and takes no element pushed later.
+  leaves no state, no connection, and takes no element pushed later;
+- pub/sub: subscriber mode answers byte for byte as a direct server's;
+  3,000 messages (up to 100 KB, RESP lookalikes inside) to channels on
+  every server reach redis-py subscribers exactly once, whole and in
+  order, as message and as pmessage; redis-cli subscribes too; a
+  subscriber that leaves closes its connections, and one whose server
+  fails is closed so that it subscribes again.
 
 Run: /usr/bin/python3 tests/integration/test_multikey.py --shardis build/shardis
 """
+import os
+import random
 import sys
 import time
 
@@ -331,6 +339,108 @@ def t_blocked_do_not_stall(px, n_blocked=100, n_busy=100):
         n_blocked, n_busy, "/".join("%.0f" % (x * 1000) for x in lat))
 
 
+# ---- pub/sub ---------------------------------------------------------------------------
+
+PUBSUB_SEQ = [("SUBSCRIBE", "x", "y", "x"), ("GET", "x"), ("PING",), ("PING", "hi"),
+              ("PSUBSCRIBE", "p*"), ("SSUBSCRIBE", "sh"), ("UNSUBSCRIBE", "nope"),
+              ("UNSUBSCRIBE", "x", "y"), ("PUNSUBSCRIBE",), ("SUNSUBSCRIBE",), ("UNSUBSCRIBE",),
+              ("PING",), ("SHARD.WHEREIS", "x")]
+
+
+def t_pubsub_like_redis(px, direct):
+    got = raw_session(px.port, *PUBSUB_SEQ)
+    want = raw_session(direct.port, *PUBSUB_SEQ[:-1])
+    expect_eq(got[:-1], want, "subscriber mode")
+    return "%d commands in and out of subscriber mode, byte for byte" % len(want)
+
+
+def t_pubsub_across_servers(px, direct, backends):
+    """Channels on every server and a pattern matching them all, through
+    redis-py subscribers; 3,000 messages of up to 100 KB from publishers on
+    other connections arrive exactly once, whole and in order per channel,
+    and PUBLISH counts receivers as a direct server does."""
+    chans = [px.keys_on("chan:", i)[0].decode() for i in range(len(backends))]
+    subs = []
+    for target in (px, direct):
+        ps = redis.Redis(harness.HOST, target.port).pubsub()
+        ps.subscribe(*chans)
+        ps.psubscribe("chan:*")
+        for _ in range(len(chans) + 1):
+            expect(ps.get_message(timeout=5) is not None, "subscribe confirmation")
+        subs.append(ps)
+    rnd = random.Random(7)
+    sent = []
+    for i in range(3000):
+        ch = rnd.choice(chans)
+        data = (b"%d:" % i) + bytes(rnd.getrandbits(8) for _ in range(rnd.choice([0, 5, 300])))
+        if i % 500 == 0:
+            data += b"\r\n*3\r\n$7\r\nmessage\r\n" * 4000       # ~100 KB of RESP lookalike
+        sent.append((ch, data))
+    pub_px, pub_direct = px.client, direct.client
+    for ch, data in sent:
+        expect_eq(pub_px.publish(ch, data), pub_direct.publish(ch, data), "PUBLISH %s count" % ch)
+    for target, ps in zip(("shardis", "direct"), subs):
+        got = {"message": [], "pmessage": []}
+        deadline = time.monotonic() + 20
+        while sum(map(len, got.values())) < 2 * len(sent):
+            m = ps.get_message(timeout=1)
+            expect(time.monotonic() < deadline, "%s: %d of %d messages" % (
+                target, sum(map(len, got.values())), 2 * len(sent)))
+            if m is not None:
+                got[m["type"]].append((m["channel"].decode(), m["data"]))
+        for kind in got:
+            for ch in chans:
+                want = [d for c, d in sent if c == ch]
+                have = [d for c, d in got[kind] if c == ch]
+                expect(have == want, "%s %s on %s: %d of %d, in order: %s" % (
+                    target, kind, ch, len(have), len(want), have == want[:len(have)]))
+        ps.close()
+    return "%d messages over %d servers, each once as message and once as pmessage" % (
+        len(sent), len(chans))
+
+
+def t_pubsub_redis_cli(px, backends):
+    chans = [px.keys_on("cli:", i)[0].decode() for i in range(len(backends))]
+    out_path = os.path.join(harness.TMP, "cli-sub.out")
+    p = harness.start([harness.ARGS.redis_cli, "-h", harness.HOST, "-p", str(px.port),
+                       "SUBSCRIBE"] + chans, out_path)
+    try:
+        until("redis-cli subscribed on every server", lambda: sum(
+            s.client.execute_command("PUBSUB", "NUMSUB", ch)[1]
+            for s in backends for ch in chans) == len(chans))
+        for ch in chans:
+            px.client.publish(ch, "hi " + ch)
+        until("redis-cli printed the messages",
+              lambda: open(out_path).read().count("hi ") == len(chans))
+    finally:
+        harness.stop(p)
+    text = open(out_path).read().split()
+    for ch in chans:
+        expect(text.count(ch) >= 2, "redis-cli output: %r" % text)
+    return "redis-cli got a message from each of %d servers" % len(chans)
+
+
+def t_subscriber_gone(px, backends):
+    base = backend_clients(backends)
+    c = harness.Raw(px.port)
+    c.send(harness.enc("SUBSCRIBE", "g1", "g2") + harness.enc("PSUBSCRIBE", "g*"))
+    for _ in range(3):
+        c.reply()
+    expect(backend_clients(backends) > base, "no subscriber connections were made")
+    c.close()
+    until("subscriber connections closed", lambda: backend_clients(backends) <= base)
+    c = harness.Raw(px.port)
+    c.cmd("SUBSCRIBE", px.keys_on("dead:", 1)[0])
+    backends[1].kill()
+    try:
+        out, eof = c.rest_until_eof(5)
+        expect(eof, "the subscriber was not told its server went away")
+    finally:
+        c.close()
+        backends[1].launch()
+    return "connections closed with their subscriber; a failed server closes its subscribers"
+
+
 def body():
     R = [RedisServer("redis%d" % (i + 1)) for i in range(3)]
     direct = RedisServer("direct")
@@ -348,6 +458,10 @@ def body():
     check("client_gone_leaves_nothing", t_client_gone, px, R)
     check("blocking_commands_like_redis", t_blocking_replies, px, direct)
     check("blocked_clients_do_not_stall_others", t_blocked_do_not_stall, px)
+    check("pubsub_like_redis", t_pubsub_like_redis, px, direct)
+    check("pubsub_across_servers", t_pubsub_across_servers, px, direct, R)
+    check("pubsub_redis_cli", t_pubsub_redis_cli, px, R)
+    check("pubsub_subscriber_gone", t_subscriber_gone, px, R)
     check("fanout_backend_down", t_backend_down, px, R)
     for p in (px, admin):
         check("exit_clean_" + p.name, harness.t_exit_clean, p)

@@ -1,0 +1,430 @@
+/* pubsub.c -- publish and subscribe across the servers.
+ *
+ * PUBLISH and SPUBLISH go to the server that owns the channel's name on the
+ * ring (the hash tag applies), like a key. A subscriber needs connections
+ * of its own in subscriber mode, at most one to each server (dedicated
+ * connections, backend_acquire): SUBSCRIBE and SSUBSCRIBE go to the
+ * channel's owner, PSUBSCRIBE to every server, since a pattern may match a
+ * channel anywhere; a message is published on one server only, so it
+ * arrives once.
+ *
+ * Replies are shardis's own, counted over all the client's subscriptions
+ * as redis-server counts (channels and patterns together, shard channels
+ * apart), and sent once every server involved has confirmed, so no
+ * message published after the client saw "subscribe" can be missed.
+ * Unsubscribing answers at once, and from then on messages still in
+ * flight for that name are dropped. Messages are relayed whole, as the
+ * server's own bytes, so frames from several servers never interleave.
+ * A subscriber connection that fails closes its client: its
+ * subscriptions there are gone, and a client reconnects to restore them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/cmd.h"
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/util.h"
+
+enum sub_kind { SUB_CHANNEL, SUB_PATTERN, SUB_SHARD };
+
+static const char *const sub_verb[] = {"subscribe", "psubscribe", "ssubscribe"};
+static const char *const unsub_verb[] = {"unsubscribe", "punsubscribe", "sunsubscribe"};
+
+struct sub_name {
+    char    *name;
+    uint32_t len;
+    uint8_t  kind;              /* enum sub_kind */
+};
+
+/* A subscriber's state. Names are few per client: a list is enough. */
+struct subs {
+    struct backend **conns;     /* [nservers]: subscriber connections, or NULL */
+    struct sub_name *names;
+    uint32_t         n, cap;
+    uint32_t         count[3];  /* names of each kind */
+};
+
+static struct subs *subs_of(struct client *c)
+{
+    struct client_rare *rare = client_rare(c);
+
+    if (rare->subs == NULL) {
+        rare->subs = xcalloc(1, sizeof(*rare->subs));
+        rare->subs->conns = xcalloc(c->pool->nservers, sizeof(*rare->subs->conns));
+    }
+    return rare->subs;
+}
+
+static int find(const struct subs *s, int kind, const char *name, size_t len)
+{
+    for (uint32_t i = 0; s != NULL && i < s->n; i++)
+        if (s->names[i].kind == kind && s->names[i].len == len &&
+            memcmp(s->names[i].name, name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* The count redis-server reports after a (un)subscription of this kind. */
+static uint32_t reported(const struct subs *s, int kind)
+{
+    if (s == NULL)
+        return 0;
+    return kind == SUB_SHARD ? s->count[SUB_SHARD] : s->count[SUB_CHANNEL] + s->count[SUB_PATTERN];
+}
+
+/* "*3\r\n$<n>\r\n<verb>\r\n$<len>\r\n<name>\r\n:<count>\r\n" (name NULL: nil). */
+static void reply_frame(struct client *c, struct req *r, const char *verb, const char *name,
+                        size_t len, uint32_t count)
+{
+    char buf[64];
+
+    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*3\r\n$%zu\r\n%s\r\n",
+                                              strlen(verb), verb));
+    if (name == NULL) {
+        client_reply(c, r, "$-1\r\n", 5);
+    } else {
+        client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "$%zu\r\n", len));
+        client_reply(c, r, name, len);
+        client_reply(c, r, "\r\n", 2);
+    }
+    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%u\r\n", count));
+}
+
+static struct backend *conn(struct client *c, uint32_t server)
+{
+    struct subs *s = subs_of(c);
+
+    if (s->conns[server] == NULL) {
+        s->conns[server] = backend_acquire(c->pool, server, c);
+        s->conns[server]->sub = 1;
+    }
+    return s->conns[server];
+}
+
+/* Send verb and the names args[first..] whose server is server (every
+ * name, for a pattern) to that server; wait (the client's r) for its
+ * confirmations, or not (r NULL). */
+static void send_names(struct client *c, struct req *r, struct args *a, uint32_t first,
+                       const char *verb, uint32_t server, const uint32_t *owner)
+{
+    struct req *q = req_get();
+    char hdr[32];
+    uint32_t n = 0;
+
+    for (uint32_t i = first; i < a->argc; i++)
+        n += owner == NULL || owner[i] == server;
+    if (n == 0) {
+        req_maybe_free(q);
+        return;
+    }
+    client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr), "*%u\r\n$%zu\r\n",
+                                                      n + 1, strlen(verb)));
+    client_append(c, &q->out, verb, strlen(verb));
+    client_append(c, &q->out, "\r\n", 2);
+    for (uint32_t i = first; i < a->argc; i++) {
+        if (owner != NULL && owner[i] != server)
+            continue;
+        size_t len;
+        const char *name = args_get(a, i, &len);
+        client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", len));
+        client_append(c, &q->out, name, len);
+        client_append(c, &q->out, "\r\n", 2);
+    }
+    q->u.sub.left = n;              /* a confirmation for each name */
+    q->u.sub.wait = r;
+    if (r != NULL)
+        r->u.sub.left++;
+    backend_send(conn(c, server), q);
+}
+
+/* ---- (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE ------------------------------------------------ */
+
+static void subscribe(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+                      int kind)
+{
+    struct pool *p = c->pool;
+    uint32_t *owner = NULL;
+    struct subs *s;
+
+    if (c->multi || c->pin != NULL) {
+        client_reply_error(c, r, "ERR %s inside a transaction, or with WATCH or a blocking "
+                           "command waiting, is not supported by shardis", sub_verb[kind]);
+        c->tx_abort = c->multi;
+        req_done(r);
+        return;
+    }
+    /* SSUBSCRIBE's channels, like a command's keys, must share a server. */
+    if (kind == SUB_SHARD && route_owner(c, r, a, cmd) < 0)
+        return;
+    if (kind != SUB_PATTERN) {
+        owner = xmalloc(a->argc * sizeof(*owner));
+        for (uint32_t i = 1; i < a->argc; i++) {
+            size_t len;
+            const char *name = args_get(a, i, &len);
+            owner[i] = pool_owner(p, name, len);
+        }
+    }
+    s = subs_of(c);
+    for (uint32_t i = 1; i < a->argc; i++) {
+        size_t len;
+        const char *name = args_get(a, i, &len);
+        if (find(s, kind, name, len) < 0) {
+            if (s->n == s->cap) {
+                s->cap = s->cap ? 2 * s->cap : 8;
+                s->names = xrealloc(s->names, s->cap * sizeof(*s->names));
+            }
+            s->names[s->n].name = xmalloc(len > 0 ? len : 1);
+            memcpy(s->names[s->n].name, name, len);
+            s->names[s->n].len = (uint32_t)len;
+            s->names[s->n++].kind = (uint8_t)kind;
+            s->count[kind]++;
+        }
+        reply_frame(c, r, sub_verb[kind], name, len, reported(s, kind));
+    }
+    c->subscribed = 1;
+    r->u.sub.left = 0;
+    for (uint32_t server = 0; server < p->nservers; server++)
+        send_names(c, r, a, 1, sub_verb[kind], server, owner);
+    free(owner);
+}
+
+static void unsubscribe(struct client *c, struct req *r, struct args *a, int kind)
+{
+    struct pool *p = c->pool;
+    struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
+    bool all = a->argc == 1, any = false;
+
+    /* What to drop: the names given, or every name of this kind. Each is
+     * answered now and told to its server without waiting. */
+    for (uint32_t i = 1, k = 0; all ? s != NULL && k < s->n : i < a->argc; ) {
+        size_t len;
+        const char *name;
+        int at;
+
+        if (all) {
+            if (s->names[k].kind != kind) {
+                k++;
+                continue;
+            }
+            at = (int)k;
+            name = s->names[k].name;
+            len = s->names[k].len;
+        } else {
+            name = args_get(a, i++, &len);
+            at = find(s, kind, name, len);
+        }
+        any = true;
+        if (at < 0) {
+            reply_frame(c, r, unsub_verb[kind], name, len, reported(s, kind));
+            continue;
+        }
+        struct sub_name gone = s->names[at];
+        s->names[at] = s->names[--s->n];    /* order does not matter */
+        s->count[kind]--;
+        reply_frame(c, r, unsub_verb[kind], gone.name, gone.len, reported(s, kind));
+        /* Tell its server (every server, for a pattern). */
+        for (uint32_t server = 0; server < p->nservers; server++) {
+            if (s->conns[server] == NULL || (kind != SUB_PATTERN &&
+                                             pool_owner(p, gone.name, gone.len) != server))
+                continue;
+            struct req *q = req_get();
+            char hdr[32];
+            client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
+                          "*2\r\n$%zu\r\n%s\r\n$%u\r\n", strlen(unsub_verb[kind]),
+                          unsub_verb[kind], gone.len));
+            client_append(c, &q->out, gone.name, gone.len);
+            client_append(c, &q->out, "\r\n", 2);
+            q->u.sub.left = 1;
+            backend_send(s->conns[server], q);
+        }
+        free(gone.name);
+    }
+    if (!any)
+        reply_frame(c, r, unsub_verb[kind], NULL, 0, reported(s, kind));
+    if (s == NULL || s->n == 0)
+        c->subscribed = 0;          /* back to normal commands */
+    req_done(r);
+}
+
+/* ---- routing -------------------------------------------------------------------------- */
+
+int pubsub_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    const char *n;
+
+    if (cmd == NULL || !(cmd->flags & CMD_PUBSUB)) {
+        if (!c->subscribed)
+            return 0;
+        if (cmd != NULL && !strcmp(cmd->name, "ping")) {
+            size_t len = 0;
+            const char *msg = a->argc > 1 ? args_get(a, 1, &len) : "";
+            char hdr[32];
+            client_reply(c, r, "*2\r\n$4\r\npong\r\n", 14);
+            client_reply(c, r, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", len));
+            client_reply(c, r, msg, len);
+            client_reply(c, r, "\r\n", 2);
+            req_done(r);
+            return 1;
+        }
+        if (cmd != NULL && !strcmp(cmd->name, "quit"))
+            return 0;
+        size_t len;
+        const char *name = args_get(a, 0, &len);
+        char lower[65];
+        size_t i;
+        for (i = 0; i < len && i < 64; i++)
+            lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+        lower[i] = '\0';
+        client_reply_error(c, r, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / "
+                           "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                           cmd != NULL ? cmd->name : lower);
+        req_done(r);
+        return 1;
+    }
+    n = cmd->name;
+    if (!strcmp(n, "publish") || !strcmp(n, "spublish")) {
+        if (c->subscribed)
+            return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
+        if (c->multi)
+            return 0;               /* pin.c refuses or queues it */
+        size_t len;
+        const char *channel = args_get(a, 1, &len);
+        args_request(a, &r->out);
+        backend_send(pool_backend(c->pool, pool_owner(c->pool, channel, len), c), r);
+        return 1;
+    }
+    if (!strcmp(n, "subscribe"))
+        subscribe(c, r, a, cmd, SUB_CHANNEL);
+    else if (!strcmp(n, "psubscribe"))
+        subscribe(c, r, a, cmd, SUB_PATTERN);
+    else if (!strcmp(n, "ssubscribe"))
+        subscribe(c, r, a, cmd, SUB_SHARD);
+    else if (!strcmp(n, "unsubscribe"))
+        unsubscribe(c, r, a, SUB_CHANNEL);
+    else if (!strcmp(n, "punsubscribe"))
+        unsubscribe(c, r, a, SUB_PATTERN);
+    else if (!strcmp(n, "sunsubscribe"))
+        unsubscribe(c, r, a, SUB_SHARD);
+    else
+        return 0;                   /* PUBSUB CHANNELS ...: not supported */
+    return 1;
+}
+
+/* ---- frames from subscriber connections --------------------------------------------- */
+
+/* The n-th bulk string of the array frame in text (a prefix of the frame):
+ * its bytes and length, or NULL if text does not hold all of it. */
+static const char *element(const char *text, size_t tlen, int n, size_t *len)
+{
+    const char *p = text, *end = text + tlen;
+
+    if (tlen < 4 || p[0] != '*' || (p = memchr(p, '\n', tlen)) == NULL)
+        return NULL;
+    p++;
+    for (int i = 0; p < end; i++) {
+        char *e;
+        if (*p != '$')
+            return NULL;
+        long l = strtol(p + 1, &e, 10);
+        if (e + 2 > end || l < 0)
+            return NULL;
+        p = e + 2;
+        if (p + l + 2 > end)
+            return NULL;
+        if (i == n) {
+            *len = (size_t)l;
+            return p;
+        }
+        p += l + 2;
+    }
+    return NULL;
+}
+
+void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
+{
+    struct client *c = b->owner;
+    struct msg g = {0};
+    char head[1024], *text = head;
+    size_t tlen = end - start, vlen, nlen;
+    const char *verb, *name;
+    int kind;
+
+    if (c == NULL || c->closing)
+        return;
+    rstream_slice(&b->in, start, end, &g);
+    if (tlen > sizeof(head))
+        text = xmalloc(tlen);       /* a long channel name */
+    msg_copy(&g, 0, tlen, text);
+    verb = element(text, tlen, 0, &vlen);
+    if (verb == NULL)
+        goto drop;
+    /* A confirmation: the oldest request on this connection counts it. */
+    for (kind = 0; kind < 3; kind++)
+        if ((vlen == strlen(sub_verb[kind]) && !memcmp(verb, sub_verb[kind], vlen)) ||
+            (vlen == strlen(unsub_verb[kind]) && !memcmp(verb, unsub_verb[kind], vlen))) {
+            struct req *q = TAILQ_FIRST(&b->pendq);
+            if (q != NULL && --q->u.sub.left == 0) {
+                struct req *r = q->u.sub.wait;
+                TAILQ_REMOVE(&b->pendq, q, pq);
+                q->pending = 0;
+                q->u.sub.wait = NULL;
+                req_maybe_free(q);
+                if (r != NULL && --r->u.sub.left == 0)
+                    req_done(r);
+            }
+            goto drop;
+        }
+    /* A message, for a name the client still has. */
+    if (vlen == 7 && !memcmp(verb, "message", 7))
+        kind = SUB_CHANNEL;
+    else if (vlen == 8 && !memcmp(verb, "pmessage", 8))
+        kind = SUB_PATTERN;
+    else if (vlen == 8 && !memcmp(verb, "smessage", 8))
+        kind = SUB_SHARD;
+    else
+        goto drop;
+    if ((name = element(text, tlen, 1, &nlen)) == NULL ||
+        find(c->rare->subs, kind, name, nlen) < 0)
+        goto drop;
+    struct req *r = req_get();
+    r->client = c;
+    r->rsp = g;
+    TAILQ_INSERT_TAIL(&c->reqs, r, cq);
+    c->nreqs++;
+    req_done(r);
+    if (text != head)
+        free(text);
+    return;
+drop:
+    msg_release(&g);
+    if (text != head)
+        free(text);
+}
+
+void pubsub_failed(struct backend *b)
+{
+    struct client *c = b->owner;
+
+    log_warn("client %llu: its subscriber connection to %s failed (%s); closing it so "
+             "that it subscribes again", (unsigned long long)c->id,
+             ring_server_label(b->pool->ring, b->server), b->reason);
+    client_close(c);
+}
+
+void pubsub_client_gone(struct client *c)
+{
+    struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
+
+    if (s == NULL)
+        return;
+    for (uint32_t i = 0; i < c->pool->nservers; i++)
+        if (s->conns[i] != NULL)
+            backend_release(s->conns[i], false);
+    for (uint32_t i = 0; i < s->n; i++)
+        free(s->names[i].name);
+    free(s->names);
+    free(s->conns);
+    free(s);
+    c->rare->subs = NULL;
+}
