@@ -163,10 +163,12 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
         numkeys_at = 2, style = NK_CARD;
     else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup"))
         return stream_keys(c, r, a, cmd, ks);
-    else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro")) {
+    else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro") || !strcmp(n, "georadius") ||
+             !strcmp(n, "georadiusbymember")) {
+        /* The key, and the destination of STORE (or GEORADIUS's STOREDIST). */
         ks->first = ks->last = ks->step = 1;
         for (uint32_t i = 2; i + 1 < a->argc; i++)
-            if (args_is(a, i, "store"))
+            if (args_is(a, i, "store") || (n[0] == 'g' && args_is(a, i, "storedist")))
                 ks->extra = i + 1;
         return 1;
     } else {

@@ -172,6 +172,78 @@ def t_backend_down(px, backends):
     return got
 
 
+# ---- commands whose keys must share a server ------------------------------------------
+
+def families(k):
+    """One command of each family whose keys must live together; k(name)
+    gives the key to use (all {tagged} together, or spread over servers)."""
+    return [
+        ("RENAME", k("s1"), k("s2")), ("RENAMENX", k("s2"), k("s3")),
+        ("SMOVE", k("set1"), k("set2"), "a"), ("LMOVE", k("l1"), k("l2"), "LEFT", "RIGHT"),
+        ("RPOPLPUSH", k("l2"), k("l1")), ("SINTER", k("set1"), k("set2")),
+        ("SUNIONSTORE", k("set3"), k("set1"), k("set2")), ("SDIFF", k("set1"), k("set2")),
+        ("SINTERCARD", "2", k("set1"), k("set2")),
+        ("ZUNIONSTORE", k("z3"), "2", k("z1"), k("z2")), ("ZINTER", "2", k("z1"), k("z2")),
+        ("ZDIFF", "2", k("z1"), k("z2"), "WITHSCORES"), ("ZRANGESTORE", k("z4"), k("z1"), "0", "-1"),
+        ("PFMERGE", k("hll3"), k("hll1"), k("hll2")), ("PFCOUNT", k("hll1"), k("hll2")),
+        ("BITOP", "OR", k("b3"), k("b1"), k("b2")), ("COPY", k("s3"), k("s4")),
+        ("MSETNX", k("n1"), "1", k("n2"), "2"), ("EXISTS", k("s4"), k("s4"), k("nope")),
+        ("SORT", k("l1"), "ALPHA", "STORE", k("sorted")),
+        ("GEORADIUS", k("geo"), "15", "37", "200", "km", "STORE", k("geo2")),
+        ("XREAD", "COUNT", "2", "STREAMS", k("x1"), k("x2"), "0", "0"),
+        ("EVAL", "return {KEYS[1], redis.call('GET', KEYS[2])}", "2", k("s4"), k("s4")),
+        ("OBJECT", "ENCODING", k("set1")),
+    ]
+
+
+def seed(c, k):
+    c.set(k("s1"), "v")
+    c.sadd(k("set1"), "a", "b", "c")
+    c.sadd(k("set2"), "b", "c", "d")
+    c.rpush(k("l1"), "x", "y")
+    c.zadd(k("z1"), {"a": 1, "b": 2})
+    c.zadd(k("z2"), {"b": 3, "c": 4})
+    c.pfadd(k("hll1"), "a", "b")
+    c.pfadd(k("hll2"), "b", "c")
+    c.set(k("b1"), "ab")
+    c.set(k("b2"), "cd")
+    c.geoadd(k("geo"), (13.361389, 38.115556, "Palermo"))
+    c.xadd(k("x1"), {"f": "1"}, id="1-1")
+    c.xadd(k("x2"), {"f": "2"}, id="1-1")
+
+
+def t_same_server_families(px, direct, backends):
+    tag = lambda name: "{fam}" + name
+    seed(px.client, tag)
+    seed(direct.client, tag)
+    cmds = families(tag)
+    got, want = raw_session(px.port, *cmds), raw_session(direct.port, *cmds)
+    for i, cmd in enumerate(cmds):
+        if cmd[0] in ("SINTER", "SDIFF"):   # a set's order is each server's own
+            got[i], want[i] = sorted(harness.parse(got[i])), sorted(harness.parse(want[i]))
+    expect_eq(got, want, "tagged families")
+    # Spread over servers: -CROSSSLOT, and no server is touched.
+    spread = {}
+    for i, name in enumerate(["s1", "s2", "s3", "s4", "set1", "set2", "set3", "l1", "l2",
+                              "z1", "z2", "z3", "z4", "hll1", "hll2", "hll3", "b1", "b2",
+                              "b3", "n1", "n2", "sorted", "geo", "geo2", "x1", "x2", "nope"]):
+        spread[name] = px.keys_on("sp%s:" % name, i % len(backends))[0].decode()
+    seed(px.client, lambda n: spread[n])
+    before = [sorted(b.client.keys("sp*")) for b in backends]
+    cross = b"-CROSSSLOT Keys in request don't hash to the same node\r\n"
+    where = px.whereis([k.encode() for k in spread.values()])
+    spread_cmds = [cmd for cmd in families(lambda n: spread[n])    # EXISTS is split, summed
+                   if cmd[0] != "EXISTS" and
+                   len({where[a.encode()] for a in cmd if a in spread.values()}) > 1]
+    expect(len(spread_cmds) >= 20, "only %d commands got keys on several servers" %
+           len(spread_cmds))
+    for cmd, got in zip(spread_cmds, raw_session(px.port, *spread_cmds)):
+        expect_eq(got, cross, "%s over several servers" % cmd[0])
+    expect_eq([sorted(b.client.keys("sp*")) for b in backends], before, "keys after refusals")
+    return "%d families as redis-server when tagged; %d spread over servers, -CROSSSLOT " \
+           "and nothing touched" % (len(cmds), len(spread_cmds))
+
+
 # ---- transactions --------------------------------------------------------------------
 
 def raw_session(port, *cmds):
@@ -452,6 +524,7 @@ def body():
     check("script_load_exists_flush_kill", t_scripts, px, admin, direct, R)
     check("config_and_functions_admin", t_config_functions, admin, px, direct, R)
     check("flushdb_admin_only", t_flush, px, admin, direct)
+    check("same_server_families", t_same_server_families, px, direct, R)
     check("multi_exec_like_redis", t_multi_exec, px, direct)
     check("multi_crossslot_aborts", t_multi_crossslot, px, R)
     check("watch_like_redis", t_watch, px, direct)
