@@ -10,6 +10,8 @@
 
 #include "conf/conf.h"
 #include "proxy/cli.h"
+#include "proxy/cmd.h"
+#include "proxy/core.h"
 #include "ring/ring.h"
 
 static struct conf *load(const char *path)
@@ -233,4 +235,79 @@ done:
     conf_free(ca);
     conf_free(cb);
     return rc;
+}
+
+/* ---- the command-support table ------------------------------------------------------- */
+
+static const struct {
+    const char *does, *otherwise;
+} kinds[] = {
+    [ROUTE_LOCAL] = {"answered by shardis itself", "-"},
+    [ROUTE_KEY] = {"sent to the server of its key",
+                   "`-ERR backend <server> unavailable: <reason>` while that server is down"},
+    [ROUTE_SAME_SERVER] = {"sent to the server of its keys when they all share one",
+                           "`-CROSSSLOT Keys in request don't hash to the same node`"},
+    [ROUTE_SPLIT] = {"split into one request per server, replies merged (values in key "
+                     "order, counts summed, OK if every server said OK)",
+                     "the error of a server that fails"},
+    [ROUTE_BLOCKING] = {"sent to the server of its keys on the client's own connection, "
+                        "so that it never holds up others", "`-CROSSSLOT`"},
+    [ROUTE_EVERY] = {"sent to every server, replies merged by Redis's response policy",
+                     "the first error"},
+    [ROUTE_EVERY_ADMIN] = {"the same, with `admin_commands: true`",
+                           "`-ERR '<command>' is an admin command: ...`"},
+    [ROUTE_FIRST_ADMIN] = {"answered by the first server, with `admin_commands: true`",
+                           "`-ERR '<command>' is an admin command: ...`"},
+    [ROUTE_SCAN] = {"one cursor over every server in turn", "`-ERR invalid cursor`"},
+    [ROUTE_TX] = {"on the client's own connection to the server of the first key",
+                  "`-CROSSSLOT`, then `-EXECABORT` at EXEC"},
+    [ROUTE_PUBSUB] = {"by channel on the ring; PSUBSCRIBE on every server", "-"},
+    [ROUTE_KEYLESS] = {"refused: it names no key to route by",
+                       "`-ERR command '<command>' is not supported by shardis: it names no "
+                       "key to route by`"},
+    [ROUTE_UNSUPPORTED] = {"refused", "`-ERR command '<command>' is not supported by shardis`"},
+};
+
+/* A command's name as a client types it: "config get" for "config|get". */
+static void print_name(FILE *out, const char *name, bool *first)
+{
+    fprintf(out, "%s", *first ? "" : ", ");
+    for (const char *p = name; *p != '\0'; p++)
+        fputc(*p == '|' ? ' ' : *p, out);
+    *first = false;
+}
+
+int cli_commands(FILE *out)
+{
+    size_t n;
+    const struct cmd *table = cmd_table(&n);
+
+    fprintf(out, "| what shardis does | commands | otherwise |\n|---|---|---|\n");
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        bool first = true;
+        fprintf(out, "| %s | ", kinds[k].does);
+        for (size_t i = 0; i < n; i++) {
+            /* A command with subcommands is listed by them, unless all
+             * of them are treated alike. */
+            if (cmd_has_subcommands(&table[i])) {
+                size_t len = strlen(table[i].name), j;
+                bool alike = true;
+                for (j = i + 1; j < n && !strncmp(table[j].name, table[i].name, len) &&
+                                table[j].name[len] == '|'; j++)
+                    alike &= route_kind(&table[j]) == route_kind(&table[i + 1]);
+                if (alike) {
+                    if (route_kind(&table[i + 1]) == (enum route_kind)k)
+                        print_name(out, table[i].name, &first);
+                    i = j - 1;
+                }
+                continue;
+            }
+            if (route_kind(&table[i]) == (enum route_kind)k)
+                print_name(out, table[i].name, &first);
+        }
+        if (k == ROUTE_LOCAL)
+            print_name(out, "shard.*", &first);
+        fprintf(out, " | %s |\n", kinds[k].otherwise);
+    }
+    return 0;
 }

@@ -322,6 +322,26 @@ bool args_is(struct args *a, uint32_t i, const char *s);
  * encoded as RESP (inline ones). */
 void args_request(struct args *a, struct msg *g);
 
+/* What shardis does with a command (route.c decides by it, and `shardis
+ * commands` prints it for README.md, so the two cannot differ). */
+enum route_kind {
+    ROUTE_LOCAL,            /* answered by shardis */
+    ROUTE_KEY,              /* one key: its server */
+    ROUTE_SAME_SERVER,      /* several keys: their server if they share one */
+    ROUTE_SPLIT,            /* keys grouped per server, replies merged */
+    ROUTE_BLOCKING,         /* its keys' server, on the client's own connection */
+    ROUTE_EVERY,            /* every server, replies merged */
+    ROUTE_EVERY_ADMIN,      /* the same, with admin_commands */
+    ROUTE_FIRST_ADMIN,      /* the first server, with admin_commands */
+    ROUTE_SCAN,             /* one server after another */
+    ROUTE_TX,               /* MULTI ... EXEC, WATCH (pin.c) */
+    ROUTE_PUBSUB,           /* publish and subscribe (pubsub.c) */
+    ROUTE_KEYLESS,          /* refused: no key to route by */
+    ROUTE_UNSUPPORTED,      /* refused */
+};
+
+enum route_kind route_kind(const struct cmd *cmd);
+
 /* The server owning every key of r (cmd's key positions), or -1 after
  * replying an error (-CROSSSLOT, bad numkeys, no key to route by). */
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
@@ -360,6 +380,11 @@ void scan_send(struct client *c, struct req *r, struct args *a);
 void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 /* A fragment got its reply: merge once all have. */
 void frag_done(struct req *fragment);
+
+/* Whether the command (or parent command) called name is answered here. */
+bool local_has(const char *name);
+/* Whether cmd (multi_shard in Redis's tips) is split per server (frag.c). */
+bool frag_splits(const struct cmd *cmd);
 
 /* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
  * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */

@@ -85,6 +85,11 @@ static void append_arg(struct client *c, struct msg *g, struct args *a, uint32_t
     }
 }
 
+bool frag_splits(const struct cmd *cmd)
+{
+    return merge_kind(cmd) >= 0;
+}
+
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct pool *p = c->pool;

@@ -494,6 +494,14 @@ static const struct local_cmd local_cmds[] = {
     {"shard.fixedkey", genkey_fixedkey, false, false},
 };
 
+bool local_has(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(local_cmds); i++)
+        if (!strcmp(local_cmds[i].name, name))
+            return true;
+    return false;
+}
+
 int local_exec(struct client *c, struct req *r, struct args *a)
 {
     for (size_t i = 0; i < ARRAY_SIZE(local_cmds); i++) {

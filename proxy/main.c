@@ -53,6 +53,7 @@ static void usage(FILE *f)
         "       shardis -c FILE -t\n"
         "       shardis locate -c FILE [-p POOL] [--hex]\n"
         "       shardis diff OLD NEW [-p POOL]\n"
+        "       shardis commands\n"
         "       shardis -V | -h\n"
         "\n"
         "Options:\n"
@@ -75,6 +76,8 @@ static void usage(FILE *f)
         "\n"
         "diff prints each server's share of the key space under OLD and NEW\n"
         "and the share of all keys that would move, from which server to which.\n"
+        "\n"
+        "commands prints which Redis commands shardis runs how (README.md's table).\n"
         "\n"
         "Exit status: 0 ok, 1 error, 2 usage.\n");
 }
@@ -181,6 +184,8 @@ int main(int argc, char **argv)
     bool test = false, hex = false, detach = false;
     int c, level = LOG_NOTICE;
 
+    if (argc == 2 && strcmp(argv[1], "commands") == 0)
+        return cli_commands(stdout);
     if (argc > 1 && (strcmp(argv[1], "locate") == 0 || strcmp(argv[1], "diff") == 0)) {
         cmd = argv[1];
         argv++;

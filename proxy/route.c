@@ -252,22 +252,6 @@ static bool unsupported_name(const struct cmd *cmd)
     return false;
 }
 
-/* Decided once per command (1 no, 2 yes; 0 not yet): fifteen strcmp calls
- * on every request were the largest item in the proxy's profile. */
-static bool unsupported(const struct cmd *cmd)
-{
-    static unsigned char *memo;
-    size_t n;
-    const struct cmd *table = cmd_table(&n);
-    size_t i = (size_t)(cmd - table);
-
-    if (memo == NULL)
-        memo = xcalloc(n, 1);
-    if (memo[i] == 0)
-        memo[i] = unsupported_name(cmd) ? 2 : 1;
-    return memo[i] == 2;
-}
-
 void args_request(struct args *a, struct msg *g)
 {
     struct client *c = a->c;
@@ -315,28 +299,80 @@ static bool is_admin(const struct cmd *cmd)
     return !(cmd->flags & CMD_READONLY) || (cmd->flags & (CMD_ADMIN | CMD_DANGEROUS));
 }
 
-/* Returns 1 if cmd is run on every server (or the first): sent, or refused. */
-static int every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+/* Run cmd (ROUTE_EVERY*, ROUTE_FIRST_ADMIN) on every server, or the first. */
+static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+                         enum route_kind kind)
 {
     const struct conf_pool *pc = c->pool->conf;
-    bool first = first_server_answers(cmd);
 
-    if (!first && (!(cmd->flags & CMD_ALL_SHARDS) || cmd->reply == CMD_REPLY_SPECIAL ||
-                   (cmd->flags & CMD_BLOCKING) || !strcmp(cmd->name, "wait")))
-        return 0;
-    if (is_admin(cmd) && !pc->admin_commands) {
+    if (kind != ROUTE_EVERY && !pc->admin_commands) {
         client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it on every "
                            "server only with admin_commands: true in pool '%s'",
                            cmd->name, pc->name);
         c->pool->errors++;
         req_done(r);
-    } else if (first) {
+    } else if (kind == ROUTE_FIRST_ADMIN) {
         args_request(a, &r->out);
         backend_send(pool_backend(c->pool, 0, c), r);
     } else {
         frag_broadcast(c, r, a, cmd);
     }
-    return 1;
+}
+
+/* ---- what each command is ------------------------------------------------------------ */
+
+static enum route_kind classify(const struct cmd *cmd)
+{
+    static const char *const tx[] = {"multi", "exec", "discard", "watch", "unwatch"};
+    static const char *const pubsub[] = {"publish", "spublish", "subscribe", "psubscribe",
+        "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe"};
+    char parent[64];
+
+    snprintf(parent, sizeof(parent), "%.*s", (int)strcspn(cmd->name, "|"), cmd->name);
+    if (local_has(parent))
+        return ROUTE_LOCAL;
+    for (size_t i = 0; i < ARRAY_SIZE(tx); i++)
+        if (!strcmp(cmd->name, tx[i]))
+            return ROUTE_TX;
+    for (size_t i = 0; i < ARRAY_SIZE(pubsub); i++)
+        if (!strcmp(cmd->name, pubsub[i]))
+            return ROUTE_PUBSUB;
+    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
+        if (first_server_answers(cmd))
+            return ROUTE_FIRST_ADMIN;
+        if ((cmd->flags & CMD_ALL_SHARDS) && cmd->reply != CMD_REPLY_SPECIAL &&
+            !(cmd->flags & CMD_BLOCKING) && strcmp(cmd->name, "wait") != 0)
+            return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
+        if (!strcmp(cmd->name, "scan"))
+            return ROUTE_SCAN;
+    }
+    if (unsupported_name(cmd))
+        return ROUTE_UNSUPPORTED;
+    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS))
+        return ROUTE_KEYLESS;
+    if (frag_splits(cmd))
+        return ROUTE_SPLIT;
+    if (cmd->flags & CMD_BLOCKING)
+        return ROUTE_BLOCKING;
+    if (!(cmd->flags & CMD_MOVABLEKEYS) && cmd->first == cmd->last)
+        return ROUTE_KEY;
+    return ROUTE_SAME_SERVER;
+}
+
+/* Decided once per command: the strcmp calls behind it were the largest
+ * item in the proxy's profile when made on every request. */
+enum route_kind route_kind(const struct cmd *cmd)
+{
+    static unsigned char *memo;         /* kind + 1; 0 not yet */
+    size_t n;
+    const struct cmd *table = cmd_table(&n);
+    size_t i = (size_t)(cmd - table);
+
+    if (memo == NULL)
+        memo = xcalloc(n, 1);
+    if (memo[i] == 0)
+        memo[i] = (unsigned char)(classify(cmd) + 1);
+    return (enum route_kind)(memo[i] - 1);
 }
 
 /* An error was sent for r: count it, and a transaction it was queued in
@@ -426,24 +462,37 @@ void route_request(struct client *c, struct req *r)
     }
     if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
         goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
-    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
-        /* Keyless: answered here, by every server, or refused below. */
-        if (local_exec(c, r, &a) || every_server(c, r, &a, cmd))
-            goto done;
-        if (!strcmp(cmd->name, "scan")) {
-            scan_send(c, r, &a);
-            goto done;
-        }
-    }
-    if (unsupported(cmd)) {
+    switch (route_kind(cmd)) {
+    case ROUTE_LOCAL:
+        local_exec(c, r, &a);
+        goto done;
+    case ROUTE_EVERY:
+    case ROUTE_EVERY_ADMIN:
+    case ROUTE_FIRST_ADMIN:
+        every_server(c, r, &a, cmd, route_kind(cmd));
+        goto done;
+    case ROUTE_SCAN:
+        scan_send(c, r, &a);
+        goto done;
+    case ROUTE_UNSUPPORTED:
+    case ROUTE_TX:                          /* (pin.c took them) */
+    case ROUTE_PUBSUB:                      /* (pubsub.c took them, or PUBSUB ...) */
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
         goto reply;
-    }
-    /* In a transaction every key must be on its server: nothing is split. */
-    if (!c->multi && (owner = frag_route(c, r, &a, cmd)) != -2) {
-        if (owner >= 0)
-            goto forward;
-        goto done;                          /* split and sent, or refused */
+    case ROUTE_KEYLESS:
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
+                           "names no key to route by", cmd->name);
+        goto reply;
+    case ROUTE_SPLIT:
+        /* In a transaction every key must be on its server: nothing is split. */
+        if (!c->multi && (owner = frag_route(c, r, &a, cmd)) != -2) {
+            if (owner >= 0)
+                goto forward;
+            goto done;                      /* split and sent, or refused */
+        }
+        break;
+    default:                                /* ROUTE_KEY, _SAME_SERVER, _BLOCKING */
+        break;
     }
     if ((owner = route_owner(c, r, &a, cmd)) < 0)
         goto done;

@@ -173,6 +173,18 @@ def test_diff(tmp):
     check(rc == 1 and "cannot open" in err, "diff with a missing file: %r" % err)
 
 
+def test_commands_table():
+    """README.md's command table is what the binary routes by."""
+    rc, out, err = run(["commands"])
+    check(rc == 0 and out.startswith("| what shardis does |"), "shardis commands: %r" % err)
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    m = re.search(r"<!-- commands: begin -->\n(.*?)<!-- commands: end -->", readme, re.S)
+    check(m is not None and m.group(1) == out,
+          "README.md's command table matches `shardis commands` (run scripts/readme-commands)")
+    for name in ("get", "mget", "blpop", "multi", "subscribe", "dbsize", "scan", "keys"):
+        check(re.search(r"[|,] %s[,| ]" % name, out) is not None, "%s is in the table" % name)
+
+
 def main():
     global SHARDIS
     ap = argparse.ArgumentParser()
@@ -183,6 +195,7 @@ def main():
         test_usage()
         test_locate(tmp)
         test_diff(tmp)
+        test_commands_table()
     print("%d passed, %d failed" % (PASSED, len(FAILURES)))
     return 1 if FAILURES else 0
 
