@@ -462,10 +462,14 @@ static void backend_connect(struct backend *b)
     b->run_id[0] = '\0';
     resp_rsp_reset(&b->scan);
     /* The handshake goes first, ahead of anything already queued; each
-     * goes to the front, so the last queued is the first sent. */
-    queue_internal(b, REQ_SCRIPT_LOAD, true, 3,
-                   (const char *const[]){"SCRIPT", "LOAD", idgen_script});
-    queue_internal(b, REQ_RUN_ID, true, 2, (const char *const[]){"INFO", "server"});
+     * goes to the front, so the last queued is the first sent. Dedicated
+     * connections skip what only GENKEY needs (the shared ones load the
+     * script; without a run_id the script reads it itself). */
+    if (!b->dedicated) {
+        queue_internal(b, REQ_SCRIPT_LOAD, true, 3,
+                       (const char *const[]){"SCRIPT", "LOAD", idgen_script});
+        queue_internal(b, REQ_RUN_ID, true, 2, (const char *const[]){"INFO", "server"});
+    }
     if (pc->redis_db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", pc->redis_db);
@@ -558,7 +562,10 @@ void backend_close(struct backend *b)
 
 /* ---- dedicated connections ------------------------------------------------------ */
 
-#define BACKEND_SPARES_PER_SERVER 4
+/* Spare dedicated connections kept per server: enough for as many clients
+ * in transactions or blocking commands at once, so that they seldom wait
+ * for a connect; bounded, and closed when the pool goes idle. */
+#define BACKEND_SPARES_PER_SERVER 64
 
 struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner)
 {
@@ -612,4 +619,18 @@ void backend_release(struct backend *b, bool clean)
     snprintf(b->reason, sizeof(b->reason), "its client went away");
     b->state = BACKEND_FAILED;
     backend_abort(b);
+}
+
+void backend_close_spares(struct pool *p)
+{
+    struct backend *b, *next;
+
+    for (b = TAILQ_FIRST(&p->dedicated); b != NULL && b->spare; b = next) {
+        next = TAILQ_NEXT(b, link);
+        b->spare = 0;
+        p->nspare--;
+        snprintf(b->reason, sizeof(b->reason), "idle");
+        b->state = BACKEND_FAILED;
+        backend_abort(b);           /* close_cb frees it */
+    }
 }

@@ -236,6 +236,8 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
 void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
+/* Close p's spare dedicated connections (when the proxy is idle). */
+void backend_close_spares(struct pool *p);
 
 /* ---- pools and the proxy --------------------------------------------------- */
 

@@ -85,6 +85,8 @@ static void idle_check(uint64_t now)
         active_ms = now;
         trimmed = false;
     } else if (!trimmed && now - active_ms >= PROXY_IDLE_MS) {
+        for (size_t i = 0; i < proxy.npools; i++)
+            backend_close_spares(&proxy.pools[i]);
         mbuf_pool_trim();
         req_pool_trim();
         if (proxy_idle_hook != NULL)

@@ -5,9 +5,11 @@ A benchmark, not a test: it prints a table and asserts nothing. It starts
 4 redis-servers, shardis and nutcracker on the same ketama config (nutcracker
 at -v 4, its quietest level), and one more redis-server as the direct
 baseline, then runs redis-benchmark (-c 50 -r 100000 -d 64) for SET, GET,
-MSET (10 keys) and SET/GET with -P 16 against each target, alternating
-targets, ROUNDS rounds, and reports medians; then SHARD.GENKEY (COUNT 1
-and COUNT 100) against shardis alone, next to its GET. On a machine with 2+ cores the
+MSET and MGET (10 keys, spread over every backend) and SET/GET with -P 16
+against each target, alternating targets, ROUNDS rounds, and reports
+medians; then SHARD.GENKEY (COUNT 1 and COUNT 100) against shardis alone,
+next to its GET, and MULTI/EXEC transactions (bench_tx.c) against shardis
+and the direct server (twemproxy has no MULTI). On a machine with 2+ cores the
 client is pinned to core 0 and every server to core 1 (taskset), which keeps
 the spread between runs near 5%; compare the ratios, not absolute numbers.
 
@@ -96,6 +98,7 @@ TESTS = [  # (label, redis-benchmark -t, extra args, requests)
     ("SET", "set", [], 100000),
     ("GET", "get", [], 100000),
     ("MSET (10 keys)", "mset", [], 50000),
+    ("MGET (10 keys)", ["MGET"] + ["key:__rand_int__"] * 10, [], 50000),
     ("SET -P 16", "set", ["-P", "16"], 400000),
     ("GET -P 16", "get", ["-P", "16"], 400000),
 ]
@@ -142,6 +145,7 @@ def clients_rss(pid, port, n=1000):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardis", default="build/shardis")
+    ap.add_argument("--bench-tx", default="build/tests/bench_tx")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="1 round, fewer requests")
     args = ap.parse_args()
@@ -187,6 +191,8 @@ def main():
         cpu = {(t, lbl): [] for t in ("shardis", "twemproxy") for lbl, *_ in TESTS}
         for lbl, *_ in GENKEY_TESTS:
             results[("shardis", lbl)], cpu[("shardis", lbl)] = [], []
+        tx = {"shardis": [], "direct": []}
+        tx_seconds = 1 if args.quick else 3
         for rnd in range(args.rounds):
             for lbl, test, extra, n in TESTS:
                 for name, port, proc in targets:
@@ -198,6 +204,11 @@ def main():
                 before = cpu_seconds(sh.pid)
                 results[("shardis", lbl)].append(bench(sh_port, command, [], n))
                 cpu[("shardis", lbl)].append((cpu_seconds(sh.pid) - before) / n * 1e6)
+            for name, port in (("shardis", sh_port), ("direct", direct)):
+                out = subprocess.run(pinned(0, [args.bench_tx, HOST, str(port), "50",
+                                                str(tx_seconds)]),
+                                     capture_output=True, text=True, timeout=120).stdout
+                tx[name].append([float(x) for x in out.split()])
             print("round %d/%d done" % (rnd + 1, args.rounds), file=sys.stderr)
         time.sleep(SETTLE)
         mem["after the benchmark"] = rss_kb(sh.pid)
@@ -235,6 +246,16 @@ def main():
         print("| %s | %.0f | %.0f | %.3f | %.3f | %.2f | %.2f |" % (
             lbl, rps, rps * ids, med([r[1] for r in rs]), med([r[2] for r in rs]),
             med(cpu[("shardis", lbl)]), rps / get))
+    print()
+    print("| MULTI, SET, INCR, EXEC (50 clients, tests/bench/bench_tx.c) | tx/s | p50 ms | "
+          "p99 ms |")
+    print("|---|---:|---:|---:|")
+    for name in ("shardis", "direct"):
+        print("| %s | %.0f | %.3f | %.3f |" % (name, med([t[0] for t in tx[name]]),
+                                               med([t[1] for t in tx[name]]),
+                                               med([t[2] for t in tx[name]])))
+    print("| shardis/direct | %.2f | | |" % (med([t[0] for t in tx["shardis"]]) /
+                                              med([t[0] for t in tx["direct"]])))
     print()
     print("| RSS (KiB) | shardis | twemproxy |")
     print("|---|---:|---:|")
