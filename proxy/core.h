@@ -2,7 +2,10 @@
  *
  *   proxy (one per process) -- pools -- listener
  *                                    \-- ring (swappable: looked up per request)
- *                                    \-- backends[server][conn]
+ *                                    \-- backends[server][conn]   shared, pipelined
+ *                                    \-- dedicated backends       one client's each
+ *                                                                 (transactions,
+ *                                                                 blocking, pub/sub)
  *   client -- reqs (in request order) --> backend send/write/pending queues
  *
  * One request's path:
@@ -14,7 +17,9 @@
  *
  * Bytes are never re-encoded on this path: a request is written to the
  * backend from the client's read chunks, a reply to the client from the
- * backend's (struct msg). A req outlives whichever side goes away first:
+ * backend's (struct msg); only a req with a hook (GENKEY, SCAN) or a merge
+ * of several servers' replies (frag.c) gets new bytes. A req outlives
+ * whichever side goes away first:
  * it is freed once it is neither queued at a backend nor owed to a client.
  *
  * Everything runs on one libuv loop; nothing here is thread-safe. */

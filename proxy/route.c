@@ -1,12 +1,16 @@
 /* route.c -- decide where each request goes.
  *
- * In order: authentication, the proxy's own commands (local.c), the Redis
- * command table (unknown commands, subcommands, arity, as redis-server
- * checks them), commands a sharding proxy cannot run yet, and then the
- * keys: every key is hashed (hash tag applied) on the pool's current ring,
- * and the request goes whole to the one backend that owns them all, or is
- * refused with -CROSSSLOT without touching any backend. The ring is looked
- * up per request, so swapping pool->ring takes effect at the next one.
+ * In redis-server's order: the command table (unknown commands,
+ * subcommands, arity), then authentication. Then the client's state
+ * (pubsub.c for a subscriber, pin.c for a transaction), and then what the
+ * command is (route_kind, decided once per command and printed by
+ * `shardis commands` for README.md): answered here (local.c), sent to
+ * every server or the first (frag.c merges), SCAN (scan.c), split per
+ * server (frag.c), or sent by its keys: every key is hashed (hash tag
+ * applied) on the pool's current ring, and the request goes whole to the
+ * one backend that owns them all, or is refused with -CROSSSLOT without
+ * touching any backend. The ring is looked up per request, so swapping
+ * pool->ring takes effect at the next one.
  *
  * Forwarded array requests are the client's own bytes; only inline
  * commands are re-encoded (as RESP) on their way to a backend. */

@@ -25,17 +25,15 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 
 import redis
 
-HOST = "127.0.0.1"
-PROCS = []   # every Popen we started, stopped by stop_all()
+from harness import HOST, free_port, start, stop, stop_all, wait_port
+
 
 # (hash, distribution, hash_tag, servers); a server is (backend, weight, name).
 MIXED = [(0, 1, "alpha1"), (1, 1, None), (2, 2, "alpha3"), (3, 1, None)]
@@ -53,54 +51,6 @@ VARIANTS = [
     ("fnv1a_64", "modula", "{}", [(0, 1, "zeta"), (1, 2, "alpha"), (2, 1, "beta")]),
     ("fnv1a_64", "ketama", "{}", [(0, 10, None), (1, 7, None), (2, 5, None), (3, 2, None)]),
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def start(argv, log):
-    with open(log, "ab") as out:
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
-    PROCS.append(p)
-    return p
-
-
-def stop(p):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if p in PROCS:
-        PROCS.remove(p)
-
-
-def stop_all():
-    for p in list(PROCS):
-        stop(p)
-
-
-def wait_port(port, proc, what, log, timeout=10.0):
-    """Poll until port accepts connections; fail with the log if proc dies."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        try:
-            socket.create_connection((HOST, port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    with open(log, errors="replace") as f:
-        text = f.read()
-    raise RuntimeError("%s did not listen on %d (exit %s); log:\n%s"
-                       % (what, port, proc.poll(), text))
 
 
 def make_keys():
@@ -236,7 +186,7 @@ def run_variant(args, tmp, ports, backends, variant, keys, shardis_servers=None)
     nc = start([args.nutcracker, "-c", conf, "-s", str(stats), "-a", HOST,
                 "-o", log, "-v", "4"], log)
     try:
-        wait_port(listen, nc, "nutcracker", log)
+        wait_port(listen, nc, "nutcracker", [log])
         bad = set_all(listen, keys)
         if bad:
             raise RuntimeError("nutcracker refused %d SETs, e.g. %r" % (len(bad), bad[:3]))
@@ -282,7 +232,7 @@ def main():
             log = os.path.join(d, "log")
             p = start([args.redis_server, "--save", "", "--appendonly", "no", "--port",
                        str(port), "--bind", HOST, "--dir", d], log)
-            wait_port(port, p, "redis-server", log)
+            wait_port(port, p, "redis-server", [log])
             backends.append(redis.Redis(HOST, port, socket_timeout=30))
         if args.self_check:
             for v in [v for v in VARIANTS if all(n for _, _, n in v[3])]:
