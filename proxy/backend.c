@@ -313,7 +313,9 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             req_maybe_free(r);
     }
     rstream_trim(&b->in, b->framed);
-    if (b->owner != NULL)
+    if (b->transient && backend_idle(b))
+        backend_release(b, true);   /* its one request is answered */
+    else if (b->owner != NULL)
         pin_check(b->owner);        /* the last reply its client waited for? */
 }
 
@@ -356,7 +358,7 @@ void backend_flush(struct backend *b)
     struct req *r;
     int rc;
 
-    if (b->writing || b->closing || b->state != BACKEND_UP || b->held)
+    if (b->writing || b->closing || b->state != BACKEND_UP || b->barrier != NULL)
         return;
     /* A request of more slices than a batch holds (a bulk of 16 MB and
      * up, a fragment of a thousand keys) is written alone, from the heap. */
@@ -518,7 +520,8 @@ void backend_send(struct backend *b, struct req *r)
         }
         b->state = BACKEND_DOWN;
     }
-    r->deadline = pc->timeout > 0 ? uv_now(proxy.loop) + (uint64_t)pc->timeout : 0;
+    r->deadline = pc->timeout > 0 && !r->blocking ? uv_now(proxy.loop) + (uint64_t)pc->timeout
+                                                  : 0;
     r->queued = 1;
     TAILQ_INSERT_TAIL(&b->sendq, r, bq);
     if (b->state == BACKEND_DOWN && !b->closing)
@@ -587,7 +590,8 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
     p->ndedicated++;
 take:
     b->owner = owner;
-    b->held = b->sub = 0;
+    b->barrier = NULL;
+    b->sub = b->transient = 0;
     TAILQ_INSERT_TAIL(&p->dedicated, b, link);
     return b;
 }

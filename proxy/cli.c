@@ -259,6 +259,8 @@ static const struct {
     [ROUTE_FIRST_ADMIN] = {"answered by the first server, with `admin_commands: true`",
                            "`-ERR '<command>' is an admin command: ...`"},
     [ROUTE_SCAN] = {"one cursor over every server in turn", "`-ERR invalid cursor`"},
+    [ROUTE_WAIT] = {"every server, on connections of its own after a marker write; the "
+                    "smallest count", "-"},
     [ROUTE_TX] = {"on the client's own connection to the server of the first key",
                   "`-CROSSSLOT`, then `-EXECABORT` at EXEC"},
     [ROUTE_PUBSUB] = {"by channel on the ring; PSUBSCRIBE on every server", "-"},

@@ -328,7 +328,7 @@ void req_done(struct req *r)
     r->done = 1;
     if (c == NULL || c->closing)
         return;
-    if (c->pin != NULL && c->pin->held)
+    if (c->held)
         pin_unhold(c);
     if (c->pin != NULL && r->backend == c->pin)
         pin_check(c);

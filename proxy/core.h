@@ -90,6 +90,7 @@ struct req {
     unsigned        pending:1;  /* in a backend's pending queue */
     unsigned        internal:2; /* enum req_internal */
     unsigned        quit:1;     /* close the client once this reply is written */
+    unsigned        blocking:1; /* may wait as long as it asks: no deadline */
 };
 
 struct req *req_get(void);
@@ -148,6 +149,7 @@ struct client {
     unsigned short   tx_abort:1;/* an error while queuing: EXEC aborts */
     unsigned short   watching:1;/* WATCH sent to the pin */
     unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
+    unsigned short   held:1;    /* a dedicated connection of its own waits on a barrier */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
@@ -205,6 +207,8 @@ struct backend {
     uint32_t         failures;  /* consecutive */
     char             reason[96];/* why it last failed */
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
+    struct req      *barrier;   /* dedicated: write nothing until every request of the
+                                   owner before this one is answered (pin.c); or NULL */
     struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
     TAILQ_ENTRY(backend) link;  /* dedicated: on pool.dedicated */
     unsigned         writing:1;
@@ -213,8 +217,7 @@ struct backend {
     unsigned         dedicated:1; /* one client's (transaction, blocking command) */
     unsigned         spare:1;   /* dedicated, idle, kept for the next client */
     unsigned         sub:1;     /* dedicated, in subscriber mode (pubsub.c) */
-    unsigned         held:1;    /* dedicated: write nothing until the owner's earlier
-                                   requests are answered (pin.c) */
+    unsigned         transient:1; /* dedicated for one request (WAIT): released idle */
     /* stats */
     uint64_t         requests, errors, timeouts;
 };
@@ -341,6 +344,7 @@ enum route_kind {
     ROUTE_EVERY_ADMIN,      /* the same, with admin_commands */
     ROUTE_FIRST_ADMIN,      /* the first server, with admin_commands */
     ROUTE_SCAN,             /* one server after another */
+    ROUTE_WAIT,             /* WAIT: every server, after a write of its own (pin.c) */
     ROUTE_TX,               /* MULTI ... EXEC, WATCH (pin.c) */
     ROUTE_PUBSUB,           /* publish and subscribe (pubsub.c) */
     ROUTE_KEYLESS,          /* refused: no key to route by */
@@ -362,8 +366,10 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
 int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking);
 void pin_check(struct client *c);
-/* One of c's requests was answered: its held connection may start. */
+/* One of c's requests was answered: its held connections may start. */
 void pin_unhold(struct client *c);
+/* WAIT numreplicas timeout on every server (see pin.c). */
+void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 void pin_client_gone(struct client *c);
 
 /* Publish and subscribe (pubsub.c). pubsub_route takes PUBLISH, SPUBLISH,
@@ -383,8 +389,11 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
 /* SCAN: one cursor over every server in turn (scan.c). */
 void scan_send(struct client *c, struct req *r, struct args *a);
 
-/* Send r to every server; its reply merges theirs by cmd's response policy. */
-void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* Send r to every server; its reply merges theirs by cmd's response policy.
+ * via: the connection to use for each server, or NULL for c's usual ones;
+ * with via, the fragments may wait as long as they like (no deadline). */
+void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+                    struct backend **via);
 /* A fragment got its reply: merge once all have. */
 void frag_done(struct req *fragment);
 

@@ -166,7 +166,8 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
     return -1;
 }
 
-void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+                    struct backend **via)
 {
     struct pool *p = c->pool;
     struct frag *f = xcalloc(1, sizeof(*f));
@@ -181,8 +182,10 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, const struc
         f->reqs[s]->parent = r;
         args_request(a, &f->reqs[s]->out);
     }
-    for (uint32_t s = 0; s < p->nservers; s++)
-        backend_send(pool_backend(p, s, c), f->reqs[s]);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        f->reqs[s]->blocking = via != NULL;
+        backend_send(via != NULL ? via[s] : pool_backend(p, s, c), f->reqs[s]);
+    }
 }
 
 /* ---- merging ---------------------------------------------------------------- */

@@ -27,6 +27,7 @@
 
 #include "proxy/cmd.h"
 #include "proxy/core.h"
+#include "proxy/util.h"
 
 #define MULTI_REQUEST   "*1\r\n$5\r\nMULTI\r\n"
 #define DISCARD_REQUEST "*1\r\n$7\r\nDISCARD\r\n"
@@ -41,30 +42,45 @@ static bool earlier_pending(struct client *c, const struct req *r)
     return false;
 }
 
-/* c's dedicated connection to server for r: the one it has, or a new one;
- * NULL if it is pinned to another server. A new one is held until c's
- * earlier requests are answered: they went over shared connections, and
- * r must not overtake them. */
+/* Hold b (a dedicated connection of c) until c's requests before r are
+ * answered: they went over other connections, and r must not overtake
+ * them. */
+static void hold(struct client *c, struct backend *b, struct req *r)
+{
+    if (earlier_pending(c, r)) {
+        b->barrier = r;
+        c->held = 1;
+    }
+}
+
+/* c's dedicated connection to server for r: the one it has, or a new one
+ * (held behind c's earlier requests); NULL if it is pinned to another
+ * server. */
 static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
 {
     if (c->pin == NULL) {
         c->pin = backend_acquire(c->pool, server, c);
-        c->pin->held = earlier_pending(c, r);
+        hold(c, c->pin, r);
     }
     return c->pin->server == server ? c->pin : NULL;
 }
 
 void pin_unhold(struct client *c)
 {
-    struct req *x;
+    struct backend *b;
+    bool still = false;
 
-    TAILQ_FOREACH(x, &c->reqs, cq)
-        if (x->backend == c->pin)
-            break;                  /* the first request on it */
-    if (x != NULL && earlier_pending(c, x))
-        return;
-    c->pin->held = 0;
-    proxy_mark_backend(c->pin);
+    TAILQ_FOREACH(b, &c->pool->dedicated, link) {
+        if (b->owner != c || b->barrier == NULL)
+            continue;
+        if (earlier_pending(c, b->barrier)) {
+            still = true;
+            continue;
+        }
+        b->barrier = NULL;
+        proxy_mark_backend(b);
+    }
+    c->held = still;
 }
 
 static void forward(struct client *c, struct req *r, struct args *a)
@@ -73,14 +89,20 @@ static void forward(struct client *c, struct req *r, struct args *a)
     backend_send(c->pin, r);
 }
 
-/* A request of the proxy's own on c's connection, whose reply nobody
- * reads (the MULTI ahead of a transaction, a DISCARD after an abort). */
-static void send_quiet(struct client *c, const char *request)
+/* A request of the proxy's own on b, one of c's connections, whose reply
+ * nobody reads (the MULTI ahead of a transaction, a DISCARD after an
+ * abort, WAIT's marker). */
+static void send_quiet_on(struct client *c, struct backend *b, const char *request)
 {
     struct req *r = req_get();
 
     client_append(c, &r->out, request, strlen(request));
-    backend_send(c->pin, r);
+    backend_send(b, r);
+}
+
+static void send_quiet(struct client *c, const char *request)
+{
+    send_quiet_on(c, c->pin, request);
 }
 
 static void reply(struct client *c, struct req *r, const char *s)
@@ -105,9 +127,16 @@ void pin_check(struct client *c)
 
 void pin_client_gone(struct client *c)
 {
+    struct backend *b, *next;
+
     if (c->pin != NULL) {
         backend_release(c->pin, false);
         c->pin = NULL;
+    }
+    for (b = TAILQ_FIRST(&c->pool->dedicated); b != NULL; b = next) {
+        next = TAILQ_NEXT(b, link);
+        if (b->owner == c && b->transient)
+            backend_release(b, false);      /* a WAIT still waiting */
     }
 }
 
@@ -265,7 +294,35 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
         }
         return;
     }
+    r->blocking = blocking && !c->multi;    /* it may wait as long as it asked to */
     forward(c, r, a);
-    if (blocking && !c->multi)
-        r->deadline = 0;            /* it may wait as long as it asked to */
+}
+
+/* ---- WAIT ---------------------------------------------------------------------------- */
+
+/* "PUBLISH __shardis:wait ''": a write that replicas receive (Redis
+ * propagates PUBLISH), to a channel nobody listens to. */
+#define WAIT_MARKER "*3\r\n$7\r\nPUBLISH\r\n$14\r\n__shardis:wait\r\n$0\r\n\r\n"
+
+/* WAIT numreplicas timeout: how many replicas have every write the client
+ * made before it. Redis counts the writes of the calling connection, but
+ * the client's went over shared connections. So on every server a
+ * connection of its own first makes a write of its own (WAIT_MARKER),
+ * held until the client's earlier requests are answered, so that it comes
+ * after all of them on that server; WAIT on that connection then waits
+ * for replicas to have everything up to the marker. The reply is the
+ * smallest count, Redis's agg_min for WAIT. */
+void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    struct pool *p = c->pool;
+    struct backend **via = xmalloc(p->nservers * sizeof(*via));
+
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        via[s] = backend_acquire(p, s, c);
+        via[s]->transient = 1;
+        hold(c, via[s], r);
+        send_quiet_on(c, via[s], WAIT_MARKER);
+    }
+    frag_broadcast(c, r, a, cmd, via);
+    free(via);
 }

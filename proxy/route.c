@@ -246,7 +246,7 @@ static bool unsupported_name(const struct cmd *cmd)
 {
     static const char *const names[] = {
         "migrate", "move", "swapdb", "monitor", "sync", "psync", "replconf", "reset",
-        "failover", "wait",
+        "failover",
     };
     if (cmd->flags & (CMD_PUBSUB | CMD_ADMIN))
         return true;
@@ -319,7 +319,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         args_request(a, &r->out);
         backend_send(pool_backend(c->pool, 0, c), r);
     } else {
-        frag_broadcast(c, r, a, cmd);
+        frag_broadcast(c, r, a, cmd, NULL);
     }
 }
 
@@ -349,6 +349,8 @@ static enum route_kind classify(const struct cmd *cmd)
             return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
         if (!strcmp(cmd->name, "scan"))
             return ROUTE_SCAN;
+        if (!strcmp(cmd->name, "wait"))
+            return ROUTE_WAIT;
     }
     if (unsupported_name(cmd))
         return ROUTE_UNSUPPORTED;
@@ -477,6 +479,9 @@ void route_request(struct client *c, struct req *r)
         goto done;
     case ROUTE_SCAN:
         scan_send(c, r, &a);
+        goto done;
+    case ROUTE_WAIT:
+        pin_wait(c, r, &a, cmd);
         goto done;
     case ROUTE_UNSUPPORTED:
     case ROUTE_TX:                          /* (pin.c took them) */

@@ -102,10 +102,11 @@ class RedisServer:
     """A redis-server of our own on a free loopback port. It saves nothing by
     itself, but SAVE writes its directory's dump.rdb, which restart() loads."""
 
-    def __init__(self, name, password=None):
+    def __init__(self, name, password=None, extra=()):
         self.name = name
         self.port = free_port()
         self.password = password
+        self.extra = list(extra)        # more redis-server arguments
         self.dir = os.path.join(TMP, name)
         os.mkdir(self.dir)
         self.launch()
@@ -117,7 +118,7 @@ class RedisServer:
                 "--save", "", "--appendonly", "no", "--dir", self.dir]
         if self.password:
             argv += ["--requirepass", self.password]
-        self.proc = start(argv, log)
+        self.proc = start(argv + self.extra, log)
         wait_port(self.port, self.proc, "redis-server " + self.name, [log])
         self.client = redis.Redis(HOST, self.port, password=self.password, socket_timeout=10)
 

@@ -23,7 +23,11 @@ direct redis-server holding the same data, and compares the replies:
   every server reach redis-py subscribers exactly once, whole and in
   order, as message and as pmessage; redis-cli subscribes too; a
   subscriber that leaves closes its connections, and one whose server
-  fails is closed so that it subscribes again.
+  fails is closed so that it subscribes again;
+- WAIT, with a replica behind every server: counts the replicas that have
+  every write made before it (they are there when it answers), the
+  smallest count over the servers, as on one redis-server; others'
+  commands go on while it waits.
 
 Run: /usr/bin/python3 tests/integration/test_multikey.py --shardis build/shardis
 """
@@ -513,6 +517,49 @@ def t_subscriber_gone(px, backends):
     return "connections closed with their subscriber; a failed server closes its subscribers"
 
 
+# ---- WAIT --------------------------------------------------------------------------------
+
+def t_wait(W, replicas, direct_pair):
+    """WAIT through shardis counts the replicas that have every earlier write
+    of the client, on every server (the smallest count), as WAIT on one
+    redis-server does; it never holds up other clients."""
+    px = Shardis("wait", W, timeout=500)
+    for rep in replicas + [direct_pair[1]]:
+        until("replica %s in sync" % rep.name, lambda: rep.client.info("replication")
+              .get("master_link_status") == "up", timeout=15)
+    keys = [px.keys_on("wk:", i)[0] for i in range(len(W))]
+    cmds = [("SET", k, "v") for k in keys] + [("WAIT", "1", "2000")]
+    t0 = time.monotonic()
+    got = raw_session(px.port, *cmds)
+    expect_eq(got[-1], b":1\r\n", "WAIT 1 after a write on every server")
+    expect(time.monotonic() - t0 < 1.5, "WAIT 1 took %.2f s" % (time.monotonic() - t0))
+    for k, rep in zip(keys, replicas):      # the barrier: every write before WAIT is there
+        expect_eq(rep.client.get(k), b"v", "replica of %s right after WAIT" % rep.name)
+    direct = direct_pair[0]
+    want = raw_session(direct.port, ("SET", "dk", "v"), ("WAIT", "2", "300"))
+    other = harness.Raw(px.port)
+    t0 = time.monotonic()
+    c = harness.Raw(px.port, timeout=5)
+    c.send(harness.enc("WAIT", "2", "300"))   # only one replica each: waits 300 ms
+    time.sleep(0.05)
+    expect_eq(other.cmd("GET", keys[0]), b"$1\r\nv\r\n", "GET while a WAIT waits")
+    fast = time.monotonic() - t0
+    expect_eq(c.reply(), want[1], "WAIT 2 300")
+    # WAIT 0 0 only asks: it may count fewer replicas than one redis-server
+    # (those that already have shardis's marker), never more.
+    expect(c.cmd("WAIT", "0", "0") in (b":0\r\n", b":1\r\n"), "WAIT 0 0")
+    waited = time.monotonic() - t0
+    c.close()
+    other.close()
+    expect(fast < 0.25 and 0.25 < waited < 2, "GET after %.2f s, WAIT after %.2f s" % (
+        fast, waited))
+    expect(raw_session(px.port, ("MULTI",), ("WAIT", "0", "0"), ("EXEC",))[2].startswith(
+        b"-EXECABORT"), "WAIT inside MULTI")
+    harness.t_exit_clean(px)
+    return "WAIT 1 -> 1 with every write on the replicas; WAIT 2 300 -> 1 after %.2f s " \
+           "while a GET took %.3f s" % (waited, fast)
+
+
 def body():
     R = [RedisServer("redis%d" % (i + 1)) for i in range(3)]
     direct = RedisServer("direct")
@@ -538,6 +585,14 @@ def body():
     check("fanout_backend_down", t_backend_down, px, R)
     for p in (px, admin):
         check("exit_clean_" + p.name, harness.t_exit_clean, p)
+    # WAIT needs replicas: three masters with one each, and a direct pair.
+    fast_sync = ["--repl-diskless-sync-delay", "0"]
+    W = [RedisServer("wmaster%d" % (i + 1), extra=fast_sync) for i in range(3)]
+    reps = [RedisServer("wreplica%d" % (i + 1), extra=["--replicaof", harness.HOST, str(m.port)])
+            for i, m in enumerate(W)]
+    dm = RedisServer("wdirect", extra=fast_sync)
+    dr = RedisServer("wdirect-replica", extra=["--replicaof", harness.HOST, str(dm.port)])
+    check("wait_counts_replicas_of_every_write", t_wait, W, reps, (dm, dr))
 
 
 if __name__ == "__main__":
