@@ -216,14 +216,18 @@ def t_restart_from_snapshot(px, ahead, backends):
     minted = mint_near(ahead.port, first, 0.4)
     srv.restart()                   # kill -9: back with the snapshot
     expect(srv.client.hget(seq, "rid") == old_rid, "the snapshot did not restore the state")
-    t = now_ms()
-    after = [wait_minting(px, first)] + mint_near(px.port, first, 1.2)
+    t0 = now_ms()
+    after = [wait_minting(px, first)]
+    t1 = now_ms()
+    after += mint_near(px.port, first, 1.2)
     uids = [k[:14] for k in minted + after]
     dup = len(uids) - len(set(uids))
     expect(dup == 0, "%d ids minted before the restart were minted again" % dup)
-    lead = decode(after[0])[0] + EPOCH - t
-    expect(1900 <= lead <= 4000, "first id after the restart is %d ms ahead; want the "
-           "2000 ms guard" % lead)
+    # Minted somewhen in [t0, t1], restart_guard_ms (2000) ahead of then.
+    at = decode(after[0])[0] + EPOCH
+    lead = at - t0
+    expect(t0 + 1950 <= at <= t1 + 2100, "first id after the restart is %d ms after the "
+           "restart (%d ms to mint it); want the 2000 ms guard" % (lead, t1 - t0))
     expect(pos(after[0]) > max(pos(k) for k in minted), "ids went backwards after the restart")
     expect(srv.client.hget(seq, "rid") != old_rid, "the state still names the old run_id")
     return "%d ids before the restart (clock 1.5 s ahead), %d after; first after is %d ms " \
@@ -265,7 +269,7 @@ def t_clock_back_beyond(px, far):
             time.sleep(0.02)
     waited = time.monotonic() - t0
     expect(stall > 0.5 and errors, "a clock 1.5 s behind got no TRYAGAIN with max_ahead_ms 500")
-    expect(stall - 0.3 < waited < stall + 0.5,
+    expect(stall - 0.3 < waited < stall + 1.5,
            "refused for %.2f s; the clock was %.2f s too far behind" % (waited, stall))
     expect(pos(got) > max(pos(k) for k in before), "id after the stall is not the highest")
     return "TRYAGAIN for %.2f s of the %.2f s the clock was too far behind (%d replies, " \
