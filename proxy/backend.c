@@ -113,8 +113,8 @@ static void backend_close_cb(uv_handle_t *h)
     if (b->state != BACKEND_FAILED)
         b->state = BACKEND_DOWN;
     if (b->dedicated) {
-        if (b->owner == NULL) {
-            dedicated_free(b);          /* released, or a spare that failed */
+        if (b->owner == NULL || b->transient) {
+            dedicated_free(b);          /* released, a spare or a one-off that failed */
             return;
         }
         while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {

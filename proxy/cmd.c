@@ -12,6 +12,14 @@ static const struct cmd table[] = {
 #define NCMDS (sizeof(table) / sizeof(table[0]))
 
 const char cmd_redis_version[] = CMDTAB_REDIS_VERSION;
+
+/* As scripts/gen-commands's ACL list. */
+const char *const cmd_acl_names[] = {
+    "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
+    "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking",
+    "dangerous", "connection", "transaction", "scripting",
+};
+const size_t cmd_acl_count = sizeof(cmd_acl_names) / sizeof(cmd_acl_names[0]);
 #define NAME_MAX_LEN 64
 
 static const struct cmd *find(const char *name)

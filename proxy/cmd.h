@@ -49,7 +49,12 @@ struct cmd {
     int         last;       /* last key position, negative from the end */
     int         step;
     enum cmd_reply reply;   /* merging the replies of several servers */
+    uint32_t    acl;        /* ACL categories: bit i is cmd_acl_names[i] */
 };
+
+/* The ACL categories of Redis 7.0, in the order of struct cmd's acl bits. */
+extern const char *const cmd_acl_names[];
+extern const size_t cmd_acl_count;
 
 /* The redis-server version the table was generated from. */
 extern const char cmd_redis_version[];

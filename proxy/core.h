@@ -370,6 +370,10 @@ void pin_check(struct client *c);
 void pin_unhold(struct client *c);
 /* WAIT numreplicas timeout on every server (see pin.c). */
 void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* A command for a server busy with a script (SCRIPT KILL, FUNCTION KILL or
+ * STATS): on every server (or the first), over connections of its own. */
+void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+              bool first_only);
 void pin_client_gone(struct client *c);
 
 /* Publish and subscribe (pubsub.c). pubsub_route takes PUBLISH, SPUBLISH,
@@ -391,9 +395,9 @@ void scan_send(struct client *c, struct req *r, struct args *a);
 
 /* Send r to every server; its reply merges theirs by cmd's response policy.
  * via: the connection to use for each server, or NULL for c's usual ones;
- * with via, the fragments may wait as long as they like (no deadline). */
+ * blocking: the fragments may wait as long as they like (no deadline). */
 void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
-                    struct backend **via);
+                    struct backend **via, bool blocking);
 /* A fragment got its reply: merge once all have. */
 void frag_done(struct req *fragment);
 

@@ -167,7 +167,7 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
 }
 
 void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
-                    struct backend **via)
+                    struct backend **via, bool blocking)
 {
     struct pool *p = c->pool;
     struct frag *f = xcalloc(1, sizeof(*f));
@@ -183,7 +183,7 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, const struc
         args_request(a, &f->reqs[s]->out);
     }
     for (uint32_t s = 0; s < p->nservers; s++) {
-        f->reqs[s]->blocking = via != NULL;
+        f->reqs[s]->blocking = blocking;
         backend_send(via != NULL ? via[s] : pool_backend(p, s, c), f->reqs[s]);
     }
 }
@@ -353,6 +353,18 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
             err = err != NULL ? err : f->reqs[i];
         else
             ok = ok != NULL ? ok : f->reqs[i];
+    }
+    if (f->reply == CMD_REPLY_ONE_OK && ok == NULL) {
+        /* No server succeeded: say why, rather than that one had nothing
+         * to do (a failed server's error over another's -NOTBUSY). */
+        for (uint32_t i = 0; i < f->nfrags; i++) {
+            char head[9];
+            msg_copy(&f->reqs[i]->rsp, 0, f->reqs[i]->rsp.len < 8 ? f->reqs[i]->rsp.len : 8, head);
+            if (f->reqs[i]->rsp.len < 8 || memcmp(head, "-NOTBUSY", 8) != 0) {
+                err = f->reqs[i];
+                break;
+            }
+        }
     }
     if (f->reply == CMD_REPLY_ONE_OK || err != NULL) {
         const struct msg *g = f->reply == CMD_REPLY_ONE_OK && ok != NULL ? &ok->rsp : &err->rsp;

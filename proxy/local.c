@@ -4,6 +4,7 @@
  * introspection (COMMAND, INFO, TIME) and shardis's own SHARD.WHEREIS and
  * SHARD.NODES. Replies and error texts follow redis-server 7.0, so client
  * libraries' connect-time handshakes work unchanged. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,6 +324,97 @@ static void command_entry(struct client *c, struct req *r, const struct cmd *cmd
               cmd->step);
 }
 
+/* Glob-style match of s against p, ignoring case (Redis's stringmatchlen
+ * rules: * ? [abc] [^a] [a-z] and \ to escape). */
+static bool glob(const char *p, size_t plen, const char *s, size_t slen)
+{
+    while (plen > 0) {
+        if (*p == '*') {
+            while (plen > 1 && p[1] == '*')
+                p++, plen--;
+            if (plen == 1)
+                return true;
+            for (size_t i = 0; i <= slen; i++)
+                if (glob(p + 1, plen - 1, s + i, slen - i))
+                    return true;
+            return false;
+        }
+        if (slen == 0)
+            return false;
+        if (*p == '[') {
+            bool not = plen > 1 && p[1] == '^', match = false;
+            size_t i = not ? 2 : 1;
+            for (; i < plen && p[i] != ']'; i++) {
+                if (p[i] == '\\' && i + 1 < plen)
+                    i++, match |= p[i] == *s;
+                else if (i + 2 < plen && p[i + 1] == '-' && p[i + 2] != ']') {
+                    char lo = (char)tolower((unsigned char)p[i]);
+                    char hi = (char)tolower((unsigned char)p[i + 2]);
+                    char ch = (char)tolower((unsigned char)*s);
+                    match |= lo <= hi ? (ch >= lo && ch <= hi) : (ch >= hi && ch <= lo);
+                    i += 2;
+                } else
+                    match |= tolower((unsigned char)p[i]) == tolower((unsigned char)*s);
+            }
+            if (match == not)
+                return false;
+            p += i < plen ? i + 1 : plen;
+            plen -= i < plen ? i + 1 : plen;
+            s++, slen--;
+            continue;
+        }
+        if (*p == '\\' && plen > 1)
+            p++, plen--;
+        else if (*p == '?') {
+            p++, plen--, s++, slen--;
+            continue;
+        }
+        if (tolower((unsigned char)*p) != tolower((unsigned char)*s))
+            return false;
+        p++, plen--, s++, slen--;
+    }
+    return slen == 0;
+}
+
+/* COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command
+ * and subcommand name, as redis-server lists them. */
+static void command_list(struct client *c, struct req *r, struct args *a)
+{
+    size_t n, len, count = 0;
+    const struct cmd *t = cmd_table(&n);
+    const char *arg = NULL;
+    enum { ALL, MODULE, ACLCAT, PATTERN } by = ALL;
+    uint32_t acl = 0;
+
+    if (a->argc == 5 && args_is(a, 2, "filterby")) {
+        arg = args_get(a, 4, &len);
+        by = args_is(a, 3, "module") ? MODULE : args_is(a, 3, "aclcat") ? ACLCAT
+           : args_is(a, 3, "pattern") ? PATTERN : ALL;
+    }
+    if ((a->argc != 2 && by == ALL)) {
+        client_reply_error(c, r, "ERR syntax error");
+        return;
+    }
+    if (by == ACLCAT)
+        for (size_t i = 0; i < cmd_acl_count; i++)
+            if (strlen(cmd_acl_names[i]) == len && !strncasecmp(cmd_acl_names[i], arg, len))
+                acl = 1u << i;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            bool in = by == ALL || (by == ACLCAT && (t[i].acl & acl)) ||
+                      (by == PATTERN && glob(arg, len, t[i].name, strlen(t[i].name)));
+            if (!in)
+                continue;
+            if (pass == 0)
+                count++;
+            else
+                reply_str(c, r, t[i].name);
+        }
+        if (pass == 0)
+            reply_fmt(c, r, "*%zu\r\n", count);   /* no modules: MODULE lists nothing */
+    }
+}
+
 static void cmd_command(struct client *c, struct req *r, struct args *a)
 {
     size_t n, top = 0;
@@ -330,16 +422,13 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
 
     for (size_t i = 0; i < n; i++)
         top += strchr(t[i].name, '|') == NULL;
-    if (a->argc == 1 || args_is(a, 1, "list")) {
-        bool list = a->argc > 1;
+    if (a->argc > 1 && args_is(a, 1, "list")) {
+        command_list(c, r, a);
+    } else if (a->argc == 1) {
         reply_fmt(c, r, "*%zu\r\n", top);
         for (size_t i = 0; i < n; i++)
-            if (strchr(t[i].name, '|') == NULL) {
-                if (list)
-                    reply_str(c, r, t[i].name);
-                else
-                    command_entry(c, r, &t[i]);
-            }
+            if (strchr(t[i].name, '|') == NULL)
+                command_entry(c, r, &t[i]);
     } else if (args_is(a, 1, "count")) {
         reply_fmt(c, r, ":%zu\r\n", top);
     } else if (args_is(a, 1, "info")) {

@@ -323,6 +323,27 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
         hold(c, via[s], r);
         send_quiet_on(c, via[s], WAIT_MARKER);
     }
-    frag_broadcast(c, r, a, cmd, via);
+    frag_broadcast(c, r, a, cmd, via, true);
+    free(via);
+}
+
+/* SCRIPT KILL and the like must reach a server whose shared connection
+ * waits behind the very script they are to stop. */
+void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+              bool first_only)
+{
+    struct pool *p = c->pool;
+    struct backend **via = xmalloc(p->nservers * sizeof(*via));
+
+    for (uint32_t s = 0; s < (first_only ? 1 : p->nservers); s++) {
+        via[s] = backend_acquire(p, s, c);
+        via[s]->transient = 1;
+    }
+    if (first_only) {
+        args_request(a, &r->out);
+        backend_send(via[0], r);
+    } else {
+        frag_broadcast(c, r, a, cmd, via, false);
+    }
     free(via);
 }

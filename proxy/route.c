@@ -107,7 +107,8 @@ static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
                            ? "ERR Number of keys can't be greater than number of args"
                            : "ERR numkeys should be greater than 0");
     else if (!is_int)
-        client_reply_error(c, r, "ERR value is not an integer or out of range");
+        client_reply_error(c, r, name[0] == 'f' ? "ERR Bad number of keys provided"  /* FCALL */
+                                                : "ERR value is not an integer or out of range");
     else if (style == NK_ZSET)
         client_reply_error(c, r, nk < 1 ? "ERR at least 1 input key is needed for '%s' command"
                                         : "ERR syntax error", name);
@@ -122,8 +123,7 @@ static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
 
 /* XREAD/XREADGROUP ... STREAMS key [key ...] id [id ...]: the first half
  * of what follows STREAMS. */
-static int stream_keys(struct client *c, struct req *r, struct args *a,
-                       const struct cmd *cmd, struct keyspan *ks)
+static int stream_keys(struct client *c, struct req *r, struct args *a, struct keyspan *ks)
 {
     uint32_t i = 1, n;
 
@@ -135,8 +135,8 @@ static int stream_keys(struct client *c, struct req *r, struct args *a,
     }
     n = a->argc - i - 1;
     if (n % 2 != 0) {
-        client_reply_error(c, r, "ERR Unbalanced '%s' list of streams: for each stream key "
-                           "an ID or '$' must be specified.", cmd->name);
+        client_reply_error(c, r, "ERR Unbalanced XREAD list of streams: for each stream key "
+                           "an ID or '$' must be specified.");   /* XREADGROUP's too */
         return -1;
     }
     ks->first = i + 1;
@@ -158,15 +158,15 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
         numkeys_at = 2, style = NK_SCRIPT;
     else if (!strcmp(n, "zunionstore") || !strcmp(n, "zinterstore") || !strcmp(n, "zdiffstore"))
         numkeys_at = 2, style = NK_ZSET, ks->extra = 1;
-    else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff"))
+    else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff") ||
+             !strcmp(n, "zintercard"))
         numkeys_at = 1, style = NK_ZSET;
-    else if (!strcmp(n, "sintercard") || !strcmp(n, "zintercard") ||
-             !strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
+    else if (!strcmp(n, "sintercard") || !strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
         numkeys_at = 1, style = NK_CARD;
     else if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop"))
         numkeys_at = 2, style = NK_CARD;
     else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup"))
-        return stream_keys(c, r, a, cmd, ks);
+        return stream_keys(c, r, a, ks);
     else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro") || !strcmp(n, "georadius") ||
              !strcmp(n, "georadiusbymember")) {
         /* The key, and the destination of STORE (or GEORADIUS's STOREDIST). */
@@ -181,6 +181,12 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
     bool is_int = arg_int(a, numkeys_at, &nk);
     if (!is_int || nk <= 0 || (uint64_t)nk > a->argc - numkeys_at - 1) {
         reply_bad_numkeys(c, r, n, style, is_int, nk);
+        return -1;
+    }
+    /* [B]LMPOP and [B]ZMPOP need LEFT|RIGHT or MIN|MAX after the keys:
+     * without it redis-server says so before anything about the keys. */
+    if (strstr(n, "mpop") != NULL && numkeys_at + (uint32_t)nk + 1 >= a->argc) {
+        client_reply_error(c, r, "ERR syntax error");
         return -1;
     }
     ks->first = numkeys_at + 1;
@@ -315,11 +321,13 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
                            cmd->name, pc->name);
         c->pool->errors++;
         req_done(r);
+    } else if (cmd->flags & CMD_ALLOW_BUSY) {
+        pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN) {
         args_request(a, &r->out);
         backend_send(pool_backend(c->pool, 0, c), r);
     } else {
-        frag_broadcast(c, r, a, cmd, NULL);
+        frag_broadcast(c, r, a, cmd, NULL, false);
     }
 }
 

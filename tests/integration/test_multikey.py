@@ -248,6 +248,59 @@ def t_same_server_families(px, direct, backends):
            "and nothing touched" % (len(cmds), len(spread_cmds))
 
 
+NUMKEYS_ERRORS = [("ZINTERCARD", "0", "a{t}"), ("ZINTERCARD", "2", "a{t}"),
+                  ("SINTERCARD", "0", "a{t}"), ("SINTERCARD", "2", "a{t}"),
+                  ("LMPOP", "2", "a{t}", "left"), ("ZMPOP", "2", "a{t}", "min"),
+                  ("BLMPOP", "0.1", "2", "a{t}", "left"), ("ZUNION", "0", "a{t}"),
+                  ("EVAL", "return 1", "x"), ("EVAL", "return 1", "-1"),
+                  ("EVAL", "return 1", "3", "a{t}"), ("FCALL", "tf", "bad_arg"),
+                  ("FCALL", "tf", "-1"), ("FCALL_RO", "tf", "x"), ("FCALL", "tf", "5", "a{t}"),
+                  ("XREAD", "STREAMS", "a{t}", "b{t}", "c"),
+                  ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "a{t}", "b{t}", "c")]
+
+
+def t_numkeys_errors(admin, direct):
+    lib = "#!lua name=tlib\nredis.register_function('tf', function() return 1 end)"
+    for c in (admin.client, direct.client):
+        c.execute_command("FUNCTION", "LOAD", "REPLACE", lib)
+    try:
+        expect_eq(raw_session(admin.port, *NUMKEYS_ERRORS), raw_session(direct.port, *NUMKEYS_ERRORS),
+                  "numkeys and key-list errors")
+    finally:
+        for c in (admin.client, direct.client):
+            c.execute_command("FUNCTION", "DELETE", "tlib")
+    return "%d malformed key lists answered with redis-server's texts" % len(NUMKEYS_ERRORS)
+
+
+def t_kill_busy_script(admin, backends):
+    """SCRIPT KILL and FUNCTION KILL reach a server whose shared connection
+    waits behind the running script, and stop it."""
+    admin.client.config_set("busy-reply-threshold", 100)
+    k = admin.keys_on("busy:", 2)[0]
+    lib = "#!lua name=spinlib\nredis.register_function('spin', function() while true do end end)"
+    admin.client.execute_command("FUNCTION", "LOAD", "REPLACE", lib)
+    try:
+        for run, kill in ((("EVAL", "while true do end", "1", k), ("SCRIPT", "KILL")),
+                          (("FCALL", "spin", "1", k), ("FUNCTION", "KILL"))):
+            spinner = harness.Raw(admin.port, timeout=10)
+            spinner.send(harness.enc(*run))
+            time.sleep(0.4)
+            t0 = time.monotonic()
+            got = raw_session(admin.port, kill)[0]
+            took = time.monotonic() - t0
+            expect_eq(got, b"+OK\r\n", "%s of a busy server" % " ".join(kill))
+            stopped = spinner.reply()
+            spinner.close()
+            expect(stopped.startswith(b"-ERR Script killed by user") or
+                   stopped.startswith(b"-ERR Script killed"), "the script's client got %r" % stopped)
+            expect(took < 1.0, "%s took %.2f s" % (" ".join(kill), took))
+            expect_eq(admin.client.set(k, "after"), True, "the server answers again")
+    finally:
+        admin.client.execute_command("FUNCTION", "DELETE", "spinlib")
+        admin.client.config_set("busy-reply-threshold", 5000)
+    return "EVAL and FCALL spinning on redis3: killed in %.3f s, the server usable again" % took
+
+
 # ---- transactions --------------------------------------------------------------------
 
 def raw_session(port, *cmds):
@@ -571,6 +624,8 @@ def body():
     check("config_and_functions_admin", t_config_functions, admin, px, direct, R)
     check("flushdb_admin_only", t_flush, px, admin, direct)
     check("same_server_families", t_same_server_families, px, direct, R)
+    check("numkeys_errors_like_redis", t_numkeys_errors, admin, direct)
+    check("kill_busy_script", t_kill_busy_script, admin, R)
     check("multi_exec_like_redis", t_multi_exec, px, direct)
     check("multi_crossslot_aborts", t_multi_crossslot, px, R)
     check("watch_like_redis", t_watch, px, direct)

@@ -566,7 +566,18 @@ def t_command(px, direct):
               "COMMAND INFO get (name, arity, first, last, step)")
     d = parse(one_reply(direct.port, enc("COMMAND", "INFO", "get")))[0]
     expect_eq(sorted(e[2]), sorted(d[2]), "GET flags vs redis-server")
-    return "COUNT %d (redis-server: %d)" % (n, dn)
+    # COMMAND LIST and its filters name what redis-server names (in another
+    # order), plus client|setinfo, a later Redis's, which shardis answers.
+    for args in ((), ("FILTERBY", "PATTERN", "cl*"), ("FILTERBY", "PATTERN", "*[ab]??"),
+                 ("FILTERBY", "ACLCAT", "string"), ("FILTERBY", "ACLCAT", "nonexist"),
+                 ("FILTERBY", "MODULE", "x"), ("bad_arg",), ("FILTERBY", "PATTERN")):
+        got = parse(one_reply(px.port, enc("COMMAND", "LIST", *args)))
+        want = parse(one_reply(direct.port, enc("COMMAND", "LIST", *args)))
+        if isinstance(got, list):
+            got = sorted(set(got) - {b"client|setinfo"})
+            want = sorted(want)
+        expect_eq(got, want, "COMMAND LIST %s" % " ".join(args))
+    return "COUNT %d (redis-server: %d); COMMAND LIST and its filters as redis-server's" % (n, dn)
 
 
 def t_info(px):
