@@ -454,6 +454,22 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
 
 /* ---- INFO ------------------------------------------------------------------------ */
 
+/* Clients waiting in a blocking command: its request is the oldest on
+ * their dedicated connection. */
+static uint32_t blocked_clients(void)
+{
+    uint32_t n = 0;
+
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct backend *b;
+        TAILQ_FOREACH(b, &proxy.pools[i].dedicated, link) {
+            struct req *r = TAILQ_FIRST(&b->pendq);
+            n += b->owner != NULL && !b->transient && r != NULL && r->blocking;
+        }
+    }
+    return n;
+}
+
 static bool want_section(struct args *a, const char *name, bool in_default)
 {
     if (a->argc < 2)
@@ -478,7 +494,8 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
                 cmd_redis_version, SHARDIS_VERSION, (int)getpid(), proxy.port,
                 (unsigned long long)((now - proxy.started_ms) / 1000));
     if (want_section(a, "clients", true))
-        fprintf(f, "# Clients\r\nconnected_clients:%u\r\n\r\n", proxy.nclients);
+        fprintf(f, "# Clients\r\nconnected_clients:%u\r\nblocked_clients:%u\r\n\r\n",
+                proxy.nclients, blocked_clients());
     if (want_section(a, "stats", true))
         fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
                 "total_commands_processed:%llu\r\nchunks_allocated:%zu\r\nchunks_free:%zu\r\n\r\n",

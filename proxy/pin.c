@@ -10,8 +10,9 @@
  *              on that server; one that does not gets -CROSSSLOT and the
  *              transaction aborts at EXEC (-EXECABORT), as in Redis Cluster.
  *              Commands without keys cannot be queued anywhere, so they are
- *              refused the same way. Errors shardis answers while queuing
- *              (unknown command, arity) abort it too, as in Redis.
+ *              refused the same way (but PING and ECHO, once the server is
+ *              known, are queued there). Errors shardis answers while
+ *              queuing (unknown command, arity) abort it too, as in Redis.
  *   WATCH      picks the server (its keys must share one) for the
  *              transaction that follows; its MULTI goes there at once.
  *   EXEC, DISCARD, UNWATCH
@@ -151,11 +152,11 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
     }
     c->multi = 1;
     c->tx_abort = 0;
-    if (c->pin == NULL) {
+    if (!c->watching) {             /* the first key will choose the server */
         reply(c, r, "+OK\r\n");
         return;
     }
-    c->tx_started = 1;              /* WATCH chose the server */
+    c->tx_started = 1;              /* WATCH chose it */
     forward(c, r, a);
 }
 
@@ -260,6 +261,12 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
     }
     if (!c->multi || (cmd != NULL && (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))
         return 0;
+    /* PING and ECHO mean the same on any server: once the transaction has
+     * one, they are queued there. */
+    if (c->tx_started && cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
+        forward(c, r, a);
+        return 1;
+    }
     /* In MULTI without keys: shardis's own commands and every keyless one
      * would run here or everywhere, not in the transaction. */
     client_reply_error(c, r, "ERR command '%s' inside MULTI is not supported by shardis: "

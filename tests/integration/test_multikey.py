@@ -313,8 +313,9 @@ def raw_session(port, *cmds):
         c.close()
 
 
-TX_SAME = [("MULTI",), ("SET", "{t}a", "1"), ("INCR", "{t}b"), ("LPUSH", "{t}l", "x", "y"),
-           ("MGET", "{t}a", "{t}b"), ("INCR", "{t}a"), ("EXEC",), ("GET", "{t}a")]
+TX_SAME = [("MULTI",), ("SET", "{t}a", "1"), ("INCR", "{t}b"), ("PING",), ("ECHO", "hi"),
+           ("LPUSH", "{t}l", "x", "y"), ("MGET", "{t}a", "{t}b"), ("INCR", "{t}a"), ("EXEC",),
+           ("GET", "{t}a")]
 TX_ERRORS = [("EXEC",), ("DISCARD",), ("MULTI",), ("MULTI",), ("EXEC",), ("MULTI",),
              ("GET",), ("SET", "{t}x", "1"), ("EXEC",), ("GET", "{t}x"), ("MULTI",),
              ("SET", "{t}y", "1"), ("DISCARD",), ("GET", "{t}y"), ("MULTI",),
@@ -339,7 +340,8 @@ def t_multi_crossslot(px, backends):
     a, b = px.keys_on("txa:", 0)[0], px.keys_on("txb:", 1)[0]
     got = raw_session(px.port, ("MULTI",), ("SET", a, "1"), ("SET", b, "2"), ("EXEC",),
                       ("MULTI",), ("MGET", a, b), ("EXEC",), ("MULTI",), ("PING",), ("EXEC",),
-                      ("MULTI",), ("SHARD.GENKEY",), ("EXEC",))
+                      ("MULTI",), ("SHARD.GENKEY",), ("EXEC",), ("MULTI",), ("SET", a, "3"),
+                      ("EXEC",))
     cross = b"-CROSSSLOT Keys in request don't hash to the same node\r\n"
     abort = b"-EXECABORT Transaction discarded because of previous errors.\r\n"
     expect_eq(got[:4], [b"+OK\r\n", b"+QUEUED\r\n", cross, abort], "SET on two servers")
@@ -348,6 +350,9 @@ def t_multi_crossslot(px, backends):
            got[9] == abort, "PING in MULTI: %r" % got[8:10])
     expect(got[11].startswith(b"-ERR command 'shard.*' inside MULTI") and got[12] == abort,
            "SHARD.GENKEY in MULTI: %r" % got[11:13])
+    expect_eq(got[13:], [b"+OK\r\n", b"+QUEUED\r\n", b"*1\r\n+OK\r\n"],
+              "a transaction right after aborted ones")
+    px.client.delete(a)
     expect(not any(s.client.exists(a) or s.client.exists(b) for s in backends),
            "an aborted transaction wrote")
     return "-CROSSSLOT then -EXECABORT, nothing written"
@@ -444,7 +449,8 @@ def t_blocked_do_not_stall(px, n_blocked=100, n_busy=100):
         b = harness.Raw(px.port, timeout=10)
         b.send(harness.enc("BLPOP", "{q%d}" % i, "0"))
         blocked.append(b)
-    time.sleep(0.3)
+    until("INFO counts the blocked clients", lambda: px.client.info("clients")
+          .get("blocked_clients") == n_blocked)
     lat = []
     busy = [harness.Raw(px.port, timeout=10) for _ in range(n_busy)]
     for rnd in range(5):
@@ -458,6 +464,8 @@ def t_blocked_do_not_stall(px, n_blocked=100, n_busy=100):
         c.close()
     for i in range(n_blocked):
         px.client.rpush("{q%d}" % i, "item%d" % i)
+    until("no blocked clients left", lambda: px.client.info("clients")
+          .get("blocked_clients") == 0)
     for i, b in enumerate(blocked):
         got = b.reply()
         want = b"*2\r\n$%d\r\n{q%d}\r\n$%d\r\nitem%d\r\n" % (
