@@ -143,6 +143,7 @@ static void backend_abort(struct backend *b)
 {
     struct req *r;
 
+    b->barrier = NULL;          /* its request is about to be answered (and freed) */
     while ((r = TAILQ_FIRST(&b->pendq)) != NULL) {
         TAILQ_REMOVE(&b->pendq, r, pq);
         r->pending = 0;

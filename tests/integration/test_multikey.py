@@ -558,14 +558,19 @@ def t_pubsub_redis_cli(px, backends):
 
 
 def t_subscriber_gone(px, backends):
+    def held():             # subscriptions the backends hold for shardis's clients
+        return sum(s.client.execute_command("PUBSUB", "NUMSUB", "g1", "g2")[1::2].count(1) +
+                   s.client.execute_command("PUBSUB", "NUMPAT") for s in backends)
     base = backend_clients(backends)
     c = harness.Raw(px.port)
     c.send(harness.enc("SUBSCRIBE", "g1", "g2") + harness.enc("PSUBSCRIBE", "g*"))
     for _ in range(3):
         c.reply()
-    expect(backend_clients(backends) > base, "no subscriber connections were made")
+    expect_eq(held(), 2 + len(backends), "subscriptions on the backends (2 channels, "
+              "the pattern on each)")
     c.close()
-    until("subscriber connections closed", lambda: backend_clients(backends) <= base)
+    until("subscriptions gone with their client", lambda: held() == 0)
+    until("its connections closed", lambda: backend_clients(backends) <= base)
     c = harness.Raw(px.port)
     c.cmd("SUBSCRIBE", px.keys_on("dead:", 1)[0])
     backends[1].kill()
