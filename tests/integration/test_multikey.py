@@ -163,8 +163,16 @@ def t_flush(px, admin, direct):
 
 def t_backend_down(px, backends):
     px.client.set("x", 1)
+    spread = [px.keys_on("down:", i)[0] for i in range(len(backends))]
     backends[1].kill()
     try:
+        # A split command over every server, one of them down: the whole
+        # reply is that server's error (README), never a partial answer.
+        for cmd in (["MGET"] + spread, ["MSET"] + [x for k in spread for x in (k, "v")],
+                    ["DEL"] + spread, ["EXISTS"] + spread):
+            got = reply(px.client, *cmd)
+            expect(isinstance(got, str) and "backend redis2 unavailable" in got,
+                   "%s with redis2 down: %r" % (cmd[0], got))
         got = reply(px.client, "DBSIZE")
         expect(isinstance(got, str) and "backend redis2 unavailable" in got,
                "DBSIZE with a server down: %r" % got)
