@@ -112,10 +112,16 @@ static void reply(struct client *c, struct req *r, const char *s)
     req_done(r);
 }
 
+/* Answer r with the error line (no '-', no CRLF). */
+static void refuse(struct client *c, struct req *r, const char *error)
+{
+    client_reply_error(c, r, "%s", error);
+    req_done(r);
+}
+
 static void reply_crossslot(struct client *c, struct req *r)
 {
-    client_reply_error(c, r, "CROSSSLOT Keys in request don't hash to the same node");
-    req_done(r);
+    refuse(c, r, "CROSSSLOT Keys in request don't hash to the same node");
 }
 
 void pin_check(struct client *c)
@@ -146,8 +152,7 @@ void pin_client_gone(struct client *c)
 static void tx_multi(struct client *c, struct req *r, struct args *a)
 {
     if (c->multi) {
-        client_reply_error(c, r, "ERR MULTI calls can not be nested");
-        req_done(r);
+        refuse(c, r, "ERR MULTI calls can not be nested");
         return;
     }
     c->multi = 1;
@@ -163,8 +168,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
 static void tx_exec(struct client *c, struct req *r, struct args *a)
 {
     if (!c->multi) {
-        client_reply_error(c, r, "ERR EXEC without MULTI");
-        req_done(r);
+        refuse(c, r, "ERR EXEC without MULTI");
         return;
     }
     c->multi = 0;
@@ -172,8 +176,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         if (c->pin != NULL)
             send_quiet(c, c->tx_started ? DISCARD_REQUEST : UNWATCH_REQUEST);
         c->tx_started = c->watching = c->tx_abort = 0;
-        client_reply_error(c, r, "EXECABORT Transaction discarded because of previous errors.");
-        req_done(r);
+        refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
     if (!c->tx_started) {           /* nothing was queued anywhere */
@@ -187,8 +190,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
 static void tx_discard(struct client *c, struct req *r, struct args *a)
 {
     if (!c->multi) {
-        client_reply_error(c, r, "ERR DISCARD without MULTI");
-        req_done(r);
+        refuse(c, r, "ERR DISCARD without MULTI");
         return;
     }
     c->multi = c->tx_abort = 0;
@@ -208,8 +210,7 @@ static void tx_watch(struct client *c, struct req *r, struct args *a, const stru
     int owner;
 
     if (c->multi) {
-        client_reply_error(c, r, "ERR WATCH inside MULTI is not allowed");
-        req_done(r);
+        refuse(c, r, "ERR WATCH inside MULTI is not allowed");
         return;
     }
     if ((owner = route_owner(c, r, a, cmd)) < 0)

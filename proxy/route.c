@@ -97,18 +97,24 @@ struct keyspan {
 };
 
 /* How redis-server refuses a bad numkeys, per family of command. */
-enum numkeys_style { NK_SCRIPT, NK_ZSET, NK_CARD };
+enum numkeys_style {
+    NK_EVAL,        /* EVAL, EVALSHA */
+    NK_FCALL,       /* FCALL: as EVAL, but its own text for a numkeys that is no number */
+    NK_ZSET,        /* ZUNION, ZINTER ... */
+    NK_CARD,        /* SINTERCARD */
+    NK_POP,         /* [B]LMPOP, [B]ZMPOP: as NK_CARD, and LEFT|RIGHT / MIN|MAX after */
+};
 
 static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
                               enum numkeys_style style, bool is_int, long long nk)
 {
-    if (style == NK_CARD)
+    if (style == NK_CARD || style == NK_POP)
         client_reply_error(c, r, is_int && nk > 0
                            ? "ERR Number of keys can't be greater than number of args"
                            : "ERR numkeys should be greater than 0");
     else if (!is_int)
-        client_reply_error(c, r, name[0] == 'f' ? "ERR Bad number of keys provided"  /* FCALL */
-                                                : "ERR value is not an integer or out of range");
+        client_reply_error(c, r, style == NK_FCALL ? "ERR Bad number of keys provided"
+                                                   : "ERR value is not an integer or out of range");
     else if (style == NK_ZSET)
         client_reply_error(c, r, nk < 1 ? "ERR at least 1 input key is needed for '%s' command"
                                         : "ERR syntax error", name);
@@ -154,17 +160,21 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
     long long nk = 0;
 
     if (!strcmp(n, "eval") || !strcmp(n, "evalsha") || !strcmp(n, "eval_ro") ||
-        !strcmp(n, "evalsha_ro") || !strcmp(n, "fcall") || !strcmp(n, "fcall_ro"))
-        numkeys_at = 2, style = NK_SCRIPT;
+        !strcmp(n, "evalsha_ro"))
+        numkeys_at = 2, style = NK_EVAL;
+    else if (!strcmp(n, "fcall") || !strcmp(n, "fcall_ro"))
+        numkeys_at = 2, style = NK_FCALL;
     else if (!strcmp(n, "zunionstore") || !strcmp(n, "zinterstore") || !strcmp(n, "zdiffstore"))
         numkeys_at = 2, style = NK_ZSET, ks->extra = 1;
     else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff") ||
              !strcmp(n, "zintercard"))
         numkeys_at = 1, style = NK_ZSET;
-    else if (!strcmp(n, "sintercard") || !strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
+    else if (!strcmp(n, "sintercard"))
         numkeys_at = 1, style = NK_CARD;
+    else if (!strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
+        numkeys_at = 1, style = NK_POP;
     else if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop"))
-        numkeys_at = 2, style = NK_CARD;
+        numkeys_at = 2, style = NK_POP;
     else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup"))
         return stream_keys(c, r, a, ks);
     else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro") || !strcmp(n, "georadius") ||
@@ -183,9 +193,9 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
         reply_bad_numkeys(c, r, n, style, is_int, nk);
         return -1;
     }
-    /* [B]LMPOP and [B]ZMPOP need LEFT|RIGHT or MIN|MAX after the keys:
-     * without it redis-server says so before anything about the keys. */
-    if (strstr(n, "mpop") != NULL && numkeys_at + (uint32_t)nk + 1 >= a->argc) {
+    /* Without the direction after the keys redis-server says so before
+     * anything about where the keys are. */
+    if (style == NK_POP && numkeys_at + (uint32_t)nk + 1 >= a->argc) {
         client_reply_error(c, r, "ERR syntax error");
         return -1;
     }
@@ -352,8 +362,11 @@ static enum route_kind classify(const struct cmd *cmd)
     if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
         if (first_server_answers(cmd))
             return ROUTE_FIRST_ADMIN;
-        if ((cmd->flags & CMD_ALL_SHARDS) && cmd->reply != CMD_REPLY_SPECIAL &&
-            !(cmd->flags & CMD_BLOCKING) && strcmp(cmd->name, "wait") != 0)
+        /* CONFIG RESETSTAT resets each server's own counters, like CONFIG
+         * SET, though Redis 7.0 gives it no request_policy tip. */
+        if (((cmd->flags & CMD_ALL_SHARDS) || !strcmp(cmd->name, "config|resetstat")) &&
+            cmd->reply != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) &&
+            strcmp(cmd->name, "wait") != 0)
             return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
         if (!strcmp(cmd->name, "scan"))
             return ROUTE_SCAN;
