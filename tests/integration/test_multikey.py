@@ -143,7 +143,17 @@ def t_config_functions(admin, px, direct, backends):
     expect_eq(reply(admin.client, "FUNCTION", "LOAD", LIB)[:6], "error:", "FUNCTION LOAD again")
     expect_eq(reply(admin.client, "FUNCTION", "DELETE", "shardislib"), b"OK", "FUNCTION DELETE")
     expect_eq(reply(admin.client, "FUNCTION", "LIST"), [], "FUNCTION LIST after DELETE")
-    return "CONFIG SET/GET and FUNCTION LOAD/LIST/DELETE on every server"
+    reply(admin.client, "FUNCTION", "LOAD", LIB)
+    expect_eq(reply(admin.client, "FUNCTION", "FLUSH"), b"OK", "FUNCTION FLUSH")
+    for b in backends:
+        expect_eq(b.client.execute_command("FUNCTION", "LIST"), [], "flushed on %s" % b.name)
+    for b in backends:
+        b.client.get("x")           # a command counted in INFO commandstats
+    expect_eq(reply(admin.client, "CONFIG", "RESETSTAT"), b"OK", "CONFIG RESETSTAT")
+    for b in backends:
+        expect("cmdstat_get" not in b.client.info("commandstats"),
+               "stats reset on %s" % b.name)
+    return "CONFIG SET/GET/RESETSTAT and FUNCTION LOAD/LIST/DELETE/FLUSH on every server"
 
 
 def t_flush(px, admin, direct):
@@ -156,6 +166,9 @@ def t_flush(px, admin, direct):
               "FLUSHDB bogus")
     expect_eq(reply(admin.client, "FLUSHDB"), True, "FLUSHDB")     # redis-py's +OK
     expect_eq(px.client.dbsize(), 0, "DBSIZE after FLUSHDB")
+    px.client.mset({"f%d" % i: i for i in range(30)})
+    expect_eq(reply(admin.client, "FLUSHALL"), True, "FLUSHALL")
+    expect_eq(px.client.dbsize(), 0, "DBSIZE after FLUSHALL")
     expect_eq(px.client.randomkey(), None, "RANDOMKEY of an empty keyspace")
     expect_eq(scan_all(px.client)[0], [], "SCAN of an empty keyspace")
     return "refused without admin_commands (%d keys kept), then flushed" % before
@@ -565,6 +578,28 @@ def t_pubsub_redis_cli(px, backends):
     return "redis-cli got a message from each of %d servers" % len(chans)
 
 
+def t_shard_channels(px, backends):
+    """SSUBSCRIBE and SPUBLISH route by channel like keys: a shard channel on
+    each server gets its messages; channels of one SSUBSCRIBE must share a
+    server. (Raw RESP: Debian's redis-py 4.3 has no sharded pub/sub.)"""
+    chans = [px.keys_on("shch:", i)[0] for i in range(len(backends))]
+    sub = harness.Raw(px.port)
+    for i, ch in enumerate(chans):
+        expect_eq(sub.cmd("SSUBSCRIBE", ch), harness.array(
+            [harness.bulk(b"ssubscribe"), harness.bulk(ch), b":%d\r\n" % (i + 1)]), "SSUBSCRIBE")
+    for i, ch in enumerate(chans):
+        expect_eq(px.client.execute_command("SPUBLISH", ch, "m%d" % i), 1, "SPUBLISH %s" % ch)
+    got = sorted(sub.reply() for _ in chans)
+    want = sorted(harness.array([harness.bulk(b"smessage"), harness.bulk(ch),
+                                 harness.bulk(b"m%d" % i)]) for i, ch in enumerate(chans))
+    expect_eq(got, want, "smessages")
+    sub.close()
+    bad = raw_session(px.port, ("SSUBSCRIBE", chans[0], chans[1]))
+    expect_eq(bad, [b"-CROSSSLOT Keys in request don't hash to the same node\r\n"],
+              "SSUBSCRIBE over two servers")
+    return "a shard channel on each of %d servers, each message once" % len(chans)
+
+
 def t_subscriber_gone(px, backends):
     def held():             # subscriptions the backends hold for shardis's clients
         return sum(s.client.execute_command("PUBSUB", "NUMSUB", "g1", "g2")[1::2].count(1) +
@@ -656,6 +691,7 @@ def body():
     check("pubsub_like_redis", t_pubsub_like_redis, px, direct)
     check("pubsub_across_servers", t_pubsub_across_servers, px, direct, R)
     check("pubsub_redis_cli", t_pubsub_redis_cli, px, R)
+    check("pubsub_shard_channels", t_shard_channels, px, R)
     check("pubsub_subscriber_gone", t_subscriber_gone, px, R)
     check("fanout_backend_down", t_backend_down, px, R)
     for p in (px, admin):
