@@ -471,6 +471,10 @@ static const struct pool_key pool_keys[] = {
     {"eject_mode",           K_EJECT,   F(eject_mode), 0, 0},
     {"admin_commands",       K_BOOL,    F(admin_commands), 0, 0},
     {"idgen",                K_IDGEN,   0, 0, 0},
+    {"migration_rate",       K_INT,     F(migration_rate), 0, INT_MAX},
+    {"migration_batch",      K_INT,     F(migration_batch), 1, 10000},
+    {"migrate_timeout",      K_INT,     F(migrate_timeout), 1, INT_MAX},
+    {"migrate_retries",      K_INT,     F(migrate_retries), 0, 100},
 };
 
 #undef F
@@ -607,6 +611,10 @@ static void pool_defaults(struct conf_pool *pool)
     pool->idgen.epoch_ms = 1325404800000LL;
     pool->idgen.max_ahead_ms = 5000;
     pool->idgen.restart_guard_ms = 2000;
+    pool->migration_rate = 200000;
+    pool->migration_batch = 100;
+    pool->migrate_timeout = 2000;
+    pool->migrate_retries = 3;
 }
 
 static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,

@@ -87,6 +87,12 @@ struct conf_pool {
     int      jedis_version;         /* 3 */
     enum conf_eject eject_mode;     /* fail */
     bool     admin_commands;        /* false */
+    /* live resharding after a reload (proxy/mig.c) */
+    int      migration_rate;        /* keys/s the background mover may move; 0: no limit
+                                       (200000) */
+    int      migration_batch;       /* keys per MIGRATE of the mover (100) */
+    int      migrate_timeout;       /* ms: MIGRATE's own timeout (2000) */
+    int      migrate_retries;       /* a failed MIGRATE is tried again this often (3) */
     struct conf_idgen idgen;
 
     struct conf_server *servers;

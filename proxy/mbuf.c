@@ -130,3 +130,23 @@ void msg_sub(const struct msg *g, size_t off, size_t len, struct msg *out)
         off = 0;
     }
 }
+
+void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len)
+{
+    const char *p = data;
+
+    while (len > 0) {
+        if (*cur == NULL || (*cur)->len == MBUF_SIZE) {
+            if (*cur != NULL)
+                mbuf_unref(*cur);
+            *cur = mbuf_get();
+        }
+        struct mbuf *m = *cur;
+        size_t n = MBUF_SIZE - m->len < len ? MBUF_SIZE - m->len : len;
+        memcpy(m->data + m->len, p, n);
+        msg_append(g, m, m->len, (uint32_t)n);
+        m->len += (uint32_t)n;
+        p += n;
+        len -= n;
+    }
+}

@@ -60,5 +60,8 @@ void msg_release(struct msg *g);
 void msg_sub(const struct msg *g, size_t off, size_t len, struct msg *out);
 /* Copy bytes [off, off+len) of the msg into out. */
 void msg_copy(const struct msg *g, size_t off, size_t len, char *out);
+/* Copy data into the chunk *cur (a new one when it is full or NULL; the
+ * caller holds a reference to *cur) and append the bytes to g. */
+void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len);
 
 #endif
