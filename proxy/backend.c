@@ -48,7 +48,7 @@ const char *backend_state_name(const struct backend *b)
 
 static const char *label(const struct backend *b)
 {
-    return ring_server_label(b->pool->ring, b->server);
+    return b->pool->servers[b->server].label;
 }
 
 void backend_init(struct backend *b, struct pool *p, uint32_t server)
@@ -68,6 +68,8 @@ static void answer_failed(struct backend *b, struct req *r)
     struct client *c = r->parent != NULL ? r->parent->client : r->client;
 
     if (r->internal || (c == NULL && r->parent == NULL)) {
+        if (r->internal >= REQ_MARKER)
+            mig_reply(b, r);        /* told, with no reply: it failed */
         req_maybe_free(r);
         return;
     }
@@ -178,7 +180,7 @@ static void backend_fail(struct backend *b, const char *reason)
     b->run_id[0] = '\0';       /* the next connection may meet another server */
     if (b->state != BACKEND_FAILED)
         log_warn("backend %s (%s)%s failed: %s", label(b),
-                 ring_server_addr(b->pool->ring, b->server),
+                 b->pool->servers[b->server].addr,
                  b->dedicated ? ", a dedicated connection," : "", reason);
     if (!b->dedicated) {
         b->failures++;
@@ -236,6 +238,11 @@ static int check_internal(struct backend *b, struct req *r)
     case REQ_SCRIPT_LOAD:
         if (!strncmp(first, "$40\r\n", 5) && n >= 45)
             snprintf(proxy.idgen_sha, sizeof(proxy.idgen_sha), "%.40s", first + 5);
+        return 0;
+    case REQ_MARKER:
+    case REQ_MIGRATE:
+    case REQ_MOVER:
+        mig_reply(b, r);
         return 0;
     default:
         break;
@@ -456,7 +463,7 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
 
 static void backend_connect(struct backend *b)
 {
-    const struct conf_server *sv = &b->pool->conf->servers[b->server];
+    const struct pool_server *sv = &b->pool->servers[b->server];
     const struct conf_pool *pc = b->pool->conf;
     int rc;
 
@@ -482,19 +489,19 @@ static void backend_connect(struct backend *b)
         queue_internal(b, REQ_HANDSHAKE, true, 2,
                        (const char *const[]){"AUTH", pc->redis_auth});
 
-    if (sv->addr.unix_socket) {
+    if (sv->unix_socket) {
         uv_pipe_init(proxy.loop, &b->h.pipe, 0);
-        uv_pipe_connect(&b->creq, &b->h.pipe, sv->addr.host, backend_connect_cb);
+        uv_pipe_connect(&b->creq, &b->h.pipe, sv->host, backend_connect_cb);
         return;
     }
     struct sockaddr_storage ss;
-    if (uv_ip4_addr(sv->addr.host, sv->addr.port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(sv->addr.host, sv->addr.port, (struct sockaddr_in6 *)&ss) != 0) {
+    if (uv_ip4_addr(sv->host, sv->port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(sv->host, sv->port, (struct sockaddr_in6 *)&ss) != 0) {
         /* A host name: resolve it synchronously, once per connect. */
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
         char port[8];
-        snprintf(port, sizeof(port), "%u", sv->addr.port);
-        if (getaddrinfo(sv->addr.host, port, &hints, &ai) != 0 || ai == NULL) {
+        snprintf(port, sizeof(port), "%u", sv->port);
+        if (getaddrinfo(sv->host, port, &hints, &ai) != 0 || ai == NULL) {
             uv_tcp_init(proxy.loop, &b->h.tcp);
             backend_fail(b, "cannot resolve host");
             return;
@@ -610,7 +617,8 @@ void backend_release(struct backend *b, bool clean)
     TAILQ_REMOVE(&p->dedicated, b, link);
     TAILQ_INSERT_HEAD(&p->dedicated, b, link);
     if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) &&
-        p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && !proxy.stopping) {
+        p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && p->servers[b->server].active &&
+        !proxy.stopping) {
         b->spare = 1;
         p->nspare++;
         return;
@@ -626,12 +634,14 @@ void backend_release(struct backend *b, bool clean)
     backend_abort(b);
 }
 
-void backend_close_spares(struct pool *p)
+void backend_close_spares(struct pool *p, uint32_t server)
 {
     struct backend *b, *next;
 
     for (b = TAILQ_FIRST(&p->dedicated); b != NULL && b->spare; b = next) {
         next = TAILQ_NEXT(b, link);
+        if (server != UINT32_MAX && b->server != server)
+            continue;
         b->spare = 0;
         p->nspare--;
         snprintf(b->reason, sizeof(b->reason), "idle");

@@ -52,7 +52,8 @@ struct req *req_get(void)
 
 void req_maybe_free(struct req *r)
 {
-    if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL)
+    if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
+        r->parked || r->migs > 0)
         return;
     msg_release(&r->out);
     msg_release(&r->rsp);
@@ -175,20 +176,7 @@ void client_reply(struct client *c, struct req *r, const char *data, size_t len)
 
 void client_append(struct client *c, struct msg *g, const char *data, size_t len)
 {
-    while (len > 0) {
-        if (c->lbuf == NULL || c->lbuf->len == MBUF_SIZE) {
-            if (c->lbuf != NULL)
-                mbuf_unref(c->lbuf);
-            c->lbuf = mbuf_get();
-        }
-        struct mbuf *m = c->lbuf;
-        size_t n = MBUF_SIZE - m->len < len ? MBUF_SIZE - m->len : len;
-        memcpy(m->data + m->len, data, n);
-        msg_append(g, m, m->len, (uint32_t)n);
-        m->len += (uint32_t)n;
-        data += n;
-        len -= n;
-    }
+    msg_write(g, &c->lbuf, data, len);
 }
 
 void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
@@ -482,6 +470,7 @@ void client_close(struct client *c)
     }
     c->pool->nclients--;
     proxy.nclients--;
+    mig_client_gone(c);
     pin_client_gone(c);
     pubsub_client_gone(c);
     uv_close(&c->h.handle, client_close_cb);

@@ -44,6 +44,8 @@ struct req;
 struct genkey_shards;
 struct subs;
 struct cmd;
+struct mig;
+struct mig_op;
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -59,6 +61,9 @@ enum req_internal {
     REQ_HANDSHAKE,              /* AUTH, SELECT: +OK, or the backend is no good */
     REQ_RUN_ID,                 /* INFO server: the backend's run_id */
     REQ_SCRIPT_LOAD,            /* SCRIPT LOAD of idgen's allocator: its SHA1 */
+    REQ_MARKER,                 /* mig.c: PING behind what was sent before a reload */
+    REQ_MIGRATE,                /* mig.c: a MIGRATE (u.mig.op) */
+    REQ_MOVER,                  /* mig.c: the background mover's SCAN (u.mig.mv) */
 };
 
 struct req {
@@ -83,12 +88,22 @@ struct req {
             uint32_t left;
             struct req *wait;   /* the client's request waiting for them, or NULL */
         } sub;
+        union {                 /* mig.c's internal requests */
+            struct mig_op *op;  /* REQ_MIGRATE */
+            struct {            /* REQ_MOVER: which source, of which epoch */
+                uint32_t src, epoch;
+            } mv;
+        } mig;
     } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
+    uint32_t        epoch;      /* mig.c: the pool's epoch when it was routed */
+    uint16_t        migs;       /* mig.c: MIGRATEs it waits for */
     unsigned        done:1;     /* rsp is complete */
     unsigned        queued:1;   /* in a backend's send or write queue */
     unsigned        pending:1;  /* in a backend's pending queue */
-    unsigned        internal:2; /* enum req_internal */
+    unsigned        internal:3; /* enum req_internal */
+    unsigned        parked:1;   /* mig.c: on its client's parked queue */
+    unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
 };
@@ -150,6 +165,7 @@ struct client {
     unsigned short   watching:1;/* WATCH sent to the pin */
     unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
     unsigned short   held:1;    /* a dedicated connection of its own waits on a barrier */
+    unsigned short   parked:1;  /* requests wait for keys to move (mig.c): rare->parked */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
@@ -159,6 +175,8 @@ struct client {
 struct client_rare {
     char        *name;          /* CLIENT SETNAME, or NULL */
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
+    TAILQ_HEAD(, req) parked;   /* mig.c: requests waiting, in order, linked by bq */
+    uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
 };
 
 struct client_rare *client_rare(struct client *c);
@@ -244,27 +262,48 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
 void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
-/* Close p's spare dedicated connections (when the proxy is idle). */
-void backend_close_spares(struct pool *p);
+/* Close p's spare dedicated connections to server (UINT32_MAX: to every
+ * server), when the proxy is idle or the server leaves. */
+void backend_close_spares(struct pool *p, uint32_t server);
 
 /* ---- pools and the proxy --------------------------------------------------- */
 
+/* A server the pool has known since it started. Its index (the "server"
+ * of backends, pins, subscriptions and the scan cursor) never changes, so
+ * a reload keeps every connection to a server that stays; one that leaves
+ * every ring is retired (its connections drained and closed) and its slot
+ * is reused if its address comes back. */
+struct pool_server {
+    char            *label;         /* name, else host:port (owned) */
+    char            *addr;          /* host:port or path, as written (owned) */
+    char            *host;          /* host or unix path (owned) */
+    uint16_t         port;          /* 0 for a unix socket */
+    bool             unix_socket;
+    bool             active;        /* in the ring, or holds keys still moving */
+    uint32_t         ring_idx;      /* its index in pool.ring; UINT32_MAX: not in it */
+    struct backend  *conns;         /* [pool.nconns] shared, pipelined (owned) */
+    uint64_t         ejected_until; /* loop ms; 0 when in the ring */
+};
+
 struct pool {
-    const struct conf_pool *conf;   /* borrowed from proxy.conf */
-    struct ring      *ring;         /* every server: names, shares, SHARD.WHEREIS */
+    const struct conf_pool *conf;   /* borrowed from proxy.conf (swapped by reload) */
+    struct ring      *ring;         /* the servers keys are routed by: names,
+                                       shares, SHARD.WHEREIS */
+    uint32_t         *slot;         /* ring index -> server (index in servers) */
     struct ring      *live;         /* eject_mode rehash: the servers not ejected,
                                        or NULL when that is all of them */
-    uint32_t         *live_map;     /* live ring index -> server index */
-    uint64_t         *ejected_until;/* [nservers], loop ms; 0 when in the ring */
+    uint32_t         *live_map;     /* live ring index -> server */
     union stream      listener;
+    struct pool_server *servers;    /* [nservers]: every server ever in a ring */
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections */
-    struct backend   *backends;     /* [nservers * nconns] */
     uint32_t          nclients;
     TAILQ_HEAD(, backend) dedicated;/* spares first, then those in use */
     uint32_t          ndedicated, nspare;
     struct genkey_shards *shards;   /* the logical shards each server owns on ring:
                                        rebuild (genkey_pool_init) when ring changes */
+    struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
+    uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
 };
@@ -307,6 +346,23 @@ void proxy_mark_backend(struct backend *b);
 uint32_t pool_owner(const struct pool *p, const void *key, size_t len);
 /* Backend b failed again: eject its server if the pool says so. */
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures);
+/* Whether server is in the ring keys are routed by. */
+static inline bool pool_in_ring(const struct pool *p, uint32_t server)
+{
+    return p->servers[server].ring_idx != UINT32_MAX;
+}
+/* The server at a config server's address: its index, added now (not yet
+ * active, its connections not opened) if the pool has none there. */
+uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
+/* Route by ring (built from pc, which becomes p->conf): the pool takes
+ * ring; the one it had is returned, and its ring index -> server map in
+ * *old_slot (or freed, with old_slot NULL), for the caller to keep or
+ * free. Servers of ring become active; others stay as they were (mig.c
+ * retires them once their keys have moved). */
+struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
+                           uint32_t **old_slot);
+/* Close a server's connections and mark it inactive: it is in no ring. */
+void pool_retire(struct pool *p, uint32_t server);
 
 /* ---- routing and local commands -------------------------------------------- */
 
@@ -314,11 +370,18 @@ void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures);
  * request, already queued on c. Sends it, or replies. */
 void route_request(struct client *c, struct req *r);
 
+/* Where a command's keys are among its arguments. */
+struct keyspan {
+    uint32_t first, last, step;     /* a range of positions, step > 0 (0: no keys) */
+    uint32_t extra;                 /* one more position (STORE dest), or 0 */
+};
+
 /* The arguments of the request being routed: in the client's read chunks
  * (array requests) or its framer's inline buffer. */
 struct args {
     struct client *c;
     uint32_t       argc;
+    struct keyspan ks;          /* its keys, once route_owner found them */
     char          *copies[8];   /* arguments that spanned chunks, copied */
     int            ncopies;
 };
@@ -353,9 +416,14 @@ enum route_kind {
 
 enum route_kind route_kind(const struct cmd *cmd);
 
-/* The server owning every key of r (cmd's key positions), or -1 after
- * replying an error (-CROSSSLOT, bad numkeys, no key to route by). */
+/* The server owning every key of r (cmd's key positions, left in a->ks),
+ * or -1 after replying an error (-CROSSSLOT, bad numkeys, no key to route
+ * by). */
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* Send r (its bytes in r->out) to b for client c: at once, or after the
+ * keys in a->ks (a may be NULL: none) have moved to b's server while a
+ * reload's migration runs, and after c's requests already waiting. */
+void route_send(struct client *c, struct req *r, struct args *a, struct backend *b);
 
 /* Transactions, WATCH and blocking commands on a dedicated connection
  * (pin.c). pin_route takes MULTI/EXEC/DISCARD/WATCH/UNWATCH, and refuses
@@ -424,5 +492,37 @@ void genkey_pool_free(struct pool *p);
 void genkey_changetype(struct client *c, struct req *r, struct args *a);
 void genkey_keyinfo(struct client *c, struct req *r, struct args *a);
 void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
+
+/* ---- reload and live resharding (reload.c, mig.c) ------------------------------- */
+
+/* Read the config file again and apply it (SIGHUP, SHARD.RELOAD). On
+ * success returns 0 and writes a summary (INFO-style lines) into out; a
+ * file that is bad or cannot apply changes nothing: a negative errno and
+ * the reason in err. */
+int reload_run(char *out, size_t outlen, char *err, size_t errlen);
+
+/* Keys move after pool p's ring changed from old (with old_slot, its ring
+ * index -> server map): both are the migration's from now on. Requests
+ * for moving keys MIGRATE them first; a background mover walks every
+ * earlier owner. Returns -EBUSY (err says why) when two earlier rings are
+ * pending already; the caller then keeps old. */
+int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, size_t errlen);
+/* Whether another ring change can be taken now (err says why not). */
+bool mig_can_start(const struct pool *p, char *err, size_t errlen);
+void mig_free(struct pool *p);
+void mig_tick(struct pool *p, uint64_t now);
+/* Sending r to b (its keys' owner), where r has the keys given by
+ * mig_key just before: move each key the ring change moved to b's server
+ * from every earlier owner first. r waits for that (on c's parked queue,
+ * and c's later requests behind it, so they keep their order); a key that
+ * cannot be moved answers r -TRYAGAIN and r never reaches b. */
+void mig_key(struct client *c, uint32_t to, const char *key, size_t len);
+void mig_send(struct client *c, struct req *r, struct backend *b);
+/* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
+void mig_reply(struct backend *b, struct req *r);
+void mig_client_gone(struct client *c);
+/* SHARD.MIGRATION STATUS | PAUSE | RESUME, and SHARD.RELOAD (local.c). */
+void mig_command(struct client *c, struct req *r, struct args *a);
+void reload_command(struct client *c, struct req *r, struct args *a);
 
 #endif

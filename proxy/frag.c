@@ -157,9 +157,18 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
             f->keys[k] = (struct frag_key){slot[s], count[s]};
         count[s]++;
     }
-    for (uint32_t s = 0; s < p->nservers; s++)
-        if (count[s] > 0)
-            backend_send(pool_backend(p, s, c), f->reqs[slot[s]]);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (count[s] == 0)
+            continue;
+        if (p->mig != NULL)
+            for (uint32_t k = 0; k < nkeys; k++)
+                if (owner[k] == s) {
+                    size_t len;
+                    const char *key = args_get(a, 1 + k * step, &len);
+                    mig_key(c, s, key, len);
+                }
+        route_send(c, f->reqs[slot[s]], NULL, pool_backend(p, s, c));
+    }
     free(slot);
     free(count);
     free(owner);
@@ -171,21 +180,27 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, const struc
 {
     struct pool *p = c->pool;
     struct frag *f = xcalloc(1, sizeof(*f));
+    uint32_t n = 0, i = 0;
 
+    /* Every server that holds keys: in the ring, or still a source of
+     * keys moving after a reload. */
+    for (uint32_t s = 0; s < p->nservers; s++)
+        n += p->servers[s].active;
     f->merge = MERGE_BROADCAST;
     f->reply = cmd->reply;
-    f->nfrags = f->left = p->nservers;
-    f->reqs = xcalloc(p->nservers, sizeof(*f->reqs));
+    f->nfrags = f->left = n;
+    f->reqs = xcalloc(n, sizeof(*f->reqs));
     r->frag = f;
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        f->reqs[s] = req_get();
-        f->reqs[s]->parent = r;
-        args_request(a, &f->reqs[s]->out);
+    for (i = 0; i < n; i++) {
+        f->reqs[i] = req_get();
+        f->reqs[i]->parent = r;
+        f->reqs[i]->blocking = blocking;
+        args_request(a, &f->reqs[i]->out);
     }
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        f->reqs[s]->blocking = blocking;
-        backend_send(via != NULL ? via[s] : pool_backend(p, s, c), f->reqs[s]);
-    }
+    i = 0;
+    for (uint32_t s = 0; s < p->nservers; s++)
+        if (p->servers[s].active)
+            route_send(c, f->reqs[i++], NULL, via != NULL ? via[s] : pool_backend(p, s, c));
 }
 
 /* ---- merging ---------------------------------------------------------------- */
@@ -263,7 +278,7 @@ static bool integer_at(const struct msg *g, size_t off, long long *v)
 static void reply_malformed(struct client *c, struct req *r, const struct req *fr)
 {
     client_reply_error(c, r, "ERR backend %s sent a reply shardis cannot merge",
-                       ring_server_label(c->pool->ring, fr->backend->server));
+                       c->pool->servers[fr->backend->server].label);
 }
 
 /* Element-wise AND of 0/1 arrays of equal length (SCRIPT EXISTS). */

@@ -83,17 +83,17 @@ void genkey_pool_init(struct pool *p)
     g->first = xcalloc(p->nservers + 1, sizeof(*g->first));
     for (uint32_t l = 0; l < IDGEN_SHARDS; l++) {
         sequence_key(l, seq);
-        owner[l] = ring_lookup(p->ring, seq, 12);
+        owner[l] = p->slot[ring_lookup(p->ring, seq, 12)];
         g->first[owner[l] + 1]++;
     }
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (g->first[s + 1] > 0)
-            g->share[s] = ring_server_share(p->ring, s);
-        else
+            g->share[s] = ring_server_share(p->ring, p->servers[s].ring_idx);
+        else if (pool_in_ring(p, s))
             log_notice("pool '%s': server %s owns none of the %d {LL} tags of generated "
                        "keys under hash %s, so SHARD.GENKEY places no ids there (md5, "
                        "murmur or one_at_a_time spread them over every server)",
-                       p->conf->name, ring_server_label(p->ring, s), IDGEN_SHARDS,
+                       p->conf->name, p->servers[s].label, IDGEN_SHARDS,
                        ring_hash_name(p->conf->hash));
         g->first[s + 1] += g->first[s];
     }
@@ -122,7 +122,7 @@ void genkey_pool_free(struct pool *p)
  * rehash), unless every server is. */
 static double id_share(const struct pool *p, uint32_t s, bool all_out)
 {
-    return all_out || p->ejected_until[s] == 0 ? p->shards->share[s] : 0;
+    return all_out || p->servers[s].ejected_until == 0 ? p->shards->share[s] : 0;
 }
 
 static uint32_t random_shard(const struct pool *p)
@@ -324,7 +324,7 @@ static int genkey_reply(struct req *r)
         !read_integer(&p, &slot) || (size_t)(p - head) != r->rsp.len) {
         msg_release(&r->rsp);
         client_reply_error(c, r, "ERR backend %s sent a malformed allocator reply",
-                           ring_server_label(c->pool->ring, r->backend->server));
+                           c->pool->servers[r->backend->server].label);
         return 0;
     }
     msg_release(&r->rsp);
@@ -419,9 +419,10 @@ void genkey_genkey(struct client *c, struct req *r, struct args *a)
      * could repeat ids when its owner returns. */
     char seq[13];
     sequence_key(r->u.genkey.shard, seq);
-    struct backend *b = pool_backend(c->pool, ring_lookup(c->pool->ring, seq, 12), c);
+    struct backend *b = pool_backend(c->pool, c->pool->slot[ring_lookup(c->pool->ring, seq, 12)], c);
     genkey_command(c, r, b);
-    backend_send(b, r);
+    mig_key(c, b->server, seq, 12);     /* $equence{LL} moves like any key */
+    route_send(c, r, NULL, b);
     return;
 
 reply:

@@ -511,10 +511,12 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
                     ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
                     (unsigned long long)p->requests, (unsigned long long)p->errors);
             for (uint32_t s = 0; s < p->nservers; s++) {
-                struct backend *b = &p->backends[s * p->nconns];
+                struct backend *b = &p->servers[s].conns[0];
+                if (!p->servers[s].active)
+                    continue;
                 fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
-                        "errors=%llu,timeouts=%llu\r\n", i, s, ring_server_label(p->ring, s),
-                        ring_server_addr(p->ring, s), backend_state_name(b),
+                        "errors=%llu,timeouts=%llu\r\n", i, s, p->servers[s].label,
+                        p->servers[s].addr, backend_state_name(b),
                         (unsigned long long)b->requests, (unsigned long long)b->errors,
                         (unsigned long long)b->timeouts);
             }
@@ -552,21 +554,24 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         reply_arity(c, r, "shard.nodes");
         return;
     }
-    reply_fmt(c, r, "*%u\r\n", p->nservers);
-    for (uint32_t s = 0; s < p->nservers; s++) {
+    /* The servers of the ring keys are routed by, in the config's order. */
+    uint32_t n = (uint32_t)ring_nservers(p->ring);
+    reply_fmt(c, r, "*%u\r\n", n);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct pool_server *ps = &p->servers[p->slot[i]];
         const char *state = "up";
         char share[32];
         for (uint32_t k = 0; k < p->nconns; k++)
-            if (p->backends[s * p->nconns + k].state == BACKEND_FAILED)
+            if (ps->conns[k].state == BACKEND_FAILED)
                 state = "down";
-        if (p->ejected_until[s] != 0)
+        if (ps->ejected_until != 0)
             state = "ejected";      /* eject_mode rehash: out of the routing ring */
-        snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, s) * 100);
+        snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, i) * 100);
         reply_fmt(c, r, "*6\r\n");
-        reply_str(c, r, ring_server_label(p->ring, s));
-        reply_str(c, r, ring_server_addr(p->ring, s));
-        reply_fmt(c, r, ":%u\r\n:%u\r\n", ring_server_weight(p->ring, s),
-                  ring_server_points(p->ring, s));
+        reply_str(c, r, ring_server_label(p->ring, i));
+        reply_str(c, r, ring_server_addr(p->ring, i));
+        reply_fmt(c, r, ":%u\r\n:%u\r\n", ring_server_weight(p->ring, i),
+                  ring_server_points(p->ring, i));
         reply_str(c, r, share);
         reply_str(c, r, state);
     }
@@ -598,6 +603,8 @@ static const struct local_cmd local_cmds[] = {
     {"shard.changetype", genkey_changetype, false, false},
     {"shard.keyinfo", genkey_keyinfo, false, false},
     {"shard.fixedkey", genkey_fixedkey, false, false},
+    {"shard.reload", reload_command, false, false},
+    {"shard.migration", mig_command, false, false},
 };
 
 bool local_has(const char *name)

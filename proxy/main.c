@@ -171,10 +171,9 @@ static int run(const char *path, bool detach, const char *pidfile, const char *l
 #ifdef SHARDIS_JEMALLOC
     proxy_idle_hook = jemalloc_idle;
 #endif
-    rc = proxy_run(cf);
+    rc = proxy_run(cf);             /* takes cf */
     if (pidfile != NULL)
         unlink(pidfile);
-    conf_free(cf);
     return rc;
 }
 

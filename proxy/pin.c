@@ -87,7 +87,7 @@ void pin_unhold(struct client *c)
 static void forward(struct client *c, struct req *r, struct args *a)
 {
     args_request(a, &r->out);
-    backend_send(c->pin, r);
+    route_send(c, r, a, c->pin);
 }
 
 /* A request of the proxy's own on b, one of c's connections, whose reply
@@ -98,7 +98,7 @@ static void send_quiet_on(struct client *c, struct backend *b, const char *reque
     struct req *r = req_get();
 
     client_append(c, &r->out, request, strlen(request));
-    backend_send(b, r);
+    route_send(c, r, NULL, b);
 }
 
 static void send_quiet(struct client *c, const char *request)
@@ -126,7 +126,7 @@ static void reply_crossslot(struct client *c, struct req *r)
 
 void pin_check(struct client *c)
 {
-    if (c->pin != NULL && !c->multi && !c->watching && backend_idle(c->pin)) {
+    if (c->pin != NULL && !c->multi && !c->watching && !c->parked && backend_idle(c->pin)) {
         backend_release(c->pin, true);
         c->pin = NULL;
     }
@@ -155,6 +155,8 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
         refuse(c, r, "ERR MULTI calls can not be nested");
         return;
     }
+    if (!c->watching)
+        client_rare(c)->tx_epoch = c->pool->epoch;
     c->multi = 1;
     c->tx_abort = 0;
     if (!c->watching) {             /* the first key will choose the server */
@@ -181,6 +183,14 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     }
     if (!c->tx_started) {           /* nothing was queued anywhere */
         reply(c, r, "*0\r\n");
+        return;
+    }
+    if (c->rare->tx_epoch != c->pool->epoch) {
+        /* Keys moved since it began: what it queued or watched on its
+         * server may no longer live there. */
+        send_quiet(c, DISCARD_REQUEST);
+        c->tx_started = c->watching = 0;
+        refuse(c, r, "TRYAGAIN resharding: the transaction began before a reload, retry");
         return;
     }
     c->tx_started = c->watching = 0;
@@ -215,6 +225,8 @@ static void tx_watch(struct client *c, struct req *r, struct args *a, const stru
     }
     if ((owner = route_owner(c, r, a, cmd)) < 0)
         return;                     /* -CROSSSLOT was sent */
+    if (!c->watching)
+        client_rare(c)->tx_epoch = c->pool->epoch;
     if (pin_to(c, r, (uint32_t)owner) == NULL) {
         reply_crossslot(c, r);      /* watching keys of another server */
         return;
@@ -323,9 +335,11 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
 void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct pool *p = c->pool;
-    struct backend **via = xmalloc(p->nservers * sizeof(*via));
+    struct backend **via = xcalloc(p->nservers, sizeof(*via));
 
     for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!p->servers[s].active)
+            continue;
         via[s] = backend_acquire(p, s, c);
         via[s]->transient = 1;
         hold(c, via[s], r);
@@ -341,15 +355,17 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
               bool first_only)
 {
     struct pool *p = c->pool;
-    struct backend **via = xmalloc(p->nservers * sizeof(*via));
+    struct backend **via = xcalloc(p->nservers, sizeof(*via));
 
-    for (uint32_t s = 0; s < (first_only ? 1 : p->nservers); s++) {
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!p->servers[s].active || (first_only && s != p->slot[0]))
+            continue;
         via[s] = backend_acquire(p, s, c);
         via[s]->transient = 1;
     }
     if (first_only) {
         args_request(a, &r->out);
-        backend_send(via[0], r);
+        backend_send(via[p->slot[0]], r);
     } else {
         frag_broadcast(c, r, a, cmd, via, false);
     }

@@ -86,7 +86,7 @@ static void idle_check(uint64_t now)
         trimmed = false;
     } else if (!trimmed && now - active_ms >= PROXY_IDLE_MS) {
         for (size_t i = 0; i < proxy.npools; i++)
-            backend_close_spares(&proxy.pools[i]);
+            backend_close_spares(&proxy.pools[i], UINT32_MAX);
         mbuf_pool_trim();
         req_pool_trim();
         if (proxy_idle_hook != NULL)
@@ -105,10 +105,13 @@ static void tick_cb(uv_timer_t *t)
         struct pool *p = &proxy.pools[i];
         if (p->live != NULL)
             pool_retry_ejected(p, now);
+        if (p->mig != NULL)
+            mig_tick(p, now);
         if (p->conf->timeout <= 0)
             continue;
-        for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
-            backend_check_timeout(&p->backends[k], now);
+        for (uint32_t s = 0; s < p->nservers; s++)
+            for (uint32_t k = 0; k < p->nconns; k++)
+                backend_check_timeout(&p->servers[s].conns[k], now);
         /* A failing one may be released to the head of the list. */
         for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
             next = TAILQ_NEXT(b, link);
@@ -124,7 +127,7 @@ struct backend *pool_backend(struct pool *p, uint32_t server, const struct clien
      * server, all of them go there. */
     if (c->pin != NULL && c->pin->server == server)
         return c->pin;
-    return &p->backends[server * p->nconns + (uint32_t)(c->id % p->nconns)];
+    return &p->servers[server].conns[c->id % p->nconns];
 }
 
 /* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
@@ -132,7 +135,7 @@ struct backend *pool_backend(struct pool *p, uint32_t server, const struct clien
 uint32_t pool_owner(const struct pool *p, const void *key, size_t len)
 {
     if (p->live == NULL)
-        return ring_lookup(p->ring, key, len);
+        return p->slot[ring_lookup(p->ring, key, len)];
     return p->live_map[ring_lookup(p->live, key, len)];
 }
 
@@ -147,20 +150,22 @@ static bool rehashes(const struct pool *p)
 static void pool_rebuild(struct pool *p)
 {
     const struct conf_pool *pc = p->conf;
+    size_t nring = ring_nservers(p->ring);
     struct ring_options opt = *ring_options(p->ring);
-    struct ring_server *sv = xcalloc(p->nservers, sizeof(*sv));
-    uint32_t *map = xcalloc(p->nservers, sizeof(*map)), n = 0;
+    struct ring_server *sv = xcalloc(nring, sizeof(*sv));
+    uint32_t *map = xcalloc(nring, sizeof(*map)), n = 0;
     struct ring *live = NULL;
     char err[256];
 
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        if (p->ejected_until[s] != 0)
+    /* Ring index i is the config's server i (conf_pool_ring). */
+    for (uint32_t i = 0; i < nring; i++) {
+        if (p->servers[p->slot[i]].ejected_until != 0)
             continue;
-        sv[n] = (struct ring_server){pc->servers[s].name, pc->servers[s].addr.text,
-                                     pc->servers[s].addr.port, pc->servers[s].weight};
-        map[n++] = s;
+        sv[n] = (struct ring_server){pc->servers[i].name, pc->servers[i].addr.text,
+                                     pc->servers[i].addr.port, pc->servers[i].weight};
+        map[n++] = p->slot[i];
     }
-    if (n > 0 && n < p->nservers && ring_create(&live, &opt, sv, n, err, sizeof(err)) < 0)
+    if (n > 0 && n < nring && ring_create(&live, &opt, sv, n, err, sizeof(err)) < 0)
         log_error("pool '%s': cannot rebuild the ring: %s", pc->name, err);
     ring_free(p->live);
     free(p->live_map);
@@ -169,18 +174,21 @@ static void pool_rebuild(struct pool *p)
     if (live == NULL)
         free(map);
     free(sv);
-    log_notice("pool '%s': %u of %u servers in the ring", pc->name,
-               live != NULL ? n : p->nservers, p->nservers);
+    log_notice("pool '%s': %u of %zu servers in the ring", pc->name,
+               live != NULL ? n : (uint32_t)nring, nring);
 }
 
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
 {
-    if (!rehashes(p) || p->ejected_until[server] != 0 ||
+    struct pool_server *ps = &p->servers[server];
+
+    /* Never while keys move: the ring is what they move by. */
+    if (!rehashes(p) || ps->ejected_until != 0 || p->mig != NULL || !pool_in_ring(p, server) ||
         failures < (uint32_t)p->conf->server_failure_limit)
         return;
-    p->ejected_until[server] = uv_now(proxy.loop) + (uint64_t)p->conf->server_retry_timeout;
+    ps->ejected_until = uv_now(proxy.loop) + (uint64_t)p->conf->server_retry_timeout;
     log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
-             "other servers meanwhile", p->conf->name, ring_server_label(p->ring, server),
+             "other servers meanwhile", p->conf->name, ps->label,
              p->conf->server_retry_timeout, failures);
     pool_rebuild(p);
 }
@@ -190,10 +198,10 @@ static void pool_retry_ejected(struct pool *p, uint64_t now)
     bool changed = false;
 
     for (uint32_t s = 0; s < p->nservers; s++)
-        if (p->ejected_until[s] != 0 && now >= p->ejected_until[s]) {
-            p->ejected_until[s] = 0;
+        if (p->servers[s].ejected_until != 0 && now >= p->servers[s].ejected_until) {
+            p->servers[s].ejected_until = 0;
             for (uint32_t k = 0; k < p->nconns; k++)
-                p->backends[s * p->nconns + k].failures = 0;
+                p->servers[s].conns[k].failures = 0;
             changed = true;
         }
     if (changed)
@@ -266,34 +274,103 @@ static int listen_unix(struct pool *p, char *err, size_t errlen)
     return rc;
 }
 
+/* ---- servers ------------------------------------------------------------------------ */
+
+uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
+{
+    struct pool_server *ps;
+    uint32_t s;
+
+    for (s = 0; s < p->nservers; s++)
+        if (!strcmp(p->servers[s].addr, sv->addr.text))
+            return s;
+    p->servers = xrealloc(p->servers, (s + 1) * sizeof(*p->servers));
+    ps = &p->servers[s];
+    memset(ps, 0, sizeof(*ps));
+    ps->addr = xstrdup(sv->addr.text);
+    ps->host = xstrdup(sv->addr.host);
+    ps->label = xstrdup(sv->addr.text);
+    ps->port = sv->addr.port;
+    ps->unix_socket = sv->addr.unix_socket;
+    ps->ring_idx = UINT32_MAX;
+    ps->conns = xcalloc(p->nconns, sizeof(*ps->conns));
+    for (uint32_t k = 0; k < p->nconns; k++)
+        backend_init(&ps->conns[k], p, s);
+    p->nservers = s + 1;
+    return s;
+}
+
+struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
+                           uint32_t **old_slot)
+{
+    struct ring *old = p->ring;
+    size_t n = ring_nservers(ring);
+
+    p->conf = pc;
+    p->ring = ring;
+    if (old_slot != NULL)
+        *old_slot = p->slot;
+    else
+        free(p->slot);
+    p->slot = xmalloc(n * sizeof(*p->slot));
+    for (uint32_t s = 0; s < p->nservers; s++)
+        p->servers[s].ring_idx = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = pool_server_at(p, &pc->servers[i]);
+        struct pool_server *ps = &p->servers[s];
+        p->slot[i] = s;
+        ps->ring_idx = i;
+        ps->active = true;
+        free(ps->label);
+        ps->label = xstrdup(ring_server_label(ring, i));
+        if (pc->preconnect)
+            for (uint32_t k = 0; k < p->nconns; k++)
+                backend_preconnect(&ps->conns[k]);
+    }
+    /* Ejections belong to the old ring. */
+    for (uint32_t s = 0; s < p->nservers; s++)
+        p->servers[s].ejected_until = 0;
+    ring_free(p->live);
+    free(p->live_map);
+    p->live = NULL;
+    p->live_map = NULL;
+    genkey_pool_free(p);
+    genkey_pool_init(p);
+    return old;
+}
+
+void pool_retire(struct pool *p, uint32_t server)
+{
+    struct pool_server *ps = &p->servers[server];
+
+    ps->active = false;
+    for (uint32_t k = 0; k < p->nconns; k++)
+        backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
+    backend_close_spares(p, server);
+    log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
+               p->conf->name, ps->label, ps->addr);
+}
+
 static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, size_t errlen)
 {
+    struct ring *ring;
     int rc;
 
     p->conf = pc;
-    if ((rc = conf_pool_ring(pc, &p->ring, err, errlen)) < 0)
+    if ((rc = conf_pool_ring(pc, &ring, err, errlen)) < 0)
         return rc;
-    p->nservers = (uint32_t)pc->nservers;
     p->nconns = (uint32_t)pc->server_connections;
-    p->ejected_until = xcalloc(p->nservers, sizeof(*p->ejected_until));
+    TAILQ_INIT(&p->dedicated);
     if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_FAIL)
         log_notice("pool '%s': auto_eject_hosts is set but eject_mode is fail: a failing "
                    "server keeps its keys and its requests fail fast; set eject_mode: "
                    "rehash for twemproxy's ejection", pc->name);
-    p->backends = xcalloc((size_t)p->nservers * p->nconns, sizeof(*p->backends));
-    TAILQ_INIT(&p->dedicated);
-    for (uint32_t s = 0; s < p->nservers; s++)
-        for (uint32_t k = 0; k < p->nconns; k++)
-            backend_init(&p->backends[s * p->nconns + k], p, s);
-    genkey_pool_init(p);
     p->listener.handle.data = p;
     rc = pc->listen.unix_socket ? listen_unix(p, err, errlen) : listen_tcp(p, err, errlen);
     p->listener.handle.data = p;
+    pool_set_ring(p, pc, ring, NULL);
     if (rc < 0)
         return rc;
-    if (pc->preconnect)
-        for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
-            backend_preconnect(&p->backends[k]);
     log_notice("pool '%s' listening on %s with %u servers (%s, %s)", pc->name,
                pc->listen.text, p->nservers, ring_dist_name(pc->distribution),
                ring_hash_name(pc->hash));
@@ -318,11 +395,12 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                 uv_close(h, NULL);
                 return;
             }
-            for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
-                if (h == &p->backends[k].h.handle) {
-                    backend_close(&p->backends[k]);
-                    return;
-                }
+            for (uint32_t s = 0; s < p->nservers; s++)
+                for (uint32_t k = 0; k < p->nconns; k++)
+                    if (h == &p->servers[s].conns[k].h.handle) {
+                        backend_close(&p->servers[s].conns[k]);
+                        return;
+                    }
             struct backend *b;
             TAILQ_FOREACH(b, &p->dedicated, link)
                 if (h == &b->h.handle) {
@@ -340,9 +418,10 @@ static bool drained(void)
 {
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
-        for (uint32_t k = 0; k < p->nservers * p->nconns; k++)
-            if (!TAILQ_EMPTY(&p->backends[k].pendq) || !TAILQ_EMPTY(&p->backends[k].sendq))
-                return false;
+        for (uint32_t s = 0; s < p->nservers; s++)
+            for (uint32_t k = 0; k < p->nconns; k++)
+                if (!backend_idle(&p->servers[s].conns[k]))
+                    return false;
         /* A blocking command (no deadline) may wait for ever: not for it. */
         struct backend *b;
         TAILQ_FOREACH(b, &p->dedicated, link)
@@ -378,10 +457,16 @@ static void stop_cb(uv_signal_t *s, int signum)
 
 static void hup_cb(uv_signal_t *s, int signum)
 {
+    char out[4096], err[CONF_ERRLEN];
+
     (void)s;
     (void)signum;
-    log_notice("SIGHUP: reopening the log");
+    log_notice("SIGHUP: reopening the log and reloading '%s'", proxy.conf->path);
     log_reopen();
+    if (reload_run(out, sizeof(out), err, sizeof(err)) < 0)
+        log_error("reload refused, nothing changed: %s", err);
+    else
+        log_notice("reload applied");
 }
 
 /* ---- running ------------------------------------------------------------------ */
@@ -405,6 +490,7 @@ int proxy_run(struct conf *cf)
         if ((rc = pool_start(&proxy.pools[i], &cf->pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", cf->pools[i].name, err);
             fprintf(stderr, "shardis: pool '%s': %s\n", cf->pools[i].name, err);
+            conf_free(cf);
             return 1;
         }
     }
@@ -425,14 +511,23 @@ int proxy_run(struct conf *cf)
         struct pool *p = &proxy.pools[i];
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
+        mig_free(p);
         genkey_pool_free(p);
         ring_free(p->ring);
         ring_free(p->live);
         free(p->live_map);
-        free(p->ejected_until);
-        free(p->backends);
+        free(p->slot);
+        for (uint32_t s = 0; s < p->nservers; s++) {
+            free(p->servers[s].label);
+            free(p->servers[s].addr);
+            free(p->servers[s].host);
+            free(p->servers[s].conns);
+        }
+        free(p->servers);
     }
     free(proxy.pools);
+    conf_free(proxy.conf);
+    proxy.conf = NULL;
     mbuf_pool_trim();
     rc = uv_loop_close(proxy.loop);
     if (rc != 0)

@@ -4,8 +4,9 @@
 
 #include "conf/conf.h"
 
-/* Start every pool of cf (the caller keeps cf until this returns) and run
- * the event loop. Returns the process exit code. */
+/* Start every pool of cf and run the event loop. The proxy takes cf (a
+ * reload replaces it) and frees it before returning; a reload reads
+ * cf->path again. Returns the process exit code. */
 int proxy_run(struct conf *cf);
 
 /* Called once the proxy has been idle (no requests) for PROXY_IDLE_MS,

@@ -39,7 +39,8 @@ struct sub_name {
 
 /* A subscriber's state. Names are few per client: a list is enough. */
 struct subs {
-    struct backend **conns;     /* [nservers]: subscriber connections, or NULL */
+    struct backend **conns;     /* [nconns]: subscriber connection per server, or NULL */
+    uint32_t         nconns;    /* the pool's servers when last grown (reloads add some) */
     struct sub_name *names;
     uint32_t         n, cap;
     uint32_t         count[3];  /* names of each kind */
@@ -49,9 +50,13 @@ static struct subs *subs_of(struct client *c)
 {
     struct client_rare *rare = client_rare(c);
 
-    if (rare->subs == NULL) {
+    if (rare->subs == NULL)
         rare->subs = xcalloc(1, sizeof(*rare->subs));
-        rare->subs->conns = xcalloc(c->pool->nservers, sizeof(*rare->subs->conns));
+    if (rare->subs->nconns < c->pool->nservers) {
+        struct subs *s = rare->subs;
+        s->conns = xrealloc(s->conns, c->pool->nservers * sizeof(*s->conns));
+        memset(s->conns + s->nconns, 0, (c->pool->nservers - s->nconns) * sizeof(*s->conns));
+        s->nconns = c->pool->nservers;
     }
     return rare->subs;
 }
@@ -185,13 +190,13 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
     c->subscribed = 1;
     r->u.sub.left = 0;
     for (uint32_t server = 0; server < p->nservers; server++)
-        send_names(c, r, a, 1, sub_verb[kind], server, owner);
+        if (p->servers[server].active)
+            send_names(c, r, a, 1, sub_verb[kind], server, owner);
     free(owner);
 }
 
 static void unsubscribe(struct client *c, struct req *r, struct args *a, int kind)
 {
-    struct pool *p = c->pool;
     struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
     bool all = a->argc == 1, any = false;
 
@@ -223,10 +228,11 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
         s->names[at] = s->names[--s->n];    /* order does not matter */
         s->count[kind]--;
         reply_frame(c, r, unsub_verb[kind], gone.name, gone.len, reported(s, kind));
-        /* Tell its server (every server, for a pattern). */
-        for (uint32_t server = 0; server < p->nservers; server++) {
-            if (s->conns[server] == NULL || (kind != SUB_PATTERN &&
-                                             pool_owner(p, gone.name, gone.len) != server))
+        /* Tell every server it was subscribed on: the owner of a channel
+         * may have changed since (a reload), and for a pattern that is
+         * every server. */
+        for (uint32_t server = 0; server < s->nconns; server++) {
+            if (s->conns[server] == NULL)
                 continue;
             struct req *q = req_get();
             char hdr[32];
@@ -408,7 +414,7 @@ void pubsub_failed(struct backend *b)
 
     log_warn("client %llu: its subscriber connection to %s failed (%s); closing it so "
              "that it subscribes again", (unsigned long long)c->id,
-             ring_server_label(b->pool->ring, b->server), b->reason);
+             b->pool->servers[b->server].label, b->reason);
     client_close(c);
 }
 
@@ -418,7 +424,7 @@ void pubsub_client_gone(struct client *c)
 
     if (s == NULL)
         return;
-    for (uint32_t i = 0; i < c->pool->nservers; i++)
+    for (uint32_t i = 0; i < s->nconns; i++)
         if (s->conns[i] != NULL)
             backend_release(s->conns[i], false);
     for (uint32_t i = 0; i < s->n; i++)

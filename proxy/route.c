@@ -91,11 +91,6 @@ static bool arg_int(struct args *a, uint32_t i, long long *v)
  * destination). Most commands give the range in the table; commands with
  * movable keys are read by movable_keys: 1 found, 0 not a command it
  * knows, -1 bad arguments (the error was sent). */
-struct keyspan {
-    uint32_t first, last, step;     /* a range of positions, step > 0 */
-    uint32_t extra;                 /* one more position (STORE dest), or 0 */
-};
-
 /* How redis-server refuses a bad numkeys, per family of command. */
 enum numkeys_style {
     NK_EVAL,        /* EVAL, EVALSHA */
@@ -236,6 +231,29 @@ static int owner_of_keys(struct client *c, struct req *r, struct args *a,
     return owner;
 }
 
+/* ---- sending ------------------------------------------------------------------------ */
+
+void route_send(struct client *c, struct req *r, struct args *a, struct backend *b)
+{
+    if (c->pool->mig == NULL && !c->parked) {
+        backend_send(b, r);
+        return;
+    }
+    if (c->pool->mig != NULL && a != NULL && a->ks.step > 0) {
+        size_t len;
+        const char *key;
+        for (uint32_t i = a->ks.first; i <= a->ks.last; i += a->ks.step) {
+            key = args_get(a, i, &len);
+            mig_key(c, b->server, key, len);
+        }
+        if (a->ks.extra != 0) {
+            key = args_get(a, a->ks.extra, &len);
+            mig_key(c, b->server, key, len);
+        }
+    }
+    mig_send(c, r, b);
+}
+
 /* ---- the decision ------------------------------------------------------------------- */
 
 static void reply_unknown(struct client *c, struct req *r, struct args *a)
@@ -335,7 +353,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN) {
         args_request(a, &r->out);
-        backend_send(pool_backend(c->pool, 0, c), r);
+        route_send(c, r, NULL, pool_backend(c->pool, c->pool->slot[0], c));
     } else {
         frag_broadcast(c, r, a, cmd, NULL, false);
     }
@@ -433,8 +451,10 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
                            "names no key to route by", cmd->name);
         goto refuse;
     }
-    if ((owner = owner_of_keys(c, r, a, &ks)) >= 0)
+    if ((owner = owner_of_keys(c, r, a, &ks)) >= 0) {
+        a->ks = ks;
         return owner;
+    }
 refuse:
     refused(c, r);
     return -1;
@@ -516,8 +536,10 @@ void route_request(struct client *c, struct req *r)
     case ROUTE_SPLIT:
         /* In a transaction every key must be on its server: nothing is split. */
         if (!c->multi && (owner = frag_route(c, r, &a, cmd)) != -2) {
-            if (owner >= 0)
+            if (owner >= 0) {
+                a.ks = (struct keyspan){1, a.argc - 1, (uint32_t)cmd->step, 0};
                 goto forward;
+            }
             goto done;                      /* split and sent, or refused */
         }
         break;
@@ -532,7 +554,7 @@ forward:
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
     else {
         args_request(&a, &r->out);
-        backend_send(pool_backend(c->pool, (uint32_t)owner, c), r);
+        route_send(c, r, &a, pool_backend(c->pool, (uint32_t)owner, c));
     }
     goto done;
 

@@ -12,8 +12,11 @@
  * and TYPE go to every server as they are; the elements of each reply are
  * forwarded, only the cursor is rewritten.
  *
- * Servers are numbered in the order of the config, so a cursor stays
- * good across reconnects, but not across a change of the server list. */
+ * Servers are the pool's server slots, which keep their numbers across
+ * reconnects and reloads; slots of servers that hold no keys (they left
+ * the ring) are skipped. While keys move after a reload a key can move
+ * from a server not yet walked to one already walked, so a walk that
+ * spans a migration may miss it. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +25,14 @@
 #include <string.h>
 
 #include "proxy/core.h"
+
+/* The first server from s on that holds keys; nservers if none. */
+static uint64_t next_active(const struct pool *p, uint64_t s)
+{
+    while (s < p->nservers && !p->servers[s].active)
+        s++;
+    return s;
+}
 
 /* A cursor as redis-server reads one (strtoul: a sign is allowed, "" is
  * 0, leading space or trailing bytes or overflow are not). */
@@ -58,7 +69,7 @@ static int scan_reply(struct req *r)
         memcmp(head + at + clen, "\r\n", 2) != 0) {
         msg_release(&r->rsp);
         client_reply_error(c, r, "ERR backend %s sent a SCAN reply shardis cannot read",
-                           ring_server_label(c->pool->ring, (uint32_t)server));
+                           c->pool->servers[server].label);
         return 0;
     }
     if (cursor > (UINT64_MAX - server) / n) {
@@ -69,8 +80,8 @@ static int scan_reply(struct req *r)
     }
     if (cursor != 0)
         next = cursor * n + server;
-    else
-        next = server + 1 < n ? server + 1 : 0;
+    else if ((next = next_active(c->pool, server + 1)) == n)
+        next = 0;
     len = (size_t)snprintf(out, sizeof(out), "%" PRIu64, next);
     len = (size_t)snprintf(out, sizeof(out), "*2\r\n$%zu\r\n%" PRIu64 "\r\n", len, next);
     rsp = r->rsp;
@@ -88,11 +99,22 @@ void scan_send(struct client *c, struct req *r, struct args *a)
     size_t len;
     const char *arg = args_get(a, 1, &len);
     char buf[48];
+    uint64_t server;
 
     if (!parse_cursor(arg, len, &cursor)) {
         client_reply_error(c, r, "ERR invalid cursor");
         req_done(r);
         return;
+    }
+    server = cursor % p->nservers;
+    if (!p->servers[server].active) {
+        /* It left the ring since the cursor was made: the next one's start. */
+        if ((server = next_active(p, server)) == p->nservers) {
+            client_reply(c, r, "*2\r\n$1\r\n0\r\n*0\r\n", 18);
+            req_done(r);
+            return;
+        }
+        cursor = server;
     }
     /* "SCAN <server cursor>" and the client's options, re-encoded. */
     len = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64, cursor / p->nservers);
@@ -106,5 +128,5 @@ void scan_send(struct client *c, struct req *r, struct args *a)
         client_append(c, &r->out, "\r\n", 2);
     }
     r->hook = scan_reply;
-    backend_send(pool_backend(p, (uint32_t)(cursor % p->nservers), c), r);
+    route_send(c, r, NULL, pool_backend(p, (uint32_t)server, c));
 }

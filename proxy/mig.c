@@ -1,0 +1,870 @@
+/* mig.c -- moving the keys whose owner a reload changed, with no
+ * acknowledged write lost, on stock Redis.
+ *
+ * After a reload the pool routes by the new ring at once; the rings it
+ * routed by before (at most MIG_MAX_PRIOR of them) stay here until every
+ * key they placed elsewhere has moved. The invariant that makes this safe:
+ * no write reaches a key's new owner B while an earlier owner A may still
+ * hold the key. Three things keep it:
+ *
+ *   drain      Requests sent to A before the swap may still be on their
+ *              way. Each shared connection gets a PING marker behind them;
+ *              until every marker is answered (and every MIGRATE of an
+ *              earlier epoch has finished) no MIGRATE is sent, and so no
+ *              request for a moving key goes anywhere.
+ *   on touch   A request for a key in a moving arc first runs
+ *              MIGRATE B.host B.port "" db timeout REPLACE KEYS k... on
+ *              every earlier owner that differs from B (one MIGRATE per
+ *              source for all the request's keys), then goes to B. +OK and
+ *              +NOKEY both mean the key is only on B now: MIGRATE is atomic
+ *              at A, so two clients racing for one key cannot fork it.
+ *              Never COPY: a copy left on A could come back over newer
+ *              writes on B. REPLACE only finishes an earlier IOERR (the key
+ *              on both). A request waits on its client's parked queue, and
+ *              the client's later requests wait behind it, so a client's
+ *              requests keep their order. A MIGRATE that fails is tried
+ *              again with backoff (migrate_retries); then the request gets
+ *              -TRYAGAIN and never reaches B.
+ *   mover      In the background every earlier owner is walked with SCAN;
+ *              each key is placed by the router's own function and moved
+ *              in batches (migration_batch keys per MIGRATE), at most
+ *              migration_rate keys/s. SCAN returns every key present for
+ *              the whole walk, and after the drain no key is created on an
+ *              earlier owner for a moving arc, so one pass finds them all;
+ *              a pass with errors is followed by another.
+ *
+ * When every source has been walked the earlier rings are dropped and the
+ * servers that left the ring are closed. A second reload while keys move
+ * keeps both earlier rings (keys are probed on each earlier owner that
+ * differs), drains again, and restarts the walk over every source; a third
+ * is refused until one finishes.
+ *
+ * Not here yet: the state is the process's own (a restarted proxy does not
+ * know the earlier ring), and several proxies do not coordinate. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/util.h"
+
+#define MIG_MAX_PRIOR       2
+#define MIG_LOG_MS          5000        /* progress in the log this often */
+#define MIG_RESERVED        "__shardis:"    /* never moved */
+#define MIG_SCAN_FACTOR     4           /* SCAN COUNT = batch * this */
+
+enum mig_state { MIG_DRAINING, MIG_MOVING };
+
+struct mig_ring {
+    struct ring *ring;
+    uint32_t    *slot;                  /* ring index -> server */
+};
+
+/* One MIGRATE: for a request (on touch) or a batch of the mover. */
+struct mig_op {
+    TAILQ_ENTRY(mig_op) link;           /* gated or retry list */
+    struct pool       *pool;
+    struct msg         cmd;             /* the request's bytes, kept for retries */
+    struct req        *wait;            /* on touch: the request waiting, or NULL */
+    int32_t            src;             /* mover: its source's index; -1 on touch */
+    uint32_t           from;            /* the server it runs on */
+    uint32_t           conn;            /* which of from's shared connections */
+    uint32_t           nkeys;
+    uint32_t           tries;
+    uint32_t           epoch;
+    uint64_t           retry_at;
+};
+
+struct mig_source {
+    uint32_t server;
+    uint64_t cursor;
+    uint32_t ops;                       /* MIGRATEs of the current page unanswered */
+    bool     busy;                      /* a page (SCAN and its MIGRATEs) in flight */
+    bool     done;
+    bool     again;                     /* a batch failed: walk once more */
+    uint64_t wait_until;                /* loop ms: SCAN failed, try again then */
+    uint64_t scanned, moved, errors, passes;
+    uint64_t started_ms;
+};
+
+TAILQ_HEAD(mig_ops, mig_op);
+
+struct mig {
+    struct mig_ring    prior[MIG_MAX_PRIOR];    /* [0] the most recent */
+    uint32_t           nprior;
+    enum mig_state     state;
+    bool               paused;
+    uint32_t           markers;         /* drain markers unanswered */
+    uint32_t           inflight;        /* MIGRATEs sent, unanswered */
+    struct mig_ops     gated;           /* waiting for the drain */
+    struct mig_ops     retry;           /* waiting for their retry time */
+    struct mig_source *src;
+    uint32_t           nsrc;
+    struct mbuf       *buf;             /* where the proxy's own bytes are written */
+    double             tokens;          /* keys the mover may move now */
+    uint64_t           tick_ms;
+    uint64_t           started_ms, moving_ms, log_ms;
+    uint64_t           touched;         /* keys moved on touch (+OK) */
+    uint64_t           tryagain;        /* requests answered -TRYAGAIN */
+    double             share;           /* of the key space moving, for the log */
+};
+
+static void op_send(struct mig *m, struct mig_op *op);
+static void op_done(struct mig *m, struct mig_op *op, bool ok);
+static void scan_page(struct pool *p, struct mig *m, struct mig_source *src);
+
+/* ---- starting and finishing ------------------------------------------------------- */
+
+bool mig_can_start(const struct pool *p, char *err, size_t errlen)
+{
+    if (p->mig != NULL && p->mig->nprior == MIG_MAX_PRIOR) {
+        snprintf(err, errlen, "reshard in progress (%d pending rings): wait for "
+                 "SHARD.MIGRATION STATUS to finish before reloading again", MIG_MAX_PRIOR);
+        return false;
+    }
+    return true;
+}
+
+/* A marker behind everything sent to b so far. */
+static void marker(struct mig *m, struct backend *b)
+{
+    struct req *r = req_get();
+
+    msg_write(&r->out, &m->buf, "*1\r\n$4\r\nPING\r\n", 14);
+    r->internal = REQ_MARKER;
+    m->markers++;
+    backend_send(b, r);
+}
+
+/* Blocking commands can wait for ever: a marker behind them would too. */
+static bool waits_long(const struct backend *b)
+{
+    const struct req *r;
+
+    if (b->sub || b->transient)
+        return true;
+    TAILQ_FOREACH(r, &b->pendq, pq)
+        if (r->blocking)
+            return true;
+    TAILQ_FOREACH(r, &b->sendq, bq)
+        if (r->blocking)
+            return true;
+    return false;
+}
+
+static void drain(struct pool *p, struct mig *m)
+{
+    struct backend *b;
+
+    m->state = MIG_DRAINING;
+    for (uint32_t s = 0; s < p->nservers; s++)
+        for (uint32_t k = 0; k < p->nconns; k++) {
+            b = &p->servers[s].conns[k];
+            if (!backend_idle(b) && b->state != BACKEND_FAILED)
+                marker(m, b);
+        }
+    TAILQ_FOREACH(b, &p->dedicated, link)
+        if (!b->spare && !backend_idle(b) && b->state == BACKEND_UP && !waits_long(b))
+            marker(m, b);
+}
+
+static bool is_source(const struct mig *m, uint32_t server)
+{
+    for (uint32_t i = 0; i < m->nprior; i++)
+        for (size_t k = 0; k < ring_nservers(m->prior[i].ring); k++)
+            if (m->prior[i].slot[k] == server)
+                return true;
+    return false;
+}
+
+/* Walk every server of every earlier ring from the start. */
+static void reset_sources(struct pool *p, struct mig *m)
+{
+    free(m->src);
+    m->src = NULL;
+    m->nsrc = 0;
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!is_source(m, s))
+            continue;
+        m->src = xrealloc(m->src, (m->nsrc + 1) * sizeof(*m->src));
+        m->src[m->nsrc++] = (struct mig_source){.server = s};
+        p->servers[s].active = true;    /* it holds keys still */
+    }
+}
+
+int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, size_t errlen)
+{
+    struct mig *m = p->mig;
+    struct mig_op *op;
+
+    if (!mig_can_start(p, err, errlen))
+        return -EBUSY;
+    if (m == NULL) {
+        m = p->mig = xcalloc(1, sizeof(*m));
+        TAILQ_INIT(&m->gated);
+        TAILQ_INIT(&m->retry);
+        m->started_ms = uv_now(proxy.loop);
+    }
+    memmove(&m->prior[1], &m->prior[0], m->nprior * sizeof(m->prior[0]));
+    m->prior[0] = (struct mig_ring){old, old_slot};
+    m->nprior++;
+    p->epoch++;
+    /* Retries of the last epoch were for owners that may have changed:
+     * their requests get -TRYAGAIN (gated ones are checked when sent). */
+    while ((op = TAILQ_FIRST(&m->retry)) != NULL) {
+        TAILQ_REMOVE(&m->retry, op, link);
+        op_done(m, op, false);
+    }
+    reset_sources(p, m);
+    m->tokens = 0;
+    m->tick_ms = uv_now(proxy.loop);
+    drain(p, m);
+    log_notice("pool '%s': epoch %u: keys move from %u earlier ring%s; %u servers to walk",
+               p->conf->name, p->epoch, m->nprior, m->nprior > 1 ? "s" : "", m->nsrc);
+    return 0;
+}
+
+static void op_free(struct mig_op *op)
+{
+    msg_release(&op->cmd);
+    free(op);
+}
+
+void mig_free(struct pool *p)
+{
+    struct mig *m = p->mig;
+    struct mig_op *op;
+
+    if (m == NULL)
+        return;
+    while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
+        TAILQ_REMOVE(&m->gated, op, link);
+        op_free(op);
+    }
+    while ((op = TAILQ_FIRST(&m->retry)) != NULL) {
+        TAILQ_REMOVE(&m->retry, op, link);
+        op_free(op);
+    }
+    for (uint32_t i = 0; i < m->nprior; i++) {
+        ring_free(m->prior[i].ring);
+        free(m->prior[i].slot);
+    }
+    if (m->buf != NULL)
+        mbuf_unref(m->buf);
+    free(m->src);
+    free(m);
+    p->mig = NULL;
+}
+
+/* Every source walked, nothing in flight: the earlier rings go, and the
+ * servers in none of the rings left are closed. */
+static void finish(struct pool *p, struct mig *m)
+{
+    uint64_t moved = 0;
+
+    for (uint32_t i = 0; i < m->nsrc; i++)
+        moved += m->src[i].moved;
+    log_notice("pool '%s': epoch %u: migration complete in %.1f s: %" PRIu64 " keys moved "
+               "by the mover, %" PRIu64 " on touch, %" PRIu64 " requests told TRYAGAIN",
+               p->conf->name, p->epoch, (double)(uv_now(proxy.loop) - m->started_ms) / 1000,
+               moved, m->touched, m->tryagain);
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\rshardis: pool '%s': migration complete%30s\n", p->conf->name, "");
+    mig_free(p);
+    for (uint32_t s = 0; s < p->nservers; s++)
+        if (p->servers[s].active && !pool_in_ring(p, s))
+            pool_retire(p, s);
+}
+
+/* ---- on touch ---------------------------------------------------------------------- */
+
+/* The MIGRATEs the request being routed needs, one per source, until
+ * mig_send takes them. Single-threaded: a static scratch list. */
+static struct {
+    struct mig_op **ops;
+    uint32_t n, cap;
+    struct msg *keys;                   /* [cap]: each op's "$len key" run */
+} pending;
+
+static void put_header(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
+                       uint32_t nkeys)
+{
+    const struct pool_server *d = &p->servers[to];
+    const struct conf_pool *pc = p->conf;
+    char buf[256], port[8], db[16], tmo[16];
+    int n, np = snprintf(port, sizeof(port), "%u", d->port);
+    int nd = snprintf(db, sizeof(db), "%d", pc->redis_db);
+    int nt = snprintf(tmo, sizeof(tmo), "%d", pc->migrate_timeout);
+    uint32_t argc = 8 + nkeys + (pc->redis_auth != NULL ? 2 : 0);
+    size_t hl = strlen(d->host);
+
+    n = snprintf(buf, sizeof(buf), "*%u\r\n$7\r\nMIGRATE\r\n$%zu\r\n", argc, hl);
+    msg_write(g, &m->buf, buf, (size_t)n);
+    msg_write(g, &m->buf, d->host, hl);
+    n = snprintf(buf, sizeof(buf), "\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                 "$7\r\nREPLACE\r\n", np, port, nd, db, nt, tmo);
+    msg_write(g, &m->buf, buf, (size_t)n);
+    if (pc->redis_auth != NULL) {
+        size_t al = strlen(pc->redis_auth);
+        n = snprintf(buf, sizeof(buf), "$4\r\nAUTH\r\n$%zu\r\n", al);
+        msg_write(g, &m->buf, buf, (size_t)n);
+        msg_write(g, &m->buf, pc->redis_auth, al);
+        msg_write(g, &m->buf, "\r\n", 2);
+    }
+    msg_write(g, &m->buf, "$4\r\nKEYS\r\n", 10);
+}
+
+static void put_key(struct mig *m, struct msg *g, const char *key, size_t len)
+{
+    char hdr[24];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+
+    msg_write(g, &m->buf, hdr, (size_t)n);
+    msg_write(g, &m->buf, key, len);
+    msg_write(g, &m->buf, "\r\n", 2);
+}
+
+static bool reserved(const char *key, size_t len)
+{
+    return len >= sizeof(MIG_RESERVED) - 1 &&
+           memcmp(key, MIG_RESERVED, sizeof(MIG_RESERVED) - 1) == 0;
+}
+
+void mig_key(struct client *c, uint32_t to, const char *key, size_t len)
+{
+    struct pool *p = c->pool;
+    struct mig *m = p->mig;
+
+    if (m == NULL)
+        return;
+    for (uint32_t i = 0; i < m->nprior; i++) {
+        uint32_t from = m->prior[i].slot[ring_lookup(m->prior[i].ring, key, len)], k;
+        if (from == to)
+            continue;
+        for (k = 0; k < pending.n && pending.ops[k]->from != from; k++)
+            ;
+        if (k == pending.n) {
+            if (pending.n == pending.cap) {
+                pending.cap = pending.cap ? 2 * pending.cap : 4;
+                pending.ops = xrealloc(pending.ops, pending.cap * sizeof(*pending.ops));
+                pending.keys = xrealloc(pending.keys, pending.cap * sizeof(*pending.keys));
+            }
+            struct mig_op *op = xcalloc(1, sizeof(*op));
+            op->pool = p;
+            op->src = -1;
+            op->from = from;
+            op->conn = (uint32_t)(c->id % p->nconns);
+            op->epoch = p->epoch;
+            pending.ops[pending.n] = op;
+            memset(&pending.keys[pending.n], 0, sizeof(pending.keys[0]));
+            pending.n++;
+        }
+        pending.ops[k]->nkeys++;
+        put_key(m, &pending.keys[k], key, len);
+    }
+}
+
+static void park(struct client *c, struct req *r, struct backend *b)
+{
+    struct client_rare *rare = client_rare(c);
+
+    if (!c->parked) {
+        TAILQ_INIT(&rare->parked);
+        c->parked = 1;
+    }
+    r->backend = b;
+    r->parked = 1;
+    TAILQ_INSERT_TAIL(&rare->parked, r, bq);
+}
+
+void mig_send(struct client *c, struct req *r, struct backend *b)
+{
+    struct mig *m = c->pool->mig;
+
+    r->epoch = c->pool->epoch;
+    for (uint32_t k = 0; k < pending.n; k++) {
+        struct mig_op *op = pending.ops[k];
+        put_header(m, c->pool, &op->cmd, b->server, op->nkeys);
+        msg_sub(&pending.keys[k], 0, pending.keys[k].len, &op->cmd);
+        msg_release(&pending.keys[k]);
+        op->wait = r;
+        r->migs++;
+        if (m->state == MIG_DRAINING)
+            TAILQ_INSERT_TAIL(&m->gated, op, link);
+        else
+            op_send(m, op);
+    }
+    pending.n = 0;
+    if (r->migs == 0 && !c->parked) {
+        backend_send(b, r);
+        return;
+    }
+    park(c, r, b);
+}
+
+static void answer_tryagain(struct client *c, struct req *r)
+{
+    if (c != NULL && !c->closing) {
+        client_reply_error(c, r, "TRYAGAIN resharding, retry");
+        if (c->pool->mig != NULL)
+            c->pool->mig->tryagain++;
+        if (c->multi)
+            c->tx_abort = 1;
+    }
+    req_done(r);
+}
+
+/* A request whose client went away: done with it. */
+static void orphan_done(struct req *r)
+{
+    if (r->parent != NULL)
+        req_done(r);                    /* its split request counts it */
+    else
+        req_maybe_free(r);
+}
+
+/* Send c's parked requests from the head while they wait for nothing. */
+static void release(struct client *c)
+{
+    struct client_rare *rare = c->rare;
+    struct req *r;
+
+    while ((r = TAILQ_FIRST(&rare->parked)) != NULL && r->migs == 0) {
+        struct backend *b = r->backend;
+        bool own = r->client != NULL || r->parent != NULL;
+        /* Routed before a later reload: its owner may have changed, unless
+         * it goes to a transaction's connection (EXEC will refuse that). */
+        bool stale = own && r->epoch != c->pool->epoch &&
+                     !(b->dedicated && (c->multi || c->watching || c->tx_started));
+
+        TAILQ_REMOVE(&rare->parked, r, bq);
+        r->parked = 0;
+        r->backend = NULL;
+        if (own && (r->mig_failed || stale))
+            answer_tryagain(c, r);
+        else
+            backend_send(b, r);
+    }
+    if (TAILQ_EMPTY(&rare->parked)) {
+        c->parked = 0;
+        pin_check(c);
+    }
+}
+
+void mig_client_gone(struct client *c)
+{
+    struct req *r;
+
+    if (!c->parked)
+        return;
+    while ((r = TAILQ_FIRST(&c->rare->parked)) != NULL) {
+        TAILQ_REMOVE(&c->rare->parked, r, bq);
+        r->parked = 0;
+        r->backend = NULL;
+        if (r->migs == 0)
+            orphan_done(r);
+    }
+    c->parked = 0;
+}
+
+/* ---- MIGRATE ------------------------------------------------------------------------ */
+
+static void op_send(struct mig *m, struct mig_op *op)
+{
+    struct pool *p = op->pool;
+    struct req *r = req_get();
+
+    msg_sub(&op->cmd, 0, op->cmd.len, &r->out);
+    r->internal = REQ_MIGRATE;
+    r->u.mig.op = op;
+    r->blocking = 1;                    /* MIGRATE has its own timeout */
+    m->inflight++;
+    backend_send(&p->servers[op->from].conns[op->conn], r);
+}
+
+static struct client *client_of(const struct req *r)
+{
+    return r->client != NULL ? r->client : r->parent != NULL ? r->parent->client : NULL;
+}
+
+/* An on-touch MIGRATE is over: ok, or failed for good. */
+static void op_done(struct mig *m, struct mig_op *op, bool ok)
+{
+    struct req *r = op->wait;
+
+    if (r != NULL) {
+        struct client *c = client_of(r);
+        if (!ok)
+            r->mig_failed = 1;
+        if (--r->migs == 0) {
+            if (r->parked && c != NULL && !c->closing)
+                release(c);
+            else if (!r->parked)
+                orphan_done(r);
+        }
+    }
+    (void)m;
+    op_free(op);
+}
+
+static void page_done(struct pool *p, struct mig *m, struct mig_source *src);
+
+/* A batch of the mover is over. One of an earlier epoch only counts as
+ * finished (the drain waits for it); its source was walked anew. */
+static void mover_op_done(struct pool *p, struct mig *m, struct mig_op *op, bool ok, bool nokey)
+{
+    struct mig_source *src = op->epoch == p->epoch ? &m->src[op->src] : NULL;
+    uint32_t nkeys = op->nkeys;
+
+    op_free(op);
+    if (src == NULL)
+        return;
+    if (ok && !nokey)
+        src->moved += nkeys;
+    else if (!ok) {                     /* walk again, after a pause */
+        src->errors++;
+        src->again = true;
+        src->wait_until = uv_now(proxy.loop) + 1000;
+    }
+    if (--src->ops == 0)
+        page_done(p, m, src);
+}
+
+/* ---- the mover ------------------------------------------------------------------------ */
+
+static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
+{
+    struct req *r = req_get();
+    char cur[24], cnt[16], buf[96];
+    int nc = snprintf(cur, sizeof(cur), "%" PRIu64, src->cursor);
+    int nn = snprintf(cnt, sizeof(cnt), "%d", p->conf->migration_batch * MIG_SCAN_FACTOR);
+    int n = snprintf(buf, sizeof(buf), "*4\r\n$4\r\nSCAN\r\n$%d\r\n%s\r\n$5\r\nCOUNT\r\n$%d\r\n%s\r\n",
+                     nc, cur, nn, cnt);
+
+    msg_write(&r->out, &m->buf, buf, (size_t)n);
+    r->internal = REQ_MOVER;
+    r->u.mig.mv.src = (uint32_t)(src - m->src);
+    r->u.mig.mv.epoch = p->epoch;
+    src->busy = true;
+    src->started_ms = uv_now(proxy.loop);
+    backend_send(&p->servers[src->server].conns[0], r);
+}
+
+static void page_done(struct pool *p, struct mig *m, struct mig_source *src)
+{
+    src->busy = false;
+    if (src->cursor != 0) {
+        /* The next page at once, budget allowing: a tick apart would cap
+         * the walk at one page per source per tick. */
+        if (!m->paused && uv_now(proxy.loop) >= src->wait_until &&
+            (p->conf->migration_rate == 0 || m->tokens > 0))
+            scan_page(p, m, src);
+        return;
+    }
+    src->passes++;
+    if (src->again) {                   /* some batch failed: walk again */
+        src->again = false;
+        return;
+    }
+    src->done = true;
+    log_info("pool '%s': %s walked: %" PRIu64 " keys scanned, %" PRIu64 " moved",
+             p->conf->name, p->servers[src->server].label, src->scanned, src->moved);
+}
+
+/* Read a RESP bulk string "$n\r\n...\r\n" at *at of buf[0..len). */
+static bool read_bulk(const char *buf, size_t len, size_t *at, const char **s, size_t *slen)
+{
+    char *end;
+    unsigned long long n;
+
+    if (*at >= len || buf[*at] != '$')
+        return false;
+    n = strtoull(buf + *at + 1, &end, 10);
+    if (end + 2 > buf + len || end[0] != '\r' || n > len)
+        return false;
+    *s = end + 2;
+    *slen = (size_t)n;
+    *at = (size_t)(end + 2 - buf) + n + 2;
+    return *at <= len;
+}
+
+/* A SCAN reply: "*2\r\n$c\r\n<cursor>\r\n*n\r\n$..." -- misplaced keys go
+ * to their owners in batches. */
+static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, struct msg *rsp)
+{
+    char *buf = xmalloc(rsp->len + 1), *end;
+    const char *s;
+    size_t at = 4, slen, len = rsp->len;
+    unsigned long long nkeys;
+    uint32_t batch = (uint32_t)p->conf->migration_batch;
+    struct mig_op **to = NULL;
+    struct msg *keys = NULL;
+
+    msg_copy(rsp, 0, len, buf);
+    buf[len] = '\0';
+    if (len < 4 || memcmp(buf, "*2\r\n", 4) != 0 || !read_bulk(buf, len, &at, &s, &slen) ||
+        at >= len || buf[at] != '*') {
+        log_warn("pool '%s': mover: %s answered SCAN with %.60s", p->conf->name,
+                 p->servers[src->server].label, buf);
+        src->errors++;
+        src->again = true;
+        src->wait_until = uv_now(proxy.loop) + 1000;
+        goto out;
+    }
+    src->cursor = strtoull(s, NULL, 10);
+    nkeys = strtoull(buf + at + 1, &end, 10);
+    at = (size_t)(end + 2 - buf);
+    to = xcalloc(p->nservers, sizeof(*to));
+    keys = xcalloc(p->nservers, sizeof(*keys));
+    src->ops = 1;                       /* this page's own, dropped below */
+    for (unsigned long long i = 0; i < nkeys && read_bulk(buf, len, &at, &s, &slen); i++) {
+        uint32_t owner;
+        src->scanned++;
+        if (reserved(s, slen))
+            continue;
+        owner = p->slot[ring_lookup(p->ring, s, slen)];
+        if (owner == src->server)
+            continue;
+        if (to[owner] == NULL) {
+            to[owner] = xcalloc(1, sizeof(*to[owner]));
+            to[owner]->pool = p;
+            to[owner]->src = (int32_t)(src - m->src);
+            to[owner]->from = src->server;
+            to[owner]->epoch = p->epoch;
+        }
+        put_key(m, &keys[owner], s, slen);
+        if (++to[owner]->nkeys == batch) {
+            struct mig_op *op = to[owner];
+            put_header(m, p, &op->cmd, owner, op->nkeys);
+            msg_sub(&keys[owner], 0, keys[owner].len, &op->cmd);
+            msg_release(&keys[owner]);
+            to[owner] = NULL;
+            src->ops++;
+            m->tokens -= op->nkeys;
+            op_send(m, op);
+        }
+    }
+    for (uint32_t d = 0; d < p->nservers; d++) {
+        struct mig_op *op = to[d];
+        if (op == NULL)
+            continue;
+        put_header(m, p, &op->cmd, d, op->nkeys);
+        msg_sub(&keys[d], 0, keys[d].len, &op->cmd);
+        msg_release(&keys[d]);
+        src->ops++;
+        m->tokens -= op->nkeys;
+        op_send(m, op);
+    }
+out:
+    free(to);
+    free(keys);
+    free(buf);
+    if (src->ops <= 1) {
+        src->ops = 0;
+        page_done(p, m, src);
+    } else {
+        src->ops--;
+    }
+}
+
+/* ---- replies ------------------------------------------------------------------------ */
+
+void mig_reply(struct backend *b, struct req *r)
+{
+    struct pool *p = r->internal == REQ_MIGRATE ? r->u.mig.op->pool
+                   : b != NULL ? b->pool : NULL;
+    struct mig *m = p != NULL ? p->mig : NULL;
+    char head[64] = "";
+    size_t n = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
+
+    msg_copy(&r->rsp, 0, n, head);
+    head[n] = '\0';
+    if (m == NULL)
+        return;
+    switch ((enum req_internal)r->internal) {
+    case REQ_MARKER:
+        m->markers--;
+        return;
+    case REQ_MOVER: {
+        if (r->u.mig.mv.epoch != p->epoch)
+            return;                     /* walked anew since */
+        struct mig_source *src = &m->src[r->u.mig.mv.src];
+        if (n == 0 || head[0] == '-') {
+            head[strcspn(head, "\r\n")] = '\0';
+            src->errors++;
+            src->busy = false;          /* the page is asked again, in a second */
+            src->wait_until = uv_now(proxy.loop) + 1000;
+            log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
+                     p->servers[src->server].label,
+                     n == 0 ? (b != NULL ? b->reason : "?") : head + 1);
+            return;
+        }
+        scan_reply(p, m, src, &r->rsp);
+        return;
+    }
+    default:
+        break;
+    }
+    /* REQ_MIGRATE */
+    struct mig_op *op = r->u.mig.op;
+    bool ok = !strncmp(head, "+OK", 3), nokey = !strncmp(head, "+NOKEY", 6);
+    m->inflight--;
+    if (ok || nokey) {
+        if (op->src >= 0)
+            mover_op_done(p, m, op, true, nokey);
+        else {
+            m->touched += ok ? op->nkeys : 0;
+            op_done(m, op, true);
+        }
+        return;
+    }
+    head[strcspn(head, "\r\n")] = '\0';
+    log_warn("pool '%s': MIGRATE of %u key%s from %s to their new owner failed: %s",
+                 p->conf->name, op->nkeys, op->nkeys > 1 ? "s" : "",
+                 p->servers[op->from].label,
+                 n == 0 ? (b != NULL ? b->reason : "?") : head + 1);
+    if (op->src >= 0) {
+        mover_op_done(p, m, op, false, false);
+        return;
+    }
+    if (op->tries < (uint32_t)p->conf->migrate_retries && op->epoch == p->epoch) {
+        /* Backoff 0, 10, 20, 40 ... ms, as codis retries a key in flight. */
+        op->retry_at = uv_now(proxy.loop) + (op->tries == 0 ? 0 : 10u << (op->tries - 1));
+        op->tries++;
+        TAILQ_INSERT_TAIL(&m->retry, op, link);
+        return;
+    }
+    op_done(m, op, false);
+}
+
+/* ---- the clock ------------------------------------------------------------------------ */
+
+static void progress(struct pool *p, struct mig *m, uint64_t now)
+{
+    uint64_t scanned = 0, moved = 0;
+    uint32_t done = 0;
+
+    for (uint32_t i = 0; i < m->nsrc; i++) {
+        scanned += m->src[i].scanned;
+        moved += m->src[i].moved;
+        done += m->src[i].done;
+    }
+    log_notice("pool '%s': migration %s: %u of %u servers walked, %" PRIu64 " keys scanned, "
+               "%" PRIu64 " moved, %" PRIu64 " on touch", p->conf->name,
+               m->paused ? "paused" : m->state == MIG_DRAINING ? "draining" : "moving",
+               done, m->nsrc, scanned, moved, m->touched);
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\rshardis: pool '%s': %u/%u servers walked, %" PRIu64 " keys moved ",
+                p->conf->name, done, m->nsrc, moved + m->touched);
+    m->log_ms = now;
+}
+
+void mig_tick(struct pool *p, uint64_t now)
+{
+    struct mig *m = p->mig;
+    struct mig_op *op, *next;
+    bool all_done = true;
+    int rate = p->conf->migration_rate;
+
+    if (m->state == MIG_DRAINING) {
+        if (m->markers > 0 || m->inflight > 0)
+            return;
+        m->state = MIG_MOVING;
+        m->moving_ms = now;
+        while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
+            TAILQ_REMOVE(&m->gated, op, link);
+            op_send(m, op);
+        }
+        log_info("pool '%s': epoch %u: drained; keys move", p->conf->name, p->epoch);
+    }
+    for (op = TAILQ_FIRST(&m->retry); op != NULL; op = next) {
+        next = TAILQ_NEXT(op, link);
+        if (now >= op->retry_at) {
+            TAILQ_REMOVE(&m->retry, op, link);
+            op_send(m, op);
+        }
+    }
+    if (now - m->log_ms >= MIG_LOG_MS)
+        progress(p, m, now);
+    /* The mover's budget: rate keys/s, at most a second's worth saved up. */
+    if (rate > 0) {
+        m->tokens += (double)rate * (double)(now - m->tick_ms) / 1000;
+        if (m->tokens > rate)
+            m->tokens = rate;
+    }
+    m->tick_ms = now;
+    for (uint32_t i = 0; i < m->nsrc; i++) {
+        struct mig_source *src = &m->src[i];
+        if (src->done)
+            continue;
+        all_done = false;
+        if (!src->busy && !m->paused && now >= src->wait_until && (rate == 0 || m->tokens > 0))
+            scan_page(p, m, src);
+    }
+    if (all_done && m->inflight == 0 && TAILQ_EMPTY(&m->retry) && TAILQ_EMPTY(&m->gated))
+        finish(p, m);
+}
+
+/* ---- SHARD.MIGRATION ------------------------------------------------------------------ */
+
+void mig_command(struct client *c, struct req *r, struct args *a)
+{
+    struct pool *p = c->pool;
+    struct mig *m = p->mig;
+
+    if (a->argc != 2) {
+        client_reply_error(c, r, "ERR wrong number of arguments for 'shard.migration' command");
+        return;
+    }
+    if (args_is(a, 1, "pause") || args_is(a, 1, "resume")) {
+        if (m == NULL) {
+            client_reply_error(c, r, "ERR no migration in progress");
+            return;
+        }
+        m->paused = args_is(a, 1, "pause");
+        log_notice("pool '%s': migration %s", p->conf->name, m->paused ? "paused" : "resumed");
+        client_reply(c, r, "+OK\r\n", 5);
+        return;
+    }
+    if (!args_is(a, 1, "status")) {
+        client_reply_error(c, r, "ERR SHARD.MIGRATION STATUS | PAUSE | RESUME");
+        return;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    uint64_t now = uv_now(proxy.loop);
+
+    fprintf(f, "state:%s\r\nepoch:%u\r\n", m == NULL ? "stable" : m->paused ? "paused"
+            : m->state == MIG_DRAINING ? "draining" : "moving", p->epoch);
+    if (m != NULL) {
+        uint64_t scanned = 0, moved = 0;
+        double secs = (double)(now - (m->moving_ms ? m->moving_ms : now)) / 1000;
+        fprintf(f, "pending_rings:%u\r\nelapsed_s:%.1f\r\nmoved_on_touch:%" PRIu64 "\r\n"
+                "tryagain:%" PRIu64 "\r\nsources:%u\r\n", m->nprior,
+                (double)(now - m->started_ms) / 1000, m->touched, m->tryagain, m->nsrc);
+        for (uint32_t i = 0; i < m->nsrc; i++) {
+            const struct mig_source *src = &m->src[i];
+            double rate = secs > 0 ? (double)src->moved / secs : 0;
+            scanned += src->scanned;
+            moved += src->moved;
+            fprintf(f, "source_%u:server=%s,addr=%s,done=%d,cursor=%" PRIu64 ",scanned=%"
+                    PRIu64 ",moved=%" PRIu64 ",errors=%" PRIu64 ",passes=%" PRIu64
+                    ",rate=%.0f\r\n", i, p->servers[src->server].label,
+                    p->servers[src->server].addr, src->done, src->cursor, src->scanned,
+                    src->moved, src->errors, src->passes, rate);
+        }
+        fprintf(f, "keys_scanned:%" PRIu64 "\r\nkeys_moved:%" PRIu64 "\r\n", scanned, moved);
+    }
+    fclose(f);
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+    client_reply(c, r, hdr, (size_t)n);
+    client_reply(c, r, buf, len);
+    client_reply(c, r, "\r\n", 2);
+    free(buf);
+}

@@ -1,0 +1,214 @@
+/* reload.c -- apply an edited config file without a restart (SIGHUP,
+ * SHARD.RELOAD).
+ *
+ * The file is parsed and checked whole before anything changes: a file
+ * that does not parse, or asks for what a running proxy cannot change
+ * (pools added or removed, a listen address, server_connections, how keys
+ * hash), is refused with the reason and the proxy goes on as it was.
+ *
+ * A good file replaces the config. A pool whose server list changed
+ * routes by its new ring at once; client connections stay open and
+ * connections to servers that remain are kept (pool servers keep their
+ * numbers), new servers are connected on first use, and the keys whose
+ * owner changed move (mig.c) while the servers they leave stay connected.
+ * Timeouts, limits and auth apply to the next request and the next
+ * connection. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/core.h"
+#include "proxy/log.h"
+#include "proxy/util.h"
+
+/* What a reload cannot change in pool a -> b; NULL if nothing. */
+static const char *fixed_change(const struct conf_pool *a, const struct conf_pool *b)
+{
+    if (strcmp(a->name, b->name) != 0)
+        return "pools cannot be added, removed or renamed";
+    if (strcmp(a->listen.text, b->listen.text) != 0)
+        return "its listen address changed";
+    if (a->server_connections != b->server_connections)
+        return "server_connections changed";
+    if (a->distribution != b->distribution || a->hash != b->hash ||
+        a->has_hash_tag != b->has_hash_tag || a->jedis_version != b->jedis_version ||
+        (a->has_hash_tag && memcmp(a->hash_tag, b->hash_tag, 2) != 0))
+        return "distribution, hash, hash_tag or jedis_version changed (that would move "
+               "nearly every key)";
+    if (a->idgen.epoch_ms != b->idgen.epoch_ms)
+        return "idgen epoch_ms changed (ids already given out would decode wrongly)";
+    return NULL;
+}
+
+static bool same_servers(const struct conf_pool *a, const struct conf_pool *b)
+{
+    if (a->nservers != b->nservers)
+        return false;
+    for (size_t i = 0; i < a->nservers; i++) {
+        const struct conf_server *x = &a->servers[i], *y = &b->servers[i];
+        if (strcmp(x->addr.text, y->addr.text) != 0 || x->weight != y->weight ||
+            (x->name == NULL) != (y->name == NULL) ||
+            (x->name != NULL && strcmp(x->name, y->name) != 0))
+            return false;
+    }
+    return true;
+}
+
+static const struct conf_server *server_at(const struct conf_pool *pc, const char *addr)
+{
+    for (size_t i = 0; i < pc->nservers; i++)
+        if (!strcmp(pc->servers[i].addr.text, addr))
+            return &pc->servers[i];
+    return NULL;
+}
+
+/* The summary lines of a pool whose servers changed: what was added,
+ * removed and reweighted, and the share of keys that moves. */
+static int summarize(FILE *f, const struct conf_pool *old, const struct conf_pool *new,
+                     const struct ring *ro, const struct ring *rn, char *err, size_t errlen)
+{
+    unsigned added = 0, removed = 0, reweighted = 0;
+    double moving = 0;
+    struct ring_diff *d = NULL;
+    int rc;
+
+    for (size_t i = 0; i < new->nservers; i++) {
+        const struct conf_server *o = server_at(old, new->servers[i].addr.text);
+        if (o == NULL)
+            added++;
+        else if (o->weight != new->servers[i].weight)
+            reweighted++;
+    }
+    for (size_t i = 0; i < old->nservers; i++)
+        removed += server_at(new, old->servers[i].addr.text) == NULL;
+    if (new->distribution != RING_DIST_RANDOM) {
+        if ((rc = ring_diff_create(&d, ro, rn, err, errlen)) < 0)
+            return rc;
+        moving = d->moving;
+        /* MIGRATE reaches a server by host and port only. */
+        for (size_t i = 0; i < ring_nservers(rn) && moving > 0; i++)
+            for (size_t k = 0; k < ring_nservers(ro); k++)
+                if (new->servers[i].addr.unix_socket && ring_diff_share(d, (uint32_t)k,
+                                                                         (uint32_t)i) > 0) {
+                    snprintf(err, errlen, "keys would move to %s, a unix socket: MIGRATE "
+                             "needs host:port", new->servers[i].addr.text);
+                    ring_diff_free(d);
+                    return -EINVAL;
+                }
+        ring_diff_free(d);
+    }
+    fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:%u\r\nservers_removed:%u\r\n"
+            "servers_reweighted:%u\r\nkeys_moving_pct:%.2f\r\n", new->name, new->nservers,
+            added, removed, reweighted, moving * 100);
+    return 0;
+}
+
+int reload_run(char *out, size_t outlen, char *err, size_t errlen)
+{
+    struct conf *cf, *old = proxy.conf;
+    struct ring **rings = NULL;
+    char *sum = NULL, why[CONF_ERRLEN];
+    size_t sumlen = 0;
+    FILE *f = NULL;
+    int rc;
+
+    if ((rc = conf_load(&cf, old->path, err, errlen)) < 0)
+        return rc;
+    rc = -EINVAL;
+    if (cf->npools != old->npools) {
+        snprintf(err, errlen, "%s: pools cannot be added or removed by a reload "
+                 "(restart needed)", cf->path);
+        goto fail;
+    }
+    rings = xcalloc(cf->npools, sizeof(*rings));
+    f = open_memstream(&sum, &sumlen);
+    for (size_t i = 0; i < cf->npools; i++) {
+        const struct conf_pool *a = &old->pools[i], *b = &cf->pools[i];
+        const char *no = fixed_change(a, b);
+        struct pool *p = &proxy.pools[i];
+        if (no != NULL) {
+            snprintf(err, errlen, "%s:%d:%d: pool '%s': %s: restart shardis for that",
+                     cf->path, b->line, b->col, b->name, no);
+            goto fail;
+        }
+        if (same_servers(a, b)) {
+            fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
+                    "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
+            continue;
+        }
+        if (!mig_can_start(p, why, sizeof(why)) ||
+            (rc = conf_pool_ring(b, &rings[i], why, sizeof(why))) < 0 ||
+            (rc = summarize(f, a, b, p->ring, rings[i], why, sizeof(why))) < 0) {
+            snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, b->line, b->col,
+                     b->name, why);
+            rc = rc < 0 ? rc : -EBUSY;
+            goto fail;
+        }
+    }
+    fclose(f);
+    f = NULL;
+
+    /* Nothing can fail from here on. */
+    for (size_t i = 0; i < cf->npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        uint32_t *old_slot;
+        if (rings[i] == NULL) {
+            p->conf = &cf->pools[i];
+            continue;
+        }
+        struct ring *was = pool_set_ring(p, &cf->pools[i], rings[i], &old_slot);
+        if (ring_distribution(was) == RING_DIST_RANDOM) {
+            ring_free(was);             /* no key has an owner: nothing moves */
+            free(old_slot);
+            for (uint32_t s = 0; s < p->nservers; s++)
+                if (p->servers[s].active && !pool_in_ring(p, s))
+                    pool_retire(p, s);
+        } else {
+            mig_start(p, was, old_slot, why, sizeof(why));
+        }
+        log_notice("pool '%s': reloaded: %zu servers", p->conf->name, cf->pools[i].nservers);
+    }
+    proxy.conf = cf;
+    conf_free(old);
+    snprintf(out, outlen, "%.*s", (int)sumlen, sum);
+    free(sum);
+    free(rings);
+    return 0;
+
+fail:
+    if (f != NULL)
+        fclose(f);
+    free(sum);
+    if (rings != NULL)
+        for (size_t i = 0; i < cf->npools; i++)
+            ring_free(rings[i]);
+    free(rings);
+    conf_free(cf);
+    return rc;
+}
+
+void reload_command(struct client *c, struct req *r, struct args *a)
+{
+    char out[4096], err[CONF_ERRLEN + 128], hdr[32];
+
+    if (a->argc != 1) {
+        client_reply_error(c, r, "ERR wrong number of arguments for 'shard.reload' command");
+        return;
+    }
+    if (!c->pool->conf->admin_commands) {
+        client_reply_error(c, r, "ERR 'shard.reload' is an admin command: it runs only with "
+                           "admin_commands: true in pool '%s'", c->pool->conf->name);
+        return;
+    }
+    if (reload_run(out, sizeof(out), err, sizeof(err)) < 0) {
+        log_warn("SHARD.RELOAD refused: %s", err);
+        client_reply_error(c, r, "ERR reload refused: %s", err);
+        return;
+    }
+    log_notice("SHARD.RELOAD from client %llu applied", (unsigned long long)c->id);
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", strlen(out));
+    client_reply(c, r, hdr, (size_t)n);
+    client_reply(c, r, out, strlen(out));
+    client_reply(c, r, "\r\n", 2);
+}

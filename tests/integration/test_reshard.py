@@ -1,0 +1,505 @@
+#!/usr/bin/python3
+"""test_reshard.py -- reload and live resharding, against real redis-servers.
+
+- reload refusals: a file that does not parse, a changed listen address,
+  server_connections or hash, and SHARD.RELOAD without admin_commands are
+  refused with the reason (file:line:col for a parse error), by
+  SHARD.RELOAD and by SIGHUP alike, and change nothing;
+- a reload keeps client connections (the same socket answers before and
+  after) and the connections to servers that stay (the same backend
+  client id), and closes those to a removed server once its keys moved;
+- adding a server: the summary says what changed and what share of keys
+  moves; every key reads back its value at once; when the migration is
+  over every key lives only on its new owner, with its TTL;
+- a transaction begun before a reload gets -TRYAGAIN at EXEC and writes
+  nothing; one begun after works;
+- SHARD.MIGRATION PAUSE stops the mover (keys still move on touch), a
+  second reload while keys move is accepted and a third refused, RESUME
+  finishes it with every key in place;
+- the scenario: writers, counters, readers and GENKEY callers on five
+  threads run while a server is added (SIGHUP) and, while those keys
+  move, one of the original servers is removed and another added
+  (SHARD.RELOAD), after a bad file was refused under the same load. Then,
+  on the backends directly: every key lives exactly on its final owner
+  with its latest acknowledged value (or a later unacknowledged one) and
+  a sane TTL, no stray copy is left anywhere, the removed server is
+  empty, counters are within their acknowledged bounds, readers never saw
+  an older value after a newer one was acknowledged, and no id repeats;
+- the destination stalls (SIGSTOP 2 s) while keys move to it: requests
+  for those keys wait or get -TRYAGAIN, none is lost, and the migration
+  finishes once it is back.
+
+Run: /usr/bin/python3 tests/integration/test_reshard.py --shardis build/shardis
+"""
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+import redis
+
+import harness
+from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, until
+
+HOST = "127.0.0.1"
+
+
+def write_servers(px, servers, extra=""):
+    """Rewrite px's config with this server list (names follow the server)."""
+    text = open(px.conf).read()
+    head = text[:text.index("  servers:")]
+    lines = ["  servers:"] + ["    - %s:%d:1 %s" % (HOST, s.port, s.name) for s in servers]
+    with open(px.conf, "w") as f:
+        f.write(head + extra + "\n".join(lines) + "\n")
+
+
+def status(px):
+    text = px.client.execute_command("SHARD.MIGRATION", "STATUS").decode()
+    return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l)
+
+
+def wait_stable(px, timeout=30.0):
+    until("the migration finished", lambda: status(px)["state"] == "stable", timeout)
+
+
+def owners(px, keys):
+    """key -> server name, by SHARD.WHEREIS on the proxy's current ring."""
+    pipe = px.client.pipeline(transaction=False)
+    for k in keys:
+        pipe.execute_command("SHARD.WHEREIS", k)
+    return {k: n.decode() for k, n in zip(keys, pipe.execute())}
+
+
+def all_keys(server):
+    return set(server.client.scan_iter(count=1000))
+
+
+def check_placement(px, servers, expect_keys=None):
+    """Every key on any server lives only on its owner; expect_keys all exist."""
+    found = {}
+    for s in servers:
+        for k in all_keys(s):
+            expect(k not in found, "%r is on both %s and %s" % (k, found.get(k), s.name))
+            found[k] = s.name
+    own = owners(px, list(found))
+    stray = [(k, found[k], own[k]) for k in found if found[k] != own[k]]
+    expect(not stray, "%d keys not on their owner, e.g. %r" % (len(stray), stray[:3]))
+    if expect_keys is not None:
+        missing = [k for k in expect_keys if k not in found]
+        expect(not missing, "%d keys lost, e.g. %r" % (len(missing), missing[:3]))
+    return found
+
+
+def preload(c, n, ttl_every=10):
+    pipe = c.pipeline(transaction=False)
+    for i in range(n):
+        pipe.set("s:%d" % i, "v%d" % i)
+        if i % ttl_every == 0:
+            pipe.pexpire("s:%d" % i, 600000)
+        if i % 20 == 0:
+            pipe.hset("h:%d" % i, mapping={"a": i, "b": "x"})
+            pipe.rpush("l:%d" % i, i, i + 1)
+            pipe.sadd("t:%d" % i, i)
+            pipe.zadd("z:%d" % i, {"m": i})
+        if i % 2000 == 0:
+            pipe.execute()
+    pipe.execute()
+
+
+def t_refusals(rs):
+    px = Shardis("refuse", rs[:2], admin_commands="true")
+    good = open(px.conf).read()
+    nodes = px.client.execute_command("SHARD.NODES")
+
+    def refused(text, want):
+        with open(px.conf, "w") as f:
+            f.write(text)
+        try:
+            px.client.execute_command("SHARD.RELOAD")
+        except redis.ResponseError as e:
+            expect(re.search(want, str(e)), "error %r lacks %r" % (str(e), want))
+        else:
+            raise Fail("a reload of a file that should be refused (%s) was applied" % want)
+        expect_eq(px.client.execute_command("SHARD.NODES"), nodes, "servers after refusal")
+
+    refused(good.replace("  servers:", "  servers: [\n"), r"refuse\.yml:\d+:\d+: ")
+    refused(good.replace("listen: %s:%d" % (HOST, px.port), "listen: %s:%d" %
+                         (HOST, harness.free_port())), "listen address changed")
+    refused(good.replace("  servers:", "  server_connections: 2\n  servers:"),
+            "server_connections changed")
+    refused(good.replace("  servers:", "  hash: md5\n  servers:"), "hash")
+    # SIGHUP with a bad file: logged, nothing changes, it goes on serving.
+    with open(px.conf, "w") as f:
+        f.write(good.replace("  servers:", "  servers: [\n"))
+    os.kill(px.pid, signal.SIGHUP)
+    until("the refusal is logged",
+          lambda: "reload refused" in open(px.log, errors="replace").read())
+    expect_eq(px.client.set("after", "1"), True, "SET after a refused SIGHUP")
+    with open(px.conf, "w") as f:
+        f.write(good)
+    summary = px.client.execute_command("SHARD.RELOAD").decode()
+    expect("keys_moving_pct:0.00" in summary, "unchanged file summary: %r" % summary)
+
+    plain = Shardis("plain", rs[:2])
+    try:
+        plain.client.execute_command("SHARD.RELOAD")
+        raise Fail("SHARD.RELOAD without admin_commands was applied")
+    except redis.ResponseError as e:
+        expect("admin command" in str(e), "error %r" % str(e))
+
+
+def backend_ids(server):
+    """The ids of the connections other than ours (shardis's) on server."""
+    me = server.client.client_id()
+    return sorted(c["id"] for c in server.client.client_list() if int(c["id"]) != me)
+
+
+def t_add_server(rs):
+    px = Shardis("add", rs[:2], admin_commands="true", preconnect="true")
+    c = px.client
+    preload(c, 20000)
+    keys = [k for s in rs[:2] for k in all_keys(s)]
+    raw = harness.Raw(px.port)
+    expect_eq(raw.cmd("PING"), b"+PONG\r\n", "raw PING before")
+    before = backend_ids(rs[0])
+    write_servers(px, rs[:3])
+    summary = c.execute_command("SHARD.RELOAD").decode()
+    for want in ("servers:3", "servers_added:1", "servers_removed:0", "servers_reweighted:0"):
+        expect(want in summary, "summary %r lacks %s" % (summary, want))
+    pct = float(re.search(r"keys_moving_pct:([\d.]+)", summary).group(1))
+    expect(20 < pct < 45, "share moving %.2f%% for a third server" % pct)
+    # Every value at once, moving or not.
+    pipe = c.pipeline(transaction=False)
+    for i in range(0, 20000, 3):
+        pipe.get("s:%d" % i)
+    got = pipe.execute()
+    bad = [i * 3 for i, v in enumerate(got) if v != b"v%d" % (i * 3)]
+    expect(not bad, "%d values wrong right after the reload, e.g. s:%r" % (len(bad), bad[:3]))
+    expect_eq(raw.cmd("PING"), b"+PONG\r\n", "raw PING on the same socket after")
+    wait_stable(px)
+    expect_eq(backend_ids(rs[0]), before, "shardis's connections to a server that stays")
+    check_placement(px, rs[:3], keys)
+    moved = [k for k in all_keys(rs[2]) if k.startswith(b"s:") and int(k[2:]) % 10 == 0]
+    expect(moved, "no TTL key moved to the new server")
+    for k in moved[:50]:
+        ttl = rs[2].client.pttl(k)
+        expect(0 < ttl <= 600000, "PTTL of moved %r is %r" % (k, ttl))
+    expect(rs[2].client.hgetall("h:0") == {b"a": b"0", b"b": b"x"} or
+           rs[0].client.exists("h:0") or rs[1].client.exists("h:0"), "h:0 lost")
+    # Remove the first server (SIGHUP this time): its keys move, then its
+    # connections close.
+    write_servers(px, rs[1:3])
+    os.kill(px.pid, signal.SIGHUP)
+    until("the reload is applied", lambda: status(px)["epoch"] == "2")
+    wait_stable(px)
+    check_placement(px, rs[:3], keys)
+    expect_eq(rs[0].client.dbsize(), 0, "keys left on the removed server")
+    until("shardis closed its connections to the removed server",
+          lambda: backend_ids(rs[0]) == [])
+    raw.close()
+
+
+def t_transaction(rs):
+    px = Shardis("tx", rs[:2], admin_commands="true")
+    c = px.client
+    tx = c.pipeline(transaction=True)
+    conn = px.client.connection_pool.get_connection("MULTI")
+    conn.send_command("MULTI")
+    expect_eq(conn.read_response(), b"OK", "MULTI")
+    conn.send_command("SET", "{t}a", "1")
+    expect_eq(conn.read_response(), b"QUEUED", "SET queued")
+    write_servers(px, rs[:3])
+    c.execute_command("SHARD.RELOAD")
+    conn.send_command("EXEC")
+    try:
+        conn.read_response()
+        raise Fail("EXEC of a transaction begun before a reload was not refused")
+    except redis.ResponseError as e:
+        expect(str(e).startswith("TRYAGAIN"), "EXEC error %r" % str(e))
+    expect_eq(c.get("{t}a"), None, "the refused transaction's write")
+    px.client.connection_pool.release(conn)
+    tx.set("{t}a", "2")
+    tx.incr("{t}b")
+    expect_eq(tx.execute(), [True, 1], "a transaction after the reload")
+    expect_eq(c.get("{t}a"), b"2", "its write")
+    wait_stable(px)
+
+
+def t_pause_and_pending(rs):
+    px = Shardis("pause", rs[:3], admin_commands="true", migration_rate=500)
+    c = px.client
+    preload(c, 6000, ttl_every=1000000)
+    keys = [k for s in rs[:3] for k in all_keys(s)]
+    write_servers(px, rs[:4])
+    c.execute_command("SHARD.RELOAD")
+    c.execute_command("SHARD.MIGRATION", "PAUSE")
+    st = status(px)
+    expect_eq(st["state"], "paused", "state after PAUSE")
+    time.sleep(0.3)
+    moved = status(px)["keys_moved"]
+    time.sleep(0.5)
+    expect_eq(status(px)["keys_moved"], moved, "keys moved by a paused mover")
+    # On touch they still move: read every key.
+    pipe = c.pipeline(transaction=False)
+    for i in range(0, 6000, 5):
+        pipe.get("s:%d" % i)
+    expect(all(v == b"v%d" % (i * 5) for i, v in enumerate(pipe.execute())),
+           "values while paused")
+    write_servers(px, rs[1:5])
+    summary = c.execute_command("SHARD.RELOAD").decode()
+    expect("servers_removed:1" in summary, "second reload's summary %r" % summary)
+    expect_eq(status(px)["pending_rings"], "2", "rings pending")
+    write_servers(px, rs[2:5])
+    try:
+        c.execute_command("SHARD.RELOAD")
+        raise Fail("a third reload while two rings are pending was applied")
+    except redis.ResponseError as e:
+        expect("2 pending rings" in str(e), "error %r" % str(e))
+    write_servers(px, rs[1:5])
+    c.execute_command("SHARD.MIGRATION", "RESUME")
+    wait_stable(px, timeout=40)
+    check_placement(px, rs[:5], keys)
+    expect_eq(rs[0].client.dbsize(), 0, "keys left on the removed server")
+
+
+# ---- the scenario ---------------------------------------------------------------------
+
+class Model:
+    """What the clients were told: per key, acknowledged and unacknowledged values."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.acked = {}         # key -> seq of the last acknowledged SET
+        self.maybe = {}         # key -> seqs sent but not acknowledged, after acked
+        self.count = {}         # counter -> (acked increments, unacknowledged ones)
+        self.ids = []
+        self.errors = []
+        self.tryagain = 0
+
+
+def writer(px, m, wid, keys, stop):
+    c = redis.Redis(HOST, px.port, socket_timeout=10)
+    seq = 0
+    while not stop.is_set():
+        k = random.choice(keys)
+        seq += 1
+        val = "w%d:%d" % (wid, seq)
+        try:
+            c.set(k, val)
+        except redis.ResponseError as e:
+            with m.lock:
+                m.maybe.setdefault(k, set()).add(val)
+                if str(e).startswith("TRYAGAIN"):
+                    m.tryagain += 1
+                else:
+                    m.errors.append("SET %s: %s" % (k, e))
+            continue
+        with m.lock:
+            m.acked[k] = val
+            m.maybe.pop(k, None)
+
+
+def counter(px, m, keys, stop):
+    c = redis.Redis(HOST, px.port, socket_timeout=10)
+    while not stop.is_set():
+        k = random.choice(keys)
+        try:
+            c.incr(k)
+            ok = True
+        except redis.ResponseError as e:
+            ok = False
+            if not str(e).startswith("TRYAGAIN"):
+                m.errors.append("INCR %s: %s" % (k, e))
+        with m.lock:
+            a, u = m.count.get(k, (0, 0))
+            m.count[k] = (a + 1, u) if ok else (a, u + 1)
+
+
+def reader(px, m, keys, stop):
+    """A read never returns an older value than one acknowledged before it began."""
+    c = redis.Redis(HOST, px.port, socket_timeout=10)
+    while not stop.is_set():
+        k = random.choice(keys)
+        with m.lock:
+            floor = m.acked.get(k)
+        try:
+            v = c.get(k)
+        except redis.ResponseError as e:
+            if not str(e).startswith("TRYAGAIN"):
+                m.errors.append("GET %s: %s" % (k, e))
+            continue
+        if floor is None:
+            continue
+        if v is None:
+            m.errors.append("GET %s: nil after %s was acknowledged" % (k, floor))
+            continue
+        fw, fs = floor.split(":")
+        vw, vs = v.decode().split(":")
+        if vw != fw or int(vs) < int(fs):
+            m.errors.append("GET %s: %s after %s was acknowledged" % (k, v, floor))
+
+
+def minter(px, m, stop):
+    c = redis.Redis(HOST, px.port, socket_timeout=10)
+    while not stop.is_set():
+        try:
+            got = c.execute_command("SHARD.GENKEY", "COUNT", random.randint(1, 20))
+        except redis.ResponseError as e:
+            if not str(e).startswith("TRYAGAIN"):
+                m.errors.append("GENKEY: %s" % e)
+            continue
+        with m.lock:
+            m.ids.extend(got)
+
+
+def t_scenario(rs):
+    a, b, c_, d, e = rs
+    px = Shardis("scene", [a, b, c_], admin_commands="true", migration_rate=20000,
+                 idgen="{types: {user: 1}}")
+    c = px.client
+    preload(c, 30000)
+    for i in range(3):      # a few large hashes
+        pipe = c.pipeline(transaction=False)
+        for j in range(0, 20000, 1000):
+            pipe.hset("big:%d" % i, mapping={"f%d" % f: f for f in range(j, j + 1000)})
+        pipe.execute()
+    preloaded = [k for s in (a, b, c_) for k in all_keys(s)]
+    m = Model()
+    stop = threading.Event()
+    wkeys = [["s:%d" % i for i in range(w, 30000, 4)][:2000] for w in range(4)]
+    for w in range(4):          # the writers own their keys: values start from theirs
+        pipe = c.pipeline(transaction=False)
+        for k in wkeys[w]:
+            pipe.set(k, "w%d:0" % w)
+        pipe.execute()
+        for k in wkeys[w]:
+            m.acked[k] = "w%d:0" % w
+    ckeys = ["n:%d" % i for i in range(50)]
+    threads = [threading.Thread(target=writer, args=(px, m, w, wkeys[w], stop))
+               for w in range(4)]
+    threads += [threading.Thread(target=counter, args=(px, m, ckeys, stop)) for _ in range(2)]
+    threads += [threading.Thread(target=reader, args=(px, m, wkeys[w], stop))
+                for w in range(2)]
+    threads += [threading.Thread(target=minter, args=(px, m, stop))]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        good = open(px.conf).read()
+        with open(px.conf, "w") as f:
+            f.write(good + "  - nonsense\n")
+        os.kill(px.pid, signal.SIGHUP)          # a bad file under load: refused
+        until("the refusal is logged",
+              lambda: "reload refused" in open(px.log, errors="replace").read())
+        write_servers(px, [a, b, c_, d])
+        os.kill(px.pid, signal.SIGHUP)
+        until("the reload is applied", lambda: status(px)["epoch"] == "1")
+        until("keys are moving", lambda: int(status(px)["keys_moved"]) > 2000, 20)
+        write_servers(px, [a, c_, d, e])        # b leaves, e joins, while keys move
+        summary = c.execute_command("SHARD.RELOAD").decode()
+        expect("servers_removed:1" in summary and "servers_added:1" in summary,
+               "second reload's summary %r" % summary)
+        wait_stable(px, timeout=40)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    expect(not m.errors, "%d client errors, e.g. %s" % (len(m.errors), m.errors[:3]))
+    found = check_placement(px, rs, preloaded + [k.encode() for k in m.acked])
+    expect_eq(b.client.dbsize(), 0, "keys left on the removed server")
+    # Latest acknowledged value, or one sent after it whose reply was an error.
+    direct = {s.name: s.client for s in rs}
+    wrong = []
+    for k, v in m.acked.items():
+        got = direct[found[k.encode()]].get(k).decode()
+        if got != v and got not in m.maybe.get(k, ()):
+            wrong.append((k, v, got))
+    expect(not wrong, "%d keys lost their acknowledged value, e.g. %r" % (len(wrong), wrong[:3]))
+    for k, (acked, unacked) in m.count.items():
+        got = int(direct[found[k.encode()]].get(k))
+        expect(acked <= got <= acked + unacked, "counter %s: %d, acked %d (+%d)" %
+               (k, got, acked, unacked))
+    ttl = [k for k in preloaded if k.startswith(b"s:") and int(k[2:]) % 10 == 0 and
+           k.decode() not in m.acked]
+    for k in ttl[:200]:
+        t = direct[found[k]].pttl(k)
+        expect(0 < t <= 600000, "PTTL of %r is %r" % (k, t))
+    for i in range(3):
+        expect_eq(direct[found[b"big:%d" % i]].hlen("big:%d" % i), 20000, "big:%d" % i)
+    expect_eq(len(set(m.ids)), len(m.ids), "distinct ids")
+    expect(len(m.ids) > 100, "ids minted: %d" % len(m.ids))
+    print("    scenario: %d writes acked, %d TRYAGAIN, %d ids, %s" %
+          (len(m.acked), m.tryagain, len(m.ids), px.client.execute_command(
+              "SHARD.MIGRATION", "STATUS").decode().replace("\r\n", " ")))
+
+
+def t_stalled_destination(rs):
+    a, b, c_, d = rs[:4]
+    px = Shardis("stall", [a, b, c_], admin_commands="true", migrate_timeout=300,
+                 migrate_retries=2, migration_rate=5000)
+    c = px.client
+    preload(c, 10000, ttl_every=1000000)
+    keys = [k for s in (a, b, c_) for k in all_keys(s)]
+    write_servers(px, [a, b, c_, d])
+    c.execute_command("SHARD.RELOAD")
+    os.kill(d.pid, signal.SIGSTOP)
+    tryagain = ok = 0
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.0:
+            i = random.randrange(10000)
+            try:
+                v = c.get("s:%d" % i)
+                expect_eq(v, b"v%d" % i, "s:%d while the destination is stopped" % i)
+                ok += 1
+            except redis.ResponseError as e:
+                expect(str(e).startswith("TRYAGAIN"), "error %r" % str(e))
+                tryagain += 1
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+    expect(tryagain > 0, "no request was told TRYAGAIN while the destination was stopped")
+    wait_stable(px, timeout=40)
+    check_placement(px, rs[:4], keys)
+    pipe = c.pipeline(transaction=False)
+    for i in range(10000):
+        pipe.get("s:%d" % i)
+    expect(all(v == b"v%d" % i for i, v in enumerate(pipe.execute())), "values after")
+    print("    stalled: %d reads served, %d TRYAGAIN" % (ok, tryagain))
+
+
+def body():
+    def fresh(n):
+        out = []
+        for i in range(n):
+            s = RedisServer("r%d-%d" % (len(os.listdir(harness.TMP)), i))
+            s.name = "redis%d" % (i + 1)
+            out.append(s)
+        return out
+
+    def run(name, fn, n):
+        servers = fresh(n)
+        try:
+            check(name, fn, servers)
+        finally:
+            for s in servers:
+                if s.proc.poll() is None:
+                    s.kill()
+
+    run("reload refusals: bad file, listen, server_connections, hash, no admin",
+        t_refusals, 2)
+    run("reload keeps connections; add then remove a server: every key in place",
+        t_add_server, 3)
+    run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
+    run("PAUSE/RESUME; a second reload while keys move, a third refused",
+        t_pause_and_pending, 5)
+    run("scenario: writers, counters, readers, GENKEY through two reloads", t_scenario, 5)
+    run("a destination stopped for 2 s: TRYAGAIN, nothing lost", t_stalled_destination, 4)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body))
