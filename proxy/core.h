@@ -282,6 +282,8 @@ struct pool_server {
     bool             active;        /* in the ring, or holds keys still moving */
     uint32_t         ring_idx;      /* its index in pool.ring; UINT32_MAX: not in it */
     struct backend  *conns;         /* [pool.nconns] shared, pipelined (owned) */
+    struct backend  *mover;         /* mig.c's own connection, so that clients' requests
+                                       never queue behind its batches; or NULL (owned) */
     uint64_t         ejected_until; /* loop ms; 0 when in the ring */
 };
 
@@ -518,6 +520,8 @@ void mig_tick(struct pool *p, uint64_t now);
  * cannot be moved answers r -TRYAGAIN and r never reaches b. */
 void mig_key(struct client *c, uint32_t to, const char *key, size_t len);
 void mig_send(struct client *c, struct req *r, struct backend *b);
+/* End of a loop turn: send the MIGRATEs its requests share. */
+void mig_flush(struct pool *p);
 /* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
 void mig_reply(struct backend *b, struct req *r);
 void mig_client_gone(struct client *c);

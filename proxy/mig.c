@@ -55,7 +55,7 @@
 #define MIG_MAX_PRIOR       2
 #define MIG_LOG_MS          5000        /* progress in the log this often */
 #define MIG_RESERVED        "__shardis:"    /* never moved */
-#define MIG_SCAN_FACTOR     4           /* SCAN COUNT = batch * this */
+#define MIG_SCAN_FACTOR     10          /* SCAN COUNT = batch * this */
 
 enum mig_state { MIG_DRAINING, MIG_MOVING };
 
@@ -64,34 +64,40 @@ struct mig_ring {
     uint32_t    *slot;                  /* ring index -> server */
 };
 
-/* One MIGRATE: for a request (on touch) or a batch of the mover. */
+/* One MIGRATE: for requests (on touch) or a batch of the mover. */
 struct mig_op {
-    TAILQ_ENTRY(mig_op) link;           /* gated or retry list */
+    TAILQ_ENTRY(mig_op) link;           /* open, gated or retry list */
     struct pool       *pool;
     struct msg         cmd;             /* the request's bytes, kept for retries */
-    struct req        *wait;            /* on touch: the request waiting, or NULL */
+    struct msg         keys;            /* open: the "$len key" run so far */
+    struct req       **wait;            /* on touch: the requests waiting */
+    uint32_t           nwait, capwait;
     int32_t            src;             /* mover: its source's index; -1 on touch */
     uint32_t           from;            /* the server it runs on */
-    uint32_t           conn;            /* which of from's shared connections */
+    uint32_t           to;              /* where the keys go */
     uint32_t           nkeys;
     uint32_t           tries;
     uint32_t           epoch;
     uint64_t           retry_at;
 };
 
+TAILQ_HEAD(mig_ops, mig_op);
+
+/* A server the mover walks. One command of the mover at a time runs on
+ * it: redis-server runs a connection's pipelined commands back to back,
+ * so a client's request waits behind at most one SCAN or one batch. */
 struct mig_source {
     uint32_t server;
     uint64_t cursor;
-    uint32_t ops;                       /* MIGRATEs of the current page unanswered */
-    bool     busy;                      /* a page (SCAN and its MIGRATEs) in flight */
+    uint32_t ops;                       /* its MIGRATEs queued or unanswered */
+    struct mig_ops queue;               /* batches of the last SCAN not yet sent */
+    bool     busy;                      /* a SCAN in flight */
+    bool     walked;                    /* this pass's SCAN came back to cursor 0 */
     bool     done;
     bool     again;                     /* a batch failed: walk once more */
     uint64_t wait_until;                /* loop ms: SCAN failed, try again then */
     uint64_t scanned, moved, errors, passes;
-    uint64_t started_ms;
 };
-
-TAILQ_HEAD(mig_ops, mig_op);
 
 struct mig {
     struct mig_ring    prior[MIG_MAX_PRIOR];    /* [0] the most recent */
@@ -100,6 +106,7 @@ struct mig {
     bool               paused;
     uint32_t           markers;         /* drain markers unanswered */
     uint32_t           inflight;        /* MIGRATEs sent, unanswered */
+    struct mig_ops     open;            /* on touch: taking keys until the loop turn ends */
     struct mig_ops     gated;           /* waiting for the drain */
     struct mig_ops     retry;           /* waiting for their retry time */
     struct mig_source *src;
@@ -115,7 +122,9 @@ struct mig {
 
 static void op_send(struct mig *m, struct mig_op *op);
 static void op_done(struct mig *m, struct mig_op *op, bool ok);
+static void op_free(struct mig_op *op);
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src);
+static struct backend *mover_conn(struct pool *p, uint32_t server);
 
 /* ---- starting and finishing ------------------------------------------------------- */
 
@@ -181,10 +190,22 @@ static bool is_source(const struct mig *m, uint32_t server)
     return false;
 }
 
+static void free_sources(struct mig *m)
+{
+    struct mig_op *op;
+
+    for (uint32_t i = 0; i < m->nsrc; i++)
+        while ((op = TAILQ_FIRST(&m->src[i].queue)) != NULL) {
+            TAILQ_REMOVE(&m->src[i].queue, op, link);
+            op_free(op);
+        }
+    free(m->src);
+}
+
 /* Walk every server of every earlier ring from the start. */
 static void reset_sources(struct pool *p, struct mig *m)
 {
-    free(m->src);
+    free_sources(m);
     m->src = NULL;
     m->nsrc = 0;
     for (uint32_t s = 0; s < p->nservers; s++) {
@@ -194,6 +215,8 @@ static void reset_sources(struct pool *p, struct mig *m)
         m->src[m->nsrc++] = (struct mig_source){.server = s};
         p->servers[s].active = true;    /* it holds keys still */
     }
+    for (uint32_t i = 0; i < m->nsrc; i++)  /* (heads point into the array) */
+        TAILQ_INIT(&m->src[i].queue);
 }
 
 int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, size_t errlen)
@@ -205,6 +228,7 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, s
         return -EBUSY;
     if (m == NULL) {
         m = p->mig = xcalloc(1, sizeof(*m));
+        TAILQ_INIT(&m->open);
         TAILQ_INIT(&m->gated);
         TAILQ_INIT(&m->retry);
         m->started_ms = uv_now(proxy.loop);
@@ -219,6 +243,10 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, s
         TAILQ_REMOVE(&m->retry, op, link);
         op_done(m, op, false);
     }
+    while ((op = TAILQ_FIRST(&m->open)) != NULL) {
+        TAILQ_REMOVE(&m->open, op, link);
+        op_done(m, op, false);
+    }
     reset_sources(p, m);
     m->tokens = 0;
     m->tick_ms = uv_now(proxy.loop);
@@ -231,6 +259,8 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, s
 static void op_free(struct mig_op *op)
 {
     msg_release(&op->cmd);
+    msg_release(&op->keys);
+    free(op->wait);
     free(op);
 }
 
@@ -241,6 +271,10 @@ void mig_free(struct pool *p)
 
     if (m == NULL)
         return;
+    while ((op = TAILQ_FIRST(&m->open)) != NULL) {
+        TAILQ_REMOVE(&m->open, op, link);
+        op_free(op);
+    }
     while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
         TAILQ_REMOVE(&m->gated, op, link);
         op_free(op);
@@ -255,7 +289,7 @@ void mig_free(struct pool *p)
     }
     if (m->buf != NULL)
         mbuf_unref(m->buf);
-    free(m->src);
+    free_sources(m);
     free(m);
     p->mig = NULL;
 }
@@ -275,20 +309,25 @@ static void finish(struct pool *p, struct mig *m)
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\rshardis: pool '%s': migration complete%30s\n", p->conf->name, "");
     mig_free(p);
-    for (uint32_t s = 0; s < p->nservers; s++)
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (p->servers[s].mover != NULL)
+            backend_close(p->servers[s].mover);     /* idle now; made again if needed */
         if (p->servers[s].active && !pool_in_ring(p, s))
             pool_retire(p, s);
+    }
 }
 
 /* ---- on touch ---------------------------------------------------------------------- */
 
-/* The MIGRATEs the request being routed needs, one per source, until
- * mig_send takes them. Single-threaded: a static scratch list. */
+/* On touch, the keys of every request routed in one loop turn that go
+ * from one server to another share one MIGRATE (m->open, sent by
+ * mig_flush when the turn ends): fewer of them block the servers. The
+ * ops the request being routed joined, until mig_send takes them
+ * (single-threaded: a static list). */
 static struct {
     struct mig_op **ops;
     uint32_t n, cap;
-    struct msg *keys;                   /* [cap]: each op's "$len key" run */
-} pending;
+} joined;
 
 static void put_header(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
                        uint32_t nkeys)
@@ -334,6 +373,24 @@ static bool reserved(const char *key, size_t len)
            memcmp(key, MIG_RESERVED, sizeof(MIG_RESERVED) - 1) == 0;
 }
 
+/* The open MIGRATE from -> to, made if there is none. */
+static struct mig_op *open_op(struct pool *p, struct mig *m, uint32_t from, uint32_t to)
+{
+    struct mig_op *op;
+
+    TAILQ_FOREACH(op, &m->open, link)
+        if (op->from == from && op->to == to)
+            return op;
+    op = xcalloc(1, sizeof(*op));
+    op->pool = p;
+    op->src = -1;
+    op->from = from;
+    op->to = to;
+    op->epoch = p->epoch;
+    TAILQ_INSERT_TAIL(&m->open, op, link);
+    return op;
+}
+
 void mig_key(struct client *c, uint32_t to, const char *key, size_t len)
 {
     struct pool *p = c->pool;
@@ -345,27 +402,41 @@ void mig_key(struct client *c, uint32_t to, const char *key, size_t len)
         uint32_t from = m->prior[i].slot[ring_lookup(m->prior[i].ring, key, len)], k;
         if (from == to)
             continue;
-        for (k = 0; k < pending.n && pending.ops[k]->from != from; k++)
+        struct mig_op *op = open_op(p, m, from, to);
+        op->nkeys++;
+        put_key(m, &op->keys, key, len);
+        for (k = 0; k < joined.n && joined.ops[k] != op; k++)
             ;
-        if (k == pending.n) {
-            if (pending.n == pending.cap) {
-                pending.cap = pending.cap ? 2 * pending.cap : 4;
-                pending.ops = xrealloc(pending.ops, pending.cap * sizeof(*pending.ops));
-                pending.keys = xrealloc(pending.keys, pending.cap * sizeof(*pending.keys));
+        if (k == joined.n) {
+            if (joined.n == joined.cap) {
+                joined.cap = joined.cap ? 2 * joined.cap : 4;
+                joined.ops = xrealloc(joined.ops, joined.cap * sizeof(*joined.ops));
             }
-            struct mig_op *op = xcalloc(1, sizeof(*op));
-            op->pool = p;
-            op->src = -1;
-            op->from = from;
-            op->conn = (uint32_t)(c->id % p->nconns);
-            op->epoch = p->epoch;
-            pending.ops[pending.n] = op;
-            memset(&pending.keys[pending.n], 0, sizeof(pending.keys[0]));
-            pending.n++;
+            joined.ops[joined.n++] = op;
         }
-        pending.ops[k]->nkeys++;
-        put_key(m, &pending.keys[k], key, len);
     }
+}
+
+/* Send (or hold for the drain) an op that takes no more keys. */
+static void op_close(struct pool *p, struct mig *m, struct mig_op *op)
+{
+    TAILQ_REMOVE(&m->open, op, link);
+    put_header(m, p, &op->cmd, op->to, op->nkeys);
+    msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
+    msg_release(&op->keys);
+    if (m->state == MIG_DRAINING)
+        TAILQ_INSERT_TAIL(&m->gated, op, link);
+    else
+        op_send(m, op);
+}
+
+void mig_flush(struct pool *p)
+{
+    struct mig *m = p->mig;
+    struct mig_op *op;
+
+    while ((op = TAILQ_FIRST(&m->open)) != NULL)
+        op_close(p, m, op);
 }
 
 static void park(struct client *c, struct req *r, struct backend *b)
@@ -383,22 +454,21 @@ static void park(struct client *c, struct req *r, struct backend *b)
 
 void mig_send(struct client *c, struct req *r, struct backend *b)
 {
-    struct mig *m = c->pool->mig;
+    struct pool *p = c->pool;
 
-    r->epoch = c->pool->epoch;
-    for (uint32_t k = 0; k < pending.n; k++) {
-        struct mig_op *op = pending.ops[k];
-        put_header(m, c->pool, &op->cmd, b->server, op->nkeys);
-        msg_sub(&pending.keys[k], 0, pending.keys[k].len, &op->cmd);
-        msg_release(&pending.keys[k]);
-        op->wait = r;
+    r->epoch = p->epoch;
+    for (uint32_t k = 0; k < joined.n; k++) {
+        struct mig_op *op = joined.ops[k];
+        if (op->nwait == op->capwait) {
+            op->capwait = op->capwait ? 2 * op->capwait : 4;
+            op->wait = xrealloc(op->wait, op->capwait * sizeof(*op->wait));
+        }
+        op->wait[op->nwait++] = r;
         r->migs++;
-        if (m->state == MIG_DRAINING)
-            TAILQ_INSERT_TAIL(&m->gated, op, link);
-        else
-            op_send(m, op);
+        if (op->nkeys >= (uint32_t)p->conf->migration_batch)
+            op_close(p, p->mig, op);
     }
-    pending.n = 0;
+    joined.n = 0;
     if (r->migs == 0 && !c->parked) {
         backend_send(b, r);
         return;
@@ -483,7 +553,7 @@ static void op_send(struct mig *m, struct mig_op *op)
     r->u.mig.op = op;
     r->blocking = 1;                    /* MIGRATE has its own timeout */
     m->inflight++;
-    backend_send(&p->servers[op->from].conns[op->conn], r);
+    backend_send(op->src >= 0 ? mover_conn(p, op->from) : &p->servers[op->from].conns[0], r);
 }
 
 static struct client *client_of(const struct req *r)
@@ -494,9 +564,8 @@ static struct client *client_of(const struct req *r)
 /* An on-touch MIGRATE is over: ok, or failed for good. */
 static void op_done(struct mig *m, struct mig_op *op, bool ok)
 {
-    struct req *r = op->wait;
-
-    if (r != NULL) {
+    for (uint32_t i = 0; i < op->nwait; i++) {
+        struct req *r = op->wait[i];
         struct client *c = client_of(r);
         if (!ok)
             r->mig_failed = 1;
@@ -511,7 +580,7 @@ static void op_done(struct mig *m, struct mig_op *op, bool ok)
     op_free(op);
 }
 
-static void page_done(struct pool *p, struct mig *m, struct mig_source *src);
+static void advance(struct pool *p, struct mig *m, struct mig_source *src);
 
 /* A batch of the mover is over. One of an earlier epoch only counts as
  * finished (the drain waits for it); its source was walked anew. */
@@ -530,11 +599,27 @@ static void mover_op_done(struct pool *p, struct mig *m, struct mig_op *op, bool
         src->again = true;
         src->wait_until = uv_now(proxy.loop) + 1000;
     }
-    if (--src->ops == 0)
-        page_done(p, m, src);
+    src->ops--;
+    if ((op = TAILQ_FIRST(&src->queue)) != NULL) {
+        TAILQ_REMOVE(&src->queue, op, link);
+        op_send(m, op);
+    }
+    advance(p, m, src);
 }
 
 /* ---- the mover ------------------------------------------------------------------------ */
+
+/* The mover's connection to server, made on first use. */
+static struct backend *mover_conn(struct pool *p, uint32_t server)
+{
+    struct pool_server *ps = &p->servers[server];
+
+    if (ps->mover == NULL) {
+        ps->mover = xmalloc(sizeof(*ps->mover));
+        backend_init(ps->mover, p, server);
+    }
+    return ps->mover;
+}
 
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
 {
@@ -549,30 +634,35 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
     r->internal = REQ_MOVER;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
-    src->busy = true;
-    src->started_ms = uv_now(proxy.loop);
-    backend_send(&p->servers[src->server].conns[0], r);
+    src->busy = true;                   /* until scan_reply is done with the reply */
+    backend_send(mover_conn(p, src->server), r);
 }
 
-static void page_done(struct pool *p, struct mig *m, struct mig_source *src)
+/* Move a source's walk on: the next SCAN as soon as the last one's batches
+ * are sent (they run in order on the mover's connection, and deleting keys
+ * does not disturb a SCAN), budget and pause allowing; and once the walk
+ * is back at cursor 0 with every batch answered, the pass is over. */
+static void advance(struct pool *p, struct mig *m, struct mig_source *src)
 {
-    src->busy = false;
-    if (src->cursor != 0) {
-        /* The next page at once, budget allowing: a tick apart would cap
-         * the walk at one page per source per tick. */
-        if (!m->paused && uv_now(proxy.loop) >= src->wait_until &&
-            (p->conf->migration_rate == 0 || m->tokens > 0))
-            scan_page(p, m, src);
+    if (src->done || src->busy)
+        return;
+    if (src->walked) {
+        if (src->ops > 0)
+            return;
+        src->walked = false;
+        src->passes++;
+        if (src->again) {               /* some batch failed: walk again */
+            src->again = false;
+            return;
+        }
+        src->done = true;
+        log_info("pool '%s': %s walked: %" PRIu64 " keys scanned, %" PRIu64 " moved",
+                 p->conf->name, p->servers[src->server].label, src->scanned, src->moved);
         return;
     }
-    src->passes++;
-    if (src->again) {                   /* some batch failed: walk again */
-        src->again = false;
-        return;
-    }
-    src->done = true;
-    log_info("pool '%s': %s walked: %" PRIu64 " keys scanned, %" PRIu64 " moved",
-             p->conf->name, p->servers[src->server].label, src->scanned, src->moved);
+    if (!m->paused && m->state == MIG_MOVING && uv_now(proxy.loop) >= src->wait_until &&
+        src->ops == 0 && (p->conf->migration_rate == 0 || m->tokens > 0))
+        scan_page(p, m, src);
 }
 
 /* Read a RESP bulk string "$n\r\n...\r\n" at *at of buf[0..len). */
@@ -601,7 +691,7 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
     size_t at = 4, slen, len = rsp->len;
     unsigned long long nkeys;
     uint32_t batch = (uint32_t)p->conf->migration_batch;
-    struct mig_op **to = NULL;
+    struct mig_op **to = NULL, *op;
     struct msg *keys = NULL;
 
     msg_copy(rsp, 0, len, buf);
@@ -620,7 +710,6 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
     at = (size_t)(end + 2 - buf);
     to = xcalloc(p->nservers, sizeof(*to));
     keys = xcalloc(p->nservers, sizeof(*keys));
-    src->ops = 1;                       /* this page's own, dropped below */
     for (unsigned long long i = 0; i < nkeys && read_bulk(buf, len, &at, &s, &slen); i++) {
         uint32_t owner;
         src->scanned++;
@@ -638,37 +727,37 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
         }
         put_key(m, &keys[owner], s, slen);
         if (++to[owner]->nkeys == batch) {
-            struct mig_op *op = to[owner];
+            op = to[owner];
             put_header(m, p, &op->cmd, owner, op->nkeys);
             msg_sub(&keys[owner], 0, keys[owner].len, &op->cmd);
             msg_release(&keys[owner]);
             to[owner] = NULL;
             src->ops++;
             m->tokens -= op->nkeys;
-            op_send(m, op);
+            TAILQ_INSERT_TAIL(&src->queue, op, link);
         }
     }
     for (uint32_t d = 0; d < p->nservers; d++) {
-        struct mig_op *op = to[d];
-        if (op == NULL)
+        if ((op = to[d]) == NULL)
             continue;
         put_header(m, p, &op->cmd, d, op->nkeys);
         msg_sub(&keys[d], 0, keys[d].len, &op->cmd);
         msg_release(&keys[d]);
         src->ops++;
         m->tokens -= op->nkeys;
-        op_send(m, op);
+        TAILQ_INSERT_TAIL(&src->queue, op, link);
     }
 out:
     free(to);
     free(keys);
     free(buf);
-    if (src->ops <= 1) {
-        src->ops = 0;
-        page_done(p, m, src);
-    } else {
-        src->ops--;
+    if ((op = TAILQ_FIRST(&src->queue)) != NULL) {
+        TAILQ_REMOVE(&src->queue, op, link);
+        op_send(m, op);
     }
+    src->busy = false;
+    src->walked = src->cursor == 0;
+    advance(p, m, src);
 }
 
 /* ---- replies ------------------------------------------------------------------------ */
@@ -798,12 +887,8 @@ void mig_tick(struct pool *p, uint64_t now)
     }
     m->tick_ms = now;
     for (uint32_t i = 0; i < m->nsrc; i++) {
-        struct mig_source *src = &m->src[i];
-        if (src->done)
-            continue;
-        all_done = false;
-        if (!src->busy && !m->paused && now >= src->wait_until && (rate == 0 || m->tokens > 0))
-            scan_page(p, m, src);
+        advance(p, m, &m->src[i]);
+        all_done = all_done && m->src[i].done;
     }
     if (all_done && m->inflight == 0 && TAILQ_EMPTY(&m->retry) && TAILQ_EMPTY(&m->gated))
         finish(p, m);

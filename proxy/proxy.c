@@ -54,6 +54,9 @@ static void flush_cb(uv_check_t *h)
     struct client *c;
 
     (void)h;
+    for (size_t i = 0; i < proxy.npools; i++)
+        if (proxy.pools[i].mig != NULL)
+            mig_flush(&proxy.pools[i]);
     /* Replies first: they are ready now, while writing to a backend on a
      * busy core can let that redis-server run before we go on. A backend
      * that fails answers its requests, marking clients again. */
@@ -346,6 +349,8 @@ void pool_retire(struct pool *p, uint32_t server)
     ps->active = false;
     for (uint32_t k = 0; k < p->nconns; k++)
         backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
+    if (ps->mover != NULL)
+        backend_close(ps->mover);
     backend_close_spares(p, server);
     log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
                p->conf->name, ps->label, ps->addr);
@@ -395,12 +400,17 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                 uv_close(h, NULL);
                 return;
             }
-            for (uint32_t s = 0; s < p->nservers; s++)
+            for (uint32_t s = 0; s < p->nservers; s++) {
                 for (uint32_t k = 0; k < p->nconns; k++)
                     if (h == &p->servers[s].conns[k].h.handle) {
                         backend_close(&p->servers[s].conns[k]);
                         return;
                     }
+                if (p->servers[s].mover != NULL && h == &p->servers[s].mover->h.handle) {
+                    backend_close(p->servers[s].mover);
+                    return;
+                }
+            }
             struct backend *b;
             TAILQ_FOREACH(b, &p->dedicated, link)
                 if (h == &b->h.handle) {
@@ -522,6 +532,7 @@ int proxy_run(struct conf *cf)
             free(p->servers[s].addr);
             free(p->servers[s].host);
             free(p->servers[s].conns);
+            free(p->servers[s].mover);
         }
         free(p->servers);
     }

@@ -51,8 +51,8 @@ Test(conf, nutcracker_defaults)
     cr_assert(eq(int, p->jedis_version, 3));
     cr_assert(eq(int, p->eject_mode, CONF_EJECT_FAIL));
     cr_assert(eq(int, p->admin_commands, 0));
-    cr_assert(eq(int, p->migration_rate, 200000));
-    cr_assert(eq(int, p->migration_batch, 100));
+    cr_assert(eq(int, p->migration_rate, 5000));
+    cr_assert(eq(int, p->migration_batch, 50));
     cr_assert(eq(int, p->migrate_timeout, 2000));
     cr_assert(eq(int, p->migrate_retries, 3));
     cr_assert(eq(i64, p->idgen.epoch_ms, 1325404800000LL));
