@@ -475,6 +475,7 @@ static const struct pool_key pool_keys[] = {
     {"migration_batch",      K_INT,     F(migration_batch), 1, 10000},
     {"migrate_timeout",      K_INT,     F(migrate_timeout), 1, INT_MAX},
     {"migrate_retries",      K_INT,     F(migrate_retries), 0, 100},
+    {"lock_max_ms",          K_INT,     F(lock_max_ms), 1, INT_MAX},
 };
 
 #undef F
@@ -615,6 +616,7 @@ static void pool_defaults(struct conf_pool *pool)
     pool->migration_batch = 50;
     pool->migrate_timeout = 2000;
     pool->migrate_retries = 3;
+    pool->lock_max_ms = 2000;
 }
 
 static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
@@ -696,6 +698,7 @@ void conf_free(struct conf *cf)
         pool_free(&cf->pools[i]);
     free(cf->pools);
     free(cf->path);
+    free(cf->text);
     free(cf);
 }
 
@@ -723,11 +726,17 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
     yaml_parser_delete(&yp);
 
     cf = calloc(1, sizeof(*cf));
-    if (cf == NULL || (cf->path = strdup(path)) == NULL) {
+    if (cf == NULL || (cf->path = strdup(path)) == NULL ||
+        (cf->text = malloc(len + 1)) == NULL) {
         yaml_document_delete(&p.doc);
+        if (cf != NULL)
+            free(cf->path);
         free(cf);
         return oom(&p);
     }
+    memcpy(cf->text, buf, len);
+    cf->text[len] = '\0';
+    cf->textlen = len;
     root = yaml_document_get_root_node(&p.doc);
     if (root == NULL || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
         rc = fail(&p, root, "no pools: the file must map pool names to pools");

@@ -93,6 +93,8 @@ struct conf_pool {
     int      migration_batch;       /* keys per MIGRATE of the mover (50) */
     int      migrate_timeout;       /* ms: MIGRATE's own timeout (2000) */
     int      migrate_retries;       /* a failed MIGRATE is tried again this often (3) */
+    int      lock_max_ms;           /* a request for a moving key held longer than this
+                                       while a reload drains gets -TRYAGAIN (2000) */
     struct conf_idgen idgen;
 
     struct conf_server *servers;
@@ -101,6 +103,9 @@ struct conf_pool {
 
 struct conf {
     char    *path;                  /* the name errors use */
+    char    *text;                  /* the text it was parsed from (a migration keeps
+                                       it on the backends: proxy/mig.c) */
+    size_t   textlen;
     struct conf_pool *pools;
     size_t   npools;
 };

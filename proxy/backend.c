@@ -242,6 +242,7 @@ static int check_internal(struct backend *b, struct req *r)
     case REQ_MARKER:
     case REQ_MIGRATE:
     case REQ_MOVER:
+    case REQ_RECORD:
         mig_reply(b, r);
         return 0;
     default:

@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/queue.h>
 #include <uv.h>
 
@@ -64,6 +65,7 @@ enum req_internal {
     REQ_MARKER,                 /* mig.c: PING behind what was sent before a reload */
     REQ_MIGRATE,                /* mig.c: a MIGRATE (u.mig.op) */
     REQ_MOVER,                  /* mig.c: the background mover's SCAN (u.mig.mv) */
+    REQ_RECORD,                 /* mig.c: SET or DEL of the migration's record */
 };
 
 struct req {
@@ -504,11 +506,13 @@ void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
 int reload_run(char *out, size_t outlen, char *err, size_t errlen);
 
 /* Keys move after pool p's ring changed from old (with old_slot, its ring
- * index -> server map): both are the migration's from now on. Requests
+ * index -> server map, and old_text the config it came from): the ring
+ * and the map are the migration's from now on. Requests
  * for moving keys MIGRATE them first; a background mover walks every
  * earlier owner. Returns -EBUSY (err says why) when two earlier rings are
  * pending already; the caller then keeps old. */
-int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, size_t errlen);
+int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *old_text,
+              char *err, size_t errlen);
 /* Whether another ring change can be taken now (err says why not). */
 bool mig_can_start(const struct pool *p, char *err, size_t errlen);
 void mig_free(struct pool *p);
@@ -525,6 +529,19 @@ void mig_flush(struct pool *p);
 /* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
 void mig_reply(struct backend *b, struct req *r);
 void mig_client_gone(struct client *c);
+/* At start, before the loop runs: a migration recorded on p's servers (a
+ * proxy stopped while keys moved) is taken up again: the record's config
+ * replaces proxy.conf and *taken is set; the caller then reloads the file
+ * (a file that differs is a reload request). 0, or a negative errno (err
+ * says why) when the record cannot be followed. */
+int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen);
+/* Keys under this prefix are shardis's own: clients get an error. */
+#define MIG_RECORD_PREFIX "__shardis:ctl:"
+#define SHARDIS_RESERVED "__shardis:"
+static inline bool route_reserved(const char *key, size_t len)
+{
+    return len >= 10 && key[0] == '_' && key[1] == '_' && memcmp(key, SHARDIS_RESERVED, 10) == 0;
+}
 /* SHARD.MIGRATION STATUS | PAUSE | RESUME, and SHARD.RELOAD (local.c). */
 void mig_command(struct client *c, struct req *r, struct args *a);
 void reload_command(struct client *c, struct req *r, struct args *a);

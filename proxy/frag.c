@@ -109,6 +109,12 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
     for (uint32_t k = 0; k < nkeys; k++) {
         size_t len;
         const char *key = args_get(a, 1 + k * step, &len);
+        if (route_reserved(key, len)) {
+            client_reply_error(c, r, "ERR keys under '" SHARDIS_RESERVED "' are shardis's own");
+            req_done(r);
+            free(owner);
+            return -1;
+        }
         owner[k] = pool_owner(p, key, len);
         if (first < 0)
             first = (int)owner[k];

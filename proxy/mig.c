@@ -42,10 +42,15 @@
  * Not here yet: the state is the process's own (a restarted proxy does not
  * know the earlier ring), and several proxies do not coordinate. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "proxy/core.h"
@@ -54,7 +59,6 @@
 
 #define MIG_MAX_PRIOR       2
 #define MIG_LOG_MS          5000        /* progress in the log this often */
-#define MIG_RESERVED        "__shardis:"    /* never moved */
 #define MIG_SCAN_FACTOR     10          /* SCAN COUNT = batch * this */
 
 enum mig_state { MIG_DRAINING, MIG_MOVING };
@@ -62,6 +66,7 @@ enum mig_state { MIG_DRAINING, MIG_MOVING };
 struct mig_ring {
     struct ring *ring;
     uint32_t    *slot;                  /* ring index -> server */
+    char        *text;                  /* the config it came from (for the record) */
 };
 
 /* One MIGRATE: for requests (on touch) or a batch of the mover. */
@@ -79,6 +84,7 @@ struct mig_op {
     uint32_t           tries;
     uint32_t           epoch;
     uint64_t           retry_at;
+    uint64_t           gated_at;        /* when it began to wait for the drain */
 };
 
 TAILQ_HEAD(mig_ops, mig_op);
@@ -105,6 +111,9 @@ struct mig {
     enum mig_state     state;
     bool               paused;
     uint32_t           markers;         /* drain markers unanswered */
+    uint32_t           writes;          /* record writes unanswered */
+    bool               record_due;      /* write the record (before anything moves) */
+    uint64_t           record_ms;       /* when it was last written */
     uint32_t           inflight;        /* MIGRATEs sent, unanswered */
     struct mig_ops     open;            /* on touch: taking keys until the loop turn ends */
     struct mig_ops     gated;           /* waiting for the drain */
@@ -125,6 +134,81 @@ static void op_done(struct mig *m, struct mig_op *op, bool ok);
 static void op_free(struct mig_op *op);
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src);
 static struct backend *mover_conn(struct pool *p, uint32_t server);
+
+/* ---- the record on the backends ------------------------------------------------------
+ *
+ * While keys move, "__shardis:ctl:<pool>" on every server involved holds
+ * what a restarted proxy needs to route as this one does:
+ *
+ *   shardis-migration 1\n
+ *   epoch <n>\n
+ *   conf <len>\n<the config text keys move to>\n
+ *   prior <len>\n<an earlier config text>\n        (newest first)
+ *   cursor <addr> <cursor>\n                        (the mover's, per source)
+ *
+ * It is written before anything moves (the drain waits for it), again
+ * every MIG_RECORD_MS with the cursors, and deleted when keys are done
+ * moving. Clients cannot touch "__shardis:" keys; the mover never moves
+ * them. */
+
+#define MIG_RECORD_MS   1000
+
+static void record_key(const struct pool *p, char *out, size_t len)
+{
+    snprintf(out, len, "%s%s", MIG_RECORD_PREFIX, p->conf->name);
+}
+
+/* The record's text; the caller frees it. */
+static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+
+    fprintf(f, "shardis-migration 1\nepoch %u\nconf %zu\n", p->epoch, proxy.conf->textlen);
+    fwrite(proxy.conf->text, 1, proxy.conf->textlen, f);
+    for (uint32_t i = 0; i < m->nprior; i++)
+        fprintf(f, "\nprior %zu\n%s", strlen(m->prior[i].text), m->prior[i].text);
+    fputc('\n', f);
+    for (uint32_t i = 0; i < m->nsrc; i++)
+        fprintf(f, "cursor %s %" PRIu64 "\n", p->servers[m->src[i].server].addr,
+                m->src[i].done ? 0 : m->src[i].cursor);
+    fclose(f);
+    return buf;
+}
+
+/* SET the record (or DEL it: set false) on every server that holds keys. */
+static void record_send(struct pool *p, struct mig *m, bool set)
+{
+    char key[300], hdr[64], *text = NULL;
+    size_t klen, tlen = 0;
+    int n;
+
+    record_key(p, key, sizeof(key));
+    klen = strlen(key);
+    if (set)
+        text = record_text(p, m, &tlen);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!p->servers[s].active)
+            continue;
+        struct req *r = req_get();
+        n = snprintf(hdr, sizeof(hdr), "*%d\r\n$3\r\n%s\r\n$%zu\r\n", set ? 3 : 2,
+                     set ? "SET" : "DEL", klen);
+        msg_write(&r->out, &m->buf, hdr, (size_t)n);
+        msg_write(&r->out, &m->buf, key, klen);
+        if (set) {
+            n = snprintf(hdr, sizeof(hdr), "\r\n$%zu\r\n", tlen);
+            msg_write(&r->out, &m->buf, hdr, (size_t)n);
+            msg_write(&r->out, &m->buf, text, tlen);
+        }
+        msg_write(&r->out, &m->buf, "\r\n", 2);
+        r->internal = REQ_RECORD;
+        m->writes += set;
+        backend_send(&p->servers[s].conns[0], r);
+    }
+    free(text);
+    m->record_due = false;
+    m->record_ms = uv_now(proxy.loop);
+}
 
 /* ---- starting and finishing ------------------------------------------------------- */
 
@@ -219,7 +303,8 @@ static void reset_sources(struct pool *p, struct mig *m)
         TAILQ_INIT(&m->src[i].queue);
 }
 
-int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, size_t errlen)
+int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *old_text,
+              char *err, size_t errlen)
 {
     struct mig *m = p->mig;
     struct mig_op *op;
@@ -234,8 +319,9 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, char *err, s
         m->started_ms = uv_now(proxy.loop);
     }
     memmove(&m->prior[1], &m->prior[0], m->nprior * sizeof(m->prior[0]));
-    m->prior[0] = (struct mig_ring){old, old_slot};
+    m->prior[0] = (struct mig_ring){old, old_slot, xstrdup(old_text)};
     m->nprior++;
+    m->record_due = true;
     p->epoch++;
     /* Retries of the last epoch were for owners that may have changed:
      * their requests get -TRYAGAIN (gated ones are checked when sent). */
@@ -286,6 +372,7 @@ void mig_free(struct pool *p)
     for (uint32_t i = 0; i < m->nprior; i++) {
         ring_free(m->prior[i].ring);
         free(m->prior[i].slot);
+        free(m->prior[i].text);
     }
     if (m->buf != NULL)
         mbuf_unref(m->buf);
@@ -308,13 +395,12 @@ static void finish(struct pool *p, struct mig *m)
                moved, m->touched, m->tryagain);
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\rshardis: pool '%s': migration complete%30s\n", p->conf->name, "");
+    record_send(p, m, false);
     mig_free(p);
-    for (uint32_t s = 0; s < p->nservers; s++) {
+    /* Servers in no ring are retired by the pool once the DELs are through. */
+    for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].mover != NULL)
             backend_close(p->servers[s].mover);     /* idle now; made again if needed */
-        if (p->servers[s].active && !pool_in_ring(p, s))
-            pool_retire(p, s);
-    }
 }
 
 /* ---- on touch ---------------------------------------------------------------------- */
@@ -365,12 +451,6 @@ static void put_key(struct mig *m, struct msg *g, const char *key, size_t len)
     msg_write(g, &m->buf, hdr, (size_t)n);
     msg_write(g, &m->buf, key, len);
     msg_write(g, &m->buf, "\r\n", 2);
-}
-
-static bool reserved(const char *key, size_t len)
-{
-    return len >= sizeof(MIG_RESERVED) - 1 &&
-           memcmp(key, MIG_RESERVED, sizeof(MIG_RESERVED) - 1) == 0;
 }
 
 /* The open MIGRATE from -> to, made if there is none. */
@@ -424,10 +504,12 @@ static void op_close(struct pool *p, struct mig *m, struct mig_op *op)
     put_header(m, p, &op->cmd, op->to, op->nkeys);
     msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
     msg_release(&op->keys);
-    if (m->state == MIG_DRAINING)
+    if (m->state == MIG_DRAINING) {
+        op->gated_at = uv_now(proxy.loop);
         TAILQ_INSERT_TAIL(&m->gated, op, link);
-    else
+    } else {
         op_send(m, op);
+    }
 }
 
 void mig_flush(struct pool *p)
@@ -713,8 +795,8 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
     for (unsigned long long i = 0; i < nkeys && read_bulk(buf, len, &at, &s, &slen); i++) {
         uint32_t owner;
         src->scanned++;
-        if (reserved(s, slen))
-            continue;
+        if (route_reserved(s, slen))
+            continue;                   /* shardis's own: stays where it is */
         owner = p->slot[ring_lookup(p->ring, s, slen)];
         if (owner == src->server)
             continue;
@@ -777,6 +859,16 @@ void mig_reply(struct backend *b, struct req *r)
     switch ((enum req_internal)r->internal) {
     case REQ_MARKER:
         m->markers--;
+        return;
+    case REQ_RECORD:
+        if (strncmp(head, "+OK", 3) != 0 && strncmp(head, ":", 1) != 0) {
+            head[strcspn(head, "\r\n")] = '\0';
+            log_warn("pool '%s': cannot write the migration record on %s: %s", p->conf->name,
+                     p->servers[b->server].label,
+                     n == 0 ? b->reason : head + 1);
+        }
+        if (m->writes > 0)
+            m->writes--;
         return;
     case REQ_MOVER: {
         if (r->u.mig.mv.epoch != p->epoch)
@@ -859,9 +951,19 @@ void mig_tick(struct pool *p, uint64_t now)
     bool all_done = true;
     int rate = p->conf->migration_rate;
 
+    if (m->record_due)
+        record_send(p, m, true);
     if (m->state == MIG_DRAINING) {
-        if (m->markers > 0 || m->inflight > 0)
+        if (m->markers > 0 || m->inflight > 0 || m->writes > 0) {
+            /* Held too long (a server slow to answer): -TRYAGAIN, never
+             * the old route. */
+            while ((op = TAILQ_FIRST(&m->gated)) != NULL &&
+                   now - op->gated_at > (uint64_t)p->conf->lock_max_ms) {
+                TAILQ_REMOVE(&m->gated, op, link);
+                op_done(m, op, false);
+            }
             return;
+        }
         m->state = MIG_MOVING;
         m->moving_ms = now;
         while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
@@ -879,6 +981,8 @@ void mig_tick(struct pool *p, uint64_t now)
     }
     if (now - m->log_ms >= MIG_LOG_MS)
         progress(p, m, now);
+    if (now - m->record_ms >= MIG_RECORD_MS && m->writes == 0)
+        record_send(p, m, true);        /* the cursors so far */
     /* The mover's budget: rate keys/s, at most a second's worth saved up. */
     if (rate > 0) {
         m->tokens += (double)rate * (double)(now - m->tick_ms) / 1000;
@@ -952,4 +1056,293 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     client_reply(c, r, buf, len);
     client_reply(c, r, "\r\n", 2);
     free(buf);
+}
+
+/* ---- taking a recorded migration up again ------------------------------------------
+ *
+ * At start the loop is not running yet: the record is read with a plain
+ * blocking socket, a second's timeout per server. */
+
+#define MIG_SYNC_MS 1000
+
+static int sync_connect(const struct pool_server *ps)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    struct pollfd pfd;
+    char port[8];
+    int fd, rc, soerr = 0;
+    socklen_t sl = sizeof(soerr);
+
+    if (ps->unix_socket) {
+        snprintf(un.sun_path, sizeof(un.sun_path), "%s", ps->host);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
+    } else {
+        snprintf(port, sizeof(port), "%u", ps->port);
+        if (getaddrinfo(ps->host, port, &hints, &ai) != 0 || ai == NULL)
+            return -1;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+    }
+    if (fd < 0)
+        return -1;
+    if (rc < 0 && errno != EINPROGRESS)
+        goto fail;
+    pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
+    if (poll(&pfd, 1, MIG_SYNC_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
+        goto fail;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* Read until buf holds n whole simple replies (+ - : or a bulk); the
+ * bulk of the last one in *bulk (NULL for nil). 0, or -1. */
+static int sync_replies(int fd, int n, char **bulk, size_t *bulklen)
+{
+    size_t cap = 4096, len = 0, at = 0;
+    char *buf = xmalloc(cap);
+    int got = 0;
+
+    *bulk = NULL;
+    while (got < n) {
+        char *eol = memchr(buf + at, '\n', len - at);
+        if (eol != NULL && buf[at] != '$') {
+            if (buf[at] == '-')
+                goto fail;
+            at = (size_t)(eol - buf) + 1;
+            got++;
+            continue;
+        }
+        if (eol != NULL) {
+            long long blen = strtoll(buf + at + 1, NULL, 10);
+            size_t start = (size_t)(eol - buf) + 1;
+            if (blen < 0) {
+                at = start;
+                got++;
+                continue;
+            }
+            if (len >= start + (size_t)blen + 2) {
+                if (++got == n) {
+                    *bulk = xmalloc((size_t)blen + 1);
+                    memcpy(*bulk, buf + start, (size_t)blen);
+                    (*bulk)[blen] = '\0';
+                    *bulklen = (size_t)blen;
+                }
+                at = start + (size_t)blen + 2;
+                continue;
+            }
+        }
+        if (len == cap)
+            buf = xrealloc(buf, cap *= 2);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+        if (poll(&pfd, 1, MIG_SYNC_MS) != 1 || (r = read(fd, buf + len, cap - len)) <= 0)
+            goto fail;
+        len += (size_t)r;
+    }
+    free(buf);
+    return 0;
+fail:
+    free(buf);
+    free(*bulk);
+    *bulk = NULL;
+    return -1;
+}
+
+static void sync_put(FILE *f, const char *arg)
+{
+    fprintf(f, "$%zu\r\n%s\r\n", strlen(arg), arg);
+}
+
+/* GET key on ps: its value (the caller frees it), or NULL if it has none
+ * or cannot be asked. */
+static char *sync_get(const struct pool_server *ps, const struct conf_pool *pc, const char *key,
+                      size_t *len)
+{
+    char *req = NULL, *val = NULL, db[16];
+    size_t reqlen;
+    int n = 1, fd = sync_connect(ps);
+    FILE *f;
+
+    if (fd < 0)
+        return NULL;
+    f = open_memstream(&req, &reqlen);
+    if (pc->redis_auth != NULL) {
+        fputs("*2\r\n", f);
+        sync_put(f, "AUTH");
+        sync_put(f, pc->redis_auth);
+        n++;
+    }
+    if (pc->redis_db != 0) {
+        snprintf(db, sizeof(db), "%d", pc->redis_db);
+        fputs("*2\r\n", f);
+        sync_put(f, "SELECT");
+        sync_put(f, db);
+        n++;
+    }
+    fputs("*2\r\n", f);
+    sync_put(f, "GET");
+    sync_put(f, key);
+    fclose(f);
+    if (write(fd, req, reqlen) == (ssize_t)reqlen)
+        sync_replies(fd, n, &val, len);
+    free(req);
+    close(fd);
+    return val;
+}
+
+/* The record's parts: pointers into text. */
+struct record {
+    unsigned    epoch;
+    const char *conf;
+    size_t      conflen;
+    const char *prior[MIG_MAX_PRIOR];
+    size_t      priorlen[MIG_MAX_PRIOR];
+    uint32_t    nprior;
+    const char *cursors;            /* "cursor <addr> <n>" lines */
+};
+
+static int record_parse(char *text, size_t len, struct record *rec)
+{
+    char *p = text, *end = text + len, *nl;
+    size_t n;
+
+    memset(rec, 0, sizeof(*rec));
+    if (sscanf(p, "shardis-migration 1\nepoch %u\nconf %zu\n", &rec->epoch, &n) != 2 ||
+        (p = strstr(p, "\nconf ")) == NULL || (p = strchr(p + 1, '\n')) == NULL ||
+        (size_t)(end - ++p) < n)
+        return -1;
+    rec->conf = p;
+    rec->conflen = n;
+    p += n;
+    while (p < end && *p == '\n' && p + 7 < end && !strncmp(p + 1, "prior ", 6)) {
+        if (rec->nprior == MIG_MAX_PRIOR || sscanf(p + 7, "%zu", &n) != 1 ||
+            (nl = memchr(p + 7, '\n', (size_t)(end - p - 7))) == NULL ||
+            (size_t)(end - nl - 1) < n)
+            return -1;
+        rec->prior[rec->nprior] = nl + 1;
+        rec->priorlen[rec->nprior++] = n;
+        p = nl + 1 + n;
+    }
+    rec->cursors = p < end ? p + 1 : end;
+    return rec->nprior > 0 ? 0 : -1;
+}
+
+/* Parse a recorded config text and find p's pool in it. */
+static int record_conf(const struct pool *p, const char *text, size_t len, struct conf **cf,
+                       const struct conf_pool **pc, char *err, size_t errlen)
+{
+    char why[CONF_ERRLEN];
+
+    if (conf_parse(cf, "(the migration record)", text, len, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "the migration record on the backends holds a config that "
+                 "does not parse: %s", why);
+        return -EINVAL;
+    }
+    if ((*pc = conf_pool(*cf, p->conf->name)) == NULL) {
+        snprintf(err, errlen, "the migration record on the backends has no pool '%s'",
+                 p->conf->name);
+        conf_free(*cf);
+        *cf = NULL;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
+{
+    char key[300], *best = NULL;
+    struct record rec = {0}, r;
+    struct conf *cf = NULL;
+    const struct conf_pool *pc;
+    int rc;
+
+    *taken = false;
+    record_key(p, key, sizeof(key));
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        size_t len;
+        char *v = p->servers[s].active ? sync_get(&p->servers[s], p->conf, key, &len) : NULL;
+        if (v == NULL)
+            continue;
+        if (record_parse(v, len, &r) == 0 && (best == NULL || r.epoch > rec.epoch)) {
+            free(best);
+            best = v;
+            rec = r;
+        } else {
+            free(v);
+        }
+    }
+    if (best == NULL)
+        return 0;
+    log_notice("pool '%s': a migration was under way (epoch %u, %u earlier ring%s): taking "
+               "it up again", p->conf->name, rec.epoch, rec.nprior, rec.nprior > 1 ? "s" : "");
+    if ((rc = record_conf(p, rec.conf, rec.conflen, &cf, &pc, err, errlen)) < 0)
+        goto out;
+    /* The target ring: the record's, whatever the file says now. */
+    struct ring *ring;
+    char why[CONF_ERRLEN];
+    if ((rc = conf_pool_ring(pc, &ring, why, sizeof(why))) < 0) {
+        snprintf(err, errlen, "the migration record's servers: %s", why);
+        goto out;
+    }
+    ring_free(pool_set_ring(p, pc, ring, NULL));
+    p->epoch = rec.epoch - rec.nprior;
+    for (uint32_t i = rec.nprior; i-- > 0; ) {      /* oldest first */
+        struct conf *pcf;
+        const struct conf_pool *ppc;
+        struct ring *pr;
+        if ((rc = record_conf(p, rec.prior[i], rec.priorlen[i], &pcf, &ppc, err, errlen)) < 0)
+            goto out;
+        if ((rc = conf_pool_ring(ppc, &pr, why, sizeof(why))) < 0) {
+            snprintf(err, errlen, "the migration record's earlier servers: %s", why);
+            conf_free(pcf);
+            goto out;
+        }
+        uint32_t *slot = xmalloc(ppc->nservers * sizeof(*slot));
+        for (size_t k = 0; k < ppc->nservers; k++)
+            slot[k] = pool_server_at(p, &ppc->servers[k]);
+        char *ptext = xmalloc(rec.priorlen[i] + 1);
+        memcpy(ptext, rec.prior[i], rec.priorlen[i]);
+        ptext[rec.priorlen[i]] = '\0';
+        mig_start(p, pr, slot, ptext, why, sizeof(why));
+        free(ptext);
+        conf_free(pcf);
+    }
+    /* The mover goes on from the recorded cursors. */
+    for (const char *c = rec.cursors; c != NULL && !strncmp(c, "cursor ", 7); ) {
+        char addr[256];
+        unsigned long long cur;
+        if (sscanf(c, "cursor %255s %llu", addr, &cur) == 2)
+            for (uint32_t i = 0; i < p->mig->nsrc; i++)
+                if (!strcmp(p->servers[p->mig->src[i].server].addr, addr))
+                    p->mig->src[i].cursor = cur;
+        c = strchr(c, '\n');
+        c = c != NULL ? c + 1 : NULL;
+    }
+    *taken = true;
+    rc = 0;
+out:
+    free(best);
+    if (rc == 0) {
+        /* The record's config is the running one now: every pool points
+         * into it (the file is read again as a reload). */
+        struct conf *was = proxy.conf;
+        free(cf->path);
+        cf->path = xstrdup(was->path);
+        for (size_t i = 0; i < proxy.npools; i++) {
+            const struct conf_pool *np = conf_pool(cf, proxy.pools[i].conf->name);
+            if (np != NULL)
+                proxy.pools[i].conf = np;
+        }
+        proxy.conf = cf;
+        conf_free(was);
+        return 0;
+    }
+    conf_free(cf);
+    return rc;
 }

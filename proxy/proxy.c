@@ -31,6 +31,7 @@ struct proxy proxy;
 void (*proxy_idle_hook)(void);
 
 static void pool_retry_ejected(struct pool *p, uint64_t now);
+static void pool_retire_idle(struct pool *p);
 
 void proxy_mark_client(struct client *c)
 {
@@ -110,6 +111,8 @@ static void tick_cb(uv_timer_t *t)
             pool_retry_ejected(p, now);
         if (p->mig != NULL)
             mig_tick(p, now);
+        else
+            pool_retire_idle(p);
         if (p->conf->timeout <= 0)
             continue;
         for (uint32_t s = 0; s < p->nservers; s++)
@@ -356,6 +359,22 @@ void pool_retire(struct pool *p, uint32_t server)
                p->conf->name, ps->label, ps->addr);
 }
 
+/* Servers that left the ring and hold no keys any more: closed once
+ * nothing is in flight to them (what was sent finishes first). */
+static void pool_retire_idle(struct pool *p)
+{
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct pool_server *ps = &p->servers[s];
+        bool idle = ps->mover == NULL || backend_idle(ps->mover);
+        if (!ps->active || pool_in_ring(p, s))
+            continue;
+        for (uint32_t k = 0; k < p->nconns && idle; k++)
+            idle = backend_idle(&ps->conns[k]);
+        if (idle)
+            pool_retire(p, s);
+    }
+}
+
 static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, size_t errlen)
 {
     struct ring *ring;
@@ -503,6 +522,19 @@ int proxy_run(struct conf *cf)
             conf_free(cf);
             return 1;
         }
+    }
+    /* A migration that was under way when a proxy stopped goes on. */
+    for (size_t i = 0; i < proxy.npools; i++) {
+        bool taken;
+        char out[4096];
+        if (mig_recover(&proxy.pools[i], &taken, err, sizeof(err)) < 0) {
+            log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
+            fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
+            return 1;
+        }
+        if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
+            log_warn("pool '%s': the config file is not applied while the recorded "
+                     "migration runs: %s", proxy.pools[i].conf->name, err);
     }
     uv_check_init(proxy.loop, &proxy.flusher);
     uv_check_start(&proxy.flusher, flush_cb);

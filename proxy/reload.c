@@ -159,13 +159,11 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
         }
         struct ring *was = pool_set_ring(p, &cf->pools[i], rings[i], &old_slot);
         if (ring_distribution(was) == RING_DIST_RANDOM) {
-            ring_free(was);             /* no key has an owner: nothing moves */
+            ring_free(was);             /* no key has an owner: nothing moves; servers
+                                           that left are retired by the pool */
             free(old_slot);
-            for (uint32_t s = 0; s < p->nservers; s++)
-                if (p->servers[s].active && !pool_in_ring(p, s))
-                    pool_retire(p, s);
         } else {
-            mig_start(p, was, old_slot, why, sizeof(why));
+            mig_start(p, was, old_slot, old->text, why, sizeof(why));
         }
         log_notice("pool '%s': reloaded: %zu servers", p->conf->name, cf->pools[i].nservers);
     }

@@ -209,6 +209,10 @@ static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t
     const char *key = args_get(a, pos, &len);
     int o = (int)pool_owner(c->pool, key, len);
 
+    if (route_reserved(key, len)) {
+        client_reply_error(c, r, "ERR keys under '" SHARDIS_RESERVED "' are shardis's own");
+        return false;
+    }
     if (*owner >= 0 && o != *owner) {
         client_reply_error(c, r, "CROSSSLOT Keys in request don't hash to the same node");
         return false;

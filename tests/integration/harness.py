@@ -168,6 +168,19 @@ class Shardis:
     def pid(self):
         return self.proc.pid
 
+    def restart(self, kill=True):
+        """kill -9 (or SIGTERM) and start again on the same config file and port."""
+        if kill:
+            self.proc.kill()
+        else:
+            self.proc.terminate()
+        self.proc.wait()
+        PROCS.remove(self.proc)
+        self.proc = start([ARGS.shardis, "-c", self.conf, "-v", "6", "-o", self.log], self.out)
+        wait_port(self.port, self.proc, "shardis " + self.name, [self.out, self.log])
+        self.client = redis.Redis(HOST, self.port, password=self.client.connection_pool
+                                  .connection_kwargs.get("password"), socket_timeout=10)
+
     def whereis(self, keys):
         """key -> server index (0-based), by SHARD.WHEREIS."""
         pipe = self.client.pipeline(transaction=False)

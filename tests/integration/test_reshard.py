@@ -62,8 +62,11 @@ def status(px):
     return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l)
 
 
-def wait_stable(px, timeout=30.0):
+def wait_stable(px, timeout=30.0, servers=()):
+    """Until STATUS says stable and the record is gone from servers."""
     until("the migration finished", lambda: status(px)["state"] == "stable", timeout)
+    until("the migration record deleted",
+          lambda: not any(s.client.exists("__shardis:ctl:alpha") for s in servers))
 
 
 def owners(px, keys):
@@ -182,7 +185,7 @@ def t_add_server(rs):
     bad = [i * 3 for i, v in enumerate(got) if v != b"v%d" % (i * 3)]
     expect(not bad, "%d values wrong right after the reload, e.g. s:%r" % (len(bad), bad[:3]))
     expect_eq(raw.cmd("PING"), b"+PONG\r\n", "raw PING on the same socket after")
-    wait_stable(px)
+    wait_stable(px, servers=rs)
     until("shardis keeps its connections to a server that stays (the mover's is closed "
           "once it is done): %r" % before, lambda: backend_ids(rs[0]) == before)
     check_placement(px, rs[:3], keys)
@@ -198,7 +201,7 @@ def t_add_server(rs):
     write_servers(px, rs[1:3])
     os.kill(px.pid, signal.SIGHUP)
     until("the reload is applied", lambda: status(px)["epoch"] == "2")
-    wait_stable(px)
+    wait_stable(px, servers=rs)
     check_placement(px, rs[:3], keys)
     expect_eq(rs[0].client.dbsize(), 0, "keys left on the removed server")
     until("shardis closed its connections to the removed server",
@@ -230,7 +233,7 @@ def t_transaction(rs):
     tx.incr("{t}b")
     expect_eq(tx.execute(), [True, 1], "a transaction after the reload")
     expect_eq(c.get("{t}a"), b"2", "its write")
-    wait_stable(px)
+    wait_stable(px, servers=rs)
     harness.t_exit_clean(px)
 
 
@@ -266,9 +269,75 @@ def t_pause_and_pending(rs):
         expect("2 pending rings" in str(e), "error %r" % str(e))
     write_servers(px, rs[1:5])
     c.execute_command("SHARD.MIGRATION", "RESUME")
-    wait_stable(px, timeout=40)
+    wait_stable(px, timeout=40, servers=rs)
     check_placement(px, rs[:5], keys)
     expect_eq(rs[0].client.dbsize(), 0, "keys left on the removed server")
+    harness.t_exit_clean(px)
+
+
+def t_restart(rs):
+    """kill -9 mid-migration: the restarted proxy routes by the record on the
+    backends and finishes; a restart on the old file moves the keys back."""
+    px = Shardis("restart", rs[:3], admin_commands="true", migration_rate=300)
+    c = px.client
+    preload(c, 6000, ttl_every=1000000)
+    keys = [k for s in rs[:3] for k in all_keys(s)]
+    old = open(px.conf).read()
+    write_servers(px, rs[:4])
+    c.execute_command("SHARD.RELOAD")
+    until("some keys moved", lambda: int(status(px)["keys_moved"]) > 100)
+    rec = rs[0].client.get("__shardis:ctl:alpha")
+    expect(rec is not None and rec.startswith(b"shardis-migration 1\nepoch 1\n"),
+           "the record on a backend: %r" % (rec or b"")[:60])
+    for cmd in (("GET", "__shardis:ctl:alpha"), ("DEL", "__shardis:ctl:alpha"),
+                ("MGET", "a", "__shardis:x")):
+        try:
+            c.execute_command(*cmd)
+            raise Fail("%s of a __shardis: key was not refused" % cmd[0])
+        except redis.ResponseError as e:
+            expect("shardis's own" in str(e), "error %r" % str(e))
+    px.restart(kill=True)
+    st = status(px)
+    expect(st["state"] in ("moving", "draining") and st["epoch"] == "1",
+           "after kill -9 and restart: %r" % st)
+    pipe = px.client.pipeline(transaction=False)
+    for i in range(6000):
+        pipe.get("s:%d" % i)
+    expect(all(v == b"v%d" % i for i, v in enumerate(pipe.execute())),
+           "values right after the restart")
+    # The rate is raised by the file; the servers stay as recorded.
+    text = open(px.conf).read().replace("migration_rate: 300", "migration_rate: 0")
+    with open(px.conf, "w") as f:
+        f.write(text)
+    px.client.execute_command("SHARD.RELOAD")
+    wait_stable(px, servers=rs)
+    check_placement(px, rs[:4], keys)
+    for s in rs[:4]:
+        expect_eq(s.client.get("__shardis:ctl:alpha"), None, "record left on " + s.name)
+    # Again, and this time restart on the old file: the record decides the
+    # routing, the file is a reload request that moves the keys back.
+    write_servers(px, rs[:3] + [rs[4]])
+    text = open(px.conf).read().replace("migration_rate: 0", "migration_rate: 300")
+    with open(px.conf, "w") as f:
+        f.write(text)
+    px.client.execute_command("SHARD.RELOAD")
+    until("some keys moved", lambda: int(status(px)["keys_moved"]) > 100)
+    with open(px.conf, "w") as f:
+        f.write(old)
+    px.restart(kill=True)
+    expect_eq(status(px).get("pending_rings"), "2", "rings pending (recorded, then the file)")
+    pipe = px.client.pipeline(transaction=False)
+    for i in range(6000):
+        pipe.get("s:%d" % i)
+    expect(all(v == b"v%d" % i for i, v in enumerate(pipe.execute())),
+           "values after a restart on the old file")
+    with open(px.conf, "w") as f:
+        f.write(old.replace("migration_rate: 300", "migration_rate: 0"))
+    px.client.execute_command("SHARD.RELOAD")       # the rate only: taken mid-migration
+    wait_stable(px, servers=rs)
+    check_placement(px, rs, keys)
+    expect_eq(rs[3].client.dbsize() + rs[4].client.dbsize(), 0,
+              "keys on the servers the old file does not list")
     harness.t_exit_clean(px)
 
 
@@ -409,7 +478,7 @@ def t_scenario(rs):
         summary = c.execute_command("SHARD.RELOAD").decode()
         expect("servers_removed:1" in summary and "servers_added:1" in summary,
                "second reload's summary %r" % summary)
-        wait_stable(px, timeout=40)
+        wait_stable(px, timeout=40, servers=rs)
         time.sleep(0.5)
     finally:
         stop.set()
@@ -470,7 +539,7 @@ def t_stalled_destination(rs):
     finally:
         os.kill(d.pid, signal.SIGCONT)
     expect(tryagain > 0, "no request was told TRYAGAIN while the destination was stopped")
-    wait_stable(px, timeout=40)
+    wait_stable(px, timeout=40, servers=rs)
     check_placement(px, rs[:4], keys)
     pipe = c.pipeline(transaction=False)
     for i in range(10000):
@@ -505,6 +574,8 @@ def body():
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
     run("PAUSE/RESUME; a second reload while keys move, a third refused",
         t_pause_and_pending, 5)
+    run("kill -9 mid-migration: the record on the backends decides; restart on the old file",
+        t_restart, 5)
     run("scenario: writers, counters, readers, GENKEY through two reloads", t_scenario, 5)
     run("a destination stopped for 2 s: TRYAGAIN, nothing lost", t_stalled_destination, 4)
 

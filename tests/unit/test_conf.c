@@ -55,6 +55,7 @@ Test(conf, nutcracker_defaults)
     cr_assert(eq(int, p->migration_batch, 50));
     cr_assert(eq(int, p->migrate_timeout, 2000));
     cr_assert(eq(int, p->migrate_retries, 3));
+    cr_assert(eq(int, p->lock_max_ms, 2000));
     cr_assert(eq(i64, p->idgen.epoch_ms, 1325404800000LL));
     cr_assert(eq(i64, p->idgen.max_ahead_ms, 5000));
     cr_assert(eq(i64, p->idgen.restart_guard_ms, 2000));
@@ -96,6 +97,11 @@ Test(conf, every_key)
         "    restart_guard_ms: 50\n"
         "    types: {user: 1, token: 3842}\n"
         "    fixed: {users: user, all: default}\n"
+        "  migration_rate: 0\n"
+        "  migration_batch: 7\n"
+        "  migrate_timeout: 900\n"
+        "  migrate_retries: 0\n"
+        "  lock_max_ms: 300\n"
         "  servers:\n"
         "   - 10.0.0.1:6379:2 one\n"
         "   - '[::1]:6380:1'\n"
@@ -129,6 +135,14 @@ Test(conf, every_key)
     cr_assert(eq(u32, p->idgen.types[1].code, 3842));
     cr_assert(eq(sz, p->idgen.nfixed, 2));
     cr_assert(eq(str, p->idgen.fixed[0].type, "user"));
+    cr_assert(eq(int, p->migration_rate, 0));
+    cr_assert(eq(int, p->migration_batch, 7));
+    cr_assert(eq(int, p->migrate_timeout, 900));
+    cr_assert(eq(int, p->migrate_retries, 0));
+    cr_assert(eq(int, p->lock_max_ms, 300));
+    /* The text is kept: a migration records it on the backends. */
+    cr_assert(eq(sz, cf->textlen, strlen(cf->text)));
+    cr_assert(not(zero(ptr, strstr(cf->text, "lock_max_ms: 300\n"))));
 
     cr_assert(eq(sz, p->nservers, 3));
     cr_assert(eq(str, p->servers[0].name, "one"));
