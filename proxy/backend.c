@@ -68,7 +68,7 @@ static void answer_failed(struct backend *b, struct req *r)
     struct client *c = r->parent != NULL ? r->parent->client : r->client;
 
     if (r->internal || (c == NULL && r->parent == NULL)) {
-        if (r->internal >= REQ_MARKER)
+        if (r->internal >= REQ_MARKER && r->internal <= REQ_RECORD)
             mig_reply(b, r);        /* told, with no reply: it failed */
         req_maybe_free(r);
         return;
@@ -245,6 +245,10 @@ static int check_internal(struct backend *b, struct req *r)
     case REQ_RECORD:
         mig_reply(b, r);
         return 0;
+    case REQ_CLIENT_ID:
+        if (first[0] == ':')
+            b->client_id = strtoull(first + 1, NULL, 10);
+        return 0;
     default:
         break;
     }
@@ -316,6 +320,8 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             continue;
         }
         b->failures = 0;
+        if (r->unblocked)
+            mig_unblocked(r);
         if (r->client != NULL || r->parent != NULL)
             req_done(r);
         else
@@ -476,6 +482,9 @@ static void backend_connect(struct backend *b)
      * goes to the front, so the last queued is the first sent. Dedicated
      * connections skip what only GENKEY needs (the shared ones load the
      * script; without a run_id the script reads it itself). */
+    b->client_id = 0;
+    if (b->dedicated)       /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
+        queue_internal(b, REQ_CLIENT_ID, true, 2, (const char *const[]){"CLIENT", "ID"});
     if (!b->dedicated) {
         queue_internal(b, REQ_SCRIPT_LOAD, true, 3,
                        (const char *const[]){"SCRIPT", "LOAD", idgen_script});

@@ -66,6 +66,7 @@ enum req_internal {
     REQ_MIGRATE,                /* mig.c: a MIGRATE (u.mig.op) */
     REQ_MOVER,                  /* mig.c: the background mover's SCAN (u.mig.mv) */
     REQ_RECORD,                 /* mig.c: SET or DEL of the migration's record */
+    REQ_CLIENT_ID,              /* CLIENT ID of a dedicated connection (CLIENT UNBLOCK) */
 };
 
 struct req {
@@ -103,7 +104,8 @@ struct req {
     unsigned        done:1;     /* rsp is complete */
     unsigned        queued:1;   /* in a backend's send or write queue */
     unsigned        pending:1;  /* in a backend's pending queue */
-    unsigned        internal:3; /* enum req_internal */
+    unsigned        internal:4; /* enum req_internal */
+    unsigned        unblocked:1;/* mig.c: CLIENT UNBLOCK ... ERROR was sent for it */
     unsigned        parked:1;   /* mig.c: on its client's parked queue */
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
@@ -227,6 +229,7 @@ struct backend {
     uint32_t         failures;  /* consecutive */
     char             reason[96];/* why it last failed */
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
+    uint64_t         client_id; /* dedicated: its CLIENT ID on the server; 0 unknown */
     struct req      *barrier;   /* dedicated: write nothing until every request of the
                                    owner before this one is answered (pin.c); or NULL */
     struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
@@ -528,6 +531,9 @@ void mig_send(struct client *c, struct req *r, struct backend *b);
 void mig_flush(struct pool *p);
 /* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
 void mig_reply(struct backend *b, struct req *r);
+/* The reply of a blocking command mig.c unblocked (r->unblocked): if the
+ * unblocking answered it, the client is told -TRYAGAIN instead. */
+void mig_unblocked(struct req *r);
 void mig_client_gone(struct client *c);
 /* At start, before the loop runs: a migration recorded on p's servers (a
  * proxy stopped while keys moved) is taken up again: the record's config

@@ -249,6 +249,44 @@ static bool waits_long(const struct backend *b)
     return false;
 }
 
+/* A client's blocking command waiting on its own connection may wait for
+ * a key that now lives elsewhere, where pushes now go: CLIENT UNBLOCK it
+ * (ERROR, so that a timeout and an unblocking differ), and its client is
+ * told -TRYAGAIN, to send it again by the new ring. If it was answered
+ * first, the answer stands. */
+static void unblock(struct pool *p, struct mig *m, struct backend *b)
+{
+    struct req *r = TAILQ_FIRST(&b->pendq);
+    char buf[96];
+    int n, nid;
+    char id[24];
+
+    if (r == NULL || !r->blocking || r->unblocked || b->client_id == 0)
+        return;
+    nid = snprintf(id, sizeof(id), "%" PRIu64, b->client_id);
+    n = snprintf(buf, sizeof(buf), "*4\r\n$6\r\nCLIENT\r\n$7\r\nUNBLOCK\r\n$%d\r\n%s\r\n"
+                 "$5\r\nERROR\r\n", nid, id);
+    r->unblocked = 1;
+    struct req *u = req_get();
+    msg_write(&u->out, &m->buf, buf, (size_t)n);
+    u->internal = REQ_MARKER;           /* the drain waits for it too */
+    m->markers++;
+    backend_send(&p->servers[b->server].conns[0], u);
+}
+
+void mig_unblocked(struct req *r)
+{
+    char head[12] = "";
+    size_t n = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
+
+    msg_copy(&r->rsp, 0, n, head);
+    if (strncmp(head, "-UNBLOCKED", 10) != 0 || r->client == NULL || r->client->closing)
+        return;
+    msg_release(&r->rsp);
+    client_reply_error(r->client, r, "TRYAGAIN resharding: keys moved while it waited, "
+                       "send it again");
+}
+
 static void drain(struct pool *p, struct mig *m)
 {
     struct backend *b;
@@ -260,9 +298,14 @@ static void drain(struct pool *p, struct mig *m)
             if (!backend_idle(b) && b->state != BACKEND_FAILED)
                 marker(m, b);
         }
-    TAILQ_FOREACH(b, &p->dedicated, link)
-        if (!b->spare && !backend_idle(b) && b->state == BACKEND_UP && !waits_long(b))
+    TAILQ_FOREACH(b, &p->dedicated, link) {
+        if (b->spare || backend_idle(b) || b->state != BACKEND_UP)
+            continue;
+        if (!waits_long(b))
             marker(m, b);
+        else if (!b->sub && !b->transient)
+            unblock(p, m, b);
+    }
 }
 
 static bool is_source(const struct mig *m, uint32_t server)

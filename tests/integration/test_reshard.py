@@ -12,7 +12,11 @@
   moves; every key reads back its value at once; when the migration is
   over every key lives only on its new owner, with its TTL;
 - a transaction begun before a reload gets -TRYAGAIN at EXEC and writes
-  nothing; one begun after works;
+  nothing; one begun after works; a BLPOP waiting when keys start to move
+  is told -TRYAGAIN (CLIENT UNBLOCK) and, sent again, gets the next push;
+- kill -9 mid-migration: the restarted proxy routes by the record on the
+  backends and finishes; restarted on the old file, it takes that as a
+  reload and moves the keys back; clients cannot touch __shardis: keys;
 - SHARD.MIGRATION PAUSE stops the mover (keys still move on touch), a
   second reload while keys move is accepted and a third refused, RESUME
   finishes it with every key in place;
@@ -36,6 +40,7 @@ import random
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -235,6 +240,50 @@ def t_transaction(rs):
     expect_eq(c.get("{t}a"), b"2", "its write")
     wait_stable(px, servers=rs)
     harness.t_exit_clean(px)
+
+
+def locate(conf, keys):
+    """key -> owner name on the ring of a config file (shardis locate)."""
+    out = subprocess.run([harness.ARGS.shardis, "locate", "-c", conf],
+                         input="\n".join(keys) + "\n", capture_output=True, text=True,
+                         check=True).stdout
+    return dict(line.split("\t") for line in out.splitlines())
+
+
+def t_blocked(rs):
+    """A BLPOP waiting when keys start to move is told TRYAGAIN (it took
+    nothing), and sent again it waits on the new owner for the next push."""
+    px = Shardis("blocked", rs[:3], admin_commands="true")
+    keys = ["q:%d" % i for i in range(200)]
+    before = owners(px, keys)
+    write_servers(px, rs[:4])
+    after = locate(px.conf, keys)
+    moving = next(k for k in keys if before[k] != after[k])
+    waiter = redis.Redis(HOST, px.port, socket_timeout=10)
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=reply_of(waiter.blpop, moving, 0)))
+    t.start()
+    until("BLPOP is waiting", lambda: px.client.info("clients")["blocked_clients"] == 1)
+    px.client.execute_command("SHARD.RELOAD")
+    t.join(5)
+    expect(not t.is_alive(), "BLPOP still waiting 5 s after keys began to move")
+    expect(str(got.get("r")).startswith("TRYAGAIN"), "BLPOP's answer: %r" % got.get("r"))
+    t = threading.Thread(target=lambda: got.update(r=reply_of(waiter.blpop, moving, 5)))
+    t.start()
+    time.sleep(0.3)
+    px.client.rpush(moving, "x")
+    t.join(6)
+    expect_eq(got.get("r"), (moving.encode(), b"x"), "BLPOP sent again, then a push")
+    wait_stable(px, servers=rs)
+    check_placement(px, rs[:4])
+    harness.t_exit_clean(px)
+
+
+def reply_of(fn, *args):
+    try:
+        return fn(*args)
+    except redis.ResponseError as e:
+        return str(e)
 
 
 def t_pause_and_pending(rs):
@@ -572,6 +621,8 @@ def body():
     run("reload keeps connections; add then remove a server: every key in place",
         t_add_server, 3)
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
+    run("a BLPOP waiting for a key that moves: TRYAGAIN, then it waits on the new owner",
+        t_blocked, 4)
     run("PAUSE/RESUME; a second reload while keys move, a third refused",
         t_pause_and_pending, 5)
     run("kill -9 mid-migration: the record on the backends decides; restart on the old file",
