@@ -20,10 +20,15 @@
  * "-ERR backend <server> unavailable: <reason>" and closes the connection
  * (its pipeline cannot be resynchronised); until retry_at new requests
  * fail at once, so one dead server never stalls the others' clients. */
+#include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "idgen/idgen.h"
 #include "proxy/core.h"
@@ -70,6 +75,8 @@ static void answer_failed(struct backend *b, struct req *r)
     if (r->internal || (c == NULL && r->parent == NULL)) {
         if (r->internal >= REQ_MARKER && r->internal <= REQ_RECORD)
             mig_reply(b, r);        /* told, with no reply: it failed */
+        else if (r->internal == REQ_GROUP || r->internal == REQ_GROUP_SUB)
+            group_reply(b, r);
         req_maybe_free(r);
         return;
     }
@@ -244,6 +251,10 @@ static int check_internal(struct backend *b, struct req *r)
     case REQ_MOVER:
     case REQ_RECORD:
         mig_reply(b, r);
+        return 0;
+    case REQ_GROUP:
+    case REQ_GROUP_SUB:
+        group_reply(b, r);
         return 0;
     case REQ_CLIENT_ID:
         if (first[0] == ':')
@@ -658,4 +669,176 @@ void backend_close_spares(struct pool *p, uint32_t server)
         b->state = BACKEND_FAILED;
         backend_abort(b);           /* close_cb frees it */
     }
+}
+
+/* ---- blocking requests, before the loop runs ---------------------------------------- */
+
+#define BACKEND_SYNC_MS 1000
+
+static int sync_connect(const struct pool_server *ps)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    struct pollfd pfd;
+    char port[8];
+    int fd, rc, soerr = 0;
+    socklen_t sl = sizeof(soerr);
+
+    if (ps->unix_socket) {
+        snprintf(un.sun_path, sizeof(un.sun_path), "%s", ps->host);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
+    } else {
+        snprintf(port, sizeof(port), "%u", ps->port);
+        if (getaddrinfo(ps->host, port, &hints, &ai) != 0 || ai == NULL)
+            return -1;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+    }
+    if (fd < 0)
+        return -1;
+    if (rc < 0 && errno != EINPROGRESS)
+        goto fail;
+    pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
+    if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
+        goto fail;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* One reply at buf[*at..len): 1 and *at past it if it is whole (a simple
+ * line, a bulk, or an array of bulks; the value of a bulk or the elements
+ * of an array, one per line, into *out when out is given), 0 if more must
+ * be read, -1 for an error reply. */
+static int sync_reply(const char *buf, size_t len, size_t *at, char **out, size_t *outlen)
+{
+    const char *eol = memchr(buf + *at, '\n', len - *at);
+    size_t p, n = 1;
+    char *val = NULL;
+    size_t vlen = 0;
+    bool array = false;
+
+    if (eol == NULL)
+        return 0;
+    if (buf[*at] == '-')
+        return -1;
+    if (buf[*at] == '*') {
+        long long cnt = strtoll(buf + *at + 1, NULL, 10);
+        n = cnt > 0 ? (size_t)cnt : 0;
+        array = true;
+        p = (size_t)(eol - buf) + 1;
+    } else if (buf[*at] != '$') {
+        *at = (size_t)(eol - buf) + 1;
+        return 1;
+    } else {
+        p = *at;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *e = memchr(buf + p, '\n', len - p);
+        if (e == NULL || buf[p] != '$')
+            goto more;
+        long long blen = strtoll(buf + p + 1, NULL, 10);
+        size_t start = (size_t)(e - buf) + 1;
+        if (blen < 0) {                 /* nil */
+            p = start;
+            continue;
+        }
+        if (len < start + (size_t)blen + 2)
+            goto more;
+        if (out != NULL) {
+            val = xrealloc(val, vlen + (size_t)blen + 2);
+            if (array && i > 0)
+                val[vlen++] = '\n';
+            memcpy(val + vlen, buf + start, (size_t)blen);
+            vlen += (size_t)blen;
+            val[vlen] = '\0';
+        }
+        p = start + (size_t)blen + 2;
+    }
+    if (out != NULL && (val != NULL || array)) {
+        *out = val != NULL ? val : xstrdup("");
+        *outlen = vlen;
+    }
+    *at = p;
+    return 1;
+more:
+    free(val);
+    return 0;
+}
+
+/* Read n replies; the last one's value (sync_reply) into *out, or NULL. */
+static int sync_replies(int fd, int n, char **out, size_t *outlen)
+{
+    size_t cap = 4096, len = 0, at = 0;
+    char *buf = xmalloc(cap);
+    int got = 0, rc;
+
+    *out = NULL;
+    while (got < n) {
+        rc = sync_reply(buf, len, &at, got == n - 1 ? out : NULL, outlen);
+        if (rc < 0)
+            goto fail;
+        if (rc == 1) {
+            got++;
+            continue;
+        }
+        if (len == cap)
+            buf = xrealloc(buf, cap *= 2);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+        if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 || (r = read(fd, buf + len, cap - len)) <= 0)
+            goto fail;
+        len += (size_t)r;
+    }
+    free(buf);
+    return 0;
+fail:
+    free(buf);
+    free(*out);
+    *out = NULL;
+    return -1;
+}
+
+static void sync_put(FILE *f, const char *arg)
+{
+    fprintf(f, "$%zu\r\n%s\r\n", strlen(arg), arg);
+}
+
+char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
+                        const char *const *argv, size_t *len)
+{
+    char *req = NULL, *val = NULL, db[16];
+    size_t reqlen;
+    int n = 1, fd = sync_connect(ps);
+    FILE *f;
+
+    if (fd < 0)
+        return NULL;
+    f = open_memstream(&req, &reqlen);
+    if (pc->redis_auth != NULL) {
+        fputs("*2\r\n", f);
+        sync_put(f, "AUTH");
+        sync_put(f, pc->redis_auth);
+        n++;
+    }
+    if (pc->redis_db != 0) {
+        snprintf(db, sizeof(db), "%d", pc->redis_db);
+        fputs("*2\r\n", f);
+        sync_put(f, "SELECT");
+        sync_put(f, db);
+        n++;
+    }
+    fprintf(f, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        sync_put(f, argv[i]);
+    fclose(f);
+    if (write(fd, req, reqlen) == (ssize_t)reqlen)
+        sync_replies(fd, n, &val, len);
+    free(req);
+    close(fd);
+    return val;
 }

@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/queue.h>
 #include <uv.h>
@@ -47,6 +48,8 @@ struct subs;
 struct cmd;
 struct mig;
 struct mig_op;
+struct group;
+struct pool_server;
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -67,6 +70,8 @@ enum req_internal {
     REQ_MOVER,                  /* mig.c: the background mover's SCAN (u.mig.mv) */
     REQ_RECORD,                 /* mig.c: SET or DEL of the migration's record */
     REQ_CLIENT_ID,              /* CLIENT ID of a dedicated connection (CLIENT UNBLOCK) */
+    REQ_GROUP,                  /* group.c: PUBSUB CHANNELS, the other proxies */
+    REQ_GROUP_SUB,              /* group.c: (UN)SUBSCRIBE of the proxy's own channel */
 };
 
 struct req {
@@ -267,6 +272,13 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
 void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
+/* At start, before the loop runs: argv on the server ps, over a blocking
+ * connection of its own (AUTH and SELECT as the pool says), a second's
+ * timeout at each step. The reply's bulk string, or the bulks of an array
+ * reply one per line (the caller frees it); NULL: nil, an error reply, or
+ * no answer. */
+char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
+                        const char *const *argv, size_t *len);
 /* Close p's spare dedicated connections to server (UINT32_MAX: to every
  * server), when the proxy is idle or the server leaves. */
 void backend_close_spares(struct pool *p, uint32_t server);
@@ -311,6 +323,7 @@ struct pool {
                                        rebuild (genkey_pool_init) when ring changes */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
+    struct group     *group;        /* the proxies in front of these servers (group.c) */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
 };
@@ -333,6 +346,9 @@ struct proxy {
     uint64_t          stop_ms;      /* when the stop signal came */
     int               port;         /* first TCP listen port, for INFO */
     char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
+    struct conf     **old_confs;    /* replaced by reloads while a pool still routed by
+                                       them (group.c); freed at exit */
+    size_t            nold_confs;
 };
 
 extern struct proxy proxy;
@@ -548,6 +564,40 @@ static inline bool route_reserved(const char *key, size_t len)
 {
     return len >= 10 && key[0] == '_' && key[1] == '_' && memcmp(key, SHARDIS_RESERVED, 10) == 0;
 }
+/* Keep the drain closed (group.c: until every proxy has drained), or not. */
+void mig_hold(struct pool *p, bool hold);
+/* Whether what was sent before the switch is answered and the record
+ * written. */
+bool mig_drained(const struct pool *p);
+
+/* Several proxies in front of the same servers (group.c). group_init
+ * registers p (routing by p->conf's servers); group_prepare takes a
+ * reload's new servers (pc in a conf kept alive, ring owned from then on,
+ * from_text the config routed by now) and switches p once every proxy has
+ * them; group_tick keeps the registration fresh and moves the phases on;
+ * group_reply gets each round's answers; group_check_start refuses (-EBUSY,
+ * err says why) to start a proxy whose servers differ from those the live
+ * proxies route by. */
+void group_init(struct pool *p);
+void group_free(struct pool *p);
+uint64_t group_checksum(const struct conf_pool *pc);
+int group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
+                  const char *from_text);
+void group_tick(struct pool *p, uint64_t now);
+void group_reply(struct backend *b, struct req *r);
+void group_status(const struct pool *p, FILE *f);
+int group_check_start(struct pool *p, char *err, size_t errlen);
+/* A reload back to the servers p routes by: forget the one waiting. */
+void group_cancel(struct pool *p);
+/* Between the switch and the release: no reload is taken then. */
+bool group_switching(const struct pool *p);
+/* "steady", "prepared", "holding" or "locked". */
+const char *group_phase_name(const struct pool *p);
+/* h is one of the group's connections: closed (1), or not ours (0). */
+int group_close_handle(struct pool *p, uv_handle_t *h);
+/* server left every ring: its group connection is closed. */
+void group_server_gone(struct pool *p, uint32_t server);
+
 /* SHARD.MIGRATION STATUS | PAUSE | RESUME, and SHARD.RELOAD (local.c). */
 void mig_command(struct client *c, struct req *r, struct args *a);
 void reload_command(struct client *c, struct req *r, struct args *a);

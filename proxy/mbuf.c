@@ -1,5 +1,6 @@
 /* mbuf.c -- the chunk pool and slice lists (see mbuf.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,4 +150,14 @@ void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len)
         p += n;
         len -= n;
     }
+}
+
+void msg_write_bulk(struct msg *g, struct mbuf **cur, const void *data, size_t len)
+{
+    char hdr[24];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+
+    msg_write(g, cur, hdr, (size_t)n);
+    msg_write(g, cur, data, len);
+    msg_write(g, cur, "\r\n", 2);
 }

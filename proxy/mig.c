@@ -42,15 +42,10 @@
  * Not here yet: the state is the process's own (a restarted proxy does not
  * know the earlier ring), and several proxies do not coordinate. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "proxy/core.h"
@@ -113,6 +108,7 @@ struct mig {
     uint32_t           markers;         /* drain markers unanswered */
     uint32_t           writes;          /* record writes unanswered */
     bool               record_due;      /* write the record (before anything moves) */
+    bool               hold;            /* group.c: keep the drain closed */
     uint64_t           record_ms;       /* when it was last written */
     uint32_t           inflight;        /* MIGRATEs sent, unanswered */
     struct mig_ops     open;            /* on touch: taking keys until the loop turn ends */
@@ -134,6 +130,20 @@ static void op_done(struct mig *m, struct mig_op *op, bool ok);
 static void op_free(struct mig_op *op);
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src);
 static struct backend *mover_conn(struct pool *p, uint32_t server);
+
+void mig_hold(struct pool *p, bool hold)
+{
+    if (p->mig != NULL)
+        p->mig->hold = hold;
+}
+
+bool mig_drained(const struct pool *p)
+{
+    const struct mig *m = p->mig;
+
+    return m == NULL || (m->markers == 0 && m->inflight == 0 && m->writes == 0 &&
+                         !m->record_due);
+}
 
 /* ---- the record on the backends ------------------------------------------------------
  *
@@ -488,12 +498,7 @@ static void put_header(struct mig *m, struct pool *p, struct msg *g, uint32_t to
 
 static void put_key(struct mig *m, struct msg *g, const char *key, size_t len)
 {
-    char hdr[24];
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-
-    msg_write(g, &m->buf, hdr, (size_t)n);
-    msg_write(g, &m->buf, key, len);
-    msg_write(g, &m->buf, "\r\n", 2);
+    msg_write_bulk(g, &m->buf, key, len);
 }
 
 /* The open MIGRATE from -> to, made if there is none. */
@@ -997,7 +1002,7 @@ void mig_tick(struct pool *p, uint64_t now)
     if (m->record_due)
         record_send(p, m, true);
     if (m->state == MIG_DRAINING) {
-        if (m->markers > 0 || m->inflight > 0 || m->writes > 0) {
+        if (m->markers > 0 || m->inflight > 0 || m->writes > 0 || m->record_due || m->hold) {
             /* Held too long (a server slow to answer): -TRYAGAIN, never
              * the old route. */
             while ((op = TAILQ_FIRST(&m->gated)) != NULL &&
@@ -1071,8 +1076,11 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     FILE *f = open_memstream(&buf, &len);
     uint64_t now = uv_now(proxy.loop);
 
-    fprintf(f, "state:%s\r\nepoch:%u\r\n", m == NULL ? "stable" : m->paused ? "paused"
-            : m->state == MIG_DRAINING ? "draining" : "moving", p->epoch);
+    fprintf(f, "state:%s\r\nepoch:%u\r\n", m == NULL
+            ? (strcmp(group_phase_name(p), "steady") ? "preparing" : "stable")
+            : m->paused ? "paused" : m->state == MIG_DRAINING ? "draining" : "moving", p->epoch);
+    if (p->group != NULL)
+        group_status(p, f);
     if (m != NULL) {
         uint64_t scanned = 0, moved = 0;
         double secs = (double)(now - (m->moving_ms ? m->moving_ms : now)) / 1000;
@@ -1103,141 +1111,8 @@ void mig_command(struct client *c, struct req *r, struct args *a)
 
 /* ---- taking a recorded migration up again ------------------------------------------
  *
- * At start the loop is not running yet: the record is read with a plain
- * blocking socket, a second's timeout per server. */
-
-#define MIG_SYNC_MS 1000
-
-static int sync_connect(const struct pool_server *ps)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    struct pollfd pfd;
-    char port[8];
-    int fd, rc, soerr = 0;
-    socklen_t sl = sizeof(soerr);
-
-    if (ps->unix_socket) {
-        snprintf(un.sun_path, sizeof(un.sun_path), "%s", ps->host);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
-    } else {
-        snprintf(port, sizeof(port), "%u", ps->port);
-        if (getaddrinfo(ps->host, port, &hints, &ai) != 0 || ai == NULL)
-            return -1;
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
-        freeaddrinfo(ai);
-    }
-    if (fd < 0)
-        return -1;
-    if (rc < 0 && errno != EINPROGRESS)
-        goto fail;
-    pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
-    if (poll(&pfd, 1, MIG_SYNC_MS) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
-        goto fail;
-    return fd;
-fail:
-    close(fd);
-    return -1;
-}
-
-/* Read until buf holds n whole simple replies (+ - : or a bulk); the
- * bulk of the last one in *bulk (NULL for nil). 0, or -1. */
-static int sync_replies(int fd, int n, char **bulk, size_t *bulklen)
-{
-    size_t cap = 4096, len = 0, at = 0;
-    char *buf = xmalloc(cap);
-    int got = 0;
-
-    *bulk = NULL;
-    while (got < n) {
-        char *eol = memchr(buf + at, '\n', len - at);
-        if (eol != NULL && buf[at] != '$') {
-            if (buf[at] == '-')
-                goto fail;
-            at = (size_t)(eol - buf) + 1;
-            got++;
-            continue;
-        }
-        if (eol != NULL) {
-            long long blen = strtoll(buf + at + 1, NULL, 10);
-            size_t start = (size_t)(eol - buf) + 1;
-            if (blen < 0) {
-                at = start;
-                got++;
-                continue;
-            }
-            if (len >= start + (size_t)blen + 2) {
-                if (++got == n) {
-                    *bulk = xmalloc((size_t)blen + 1);
-                    memcpy(*bulk, buf + start, (size_t)blen);
-                    (*bulk)[blen] = '\0';
-                    *bulklen = (size_t)blen;
-                }
-                at = start + (size_t)blen + 2;
-                continue;
-            }
-        }
-        if (len == cap)
-            buf = xrealloc(buf, cap *= 2);
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        ssize_t r;
-        if (poll(&pfd, 1, MIG_SYNC_MS) != 1 || (r = read(fd, buf + len, cap - len)) <= 0)
-            goto fail;
-        len += (size_t)r;
-    }
-    free(buf);
-    return 0;
-fail:
-    free(buf);
-    free(*bulk);
-    *bulk = NULL;
-    return -1;
-}
-
-static void sync_put(FILE *f, const char *arg)
-{
-    fprintf(f, "$%zu\r\n%s\r\n", strlen(arg), arg);
-}
-
-/* GET key on ps: its value (the caller frees it), or NULL if it has none
- * or cannot be asked. */
-static char *sync_get(const struct pool_server *ps, const struct conf_pool *pc, const char *key,
-                      size_t *len)
-{
-    char *req = NULL, *val = NULL, db[16];
-    size_t reqlen;
-    int n = 1, fd = sync_connect(ps);
-    FILE *f;
-
-    if (fd < 0)
-        return NULL;
-    f = open_memstream(&req, &reqlen);
-    if (pc->redis_auth != NULL) {
-        fputs("*2\r\n", f);
-        sync_put(f, "AUTH");
-        sync_put(f, pc->redis_auth);
-        n++;
-    }
-    if (pc->redis_db != 0) {
-        snprintf(db, sizeof(db), "%d", pc->redis_db);
-        fputs("*2\r\n", f);
-        sync_put(f, "SELECT");
-        sync_put(f, db);
-        n++;
-    }
-    fputs("*2\r\n", f);
-    sync_put(f, "GET");
-    sync_put(f, key);
-    fclose(f);
-    if (write(fd, req, reqlen) == (ssize_t)reqlen)
-        sync_replies(fd, n, &val, len);
-    free(req);
-    close(fd);
-    return val;
-}
+ * At start the loop is not running yet: the record is read with
+ * backend_sync_call, a blocking request with a second's timeout. */
 
 /* The record's parts: pointers into text. */
 struct record {
@@ -1309,7 +1184,10 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
     record_key(p, key, sizeof(key));
     for (uint32_t s = 0; s < p->nservers; s++) {
         size_t len;
-        char *v = p->servers[s].active ? sync_get(&p->servers[s], p->conf, key, &len) : NULL;
+        char *v = p->servers[s].active
+                  ? backend_sync_call(&p->servers[s], p->conf, 2, (const char *[]){"GET", key},
+                                      &len)
+                  : NULL;
         if (v == NULL)
             continue;
         if (record_parse(v, len, &r) == 0 && (best == NULL || r.epoch > rec.epoch)) {

@@ -109,6 +109,8 @@ static void tick_cb(uv_timer_t *t)
         struct pool *p = &proxy.pools[i];
         if (p->live != NULL)
             pool_retry_ejected(p, now);
+        if (p->group != NULL)
+            group_tick(p, now);
         if (p->mig != NULL)
             mig_tick(p, now);
         else
@@ -354,6 +356,7 @@ void pool_retire(struct pool *p, uint32_t server)
         backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
     if (ps->mover != NULL)
         backend_close(ps->mover);
+    group_server_gone(p, server);
     backend_close_spares(p, server);
     log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
                p->conf->name, ps->label, ps->addr);
@@ -430,6 +433,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                     return;
                 }
             }
+            if (group_close_handle(p, h))
+                return;
             struct backend *b;
             TAILQ_FOREACH(b, &p->dedicated, link)
                 if (h == &b->h.handle) {
@@ -532,6 +537,12 @@ int proxy_run(struct conf *cf)
             fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
             return 1;
         }
+        if ((rc = group_check_start(&proxy.pools[i], err, sizeof(err))) < 0) {
+            log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
+            fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
+            return 1;
+        }
+        group_init(&proxy.pools[i]);
         if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
             log_warn("pool '%s': the config file is not applied while the recorded "
                      "migration runs: %s", proxy.pools[i].conf->name, err);
@@ -554,6 +565,7 @@ int proxy_run(struct conf *cf)
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
         mig_free(p);
+        group_free(p);
         genkey_pool_free(p);
         ring_free(p->ring);
         ring_free(p->live);
@@ -571,6 +583,9 @@ int proxy_run(struct conf *cf)
     free(proxy.pools);
     conf_free(proxy.conf);
     proxy.conf = NULL;
+    for (size_t i = 0; i < proxy.nold_confs; i++)
+        conf_free(proxy.old_confs[i]);
+    free(proxy.old_confs);
     mbuf_pool_trim();
     rc = uv_loop_close(proxy.loop);
     if (rc != 0)

@@ -124,9 +124,10 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     rings = xcalloc(cf->npools, sizeof(*rings));
     f = open_memstream(&sum, &sumlen);
     for (size_t i = 0; i < cf->npools; i++) {
-        const struct conf_pool *a = &old->pools[i], *b = &cf->pools[i];
-        const char *no = fixed_change(a, b);
         struct pool *p = &proxy.pools[i];
+        const struct conf_pool *a = p->conf, *b = &cf->pools[i];   /* a: routed by now */
+        const char *no = strcmp(old->pools[i].name, b->name) != 0
+                         ? "pools cannot be added, removed or renamed" : fixed_change(a, b);
         if (no != NULL) {
             snprintf(err, errlen, "%s:%d:%d: pool '%s': %s: restart shardis for that",
                      cf->path, b->line, b->col, b->name, no);
@@ -136,6 +137,12 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
             fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
                     "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
             continue;
+        }
+        if (mig_can_start(p, why, sizeof(why)) && group_switching(p)) {
+            snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "
+                     "servers; reload again in a moment", b->name);
+            rc = -EBUSY;
+            goto fail;
         }
         if (!mig_can_start(p, why, sizeof(why)) ||
             (rc = conf_pool_ring(b, &rings[i], why, sizeof(why))) < 0 ||
@@ -150,25 +157,39 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     f = NULL;
 
     /* Nothing can fail from here on. */
+    bool keep = false;
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
         uint32_t *old_slot;
         if (rings[i] == NULL) {
+            group_cancel(p);            /* back to the servers it routes by, if it waited */
             p->conf = &cf->pools[i];
             continue;
         }
-        struct ring *was = pool_set_ring(p, &cf->pools[i], rings[i], &old_slot);
-        if (ring_distribution(was) == RING_DIST_RANDOM) {
-            ring_free(was);             /* no key has an owner: nothing moves; servers
-                                           that left are retired by the pool */
+        if (ring_distribution(rings[i]) == RING_DIST_RANDOM) {
+            /* No key has an owner: nothing moves, nobody need agree. Servers
+             * that left are retired by the pool. */
+            ring_free(pool_set_ring(p, &cf->pools[i], rings[i], &old_slot));
             free(old_slot);
-        } else {
-            mig_start(p, was, old_slot, old->text, why, sizeof(why));
+            continue;
         }
-        log_notice("pool '%s': reloaded: %zu servers", p->conf->name, cf->pools[i].nservers);
+        /* It routes by its servers until every proxy has the new ones (group.c). */
+        group_prepare(p, &cf->pools[i], rings[i], old->text);
+        keep = true;
+        log_notice("pool '%s': reloaded: %zu servers, switching once every proxy has them",
+                   p->conf->name, cf->pools[i].nservers);
     }
     proxy.conf = cf;
-    conf_free(old);
+    for (size_t i = 0; i < cf->npools; i++)     /* a pool may still route by an older one */
+        keep = keep || (proxy.pools[i].conf < old->pools ||
+                        proxy.pools[i].conf >= old->pools + old->npools) == false;
+    if (keep) {
+        proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
+                                   sizeof(*proxy.old_confs));
+        proxy.old_confs[proxy.nold_confs++] = old;
+    } else {
+        conf_free(old);
+    }
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);
     free(rings);

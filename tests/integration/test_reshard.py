@@ -20,10 +20,16 @@
 - SHARD.MIGRATION PAUSE stops the mover (keys still move on touch), a
   second reload while keys move is accepted and a third refused, RESUME
   finishes it with every key in place;
-- the scenario: writers, counters, readers and GENKEY callers on five
-  threads run while a server is added (SIGHUP) and, while those keys
-  move, one of the original servers is removed and another added
-  (SHARD.RELOAD), after a bad file was refused under the same load. Then,
+- two proxies: a reload of one waits (and moves nothing) until the other
+  has the same servers; files that disagree are reported and nothing
+  moves; a third proxy with other servers refuses to start; one that dies
+  leaves the group and the other goes on;
+- the scenario: two proxies, writers, counters, readers (each through the
+  other proxy than the writes) and GENKEY callers on both, while a server
+  is added (SIGHUP on one, SHARD.RELOAD on the other a moment later) and,
+  while those keys move, one of the original servers is removed and
+  another added, after a bad file was refused under the same load; one
+  proxy is killed (-9) and restarted mid-migration. Then,
   on the backends directly: every key lives exactly on its final owner
   with its latest acknowledged value (or a later unacknowledged one) and
   a sane TTL, no stray copy is left anywhere, the removed server is
@@ -80,6 +86,26 @@ def owners(px, keys):
     for k in keys:
         pipe.execute_command("SHARD.WHEREIS", k)
     return {k: n.decode() for k, n in zip(keys, pipe.execute())}
+
+
+def reload(px, epoch):
+    """SHARD.RELOAD, and wait until px has switched (epoch reached): the
+    proxies in front of the servers agree first, which takes a round or two."""
+    summary = px.client.execute_command("SHARD.RELOAD").decode()
+    until("the reload switched (epoch %d)" % epoch, lambda: int(status(px)["epoch"]) >= epoch)
+    return summary
+
+
+def reload_soon(px):
+    """SHARD.RELOAD, again while the proxies are still switching to the last one."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return px.client.execute_command("SHARD.RELOAD").decode()
+        except redis.ResponseError as e:
+            if "switching" not in str(e) or time.monotonic() > deadline:
+                raise Fail("%s: %s; status %r" % (px.name, e, status(px)))
+            time.sleep(0.05)
 
 
 def all_keys(server):
@@ -225,7 +251,7 @@ def t_transaction(rs):
     conn.send_command("SET", "{t}a", "1")
     expect_eq(conn.read_response(), b"QUEUED", "SET queued")
     write_servers(px, rs[:3])
-    c.execute_command("SHARD.RELOAD")
+    reload(px, 1)
     conn.send_command("EXEC")
     try:
         conn.read_response()
@@ -292,7 +318,7 @@ def t_pause_and_pending(rs):
     preload(c, 6000, ttl_every=1000000)
     keys = [k for s in rs[:3] for k in all_keys(s)]
     write_servers(px, rs[:4])
-    c.execute_command("SHARD.RELOAD")
+    reload(px, 1)
     c.execute_command("SHARD.MIGRATION", "PAUSE")
     st = status(px)
     expect_eq(st["state"], "paused", "state after PAUSE")
@@ -307,7 +333,7 @@ def t_pause_and_pending(rs):
     expect(all(v == b"v%d" % (i * 5) for i, v in enumerate(pipe.execute())),
            "values while paused")
     write_servers(px, rs[1:5])
-    summary = c.execute_command("SHARD.RELOAD").decode()
+    summary = reload(px, 2)
     expect("servers_removed:1" in summary, "second reload's summary %r" % summary)
     expect_eq(status(px)["pending_rings"], "2", "rings pending")
     write_servers(px, rs[2:5])
@@ -334,7 +360,7 @@ def t_restart(rs):
     old = open(px.conf).read()
     write_servers(px, rs[:4])
     c.execute_command("SHARD.RELOAD")
-    until("some keys moved", lambda: int(status(px)["keys_moved"]) > 100)
+    until("some keys moved", lambda: int(status(px).get("keys_moved", 0)) > 100)
     rec = rs[0].client.get("__shardis:ctl:alpha")
     expect(rec is not None and rec.startswith(b"shardis-migration 1\nepoch 1\n"),
            "the record on a backend: %r" % (rec or b"")[:60])
@@ -370,11 +396,12 @@ def t_restart(rs):
     with open(px.conf, "w") as f:
         f.write(text)
     px.client.execute_command("SHARD.RELOAD")
-    until("some keys moved", lambda: int(status(px)["keys_moved"]) > 100)
+    until("some keys moved", lambda: int(status(px).get("keys_moved", 0)) > 100)
     with open(px.conf, "w") as f:
         f.write(old)
     px.restart(kill=True)
-    expect_eq(status(px).get("pending_rings"), "2", "rings pending (recorded, then the file)")
+    until("the file is taken as a reload: rings pending (recorded, then the file)",
+          lambda: status(px).get("pending_rings") == "2")
     pipe = px.client.pipeline(transaction=False)
     for i in range(6000):
         pipe.get("s:%d" % i)
@@ -414,13 +441,15 @@ def writer(px, m, wid, keys, stop):
         val = "w%d:%d" % (wid, seq)
         try:
             c.set(k, val)
-        except redis.ResponseError as e:
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as e:
             with m.lock:
                 m.maybe.setdefault(k, set()).add(val)
                 if str(e).startswith("TRYAGAIN"):
                     m.tryagain += 1
-                else:
+                elif isinstance(e, redis.ResponseError):
                     m.errors.append("SET %s: %s" % (k, e))
+            if not isinstance(e, redis.ResponseError):
+                time.sleep(0.05)        # its proxy restarts
             continue
         with m.lock:
             m.acked[k] = val
@@ -434,10 +463,12 @@ def counter(px, m, keys, stop):
         try:
             c.incr(k)
             ok = True
-        except redis.ResponseError as e:
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as e:
             ok = False
-            if not str(e).startswith("TRYAGAIN"):
+            if isinstance(e, redis.ResponseError) and not str(e).startswith("TRYAGAIN"):
                 m.errors.append("INCR %s: %s" % (k, e))
+            if not isinstance(e, redis.ResponseError):
+                time.sleep(0.05)
         with m.lock:
             a, u = m.count.get(k, (0, 0))
             m.count[k] = (a + 1, u) if ok else (a, u + 1)
@@ -452,9 +483,11 @@ def reader(px, m, keys, stop):
             floor = m.acked.get(k)
         try:
             v = c.get(k)
-        except redis.ResponseError as e:
-            if not str(e).startswith("TRYAGAIN"):
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as e:
+            if isinstance(e, redis.ResponseError) and not str(e).startswith("TRYAGAIN"):
                 m.errors.append("GET %s: %s" % (k, e))
+            if not isinstance(e, redis.ResponseError):
+                time.sleep(0.05)
             continue
         if floor is None:
             continue
@@ -472,9 +505,11 @@ def minter(px, m, stop):
     while not stop.is_set():
         try:
             got = c.execute_command("SHARD.GENKEY", "COUNT", random.randint(1, 20))
-        except redis.ResponseError as e:
-            if not str(e).startswith("TRYAGAIN"):
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as e:
+            if isinstance(e, redis.ResponseError) and not str(e).startswith("TRYAGAIN"):
                 m.errors.append("GENKEY: %s" % e)
+            if not isinstance(e, redis.ResponseError):
+                time.sleep(0.05)
             continue
         with m.lock:
             m.ids.extend(got)
@@ -482,9 +517,10 @@ def minter(px, m, stop):
 
 def t_scenario(rs):
     a, b, c_, d, e = rs
-    px = Shardis("scene", [a, b, c_], admin_commands="true", migration_rate=20000,
-                 idgen="{types: {user: 1}}")
-    c = px.client
+    opts = dict(admin_commands="true", migration_rate=20000, idgen="{types: {user: 1}}")
+    p1 = Shardis("scene1", [a, b, c_], **opts)
+    p2 = Shardis("scene2", [a, b, c_], **opts)
+    c = p1.client
     preload(c, 30000)
     for i in range(3):      # a few large hashes
         pipe = c.pipeline(transaction=False)
@@ -503,38 +539,59 @@ def t_scenario(rs):
         for k in wkeys[w]:
             m.acked[k] = "w%d:0" % w
     ckeys = ["n:%d" % i for i in range(50)]
-    threads = [threading.Thread(target=writer, args=(px, m, w, wkeys[w], stop))
+    # Writers on both proxies; each reader reads through the other proxy
+    # than the one its keys are written through.
+    px_of = [p1, p1, p2, p2]
+    threads = [threading.Thread(target=writer, args=(px_of[w], m, w, wkeys[w], stop))
                for w in range(4)]
-    threads += [threading.Thread(target=counter, args=(px, m, ckeys, stop)) for _ in range(2)]
-    threads += [threading.Thread(target=reader, args=(px, m, wkeys[w], stop))
-                for w in range(2)]
-    threads += [threading.Thread(target=minter, args=(px, m, stop))]
+    threads += [threading.Thread(target=counter, args=(px, m, ckeys, stop)) for px in (p1, p2)]
+    threads += [threading.Thread(target=reader, args=(p2, m, wkeys[0], stop)),
+                threading.Thread(target=reader, args=(p1, m, wkeys[2], stop))]
+    threads += [threading.Thread(target=minter, args=(px, m, stop)) for px in (p1, p2)]
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)
-        good = open(px.conf).read()
-        with open(px.conf, "w") as f:
+        until("each proxy sees both", lambda: all(
+            status(px).get("group_proxies") == "2" for px in (p1, p2)))
+        time.sleep(0.3)
+        good = open(p1.conf).read()
+        with open(p1.conf, "w") as f:
             f.write(good + "  - nonsense\n")
-        os.kill(px.pid, signal.SIGHUP)          # a bad file under load: refused
+        os.kill(p1.pid, signal.SIGHUP)          # a bad file under load: refused
         until("the refusal is logged",
-              lambda: "reload refused" in open(px.log, errors="replace").read())
-        write_servers(px, [a, b, c_, d])
-        os.kill(px.pid, signal.SIGHUP)
-        until("the reload is applied", lambda: status(px)["epoch"] == "1")
-        until("keys are moving", lambda: int(status(px)["keys_moved"]) > 2000, 20)
-        write_servers(px, [a, c_, d, e])        # b leaves, e joins, while keys move
-        summary = c.execute_command("SHARD.RELOAD").decode()
+              lambda: "reload refused" in open(p1.log, errors="replace").read())
+        for px in (p1, p2):
+            write_servers(px, [a, b, c_, d])
+        os.kill(p1.pid, signal.SIGHUP)          # p1 first: it waits for p2
+        until("p1 prepared", lambda: status(p1).get("group_phase") == "prepared")
+        time.sleep(0.5)
+        expect_eq(status(p1)["epoch"], "0", "p1's epoch while p2 has not reloaded")
+        expect_eq(d.client.dbsize(), 0, "keys on the new server before every proxy reloaded")
+        p2.client.execute_command("SHARD.RELOAD")
+        until("both switched", lambda: all(status(px)["epoch"] == "1" for px in (p1, p2)))
+        until("keys are moving", lambda: sum(int(status(px).get("keys_moved", 0))
+                                             for px in (p1, p2)) > 2000, 20)
+        for px in (p1, p2):                     # b leaves, e joins, while keys move
+            write_servers(px, [a, c_, d, e])
+        summary = reload_soon(p1)
         expect("servers_removed:1" in summary and "servers_added:1" in summary,
                "second reload's summary %r" % summary)
-        wait_stable(px, timeout=40, servers=rs)
+        reload_soon(p2)
+        until("both switched again", lambda: all(
+            status(px)["epoch"] == "2" and status(px)["group_phase"] == "steady"
+            for px in (p1, p2)), 20)
+        expect_eq(status(p2)["state"], "moving", "p2's state before it is killed")
+        p2.restart(kill=True)                   # kill -9 one mid-migration: it goes on
+        expect_eq(status(p2)["epoch"], "2", "p2's epoch after its restart")
+        for px in (p1, p2):
+            wait_stable(px, timeout=40, servers=rs)
         time.sleep(0.5)
     finally:
         stop.set()
         for t in threads:
             t.join()
     expect(not m.errors, "%d client errors, e.g. %s" % (len(m.errors), m.errors[:3]))
-    found = check_placement(px, rs, preloaded + [k.encode() for k in m.acked])
+    found = check_placement(p1, rs, preloaded + [k.encode() for k in m.acked])
     expect_eq(b.client.dbsize(), 0, "keys left on the removed server")
     # Latest acknowledged value, or one sent after it whose reply was an error.
     direct = {s.name: s.client for s in rs}
@@ -557,10 +614,74 @@ def t_scenario(rs):
         expect_eq(direct[found[b"big:%d" % i]].hlen("big:%d" % i), 20000, "big:%d" % i)
     expect_eq(len(set(m.ids)), len(m.ids), "distinct ids")
     expect(len(m.ids) > 100, "ids minted: %d" % len(m.ids))
-    print("    scenario: %d writes acked, %d TRYAGAIN, %d ids, %s" %
-          (len(m.acked), m.tryagain, len(m.ids), px.client.execute_command(
-              "SHARD.MIGRATION", "STATUS").decode().replace("\r\n", " ")))
-    harness.t_exit_clean(px)
+    print("    scenario: %d writes acked, %d TRYAGAIN, %d ids" %
+          (len(m.acked), m.tryagain, len(m.ids)))
+    harness.t_exit_clean(p1)
+    harness.t_exit_clean(p2)
+
+
+def t_group(rs):
+    """Two proxies: a reload switches only when both have the same servers;
+    a proxy with other servers cannot start; one that dies leaves."""
+    p1 = Shardis("group1", rs[:3], admin_commands="true")
+    p2 = Shardis("group2", rs[:3], admin_commands="true")
+    preload(p1.client, 3000, ttl_every=1000000)
+    keys = [k for s in rs[:3] for k in all_keys(s)]
+    until("each proxy sees both", lambda: all(
+        status(px).get("group_proxies") == "2" for px in (p1, p2)))
+    write_servers(p1, rs[:4])
+    p1.client.execute_command("SHARD.RELOAD")
+    time.sleep(0.5)
+    st = status(p1)
+    expect(st["epoch"] == "0" and st["group_phase"] == "prepared" and
+           "not reloaded" in st.get("group_waiting_for", ""), "p1 alone reloaded: %r" % st)
+    expect_eq(rs[3].client.dbsize(), 0, "keys moved before p2 reloaded")
+    # p2 with other servers (a weight differs): both wait, nothing moves.
+    text = open(p1.conf).read()
+    with open(p2.conf, "w") as f:
+        f.write(text.replace("redis4", "redis4").replace(":1 redis4", ":2 redis4")
+                .replace("listen: %s:%d" % (HOST, p1.port), "listen: %s:%d" % (HOST, p2.port)))
+    p2.client.execute_command("SHARD.RELOAD")
+    time.sleep(0.5)
+    for px in (p1, p2):
+        st = status(px)
+        expect(st["epoch"] == "0" and "other servers" in st.get("group_waiting_for", ""),
+               "files disagree: %r" % st)
+    until("the disagreement is logged", lambda: "was reloaded with other servers" in
+          open(p1.log, errors="replace").read())
+    expect_eq(rs[3].client.dbsize(), 0, "keys moved while the files disagree")
+    # A third proxy on the old servers may not start now.
+    p3 = Shardis.__new__(Shardis)
+    p3conf = os.path.join(harness.TMP, "group3.yml")
+    with open(p3conf, "w") as f:
+        f.write(open(p1.conf).read().replace(":1 redis4", ":2 redis4").replace(
+            "listen: %s:%d" % (HOST, p1.port), "listen: %s:%d" % (HOST, harness.free_port())))
+    out = subprocess.run([harness.ARGS.shardis, "-c", p3conf], capture_output=True, text=True,
+                         timeout=10)
+    expect(out.returncode != 0 and "routes this pool by other servers" in out.stderr,
+           "a proxy with other servers started: %r" % out.stderr)
+    # p2 gets p1's servers: both switch, keys move.
+    with open(p2.conf, "w") as f:
+        f.write(text.replace("listen: %s:%d" % (HOST, p1.port), "listen: %s:%d" %
+                             (HOST, p2.port)))
+    p2.client.execute_command("SHARD.RELOAD")
+    until("both switched", lambda: all(status(px)["epoch"] == "1" for px in (p1, p2)))
+    for px in (p1, p2):
+        wait_stable(px, servers=rs)
+    check_placement(p1, rs[:4], keys)
+    # p1 alone reloads again; p2 dies: p1 goes on without it.
+    write_servers(p1, rs[1:4])
+    p1.client.execute_command("SHARD.RELOAD")
+    time.sleep(0.5)
+    expect_eq(status(p1)["epoch"], "1", "p1's epoch while p2 is in the group")
+    p2.proc.kill()
+    p2.proc.wait()
+    harness.PROCS.remove(p2.proc)
+    until("p1 switched once p2 left", lambda: status(p1)["epoch"] == "2")
+    wait_stable(p1, servers=rs)
+    check_placement(p1, rs[:4], keys)
+    expect_eq(rs[0].client.dbsize(), 0, "keys left on the removed server")
+    harness.t_exit_clean(p1)
 
 
 def t_stalled_destination(rs):
@@ -627,7 +748,9 @@ def body():
         t_pause_and_pending, 5)
     run("kill -9 mid-migration: the record on the backends decides; restart on the old file",
         t_restart, 5)
-    run("scenario: writers, counters, readers, GENKEY through two reloads", t_scenario, 5)
+    run("two proxies: a reload switches only when both have the same servers", t_group, 4)
+    run("scenario: two proxies, writers, counters, readers, GENKEY through two reloads",
+        t_scenario, 5)
     run("a destination stopped for 2 s: TRYAGAIN, nothing lost", t_stalled_destination, 4)
 
 
