@@ -1048,6 +1048,23 @@ void mig_tick(struct pool *p, uint64_t now)
 
 /* ---- SHARD.MIGRATION ------------------------------------------------------------------ */
 
+/* How much of a server a SCAN walk has covered, from its cursor: Redis
+ * walks its table in reversed-bit order, so the cursor's bits reversed,
+ * read as a fraction of 2^64, are the part done (exact while the table
+ * does not resize). */
+static double walked(const struct mig_source *src)
+{
+    uint64_t c = src->cursor, r = 0;
+
+    if (src->done)
+        return 1;
+    if (c == 0)
+        return 0;                       /* not begun (or begun again) */
+    for (int i = 0; i < 64; i++, c >>= 1)
+        r = (r << 1) | (c & 1);
+    return (double)r / 18446744073709551616.0;
+}
+
 void mig_command(struct client *c, struct req *r, struct args *a)
 {
     struct pool *p = c->pool;
@@ -1087,18 +1104,31 @@ void mig_command(struct client *c, struct req *r, struct args *a)
         fprintf(f, "pending_rings:%u\r\nelapsed_s:%.1f\r\nmoved_on_touch:%" PRIu64 "\r\n"
                 "tryagain:%" PRIu64 "\r\nsources:%u\r\n", m->nprior,
                 (double)(now - m->started_ms) / 1000, m->touched, m->tryagain, m->nsrc);
+        double eta = 0;
+        bool known = true;
         for (uint32_t i = 0; i < m->nsrc; i++) {
             const struct mig_source *src = &m->src[i];
-            double rate = secs > 0 ? (double)src->moved / secs : 0;
+            double rate = secs > 0 ? (double)src->moved / secs : 0, done = walked(src);
+            double left = done > 0 ? secs * (1 - done) / done : -1;
             scanned += src->scanned;
             moved += src->moved;
+            known = known && left >= 0;
+            eta = left > eta ? left : eta;
             fprintf(f, "source_%u:server=%s,addr=%s,done=%d,cursor=%" PRIu64 ",scanned=%"
                     PRIu64 ",moved=%" PRIu64 ",errors=%" PRIu64 ",passes=%" PRIu64
-                    ",rate=%.0f\r\n", i, p->servers[src->server].label,
+                    ",rate=%.0f,walked=%.2f,eta_s=", i, p->servers[src->server].label,
                     p->servers[src->server].addr, src->done, src->cursor, src->scanned,
-                    src->moved, src->errors, src->passes, rate);
+                    src->moved, src->errors, src->passes, rate, done);
+            if (left >= 0)
+                fprintf(f, "%.0f\r\n", left);
+            else
+                fprintf(f, "?\r\n");
         }
         fprintf(f, "keys_scanned:%" PRIu64 "\r\nkeys_moved:%" PRIu64 "\r\n", scanned, moved);
+        if (known)
+            fprintf(f, "eta_s:%.0f\r\n", eta);
+        else
+            fprintf(f, "eta_s:?\r\n");
     }
     fclose(f);
     char hdr[32];

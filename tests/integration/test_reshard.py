@@ -322,6 +322,8 @@ def t_pause_and_pending(rs):
     c.execute_command("SHARD.MIGRATION", "PAUSE")
     st = status(px)
     expect_eq(st["state"], "paused", "state after PAUSE")
+    expect("eta_s" in st and re.search(r"walked=[01]\.\d\d,eta_s=", st["source_0"]),
+           "progress and ETA in STATUS: %r" % st)
     time.sleep(0.3)
     moved = status(px)["keys_moved"]
     time.sleep(0.5)
