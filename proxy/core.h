@@ -318,6 +318,7 @@ struct pool {
     uint32_t          nconns;       /* server_connections */
     uint32_t          nclients;
     TAILQ_HEAD(, backend) dedicated;/* spares first, then those in use */
+    TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
     uint32_t          ndedicated, nspare;
     struct genkey_shards *shards;   /* the logical shards each server owns on ring:
                                        rebuild (genkey_pool_init) when ring changes */
@@ -476,6 +477,10 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
 void pubsub_frame(struct backend *b, uint64_t start, uint64_t end);
 void pubsub_failed(struct backend *b);
 void pubsub_client_gone(struct client *c);
+/* A reload made server hold keys (every subscriber subscribes there too),
+ * or it left every ring (their connections to it close). */
+void pubsub_server_added(struct pool *p, uint32_t server);
+void pubsub_server_gone(struct pool *p, uint32_t server);
 
 /* Multi-key commands split per backend: -2 not a split command, -1
  * handled (split and sent, or an error replied), else the one server that

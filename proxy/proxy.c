@@ -328,7 +328,10 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
         struct pool_server *ps = &p->servers[s];
         p->slot[i] = s;
         ps->ring_idx = i;
-        ps->active = true;
+        if (!ps->active) {
+            ps->active = true;
+            pubsub_server_added(p, s);
+        }
         free(ps->label);
         ps->label = xstrdup(ring_server_label(ring, i));
         if (pc->preconnect)
@@ -357,6 +360,7 @@ void pool_retire(struct pool *p, uint32_t server)
     if (ps->mover != NULL)
         backend_close(ps->mover);
     group_server_gone(p, server);
+    pubsub_server_gone(p, server);
     backend_close_spares(p, server);
     log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
                p->conf->name, ps->label, ps->addr);
@@ -388,6 +392,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
         return rc;
     p->nconns = (uint32_t)pc->server_connections;
     TAILQ_INIT(&p->dedicated);
+    TAILQ_INIT(&p->subscribers);
     if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_FAIL)
         log_notice("pool '%s': auto_eject_hosts is set but eject_mode is fail: a failing "
                    "server keeps its keys and its requests fail fast; set eject_mode: "

@@ -3,10 +3,11 @@
  * PUBLISH and SPUBLISH go to the server that owns the channel's name on the
  * ring (the hash tag applies), like a key. A subscriber needs connections
  * of its own in subscriber mode, at most one to each server (dedicated
- * connections, backend_acquire): SUBSCRIBE and SSUBSCRIBE go to the
- * channel's owner, PSUBSCRIBE to every server, since a pattern may match a
- * channel anywhere; a message is published on one server only, so it
- * arrives once.
+ * connections, backend_acquire): SSUBSCRIBE goes to the channel's owner;
+ * SUBSCRIBE and PSUBSCRIBE go to every server, so that a reload that gives
+ * a channel another owner (and its PUBLISHes another server) leaves its
+ * subscribers listening, and a pattern matches a channel anywhere; a
+ * message is published on one server only, so it arrives once.
  *
  * Replies are shardis's own, counted over all the client's subscriptions
  * as redis-server counts (channels and patterns together, shard channels
@@ -39,6 +40,8 @@ struct sub_name {
 
 /* A subscriber's state. Names are few per client: a list is enough. */
 struct subs {
+    struct client   *client;
+    TAILQ_ENTRY(subs) link;     /* on pool.subscribers */
     struct backend **conns;     /* [nconns]: subscriber connection per server, or NULL */
     uint32_t         nconns;    /* the pool's servers when last grown (reloads add some) */
     struct sub_name *names;
@@ -50,8 +53,11 @@ static struct subs *subs_of(struct client *c)
 {
     struct client_rare *rare = client_rare(c);
 
-    if (rare->subs == NULL)
+    if (rare->subs == NULL) {
         rare->subs = xcalloc(1, sizeof(*rare->subs));
+        rare->subs->client = c;
+        TAILQ_INSERT_TAIL(&c->pool->subscribers, rare->subs, link);
+    }
     if (rare->subs->nconns < c->pool->nservers) {
         struct subs *s = rare->subs;
         s->conns = xrealloc(s->conns, c->pool->nservers * sizeof(*s->conns));
@@ -162,7 +168,7 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
     /* SSUBSCRIBE's channels, like a command's keys, must share a server. */
     if (kind == SUB_SHARD && route_owner(c, r, a, cmd) < 0)
         return;
-    if (kind != SUB_PATTERN) {
+    if (kind == SUB_SHARD) {
         owner = xmalloc(a->argc * sizeof(*owner));
         for (uint32_t i = 1; i < a->argc; i++) {
             size_t len;
@@ -424,6 +430,7 @@ void pubsub_client_gone(struct client *c)
 
     if (s == NULL)
         return;
+    TAILQ_REMOVE(&c->pool->subscribers, s, link);
     for (uint32_t i = 0; i < s->nconns; i++)
         if (s->conns[i] != NULL)
             backend_release(s->conns[i], false);
@@ -433,4 +440,56 @@ void pubsub_client_gone(struct client *c)
     free(s->conns);
     free(s);
     c->rare->subs = NULL;
+}
+
+/* ---- servers joining and leaving (reload) ------------------------------------------ */
+
+/* SUBSCRIBE and PSUBSCRIBE hold on every server: a server a reload adds
+ * gets every subscriber's channels and patterns (nobody waits for the
+ * confirmations). */
+void pubsub_server_added(struct pool *p, uint32_t server)
+{
+    struct subs *s;
+
+    TAILQ_FOREACH(s, &p->subscribers, link) {
+        struct client *c = s->client;
+        if (c->closing || (server < s->nconns && s->conns[server] != NULL))
+            continue;
+        for (int kind = SUB_CHANNEL; kind <= SUB_PATTERN; kind++) {
+            struct req *q = req_get();
+            char hdr[32];
+            uint32_t n = 0;
+            if (s->count[kind] == 0) {
+                req_maybe_free(q);
+                continue;
+            }
+            client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
+                          "*%u\r\n$%zu\r\n%s\r\n", s->count[kind] + 1, strlen(sub_verb[kind]),
+                          sub_verb[kind]));
+            for (uint32_t i = 0; i < s->n; i++) {
+                if (s->names[i].kind != kind)
+                    continue;
+                client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%u\r\n",
+                                                                  s->names[i].len));
+                client_append(c, &q->out, s->names[i].name, s->names[i].len);
+                client_append(c, &q->out, "\r\n", 2);
+                n++;
+            }
+            q->u.sub.left = n;
+            backend_send(conn(c, server), q);
+        }
+    }
+}
+
+/* A server that left every ring: subscribers let their connection go
+ * (closed, without closing them). */
+void pubsub_server_gone(struct pool *p, uint32_t server)
+{
+    struct subs *s;
+
+    TAILQ_FOREACH(s, &p->subscribers, link)
+        if (server < s->nconns && s->conns[server] != NULL) {
+            backend_release(s->conns[server], false);
+            s->conns[server] = NULL;
+        }
 }

@@ -565,7 +565,7 @@ def t_pubsub_redis_cli(px, backends):
     try:
         until("redis-cli subscribed on every server", lambda: sum(
             s.client.execute_command("PUBSUB", "NUMSUB", ch)[1]
-            for s in backends for ch in chans) == len(chans))
+            for s in backends for ch in chans) == len(chans) * len(backends))
         for ch in chans:
             px.client.publish(ch, "hi " + ch)
         until("redis-cli printed the messages",
@@ -609,8 +609,8 @@ def t_subscriber_gone(px, backends):
     c.send(harness.enc("SUBSCRIBE", "g1", "g2") + harness.enc("PSUBSCRIBE", "g*"))
     for _ in range(3):
         c.reply()
-    expect_eq(held(), 2 + len(backends), "subscriptions on the backends (2 channels, "
-              "the pattern on each)")
+    expect_eq(held(), 3 * len(backends), "subscriptions on the backends (the 2 channels "
+              "and the pattern on each)")
     c.close()
     until("subscriptions gone with their client", lambda: held() == 0)
     until("its connections closed", lambda: backend_clients(backends) <= base)

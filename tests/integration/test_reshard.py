@@ -14,6 +14,7 @@
 - a transaction begun before a reload gets -TRYAGAIN at EXEC and writes
   nothing; one begun after works; a BLPOP waiting when keys start to move
   is told -TRYAGAIN (CLIENT UNBLOCK) and, sent again, gets the next push;
+  a subscriber to a channel whose owner changed still gets its messages;
 - kill -9 mid-migration: the restarted proxy routes by the record on the
   backends and finishes; restarted on the old file, it takes that as a
   reload and moves the keys back; clients cannot touch __shardis: keys;
@@ -286,6 +287,9 @@ def t_blocked(rs):
     after = locate(px.conf, keys)
     moving = next(k for k in keys if before[k] != after[k])
     waiter = redis.Redis(HOST, px.port, socket_timeout=10)
+    listener = harness.Raw(px.port)     # a subscriber to a channel whose owner changes
+    expect_eq(listener.cmd("SUBSCRIBE", moving), harness.array(
+        [harness.bulk(b"subscribe"), harness.bulk(moving.encode()), b":1\r\n"]), "SUBSCRIBE")
     got = {}
     t = threading.Thread(target=lambda: got.update(r=reply_of(waiter.blpop, moving, 0)))
     t.start()
@@ -300,6 +304,10 @@ def t_blocked(rs):
     px.client.rpush(moving, "x")
     t.join(6)
     expect_eq(got.get("r"), (moving.encode(), b"x"), "BLPOP sent again, then a push")
+    expect_eq(px.client.publish(moving, "hello"), 1, "PUBLISH to the moved channel")
+    expect_eq(listener.reply(), harness.array([harness.bulk(b"message"), harness.bulk(
+        moving.encode()), harness.bulk(b"hello")]), "the subscriber's message after the reload")
+    listener.close()
     wait_stable(px, servers=rs)
     check_placement(px, rs[:4])
     harness.t_exit_clean(px)
@@ -523,7 +531,7 @@ def t_scenario(rs):
     p1 = Shardis("scene1", [a, b, c_], **opts)
     p2 = Shardis("scene2", [a, b, c_], **opts)
     c = p1.client
-    preload(c, 30000)
+    preload(c, 42000)          # with the hashes, lists, sets and zsets: 50,400 keys
     for i in range(3):      # a few large hashes
         pipe = c.pipeline(transaction=False)
         for j in range(0, 20000, 1000):
@@ -532,7 +540,7 @@ def t_scenario(rs):
     preloaded = [k for s in (a, b, c_) for k in all_keys(s)]
     m = Model()
     stop = threading.Event()
-    wkeys = [["s:%d" % i for i in range(w, 30000, 4)][:2000] for w in range(4)]
+    wkeys = [["s:%d" % i for i in range(w, 42000, 4)][:2000] for w in range(4)]
     for w in range(4):          # the writers own their keys: values start from theirs
         pipe = c.pipeline(transaction=False)
         for k in wkeys[w]:
@@ -744,8 +752,8 @@ def body():
     run("reload keeps connections; add then remove a server: every key in place",
         t_add_server, 3)
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
-    run("a BLPOP waiting for a key that moves: TRYAGAIN, then it waits on the new owner",
-        t_blocked, 4)
+    run("a BLPOP waiting for a key that moves: TRYAGAIN, then it waits on the new owner; "
+        "a SUBSCRIBE to its channel still gets messages", t_blocked, 4)
     run("PAUSE/RESUME; a second reload while keys move, a third refused",
         t_pause_and_pending, 5)
     run("kill -9 mid-migration: the record on the backends decides; restart on the old file",
