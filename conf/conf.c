@@ -476,6 +476,7 @@ static const struct pool_key pool_keys[] = {
     {"migrate_timeout",      K_INT,     F(migrate_timeout), 1, INT_MAX},
     {"migrate_retries",      K_INT,     F(migrate_retries), 0, 100},
     {"lock_max_ms",          K_INT,     F(lock_max_ms), 1, INT_MAX},
+    {"bigkey_bytes",         K_INT,     F(bigkey_bytes), 1, INT_MAX},
 };
 
 #undef F
@@ -617,6 +618,7 @@ static void pool_defaults(struct conf_pool *pool)
     pool->migrate_timeout = 2000;
     pool->migrate_retries = 3;
     pool->lock_max_ms = 2000;
+    pool->bigkey_bytes = 8 * 1024 * 1024;
 }
 
 static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,

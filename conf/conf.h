@@ -95,6 +95,8 @@ struct conf_pool {
     int      migrate_retries;       /* a failed MIGRATE is tried again this often (3) */
     int      lock_max_ms;           /* a request for a moving key held longer than this
                                        while a reload drains gets -TRYAGAIN (2000) */
+    int      bigkey_bytes;          /* the mover moves keys bigger than this (MEMORY USAGE)
+                                       last, one at a time (8 MiB) */
     struct conf_idgen idgen;
 
     struct conf_server *servers;

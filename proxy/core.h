@@ -100,6 +100,7 @@ struct req {
             struct mig_op *op;  /* REQ_MIGRATE */
             struct {            /* REQ_MOVER: which source, of which epoch */
                 uint32_t src, epoch;
+                uint8_t  sizing;    /* MEMORY USAGE of a page's keys, not SCAN */
             } mv;
         } mig;
     } u;

@@ -55,6 +55,10 @@
 #define MIG_MAX_PRIOR       2
 #define MIG_LOG_MS          5000        /* progress in the log this often */
 #define MIG_SCAN_FACTOR     10          /* SCAN COUNT = batch * this */
+#define MIG_BATCH_BYTES     (4 << 20)   /* a batch's keys' MEMORY USAGE, at most */
+#define MIG_BIG_TIMEOUT     10          /* a big key's MIGRATE: migrate_timeout * this */
+#define MIG_SLOW_MS         10          /* a mover command slower than this: the source
+                                           rests as long before the next */
 
 enum mig_state { MIG_DRAINING, MIG_MOVING };
 
@@ -84,6 +88,13 @@ struct mig_op {
 
 TAILQ_HEAD(mig_ops, mig_op);
 
+/* A misplaced key found by SCAN, waiting to be sized or (big) moved. */
+struct mig_key {
+    char    *key;
+    size_t   len;
+    uint32_t owner;
+};
+
 /* A server the mover walks. One command of the mover at a time runs on
  * it: redis-server runs a connection's pipelined commands back to back,
  * so a client's request waits behind at most one SCAN or one batch. */
@@ -96,7 +107,13 @@ struct mig_source {
     bool     walked;                    /* this pass's SCAN came back to cursor 0 */
     bool     done;
     bool     again;                     /* a batch failed: walk once more */
-    uint64_t wait_until;                /* loop ms: SCAN failed, try again then */
+    uint64_t wait_until;                /* loop ms: rest until then (failed, or slow) */
+    uint64_t sent_ms;                   /* when its command in flight was sent */
+    struct mig_key *page;               /* the last SCAN's misplaced keys, being sized */
+    uint32_t npage;
+    struct mig_key *big;                /* keys over bigkey_bytes: moved last */
+    uint32_t nbig, capbig;
+    uint64_t bigs;                      /* big keys moved */
     uint64_t scanned, moved, errors, passes;
 };
 
@@ -126,6 +143,8 @@ struct mig {
 };
 
 static void op_send(struct mig *m, struct mig_op *op);
+static void put_header_tmo(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
+                           uint32_t nkeys, long long timeout);
 static void op_done(struct mig *m, struct mig_op *op, bool ok);
 static void op_free(struct mig_op *op);
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src);
@@ -327,15 +346,25 @@ static bool is_source(const struct mig *m, uint32_t server)
     return false;
 }
 
+static void free_keys(struct mig_key *k, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        free(k[i].key);
+    free(k);
+}
+
 static void free_sources(struct mig *m)
 {
     struct mig_op *op;
 
-    for (uint32_t i = 0; i < m->nsrc; i++)
+    for (uint32_t i = 0; i < m->nsrc; i++) {
         while ((op = TAILQ_FIRST(&m->src[i].queue)) != NULL) {
             TAILQ_REMOVE(&m->src[i].queue, op, link);
             op_free(op);
         }
+        free_keys(m->src[i].page, m->src[i].npage);
+        free_keys(m->src[i].big, m->src[i].nbig);
+    }
     free(m->src);
 }
 
@@ -471,12 +500,18 @@ static struct {
 static void put_header(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
                        uint32_t nkeys)
 {
+    put_header_tmo(m, p, g, to, nkeys, p->conf->migrate_timeout);
+}
+
+static void put_header_tmo(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
+                           uint32_t nkeys, long long timeout)
+{
     const struct pool_server *d = &p->servers[to];
     const struct conf_pool *pc = p->conf;
-    char buf[256], port[8], db[16], tmo[16];
+    char buf[256], port[8], db[16], tmo[24];
     int n, np = snprintf(port, sizeof(port), "%u", d->port);
     int nd = snprintf(db, sizeof(db), "%d", pc->redis_db);
-    int nt = snprintf(tmo, sizeof(tmo), "%d", pc->migrate_timeout);
+    int nt = snprintf(tmo, sizeof(tmo), "%lld", timeout);
     uint32_t argc = 8 + nkeys + (pc->redis_auth != NULL ? 2 : 0);
     size_t hl = strlen(d->host);
 
@@ -711,6 +746,10 @@ static void op_done(struct mig *m, struct mig_op *op, bool ok)
 }
 
 static void advance(struct pool *p, struct mig *m, struct mig_source *src);
+static struct mig_op *mover_op(struct pool *p, struct mig *m, struct mig_source *src,
+                               uint32_t owner);
+static void queue_op(struct pool *p, struct mig *m, struct mig_source *src, struct mig_op *op,
+                     long long timeout);
 
 /* A batch of the mover is over. One of an earlier epoch only counts as
  * finished (the drain waits for it); its source was walked anew. */
@@ -764,7 +803,8 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
     r->internal = REQ_MOVER;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
-    src->busy = true;                   /* until scan_reply is done with the reply */
+    src->busy = true;                   /* until the page's keys are sized and queued */
+    src->sent_ms = uv_now(proxy.loop);
     backend_send(mover_conn(p, src->server), r);
 }
 
@@ -779,6 +819,25 @@ static void advance(struct pool *p, struct mig *m, struct mig_source *src)
     if (src->walked) {
         if (src->ops > 0)
             return;
+        if (src->nbig > 0) {            /* the big keys, one at a time, last */
+            log_notice("pool '%s': %s walked; now its %u big key%s (over %d bytes), one at a "
+                       "time", p->conf->name, p->servers[src->server].label, src->nbig,
+                       src->nbig > 1 ? "s" : "", p->conf->bigkey_bytes);
+            for (uint32_t i = 0; i < src->nbig; i++) {
+                struct mig_op *op = mover_op(p, m, src, src->big[i].owner);
+                put_key(m, &op->keys, src->big[i].key, src->big[i].len);
+                op->nkeys = 1;
+                queue_op(p, m, src, op, (long long)p->conf->migrate_timeout * MIG_BIG_TIMEOUT);
+                src->bigs++;
+            }
+            free_keys(src->big, src->nbig);
+            src->big = NULL;
+            src->nbig = src->capbig = 0;
+            struct mig_op *op = TAILQ_FIRST(&src->queue);
+            TAILQ_REMOVE(&src->queue, op, link);
+            op_send(m, op);
+            return;
+        }
         src->walked = false;
         src->passes++;
         if (src->again) {               /* some batch failed: walk again */
@@ -812,17 +871,39 @@ static bool read_bulk(const char *buf, size_t len, size_t *at, const char **s, s
     return *at <= len;
 }
 
-/* A SCAN reply: "*2\r\n$c\r\n<cursor>\r\n*n\r\n$..." -- misplaced keys go
- * to their owners in batches. */
+/* MEMORY USAGE of each key, 0 for one gone since: one script call per page. */
+static const char size_script[] =
+    "local r = {} for i, k in ipairs(KEYS) do "
+    "r[i] = redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '5') or 0 end return r";
+
+static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
+{
+    struct req *r = req_get();
+    char hdr[64];
+    int n = snprintf(hdr, sizeof(hdr), "*%u\r\n$4\r\nEVAL\r\n", src->npage + 3);
+
+    msg_write(&r->out, &m->buf, hdr, (size_t)n);
+    msg_write_bulk(&r->out, &m->buf, size_script, sizeof(size_script) - 1);
+    n = snprintf(hdr, sizeof(hdr), "%u", src->npage);
+    msg_write_bulk(&r->out, &m->buf, hdr, (size_t)n);
+    for (uint32_t i = 0; i < src->npage; i++)
+        msg_write_bulk(&r->out, &m->buf, src->page[i].key, src->page[i].len);
+    r->internal = REQ_MOVER;
+    r->u.mig.mv.src = (uint32_t)(src - m->src);
+    r->u.mig.mv.epoch = p->epoch;
+    r->u.mig.mv.sizing = 1;
+    src->sent_ms = uv_now(proxy.loop);
+    backend_send(mover_conn(p, src->server), r);
+}
+
+/* A SCAN reply: "*2\r\n$c\r\n<cursor>\r\n*n\r\n$...": its misplaced keys
+ * are sized next. */
 static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, struct msg *rsp)
 {
     char *buf = xmalloc(rsp->len + 1), *end;
     const char *s;
     size_t at = 4, slen, len = rsp->len;
     unsigned long long nkeys;
-    uint32_t batch = (uint32_t)p->conf->migration_batch;
-    struct mig_op **to = NULL, *op;
-    struct msg *keys = NULL;
 
     msg_copy(rsp, 0, len, buf);
     buf[len] = '\0';
@@ -833,13 +914,17 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
         src->errors++;
         src->again = true;
         src->wait_until = uv_now(proxy.loop) + 1000;
-        goto out;
+        free(buf);
+        src->busy = false;
+        src->walked = src->cursor == 0;
+        advance(p, m, src);
+        return;
     }
     src->cursor = strtoull(s, NULL, 10);
     nkeys = strtoull(buf + at + 1, &end, 10);
     at = (size_t)(end + 2 - buf);
-    to = xcalloc(p->nservers, sizeof(*to));
-    keys = xcalloc(p->nservers, sizeof(*keys));
+    src->page = xmalloc((nkeys > 0 ? nkeys : 1) * sizeof(*src->page));
+    src->npage = 0;
     for (unsigned long long i = 0; i < nkeys && read_bulk(buf, len, &at, &s, &slen); i++) {
         uint32_t owner;
         src->scanned++;
@@ -848,39 +933,103 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
         owner = p->slot[ring_lookup(p->ring, s, slen)];
         if (owner == src->server)
             continue;
-        if (to[owner] == NULL) {
-            to[owner] = xcalloc(1, sizeof(*to[owner]));
-            to[owner]->pool = p;
-            to[owner]->src = (int32_t)(src - m->src);
-            to[owner]->from = src->server;
-            to[owner]->epoch = p->epoch;
-        }
-        put_key(m, &keys[owner], s, slen);
-        if (++to[owner]->nkeys == batch) {
-            op = to[owner];
-            put_header(m, p, &op->cmd, owner, op->nkeys);
-            msg_sub(&keys[owner], 0, keys[owner].len, &op->cmd);
-            msg_release(&keys[owner]);
-            to[owner] = NULL;
-            src->ops++;
-            m->tokens -= op->nkeys;
-            TAILQ_INSERT_TAIL(&src->queue, op, link);
-        }
+        struct mig_key *k = &src->page[src->npage++];
+        k->key = xmalloc(slen + 1);
+        memcpy(k->key, s, slen);
+        k->len = slen;
+        k->owner = owner;
     }
-    for (uint32_t d = 0; d < p->nservers; d++) {
-        if ((op = to[d]) == NULL)
-            continue;
-        put_header(m, p, &op->cmd, d, op->nkeys);
-        msg_sub(&keys[d], 0, keys[d].len, &op->cmd);
-        msg_release(&keys[d]);
-        src->ops++;
-        m->tokens -= op->nkeys;
-        TAILQ_INSERT_TAIL(&src->queue, op, link);
-    }
-out:
-    free(to);
-    free(keys);
     free(buf);
+    if (src->npage > 0) {
+        send_sizing(p, m, src);         /* still busy */
+        return;
+    }
+    free_keys(src->page, 0);
+    src->page = NULL;
+    src->busy = false;
+    src->walked = src->cursor == 0;
+    advance(p, m, src);
+}
+
+static struct mig_op *mover_op(struct pool *p, struct mig *m, struct mig_source *src,
+                               uint32_t owner)
+{
+    struct mig_op *op = xcalloc(1, sizeof(*op));
+
+    op->pool = p;
+    op->src = (int32_t)(src - m->src);
+    op->from = src->server;
+    op->to = owner;
+    op->epoch = p->epoch;
+    return op;
+}
+
+static void queue_op(struct pool *p, struct mig *m, struct mig_source *src, struct mig_op *op,
+                     long long timeout)
+{
+    put_header_tmo(m, p, &op->cmd, op->to, op->nkeys, timeout);
+    msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
+    msg_release(&op->keys);
+    src->ops++;
+    m->tokens -= op->nkeys;
+    TAILQ_INSERT_TAIL(&src->queue, op, link);
+}
+
+/* The sizes of a page's keys ("*n\r\n:size\r\n..."): batches per owner, of
+ * at most migration_batch keys and MIG_BATCH_BYTES; keys over bigkey_bytes
+ * wait for the end of the walk. */
+static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, struct msg *rsp)
+{
+    char *buf = xmalloc(rsp->len + 1), *at;
+    uint32_t batch = (uint32_t)p->conf->migration_batch;
+    struct mig_op **to = xcalloc(p->nservers, sizeof(*to));
+    uint64_t *bytes = xcalloc(p->nservers, sizeof(*bytes));
+    struct mig_op *op;
+
+    msg_copy(rsp, 0, rsp->len, buf);
+    buf[rsp->len] = '\0';
+    at = buf[0] == '*' ? strstr(buf, "\r\n") : NULL;
+    for (uint32_t i = 0; i < src->npage; i++) {
+        struct mig_key *k = &src->page[i];
+        unsigned long long size = 0;
+        if (at != NULL && at[2] == ':') {
+            size = strtoull(at + 3, NULL, 10);
+            at = strstr(at + 3, "\r\n");
+        }
+        if (size > (unsigned long long)p->conf->bigkey_bytes) {
+            if (src->nbig == src->capbig) {
+                src->capbig = src->capbig ? 2 * src->capbig : 8;
+                src->big = xrealloc(src->big, src->capbig * sizeof(*src->big));
+            }
+            src->big[src->nbig++] = *k;     /* takes the key */
+            k->key = NULL;
+            continue;
+        }
+        if (to[k->owner] != NULL && bytes[k->owner] + size > MIG_BATCH_BYTES) {
+            queue_op(p, m, src, to[k->owner], p->conf->migrate_timeout);
+            to[k->owner] = NULL;
+        }
+        if (to[k->owner] == NULL) {
+            to[k->owner] = mover_op(p, m, src, k->owner);
+            bytes[k->owner] = 0;
+        }
+        op = to[k->owner];
+        put_key(m, &op->keys, k->key, k->len);
+        bytes[k->owner] += size;
+        if (++op->nkeys == batch) {
+            queue_op(p, m, src, op, p->conf->migrate_timeout);
+            to[k->owner] = NULL;
+        }
+    }
+    for (uint32_t d = 0; d < p->nservers; d++)
+        if (to[d] != NULL)
+            queue_op(p, m, src, to[d], p->conf->migrate_timeout);
+    free(to);
+    free(bytes);
+    free(buf);
+    free_keys(src->page, src->npage);
+    src->page = NULL;
+    src->npage = 0;
     if ((op = TAILQ_FIRST(&src->queue)) != NULL) {
         TAILQ_REMOVE(&src->queue, op, link);
         op_send(m, op);
@@ -925,6 +1074,11 @@ void mig_reply(struct backend *b, struct req *r)
         if (n == 0 || head[0] == '-') {
             head[strcspn(head, "\r\n")] = '\0';
             src->errors++;
+            free_keys(src->page, src->npage);
+            src->page = NULL;
+            src->npage = 0;
+            if (r->u.mig.mv.sizing)
+                src->again = true;      /* the page's keys: on the next pass */
             src->busy = false;          /* the page is asked again, in a second */
             src->wait_until = uv_now(proxy.loop) + 1000;
             log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
@@ -932,7 +1086,13 @@ void mig_reply(struct backend *b, struct req *r)
                      n == 0 ? (b != NULL ? b->reason : "?") : head + 1);
             return;
         }
-        scan_reply(p, m, src, &r->rsp);
+        uint64_t rtt = uv_now(proxy.loop) - src->sent_ms;
+        if (rtt > MIG_SLOW_MS)          /* the server is slow: rest as long */
+            src->wait_until = uv_now(proxy.loop) + rtt;
+        if (r->u.mig.mv.sizing)
+            sizing_reply(p, m, src, &r->rsp);
+        else
+            scan_reply(p, m, src, &r->rsp);
         return;
     }
     default:
@@ -1116,9 +1276,10 @@ void mig_command(struct client *c, struct req *r, struct args *a)
             eta = left > eta ? left : eta;
             fprintf(f, "source_%u:server=%s,addr=%s,done=%d,cursor=%" PRIu64 ",scanned=%"
                     PRIu64 ",moved=%" PRIu64 ",errors=%" PRIu64 ",passes=%" PRIu64
-                    ",rate=%.0f,walked=%.2f,eta_s=", i, p->servers[src->server].label,
-                    p->servers[src->server].addr, src->done, src->cursor, src->scanned,
-                    src->moved, src->errors, src->passes, rate, done);
+                    ",rate=%.0f,big_keys=%" PRIu64 ",walked=%.2f,eta_s=", i,
+                    p->servers[src->server].label, p->servers[src->server].addr, src->done,
+                    src->cursor, src->scanned, src->moved, src->errors, src->passes, rate,
+                    src->bigs + src->nbig, done);
             if (left >= 0)
                 fprintf(f, "%.0f\r\n", left);
             else

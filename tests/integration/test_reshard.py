@@ -18,6 +18,7 @@
 - kill -9 mid-migration: the restarted proxy routes by the record on the
   backends and finishes; restarted on the old file, it takes that as a
   reload and moves the keys back; clients cannot touch __shardis: keys;
+- keys over bigkey_bytes (MEMORY USAGE) move last, one at a time, whole;
 - SHARD.MIGRATION PAUSE stops the mover (keys still move on touch), a
   second reload while keys move is accepted and a third refused, RESUME
   finishes it with every key in place;
@@ -318,6 +319,35 @@ def reply_of(fn, *args):
         return fn(*args)
     except redis.ResponseError as e:
         return str(e)
+
+
+def t_bigkeys(rs):
+    """Keys over bigkey_bytes (MEMORY USAGE) move last, one at a time, whole."""
+    px = Shardis("big", rs[:3], admin_commands="true", bigkey_bytes=200000)
+    c = px.client
+    preload(c, 3000, ttl_every=1000000)
+    bigs = ["big:%d" % i for i in range(12)]
+    for k in bigs:
+        pipe = c.pipeline(transaction=False)
+        for j in range(0, 20000, 2000):
+            pipe.hset(k, mapping={"f%d" % f: "v" * 20 for f in range(j, j + 2000)})
+        pipe.execute()
+    keys = [k for s in rs[:3] for k in all_keys(s)]
+    before = owners(px, bigs)
+    write_servers(px, rs[:4])
+    reload(px, 1)
+    wait_stable(px, servers=rs)
+    after = owners(px, bigs)
+    moved = [k for k in bigs if before[k] != after[k]]
+    expect(moved, "no big key had to move")
+    until("the big keys moved last are logged",
+          lambda: "big key" in open(px.log, errors="replace").read())
+    check_placement(px, rs[:4], keys)
+    direct = {s.name: s.client for s in rs}
+    for k in moved:
+        expect_eq(direct[after[k]].hlen(k), 20000, "%s on its new owner" % k)
+    harness.t_exit_clean(px)
+    return "%d big keys moved" % len(moved)
 
 
 def t_pause_and_pending(rs):
@@ -754,6 +784,7 @@ def body():
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
     run("a BLPOP waiting for a key that moves: TRYAGAIN, then it waits on the new owner; "
         "a SUBSCRIBE to its channel still gets messages", t_blocked, 4)
+    run("big keys (MEMORY USAGE over bigkey_bytes) move last, whole", t_bigkeys, 4)
     run("PAUSE/RESUME; a second reload while keys move, a third refused",
         t_pause_and_pending, 5)
     run("kill -9 mid-migration: the record on the backends decides; restart on the old file",

@@ -56,6 +56,7 @@ Test(conf, nutcracker_defaults)
     cr_assert(eq(int, p->migrate_timeout, 2000));
     cr_assert(eq(int, p->migrate_retries, 3));
     cr_assert(eq(int, p->lock_max_ms, 2000));
+    cr_assert(eq(int, p->bigkey_bytes, 8 * 1024 * 1024));
     cr_assert(eq(i64, p->idgen.epoch_ms, 1325404800000LL));
     cr_assert(eq(i64, p->idgen.max_ahead_ms, 5000));
     cr_assert(eq(i64, p->idgen.restart_guard_ms, 2000));
@@ -102,6 +103,7 @@ Test(conf, every_key)
         "  migrate_timeout: 900\n"
         "  migrate_retries: 0\n"
         "  lock_max_ms: 300\n"
+        "  bigkey_bytes: 1000\n"
         "  servers:\n"
         "   - 10.0.0.1:6379:2 one\n"
         "   - '[::1]:6380:1'\n"
@@ -140,6 +142,7 @@ Test(conf, every_key)
     cr_assert(eq(int, p->migrate_timeout, 900));
     cr_assert(eq(int, p->migrate_retries, 0));
     cr_assert(eq(int, p->lock_max_ms, 300));
+    cr_assert(eq(int, p->bigkey_bytes, 1000));
     /* The text is kept: a migration records it on the backends. */
     cr_assert(eq(sz, cf->textlen, strlen(cf->text)));
     cr_assert(not(zero(ptr, strstr(cf->text, "lock_max_ms: 300\n"))));
