@@ -331,8 +331,8 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             continue;
         }
         b->failures = 0;
-        if (r->unblocked)
-            mig_unblocked(r);
+        if (r->unblocked && mig_unblocked(r))
+            continue;               /* sent again, to the key's new owner */
         if (r->client != NULL || r->parent != NULL)
             req_done(r);
         else

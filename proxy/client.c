@@ -57,6 +57,7 @@ void req_maybe_free(struct req *r)
         return;
     msg_release(&r->out);
     msg_release(&r->rsp);
+    route_kept_free(r);
     if (req_nfree < REQ_FREE_MAX) {
         r->client = (struct client *)req_free_list;
         req_free_list = r;

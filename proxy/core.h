@@ -96,6 +96,7 @@ struct req {
             uint32_t left;
             struct req *wait;   /* the client's request waiting for them, or NULL */
         } sub;
+        struct req_kept *kept;  /* a blocking command's arguments (route.c) */
         union {                 /* mig.c's internal requests */
             struct mig_op *op;  /* REQ_MIGRATE */
             struct {            /* REQ_MOVER: which source, of which epoch */
@@ -112,6 +113,7 @@ struct req {
     unsigned        pending:1;  /* in a backend's pending queue */
     unsigned        internal:4; /* enum req_internal */
     unsigned        unblocked:1;/* mig.c: CLIENT UNBLOCK ... ERROR was sent for it */
+    unsigned        kept:1;     /* u.kept holds its arguments */
     unsigned        parked:1;   /* mig.c: on its client's parked queue */
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
@@ -409,6 +411,9 @@ struct args {
     struct keyspan ks;          /* its keys, once route_owner found them */
     char          *copies[8];   /* arguments that spanned chunks, copied */
     int            ncopies;
+    char         **av;          /* a kept request's own arguments (route_reissue), or
+                                   NULL: the client's framer has them */
+    size_t        *avlen;
 };
 
 /* Argument i; *len gets its length. Valid until args_release. */
@@ -445,6 +450,14 @@ enum route_kind route_kind(const struct cmd *cmd);
  * or -1 after replying an error (-CROSSSLOT, bad numkeys, no key to route
  * by). */
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* A blocking command waiting on an old owner was unblocked (mig.c): send r
+ * again by the current ring, with what is left of its timeout. 1 if it
+ * was (or an error answered it), 0 if it cannot be (its arguments were not
+ * kept, or c's connection still has other requests). */
+int route_reissue(struct client *c, struct req *r);
+/* Free what route.c kept for r (req_maybe_free). */
+void route_kept_free(struct req *r);
+
 /* Send r (its bytes in r->out) to b for client c: at once, or after the
  * keys in a->ks (a may be NULL: none) have moved to b's server while a
  * reload's migration runs, and after c's requests already waiting. */
@@ -554,8 +567,9 @@ void mig_flush(struct pool *p);
 /* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
 void mig_reply(struct backend *b, struct req *r);
 /* The reply of a blocking command mig.c unblocked (r->unblocked): if the
- * unblocking answered it, the client is told -TRYAGAIN instead. */
-void mig_unblocked(struct req *r);
+ * unblocking answered it, it is sent again by the new ring (1: r is not
+ * done), or the client is told -TRYAGAIN. */
+int mig_unblocked(struct req *r);
 void mig_client_gone(struct client *c);
 /* At start, before the loop runs: a migration recorded on p's servers (a
  * proxy stopped while keys moved) is taken up again: the record's config

@@ -285,12 +285,17 @@ static bool waits_long(const struct backend *b)
  * first, the answer stands. */
 static void unblock(struct pool *p, struct mig *m, struct backend *b)
 {
-    struct req *r = TAILQ_FIRST(&b->pendq);
+    struct req *r;
     char buf[96];
     int n, nid;
     char id[24];
 
-    if (r == NULL || !r->blocking || r->unblocked || b->client_id == 0)
+    /* The command the connection runs: the first that is the client's. The
+     * connection's CLIENT ID may still be on its way: then at a later tick. */
+    for (r = TAILQ_FIRST(&b->pendq); r != NULL && r->internal; r = TAILQ_NEXT(r, pq))
+        ;
+    if (r == NULL || !r->blocking || r->unblocked || r->epoch == p->epoch ||
+        b->client_id == 0)
         return;
     nid = snprintf(id, sizeof(id), "%" PRIu64, b->client_id);
     n = snprintf(buf, sizeof(buf), "*4\r\n$6\r\nCLIENT\r\n$7\r\nUNBLOCK\r\n$%d\r\n%s\r\n"
@@ -303,17 +308,20 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
     backend_send(&p->servers[b->server].conns[0], u);
 }
 
-void mig_unblocked(struct req *r)
+int mig_unblocked(struct req *r)
 {
     char head[12] = "";
     size_t n = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
 
     msg_copy(&r->rsp, 0, n, head);
     if (strncmp(head, "-UNBLOCKED", 10) != 0 || r->client == NULL || r->client->closing)
-        return;
+        return 0;
+    if (route_reissue(r->client, r))
+        return 1;
     msg_release(&r->rsp);
     client_reply_error(r->client, r, "TRYAGAIN resharding: keys moved while it waited, "
                        "send it again");
+    return 0;
 }
 
 static void drain(struct pool *p, struct mig *m)
@@ -335,6 +343,18 @@ static void drain(struct pool *p, struct mig *m)
         else if (!b->sub && !b->transient)
             unblock(p, m, b);
     }
+}
+
+/* Blocked commands routed before the last switch (drain() tried them all;
+ * a connection may have learnt its CLIENT ID since). */
+static void unblock_late(struct pool *p, struct mig *m)
+{
+    struct backend *b;
+
+    TAILQ_FOREACH(b, &p->dedicated, link)
+        if (!b->spare && !b->sub && !b->transient && b->state == BACKEND_UP &&
+            !TAILQ_EMPTY(&b->pendq))
+            unblock(p, m, b);
 }
 
 static bool is_source(const struct mig *m, uint32_t server)
@@ -1161,6 +1181,7 @@ void mig_tick(struct pool *p, uint64_t now)
 
     if (m->record_due)
         record_send(p, m, true);
+    unblock_late(p, m);
     if (m->state == MIG_DRAINING) {
         if (m->markers > 0 || m->inflight > 0 || m->writes > 0 || m->record_due || m->hold) {
             /* Held too long (a server slow to answer): -TRYAGAIN, never

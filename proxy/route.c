@@ -32,6 +32,10 @@ const char *args_get(struct args *a, uint32_t i, size_t *len)
     const struct resp_arg *arg = &s->argv[i];
     uint64_t end = arg->off + arg->len;
 
+    if (a->av != NULL) {
+        *len = a->avlen[i];
+        return a->av[i];
+    }
     *len = arg->len;
     if (s->is_inline)
         return s->inl + arg->off;
@@ -235,10 +239,121 @@ static int owner_of_keys(struct client *c, struct req *r, struct args *a,
     return owner;
 }
 
+/* ---- blocking commands sent again ---------------------------------------------------
+ *
+ * A blocking command waits on the server of its keys. When a reload moves
+ * those keys, mig.c unblocks it there; it is then routed again, as the
+ * client sent it, with what is left of its timeout: so its arguments are
+ * kept while it waits (blocking commands are few). */
+
+struct req_kept {
+    const struct cmd *cmd;
+    uint32_t          argc;
+    char            **av;
+    size_t           *avlen;
+    uint64_t          started_ms;
+};
+
+static void keep(struct req *r, struct args *a, const struct cmd *cmd)
+{
+    struct req_kept *k = xmalloc(sizeof(*k));
+
+    k->cmd = cmd;
+    k->argc = a->argc;
+    k->av = xmalloc(a->argc * sizeof(*k->av));
+    k->avlen = xmalloc(a->argc * sizeof(*k->avlen));
+    for (uint32_t i = 0; i < a->argc; i++) {
+        size_t len;
+        const char *p = args_get(a, i, &len);
+        k->av[i] = xmalloc(len + 1);
+        memcpy(k->av[i], p, len);
+        k->av[i][len] = '\0';
+        k->avlen[i] = len;
+    }
+    k->started_ms = uv_now(proxy.loop);
+    r->u.kept = k;
+    r->kept = 1;
+}
+
+void route_kept_free(struct req *r)
+{
+    struct req_kept *k = r->u.kept;
+
+    if (!r->kept)
+        return;
+    for (uint32_t i = 0; i < k->argc; i++)
+        free(k->av[i]);
+    free(k->av);
+    free(k->avlen);
+    free(k);
+    r->kept = 0;
+}
+
+/* Replace argument i by what is left of a timeout of `unit` ms per unit
+ * (1000: seconds, as BLPOP's; 1: ms, as XREAD's BLOCK) after elapsed ms. 0
+ * (wait for ever) stays 0; one that ran out becomes the shortest wait. */
+static void shorten(struct req_kept *k, uint32_t i, double unit, uint64_t elapsed)
+{
+    double t = strtod(k->av[i], NULL), left;
+    char buf[48];
+
+    if (t <= 0)
+        return;
+    left = t - (double)elapsed / unit;
+    if (unit == 1)
+        snprintf(buf, sizeof(buf), "%.0f", left >= 1 ? left : 1);
+    else
+        snprintf(buf, sizeof(buf), "%.3f", left >= 0.001 ? left : 0.001);
+    free(k->av[i]);
+    k->av[i] = xstrdup(buf);
+    k->avlen[i] = strlen(buf);
+}
+
+int route_reissue(struct client *c, struct req *r)
+{
+    struct req_kept *k = r->u.kept;
+    struct args a = {.c = c};
+    uint64_t elapsed;
+    const char *n;
+    int owner;
+
+    if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->multi)
+        return 0;
+    elapsed = uv_now(proxy.loop) - k->started_ms;
+    n = k->cmd->name;
+    if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop")) {
+        shorten(k, 1, 1000, elapsed);
+    } else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup")) {
+        for (uint32_t i = 1; i + 1 < k->argc; i++)
+            if (!strcasecmp(k->av[i], "block")) {
+                shorten(k, i + 1, 1, elapsed);
+                break;
+            }
+    } else {
+        shorten(k, k->argc - 1, 1000, elapsed);     /* BLPOP ... timeout */
+    }
+    k->started_ms = uv_now(proxy.loop);
+    if (c->pin != NULL) {           /* its connection to the old owner: idle now */
+        backend_release(c->pin, true);
+        c->pin = NULL;
+    }
+    msg_release(&r->rsp);
+    msg_release(&r->out);
+    r->unblocked = 0;
+    a.argc = k->argc;
+    a.av = k->av;
+    a.avlen = k->avlen;
+    if ((owner = route_owner(c, r, &a, k->cmd)) >= 0)
+        pin_send(c, r, &a, (uint32_t)owner, true);
+    args_release(&a);
+    return 1;
+}
+
 /* ---- sending ------------------------------------------------------------------------ */
 
 void route_send(struct client *c, struct req *r, struct args *a, struct backend *b)
 {
+    r->epoch = c->pool->epoch;          /* (mig.c: a blocked one from before a switch) */
     if (c->pool->mig == NULL && !c->parked) {
         backend_send(b, r);
         return;
@@ -300,7 +415,7 @@ void args_request(struct args *a, struct msg *g)
     char hdr[32];
     int n;
 
-    if (!c->scan.is_inline) {
+    if (!c->scan.is_inline && a->av == NULL) {
         rstream_slice(&c->in, c->scan.start, c->scan.end, g);
         return;
     }
@@ -554,8 +669,11 @@ void route_request(struct client *c, struct req *r)
         goto done;
 
 forward:
-    if (c->multi || (cmd->flags & CMD_BLOCKING))
+    if (c->multi || (cmd->flags & CMD_BLOCKING)) {
+        if (!c->multi && (cmd->flags & CMD_BLOCKING))
+            keep(r, &a, cmd);
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
+    }
     else {
         args_request(&a, &r->out);
         route_send(c, r, &a, pool_backend(c->pool, (uint32_t)owner, c));

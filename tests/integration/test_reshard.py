@@ -13,7 +13,8 @@
   over every key lives only on its new owner, with its TTL;
 - a transaction begun before a reload gets -TRYAGAIN at EXEC and writes
   nothing; one begun after works; a BLPOP waiting when keys start to move
-  is told -TRYAGAIN (CLIENT UNBLOCK) and, sent again, gets the next push;
+  goes on waiting on the key's new owner (unblocked there, sent again here)
+  and gets the next push, and one with a timeout keeps what was left of it;
   a subscriber to a channel whose owner changed still gets its messages;
 - kill -9 mid-migration: the restarted proxy routes by the record on the
   backends and finishes; restarted on the old file, it takes that as a
@@ -279,35 +280,43 @@ def locate(conf, keys):
 
 
 def t_blocked(rs):
-    """A BLPOP waiting when keys start to move is told TRYAGAIN (it took
-    nothing), and sent again it waits on the new owner for the next push."""
+    """A BLPOP waiting for a key that moves goes on waiting on its new owner
+    (CLIENT UNBLOCK there, sent again here) for the next push, and one with
+    a timeout keeps what was left of it."""
     px = Shardis("blocked", rs[:3], admin_commands="true")
     keys = ["q:%d" % i for i in range(200)]
     before = owners(px, keys)
     write_servers(px, rs[:4])
     after = locate(px.conf, keys)
-    moving = next(k for k in keys if before[k] != after[k])
+    moving = [k for k in keys if before[k] != after[k]][:2]
     waiter = redis.Redis(HOST, px.port, socket_timeout=10)
+    timed = redis.Redis(HOST, px.port, socket_timeout=10)
     listener = harness.Raw(px.port)     # a subscriber to a channel whose owner changes
-    expect_eq(listener.cmd("SUBSCRIBE", moving), harness.array(
-        [harness.bulk(b"subscribe"), harness.bulk(moving.encode()), b":1\r\n"]), "SUBSCRIBE")
+    expect_eq(listener.cmd("SUBSCRIBE", moving[0]), harness.array(
+        [harness.bulk(b"subscribe"), harness.bulk(moving[0].encode()), b":1\r\n"]),
+        "SUBSCRIBE")
     got = {}
-    t = threading.Thread(target=lambda: got.update(r=reply_of(waiter.blpop, moving, 0)))
+    t = threading.Thread(target=lambda: got.update(r=reply_of(waiter.blpop, moving[0], 0)))
+    t0 = time.monotonic()
+    t2 = threading.Thread(target=lambda: got.update(
+        t=(reply_of(timed.blpop, moving[1], 2), time.monotonic() - t0)))
     t.start()
-    until("BLPOP is waiting", lambda: px.client.info("clients")["blocked_clients"] == 1)
-    px.client.execute_command("SHARD.RELOAD")
+    t2.start()
+    until("both BLPOPs wait", lambda: px.client.info("clients")["blocked_clients"] == 2)
+    reload(px, 1)
+    time.sleep(0.5)
+    expect(t.is_alive(), "the BLPOP did not go on waiting: %r" % got.get("r"))
+    expect_eq(sum(s.client.info("clients")["blocked_clients"] for s in rs[:4]), 2,
+              "clients blocked on the servers after the reload")
+    px.client.rpush(moving[0], "x")
     t.join(5)
-    expect(not t.is_alive(), "BLPOP still waiting 5 s after keys began to move")
-    expect(str(got.get("r")).startswith("TRYAGAIN"), "BLPOP's answer: %r" % got.get("r"))
-    t = threading.Thread(target=lambda: got.update(r=reply_of(waiter.blpop, moving, 5)))
-    t.start()
-    time.sleep(0.3)
-    px.client.rpush(moving, "x")
-    t.join(6)
-    expect_eq(got.get("r"), (moving.encode(), b"x"), "BLPOP sent again, then a push")
-    expect_eq(px.client.publish(moving, "hello"), 1, "PUBLISH to the moved channel")
+    expect_eq(got.get("r"), (moving[0].encode(), b"x"), "the BLPOP, after a push")
+    t2.join(5)
+    expect(got.get("t") is not None and got["t"][0] is None and 1.7 < got["t"][1] < 2.8,
+           "BLPOP with a 2 s timeout across the reload: %r" % (got.get("t"),))
+    expect_eq(px.client.publish(moving[0], "hello"), 1, "PUBLISH to the moved channel")
     expect_eq(listener.reply(), harness.array([harness.bulk(b"message"), harness.bulk(
-        moving.encode()), harness.bulk(b"hello")]), "the subscriber's message after the reload")
+        moving[0].encode()), harness.bulk(b"hello")]), "the subscriber's message after the reload")
     listener.close()
     wait_stable(px, servers=rs)
     check_placement(px, rs[:4])
@@ -782,8 +791,8 @@ def body():
     run("reload keeps connections; add then remove a server: every key in place",
         t_add_server, 3)
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
-    run("a BLPOP waiting for a key that moves: TRYAGAIN, then it waits on the new owner; "
-        "a SUBSCRIBE to its channel still gets messages", t_blocked, 4)
+    run("a BLPOP waiting for a key that moves goes on waiting on the new owner, its timeout "
+        "kept; a SUBSCRIBE to its channel still gets messages", t_blocked, 4)
     run("big keys (MEMORY USAGE over bigkey_bytes) move last, whole", t_bigkeys, 4)
     run("PAUSE/RESUME; a second reload while keys move, a third refused",
         t_pause_and_pending, 5)
