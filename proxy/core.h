@@ -114,6 +114,8 @@ struct req {
     unsigned        internal:4; /* enum req_internal */
     unsigned        unblocked:1;/* mig.c: CLIENT UNBLOCK ... ERROR was sent for it */
     unsigned        kept:1;     /* u.kept holds its arguments */
+    unsigned        in_tx:1;    /* queued in a transaction, or its EXEC (pin.c) */
+    unsigned        is_exec:1;  /* a transaction's EXEC (pin.c) */
     unsigned        parked:1;   /* mig.c: on its client's parked queue */
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
@@ -189,6 +191,7 @@ struct client_rare {
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
     TAILQ_HEAD(, req) parked;   /* mig.c: requests waiting, in order, linked by bq */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
+    bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
 };
 
 struct client_rare *client_rare(struct client *c);
@@ -356,6 +359,11 @@ struct proxy {
 };
 
 extern struct proxy proxy;
+
+/* A config the proxy no longer runs: freed, or kept until exit while a
+ * pool still routes by one of its pools (a reload waiting for the other
+ * proxies). */
+void proxy_conf_done(struct conf *cf);
 
 /* Write what it can of iov (total bytes) to s now: 1 if all of it, 0 if
  * some is left (*iov, *niov then describe the rest, for uv_write), or a
@@ -544,13 +552,13 @@ void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
 int reload_run(char *out, size_t outlen, char *err, size_t errlen);
 
 /* Keys move after pool p's ring changed from old (with old_slot, its ring
- * index -> server map, and old_text the config it came from): the ring
- * and the map are the migration's from now on. Requests
+ * index -> server map, and old_text the config it came from) to the ring
+ * of new_text: the ring and the map are the migration's from now on. Requests
  * for moving keys MIGRATE them first; a background mover walks every
  * earlier owner. Returns -EBUSY (err says why) when two earlier rings are
  * pending already; the caller then keeps old. */
 int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *old_text,
-              char *err, size_t errlen);
+              const char *new_text, char *err, size_t errlen);
 /* Whether another ring change can be taken now (err says why not). */
 bool mig_can_start(const struct pool *p, char *err, size_t errlen);
 void mig_free(struct pool *p);
@@ -593,7 +601,7 @@ bool mig_drained(const struct pool *p);
 /* Several proxies in front of the same servers (group.c). group_init
  * registers p (routing by p->conf's servers); group_prepare takes a
  * reload's new servers (pc in a conf kept alive, ring owned from then on,
- * from_text the config routed by now) and switches p once every proxy has
+ * from_text the config routed by now, to_text pc's) and switches p once every proxy has
  * them; group_tick keeps the registration fresh and moves the phases on;
  * group_reply gets each round's answers; group_check_start refuses (-EBUSY,
  * err says why) to start a proxy whose servers differ from those the live
@@ -602,7 +610,7 @@ void group_init(struct pool *p);
 void group_free(struct pool *p);
 uint64_t group_checksum(const struct conf_pool *pc);
 int group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
-                  const char *from_text);
+                  const char *from_text, const char *to_text);
 void group_tick(struct pool *p, uint64_t now);
 void group_reply(struct backend *b, struct req *r);
 void group_status(const struct pool *p, FILE *f);

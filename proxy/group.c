@@ -77,7 +77,11 @@ struct group {
     struct ring      *ring;         /* P: the target's ring (owned) */
     const struct conf_pool *pc;     /* P: the target's pool, in a conf kept alive */
     char             *from_text;    /* P: the config routed by now (for the record) */
-    uint32_t          polls;        /* PUBSUB CHANNELS unanswered this round */
+    char             *to_text;      /* P: the target's config */
+    uint32_t          polls;        /* PUBSUB CHANNELS unanswered this round (+1 while
+                                       the round is being sent) */
+    uint32_t          listed;       /* servers that answered a list this round */
+    bool              self_seen;    /* ... with our own channel in it */
     struct group_sub *subs;         /* [nsubs], by server */
     uint32_t          nsubs;
     struct member    *seen;         /* merged from this round's replies */
@@ -122,6 +126,7 @@ void group_free(struct pool *p)
         return;
     ring_free(g->ring);
     free(g->from_text);
+    free(g->to_text);
     free(g->seen);
     free(g->last);
     for (uint32_t i = 0; i < g->nsubs; i++)
@@ -164,6 +169,8 @@ static struct group_sub *sub_of(struct pool *p, struct group *g, uint32_t server
     return gs;
 }
 
+static void round_end(struct pool *p, struct group *g);
+
 /* Our channel on every server that holds keys (subscribed anew where the
  * connection was lost), then every server's list of the group. */
 static void poll_round(struct pool *p, struct group *g)
@@ -174,6 +181,9 @@ static void poll_round(struct pool *p, struct group *g)
              p->conf->name, g->id, g->phase, g->applied, g->target);
     snprintf(pattern, sizeof(pattern), "%s%s:*", GROUP_PREFIX, p->conf->name);
     g->nseen = 0;
+    g->listed = 0;
+    g->self_seen = false;
+    g->polls = 1;                       /* a reply failing at once must not end the round */
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active)
             continue;
@@ -192,6 +202,7 @@ static void poll_round(struct pool *p, struct group *g)
                  (const char *[]){"PUBSUB", "CHANNELS", pattern});
     }
     g->poll_ms = uv_now(proxy.loop);
+    round_end(p, g);
 }
 
 /* One channel name: "__shardis:group:<pool>:<id>:<phase>:<applied>:<target>". */
@@ -210,6 +221,8 @@ static void merge_line(struct pool *p, struct group *g, const char *line, size_t
         return;
     m.applied = a;
     m.target = t;
+    if (!strcmp(m.id, g->id))
+        g->self_seen = true;
     for (uint32_t i = 0; i < g->nseen; i++)
         if (!strcmp(g->seen[i].id, m.id) && g->seen[i].phase == m.phase &&
             g->seen[i].applied == m.applied && g->seen[i].target == m.target)
@@ -239,6 +252,7 @@ void group_reply(struct backend *b, struct req *r)
     msg_copy(&r->rsp, 0, len, text);
     text[len] = '\0';
     if (len > 0 && text[0] == '*') {
+        g->listed++;
         /* "*N\r\n" then N "$L\r\n<name>\r\n" */
         for (at = strstr(text, "\r\n"); at != NULL && at + 2 < text + len; ) {
             at += 2;
@@ -256,9 +270,21 @@ void group_reply(struct backend *b, struct req *r)
                  p->servers[b->server].label, text + 1);
     }
     free(text);
+    round_end(p, g);
+}
+
+/* One reply (or the end of sending) less; when none is left the round is
+ * over. Only a round in which some server listed the group, us included,
+ * tells who is there: one where every list failed, or came from a server
+ * that lost the subscriptions, would look like a group of one. */
+static void round_end(struct pool *p, struct group *g)
+{
     if (g->polls == 0 || --g->polls > 0)
         return;
-    /* The round is complete. */
+    if (g->listed == 0 || !g->self_seen) {
+        g->nseen = 0;
+        return;
+    }
     free(g->last);
     g->last = g->seen;
     g->nlast = g->nseen;
@@ -313,10 +339,12 @@ static void switch_ring(struct pool *p, struct group *g)
     struct ring *was = pool_set_ring(p, g->pc, g->ring, &old_slot);
 
     g->ring = NULL;
-    mig_start(p, was, old_slot, g->from_text, why, sizeof(why));
+    mig_start(p, was, old_slot, g->from_text, g->to_text, why, sizeof(why));
     mig_hold(p, true);
     free(g->from_text);
     g->from_text = NULL;
+    free(g->to_text);
+    g->to_text = NULL;
     g->phase = GROUP_HOLDING;
     log_notice("pool '%s': every proxy has the new servers: switched, holding requests for "
                "moving keys until every proxy has drained", p->conf->name);
@@ -456,6 +484,8 @@ void group_cancel(struct pool *p)
     g->ring = NULL;
     free(g->from_text);
     g->from_text = NULL;
+    free(g->to_text);
+    g->to_text = NULL;
     g->target = 0;
     g->phase = GROUP_STEADY;
     log_notice("pool '%s': the reload waiting for the other proxies is dropped",
@@ -463,10 +493,12 @@ void group_cancel(struct pool *p)
 }
 
 int group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
-                  const char *from_text)
+                  const char *from_text, const char *to_text)
 {
     struct group *g = p->group;
 
+    free(g->to_text);
+    g->to_text = xstrdup(to_text);
     ring_free(g->ring);
     g->ring = ring;
     g->pc = pc;

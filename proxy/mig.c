@@ -84,6 +84,7 @@ struct mig_op {
     uint32_t           epoch;
     uint64_t           retry_at;
     uint64_t           gated_at;        /* when it began to wait for the drain */
+    uint64_t           timeout;         /* MIGRATE's own, ms */
 };
 
 TAILQ_HEAD(mig_ops, mig_op);
@@ -101,6 +102,8 @@ struct mig_key {
 struct mig_source {
     uint32_t server;
     uint64_t cursor;
+    uint64_t resume;                    /* where a restarted proxy may go on: the cursor
+                                           of the page in hand (pages before it moved) */
     uint32_t ops;                       /* its MIGRATEs queued or unanswered */
     struct mig_ops queue;               /* batches of the last SCAN not yet sent */
     bool     busy;                      /* a SCAN in flight */
@@ -126,6 +129,7 @@ struct mig {
     uint32_t           writes;          /* record writes unanswered */
     bool               record_due;      /* write the record (before anything moves) */
     bool               hold;            /* group.c: keep the drain closed */
+    char              *text;            /* the config routed by (the record's "conf") */
     uint64_t           record_ms;       /* when it was last written */
     uint32_t           inflight;        /* MIGRATEs sent, unanswered */
     struct mig_ops     open;            /* on touch: taking keys until the loop turn ends */
@@ -193,14 +197,19 @@ static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
 
-    fprintf(f, "shardis-migration 1\nepoch %u\nconf %zu\n", p->epoch, proxy.conf->textlen);
-    fwrite(proxy.conf->text, 1, proxy.conf->textlen, f);
+    /* The config routed by: proxy.conf may be a reload's, waiting for the
+     * other proxies. */
+    fprintf(f, "shardis-migration 1\nepoch %u\nconf %zu\n", p->epoch, strlen(m->text));
+    fputs(m->text, f);
     for (uint32_t i = 0; i < m->nprior; i++)
         fprintf(f, "\nprior %zu\n%s", strlen(m->prior[i].text), m->prior[i].text);
     fputc('\n', f);
-    for (uint32_t i = 0; i < m->nsrc; i++)
-        fprintf(f, "cursor %s %" PRIu64 "\n", p->servers[m->src[i].server].addr,
-                m->src[i].done ? 0 : m->src[i].cursor);
+    /* A walk to redo (a batch failed) or big keys still to move: from 0. */
+    for (uint32_t i = 0; i < m->nsrc; i++) {
+        const struct mig_source *src = &m->src[i];
+        fprintf(f, "cursor %s %" PRIu64 "\n", p->servers[src->server].addr,
+                src->done || src->again || src->nbig > 0 ? 0 : src->resume);
+    }
     fclose(f);
     return buf;
 }
@@ -406,7 +415,7 @@ static void reset_sources(struct pool *p, struct mig *m)
 }
 
 int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *old_text,
-              char *err, size_t errlen)
+              const char *new_text, char *err, size_t errlen)
 {
     struct mig *m = p->mig;
     struct mig_op *op;
@@ -422,17 +431,23 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
     }
     memmove(&m->prior[1], &m->prior[0], m->nprior * sizeof(m->prior[0]));
     m->prior[0] = (struct mig_ring){old, old_slot, xstrdup(old_text)};
+    free(m->text);
+    m->text = xstrdup(new_text);
     m->nprior++;
     m->record_due = true;
     p->epoch++;
-    /* Retries of the last epoch were for owners that may have changed:
-     * their requests get -TRYAGAIN (gated ones are checked when sent). */
+    /* MIGRATEs of the last epoch not sent yet were for owners that may
+     * have changed: their requests get -TRYAGAIN. */
     while ((op = TAILQ_FIRST(&m->retry)) != NULL) {
         TAILQ_REMOVE(&m->retry, op, link);
         op_done(m, op, false);
     }
     while ((op = TAILQ_FIRST(&m->open)) != NULL) {
         TAILQ_REMOVE(&m->open, op, link);
+        op_done(m, op, false);
+    }
+    while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
+        TAILQ_REMOVE(&m->gated, op, link);
         op_done(m, op, false);
     }
     reset_sources(p, m);
@@ -478,6 +493,7 @@ void mig_free(struct pool *p)
     }
     if (m->buf != NULL)
         mbuf_unref(m->buf);
+    free(m->text);
     free_sources(m);
     free(m);
     p->mig = NULL;
@@ -517,10 +533,10 @@ static struct {
     uint32_t n, cap;
 } joined;
 
-static void put_header(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
-                       uint32_t nkeys)
+static void op_header(struct mig *m, struct pool *p, struct mig_op *op, long long timeout)
 {
-    put_header_tmo(m, p, g, to, nkeys, p->conf->migrate_timeout);
+    op->timeout = (uint64_t)timeout;
+    put_header_tmo(m, p, &op->cmd, op->to, op->nkeys, timeout);
 }
 
 static void put_header_tmo(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
@@ -604,7 +620,7 @@ void mig_key(struct client *c, uint32_t to, const char *key, size_t len)
 static void op_close(struct pool *p, struct mig *m, struct mig_op *op)
 {
     TAILQ_REMOVE(&m->open, op, link);
-    put_header(m, p, &op->cmd, op->to, op->nkeys);
+    op_header(m, p, op, p->conf->migrate_timeout);
     msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
     msg_release(&op->keys);
     if (m->state == MIG_DRAINING) {
@@ -650,15 +666,19 @@ void mig_send(struct client *c, struct req *r, struct backend *b)
         }
         op->wait[op->nwait++] = r;
         r->migs++;
-        if (op->nkeys >= (uint32_t)p->conf->migration_batch)
-            op_close(p, p->mig, op);
     }
-    joined.n = 0;
     if (r->migs == 0 && !c->parked) {
+        joined.n = 0;
         backend_send(b, r);
         return;
     }
     park(c, r, b);
+    /* Full ones go now; r is parked first, so one that fails at once
+     * answers it (-TRYAGAIN) rather than letting it through. */
+    for (uint32_t k = 0; k < joined.n; k++)
+        if (joined.ops[k]->nkeys >= (uint32_t)p->conf->migration_batch)
+            op_close(p, p->mig, joined.ops[k]);
+    joined.n = 0;
 }
 
 static void answer_tryagain(struct client *c, struct req *r)
@@ -691,18 +711,34 @@ static void release(struct client *c)
     while ((r = TAILQ_FIRST(&rare->parked)) != NULL && r->migs == 0) {
         struct backend *b = r->backend;
         bool own = r->client != NULL || r->parent != NULL;
-        /* Routed before a later reload: its owner may have changed, unless
-         * it goes to a transaction's connection (EXEC will refuse that). */
-        bool stale = own && r->epoch != c->pool->epoch &&
-                     !(b->dedicated && (c->multi || c->watching || c->tx_started));
+        /* Routed before a later reload: its owner may have changed (a WATCH
+         * may go on: its EXEC will be refused). */
+        bool stale = own && r->epoch != c->pool->epoch && !(b->dedicated && r->is_exec == 0 &&
+                                                            !r->in_tx && c->watching);
 
         TAILQ_REMOVE(&rare->parked, r, bq);
         r->parked = 0;
         r->backend = NULL;
-        if (own && (r->mig_failed || stale))
+        if (own && r->is_exec && (rare->tx_broken || stale)) {
+            /* A command of its transaction was not queued: none runs. */
+            struct req *d = req_get();
+            client_append(c, &d->out, "*1\r\n$7\r\nDISCARD\r\n", 17);
+            backend_send(b, d);
+            rare->tx_broken = false;
+            if (stale)
+                answer_tryagain(c, r);
+            else {
+                client_reply_error(c, r, "EXECABORT Transaction discarded because of "
+                                   "previous errors.");
+                req_done(r);
+            }
+        } else if (own && (r->mig_failed || stale || (r->in_tx && rare->tx_broken))) {
+            if (r->in_tx)
+                rare->tx_broken = true;
             answer_tryagain(c, r);
-        else
+        } else {
             backend_send(b, r);
+        }
     }
     if (TAILQ_EMPTY(&rare->parked)) {
         c->parked = 0;
@@ -728,6 +764,17 @@ void mig_client_gone(struct client *c)
 
 /* ---- MIGRATE ------------------------------------------------------------------------ */
 
+/* Send r with a deadline of its own (MIGRATE has its own timeout, longer
+ * than the pool's, and the mover's commands need one even when the pool
+ * has none): a server that stops answering fails them, not hangs them. */
+static void send_by(struct backend *b, struct req *r, uint64_t ms)
+{
+    r->blocking = 1;                    /* no pool deadline: this one instead */
+    backend_send(b, r);
+    if (r->queued)
+        r->deadline = uv_now(proxy.loop) + ms;
+}
+
 static void op_send(struct mig *m, struct mig_op *op)
 {
     struct pool *p = op->pool;
@@ -736,9 +783,9 @@ static void op_send(struct mig *m, struct mig_op *op)
     msg_sub(&op->cmd, 0, op->cmd.len, &r->out);
     r->internal = REQ_MIGRATE;
     r->u.mig.op = op;
-    r->blocking = 1;                    /* MIGRATE has its own timeout */
     m->inflight++;
-    backend_send(op->src >= 0 ? mover_conn(p, op->from) : &p->servers[op->from].conns[0], r);
+    send_by(op->src >= 0 ? mover_conn(p, op->from) : &p->servers[op->from].conns[0], r,
+            op->timeout + 1000);
 }
 
 static struct client *client_of(const struct req *r)
@@ -823,9 +870,10 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
     r->internal = REQ_MOVER;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
+    src->resume = src->cursor;          /* every earlier page is done (ops == 0) */
     src->busy = true;                   /* until the page's keys are sized and queued */
     src->sent_ms = uv_now(proxy.loop);
-    backend_send(mover_conn(p, src->server), r);
+    send_by(mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
 /* Move a source's walk on: the next SCAN as soon as the last one's batches
@@ -913,7 +961,7 @@ static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
     r->u.mig.mv.epoch = p->epoch;
     r->u.mig.mv.sizing = 1;
     src->sent_ms = uv_now(proxy.loop);
-    backend_send(mover_conn(p, src->server), r);
+    send_by(mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
 /* A SCAN reply: "*2\r\n$c\r\n<cursor>\r\n*n\r\n$...": its misplaced keys
@@ -987,7 +1035,7 @@ static struct mig_op *mover_op(struct pool *p, struct mig *m, struct mig_source 
 static void queue_op(struct pool *p, struct mig *m, struct mig_source *src, struct mig_op *op,
                      long long timeout)
 {
-    put_header_tmo(m, p, &op->cmd, op->to, op->nkeys, timeout);
+    op_header(m, p, op, timeout);
     msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
     msg_release(&op->keys);
     src->ops++;
@@ -1442,7 +1490,7 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
         char *ptext = xmalloc(rec.priorlen[i] + 1);
         memcpy(ptext, rec.prior[i], rec.priorlen[i]);
         ptext[rec.priorlen[i]] = '\0';
-        mig_start(p, pr, slot, ptext, why, sizeof(why));
+        mig_start(p, pr, slot, ptext, cf->text, why, sizeof(why));
         free(ptext);
         conf_free(pcf);
     }
@@ -1473,9 +1521,9 @@ out:
                 proxy.pools[i].conf = np;
         }
         proxy.conf = cf;
-        conf_free(was);
+        proxy_conf_done(was);
         return 0;
     }
-    conf_free(cf);
+    proxy_conf_done(cf);                /* p->conf may point into it already */
     return rc;
 }

@@ -194,6 +194,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         return;
     }
     c->tx_started = c->watching = 0;
+    r->in_tx = r->is_exec = 1;
     forward(c, r, a);
 }
 
@@ -315,6 +316,7 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
         return;
     }
     r->blocking = blocking && !c->multi;    /* it may wait as long as it asked to */
+    r->in_tx = c->multi;
     forward(c, r, a);
 }
 

@@ -115,11 +115,16 @@ static void tick_cb(uv_timer_t *t)
             mig_tick(p, now);
         else
             pool_retire_idle(p);
-        if (p->conf->timeout <= 0)
-            continue;
-        for (uint32_t s = 0; s < p->nservers; s++)
+        /* (MIGRATE and the mover's commands have deadlines of their own,
+         * even where the pool has no timeout.) */
+        for (uint32_t s = 0; s < p->nservers; s++) {
             for (uint32_t k = 0; k < p->nconns; k++)
                 backend_check_timeout(&p->servers[s].conns[k], now);
+            if (p->servers[s].mover != NULL)
+                backend_check_timeout(p->servers[s].mover, now);
+        }
+        if (p->conf->timeout <= 0)
+            continue;
         /* A failing one may be released to the head of the list. */
         for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
             next = TAILQ_NEXT(b, link);
@@ -280,6 +285,22 @@ static int listen_unix(struct pool *p, char *err, size_t errlen)
     if (rc < 0)
         snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
     return rc;
+}
+
+/* ---- configs ------------------------------------------------------------------------ */
+
+void proxy_conf_done(struct conf *cf)
+{
+    if (cf == NULL)
+        return;
+    for (size_t i = 0; i < proxy.npools; i++)
+        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools) {
+            proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
+                                       sizeof(*proxy.old_confs));
+            proxy.old_confs[proxy.nold_confs++] = cf;
+            return;
+        }
+    conf_free(cf);
 }
 
 /* ---- servers ------------------------------------------------------------------------ */
@@ -533,25 +554,30 @@ int proxy_run(struct conf *cf)
             return 1;
         }
     }
-    /* A migration that was under way when a proxy stopped goes on. */
+    /* A migration that was under way when a proxy stopped goes on; then
+     * the proxy joins the others in front of the same servers; then the
+     * file, if a record was taken up, is a reload. */
+    bool taken = false;
     for (size_t i = 0; i < proxy.npools; i++) {
-        bool taken;
-        char out[4096];
-        if (mig_recover(&proxy.pools[i], &taken, err, sizeof(err)) < 0) {
+        bool t;
+        if (mig_recover(&proxy.pools[i], &t, err, sizeof(err)) < 0) {
             log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
             fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
             return 1;
         }
+        taken = taken || t;
+    }
+    for (size_t i = 0; i < proxy.npools; i++) {
         if ((rc = group_check_start(&proxy.pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
             fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
             return 1;
         }
         group_init(&proxy.pools[i]);
-        if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
-            log_warn("pool '%s': the config file is not applied while the recorded "
-                     "migration runs: %s", proxy.pools[i].conf->name, err);
     }
+    char out[4096];
+    if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
+        log_warn("the config file is not applied while the recorded migration runs: %s", err);
     uv_check_init(proxy.loop, &proxy.flusher);
     uv_check_start(&proxy.flusher, flush_cb);
     uv_timer_init(proxy.loop, &proxy.ticker);

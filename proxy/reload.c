@@ -157,7 +157,6 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     f = NULL;
 
     /* Nothing can fail from here on. */
-    bool keep = false;
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
         uint32_t *old_slot;
@@ -174,22 +173,12 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
             continue;
         }
         /* It routes by its servers until every proxy has the new ones (group.c). */
-        group_prepare(p, &cf->pools[i], rings[i], old->text);
-        keep = true;
+        group_prepare(p, &cf->pools[i], rings[i], old->text, cf->text);
         log_notice("pool '%s': reloaded: %zu servers, switching once every proxy has them",
                    p->conf->name, cf->pools[i].nservers);
     }
     proxy.conf = cf;
-    for (size_t i = 0; i < cf->npools; i++)     /* a pool may still route by an older one */
-        keep = keep || (proxy.pools[i].conf < old->pools ||
-                        proxy.pools[i].conf >= old->pools + old->npools) == false;
-    if (keep) {
-        proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
-                                   sizeof(*proxy.old_confs));
-        proxy.old_confs[proxy.nold_confs++] = old;
-    } else {
-        conf_free(old);
-    }
+    proxy_conf_done(old);                       /* a pool may still route by it */
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);
     free(rings);

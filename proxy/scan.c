@@ -53,7 +53,7 @@ static bool parse_cursor(const char *s, size_t len, uint64_t *v)
 static int scan_reply(struct req *r)
 {
     struct client *c = r->client;
-    uint64_t n = c->pool->nservers, server = r->backend->server, cursor, next;
+    uint64_t n = c->pool->nservers, server, cursor, next;
     char head[64], out[64];
     size_t len = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
     unsigned long clen;
@@ -62,8 +62,9 @@ static int scan_reply(struct req *r)
 
     msg_copy(&r->rsp, 0, len, head);
     head[len] = '\0';
-    if (head[0] == '-')
-        return 0;                   /* the server's error, as it is */
+    if (head[0] == '-' || r->backend == NULL)
+        return 0;                   /* the server's error (or shardis's), as it is */
+    server = r->backend->server;
     if (sscanf(head, "*2\r\n$%lu\r\n%n", &clen, &at) != 1 || at == 0 ||
         at + clen + 2 > len || !parse_cursor(head + at, clen, &cursor) ||
         memcmp(head + at + clen, "\r\n", 2) != 0) {
