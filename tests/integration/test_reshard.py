@@ -40,7 +40,8 @@
   an older value after a newer one was acknowledged, and no id repeats;
 - the destination stalls (SIGSTOP 2 s) while keys move to it: requests
   for those keys wait or get -TRYAGAIN, none is lost, and the migration
-  finishes once it is back.
+  finishes once it is back; a transaction whose moving key cannot move
+  then is discarded whole at EXEC, not half committed.
 
 Run: /usr/bin/python3 tests/integration/test_reshard.py --shardis build/shardis
 """
@@ -733,6 +734,46 @@ def t_group(rs):
     harness.t_exit_clean(p1)
 
 
+def t_tx_migrate_fails(rs):
+    """MULTI; SET a moving key; SET a key that stays; EXEC, pipelined, while
+    the destination does not answer: the moving key cannot be moved, so the
+    transaction is discarded whole (nothing is written)."""
+    px = Shardis("txfail", rs[:3], admin_commands="true", migrate_timeout=200,
+                 migrate_retries=0)
+    preload(px.client, 20000, ttl_every=1000000)
+    keys = ["x:%d" % i for i in range(400)]
+    before = owners(px, keys)
+    write_servers(px, rs[:4])
+    after = locate(px.conf, keys)
+    k1 = next(k for k in keys if before[k] != after[k] and after[k] == "redis4")
+    # the pipeline's second key: on redis4 too, and no moving key (a fresh one)
+    k2 = next(k for k in ["y:%d" % i for i in range(2000)]
+              if locate(px.conf, [k])[k] == "redis4")
+    px.client.set(k1, "old")
+    reload(px, 1)
+    px.client.execute_command("SHARD.MIGRATION", "PAUSE")   # k1 waits for a touch
+    expect(rs[0].client.exists(k1) + rs[1].client.exists(k1) + rs[2].client.exists(k1) == 1,
+           "%s still on its old owner" % k1)
+    os.kill(rs[3].pid, signal.SIGSTOP)
+    try:
+        raw = harness.Raw(px.port, timeout=10)
+        raw.send(harness.enc("MULTI") + harness.enc("SET", k1, "new") +
+                 harness.enc("SET", k2, "new") + harness.enc("EXEC"))
+        replies = [raw.reply() for _ in range(4)]
+    finally:
+        os.kill(rs[3].pid, signal.SIGCONT)
+    expect_eq(replies[0], b"+OK\r\n", "MULTI")
+    expect(replies[1].startswith(b"-TRYAGAIN"), "SET of the moving key: %r" % replies[1])
+    expect(replies[3].startswith(b"-EXECABORT") or replies[3].startswith(b"-TRYAGAIN"),
+           "EXEC: %r" % replies[3])
+    expect_eq(px.client.get(k2), None, "the other key of the discarded transaction")
+    px.client.execute_command("SHARD.MIGRATION", "RESUME")
+    expect_eq(px.client.get(k1), b"old", "the moving key")
+    wait_stable(px, servers=rs)
+    raw.close()
+    harness.t_exit_clean(px)
+
+
 def t_stalled_destination(rs):
     a, b, c_, d = rs[:4]
     px = Shardis("stall", [a, b, c_], admin_commands="true", migrate_timeout=300,
@@ -802,6 +843,7 @@ def body():
     run("scenario: two proxies, writers, counters, readers, GENKEY through two reloads",
         t_scenario, 5)
     run("a destination stopped for 2 s: TRYAGAIN, nothing lost", t_stalled_destination, 4)
+    run("a transaction whose moving key cannot move is discarded whole", t_tx_migrate_fails, 4)
 
 
 if __name__ == "__main__":
