@@ -458,11 +458,12 @@ int group_check_start(struct pool *p, char *err, size_t errlen)
         }
         free(text);
     }
-    /* A proxy switching to these servers already routes by them (holding). */
+    /* A proxy switching to these servers and done draining (locked) holds
+     * every moving key: one more may route by them. One still draining may
+     * have writes on their way to old owners. */
     for (uint32_t i = 0; i < g.nseen; i++)
         if (g.seen[i].applied != mine && !(g.seen[i].target == mine &&
-                                           (g.seen[i].phase == GROUP_HOLDING ||
-                                            g.seen[i].phase == GROUP_LOCKED))) {
+                                           g.seen[i].phase == GROUP_LOCKED)) {
             snprintf(err, errlen, "shardis %s routes this pool by other servers (checksum "
                      "%016" PRIx64 ") than this file lists (%016" PRIx64 "): a reload it has "
                      "not finished, or another file; start this one with its servers, then "
