@@ -1,17 +1,20 @@
 /* mig.c -- moving the keys whose owner a reload changed, with no
  * acknowledged write lost, on stock Redis.
  *
- * After a reload the pool routes by the new ring at once; the rings it
+ * Once the proxies in front of the servers agree (group.c), the pool
+ * routes by the new ring; the rings it
  * routed by before (at most MIG_MAX_PRIOR of them) stay here until every
  * key they placed elsewhere has moved. The invariant that makes this safe:
  * no write reaches a key's new owner B while an earlier owner A may still
  * hold the key. Three things keep it:
  *
  *   drain      Requests sent to A before the swap may still be on their
- *              way. Each shared connection gets a PING marker behind them;
- *              until every marker is answered (and every MIGRATE of an
- *              earlier epoch has finished) no MIGRATE is sent, and so no
- *              request for a moving key goes anywhere.
+ *              way. Each connection gets a PING marker behind them (a
+ *              blocked command is unblocked instead, and sent again by the
+ *              new ring); until every marker is answered, the record below
+ *              is written, every MIGRATE of an earlier epoch has finished
+ *              and every other proxy has drained too (group.c), no MIGRATE
+ *              is sent, and so no request for a moving key goes anywhere.
  *   on touch   A request for a key in a moving arc first runs
  *              MIGRATE B.host B.port "" db timeout REPLACE KEYS k... on
  *              every earlier owner that differs from B (one MIGRATE per
@@ -26,9 +29,10 @@
  *              again with backoff (migrate_retries); then the request gets
  *              -TRYAGAIN and never reaches B.
  *   mover      In the background every earlier owner is walked with SCAN;
- *              each key is placed by the router's own function and moved
- *              in batches (migration_batch keys per MIGRATE), at most
- *              migration_rate keys/s. SCAN returns every key present for
+ *              each key is placed by the router's own function, sized
+ *              (MEMORY USAGE) and moved in batches (migration_batch keys,
+ *              4 MiB), at most migration_rate keys/s, big keys last. SCAN
+ *              returns every key present for
  *              the whole walk, and after the drain no key is created on an
  *              earlier owner for a moving arc, so one pass finds them all;
  *              a pass with errors is followed by another.
@@ -39,8 +43,8 @@
  * differs), drains again, and restarts the walk over every source; a third
  * is refused until one finishes.
  *
- * Not here yet: the state is the process's own (a restarted proxy does not
- * know the earlier ring), and several proxies do not coordinate. */
+ * The state is kept on the servers too (the record, below), so a proxy
+ * restarted mid-migration, even after kill -9, goes on from it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
