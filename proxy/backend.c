@@ -67,16 +67,33 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     TAILQ_INIT(&b->pendq);
 }
 
+/* mig.c's and group.c's own requests: their reply (empty if r failed)
+ * goes to them. 1 if r was one. */
+static int elsewhere(struct backend *b, struct req *r)
+{
+    switch ((enum req_internal)r->internal) {
+    case REQ_MARKER:
+    case REQ_MIGRATE:
+    case REQ_MOVER:
+    case REQ_RECORD:
+        mig_reply(b, r);
+        return 1;
+    case REQ_GROUP:
+    case REQ_GROUP_SUB:
+        group_reply(b, r);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Answer r with the backend's failure (internal requests need none). */
 static void answer_failed(struct backend *b, struct req *r)
 {
     struct client *c = r->parent != NULL ? r->parent->client : r->client;
 
     if (r->internal || (c == NULL && r->parent == NULL)) {
-        if (r->internal >= REQ_MARKER && r->internal <= REQ_RECORD)
-            mig_reply(b, r);        /* told, with no reply: it failed */
-        else if (r->internal == REQ_GROUP || r->internal == REQ_GROUP_SUB)
-            group_reply(b, r);
+        elsewhere(b, r);            /* told, with no reply: it failed */
         req_maybe_free(r);
         return;
     }
@@ -236,6 +253,8 @@ static int check_internal(struct backend *b, struct req *r)
     char first[96];
     size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
 
+    if (elsewhere(b, r))
+        return 0;
     msg_copy(&r->rsp, 0, n, first);
     first[n] = '\0';
     switch ((enum req_internal)r->internal) {
@@ -245,16 +264,6 @@ static int check_internal(struct backend *b, struct req *r)
     case REQ_SCRIPT_LOAD:
         if (!strncmp(first, "$40\r\n", 5) && n >= 45)
             snprintf(proxy.idgen_sha, sizeof(proxy.idgen_sha), "%.40s", first + 5);
-        return 0;
-    case REQ_MARKER:
-    case REQ_MIGRATE:
-    case REQ_MOVER:
-    case REQ_RECORD:
-        mig_reply(b, r);
-        return 0;
-    case REQ_GROUP:
-    case REQ_GROUP_SUB:
-        group_reply(b, r);
         return 0;
     case REQ_CLIENT_ID:
         if (first[0] == ':')

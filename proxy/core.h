@@ -586,8 +586,8 @@ void mig_client_gone(struct client *c);
  * says why) when the record cannot be followed. */
 int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen);
 /* Keys under this prefix are shardis's own: clients get an error. */
-#define MIG_RECORD_PREFIX "__shardis:ctl:"
 #define SHARDIS_RESERVED "__shardis:"
+#define SHARDIS_RESERVED_ERR "ERR keys under '" SHARDIS_RESERVED "' are shardis's own"
 static inline bool route_reserved(const char *key, size_t len)
 {
     return len >= 10 && key[0] == '_' && key[1] == '_' && memcmp(key, SHARDIS_RESERVED, 10) == 0;
@@ -609,8 +609,8 @@ bool mig_drained(const struct pool *p);
 void group_init(struct pool *p);
 void group_free(struct pool *p);
 uint64_t group_checksum(const struct conf_pool *pc);
-int group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
-                  const char *from_text, const char *to_text);
+void group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
+                   const char *from_text, const char *to_text);
 void group_tick(struct pool *p, uint64_t now);
 void group_reply(struct backend *b, struct req *r);
 void group_status(const struct pool *p, FILE *f);

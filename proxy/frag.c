@@ -110,7 +110,7 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         size_t len;
         const char *key = args_get(a, 1 + k * step, &len);
         if (route_reserved(key, len)) {
-            client_reply_error(c, r, "ERR keys under '" SHARDIS_RESERVED "' are shardis's own");
+            client_reply_error(c, r, SHARDIS_RESERVED_ERR);
             req_done(r);
             free(owner);
             return -1;

@@ -313,6 +313,14 @@ static bool all(const struct group *g, const char *phases, bool done_ok)
     return true;
 }
 
+/* Why member m keeps a prepared reload waiting, or NULL if it does not. */
+static const char *holds_back(const struct group *g, const struct member *m)
+{
+    if (!strcmp(m->id, g->id) || (m->target == g->target && m->phase != GROUP_STEADY))
+        return NULL;
+    return m->phase == GROUP_STEADY ? "not reloaded" : "reloaded with other servers";
+}
+
 static void report(struct pool *p, struct group *g)
 {
     uint64_t now = uv_now(proxy.loop);
@@ -321,14 +329,10 @@ static void report(struct pool *p, struct group *g)
         return;
     g->log_ms = now;
     for (uint32_t i = 0; i < g->nlast; i++) {
-        const struct member *m = &g->last[i];
-        if (!strcmp(m->id, g->id) || (m->target == g->target && m->phase != GROUP_STEADY))
-            continue;
-        if (m->phase != GROUP_STEADY)
-            log_warn("pool '%s': proxy %s was reloaded with other servers than this one: "
-                     "nothing moves until every proxy has the same file", p->conf->name, m->id);
-        else
-            log_warn("pool '%s': waiting for proxy %s to be reloaded too", p->conf->name, m->id);
+        const char *why = holds_back(g, &g->last[i]);
+        if (why != NULL)
+            log_warn("pool '%s': waiting for proxy %s (%s): nothing moves until every proxy "
+                     "has the same servers", p->conf->name, g->last[i].id, why);
     }
 }
 
@@ -367,10 +371,6 @@ static void advance_phase(struct pool *p, struct group *g)
             switch_ring(p, g);
         else
             report(p, g);
-        break;
-    case GROUP_HOLDING:
-        if (mig_drained(p))
-            g->phase = GROUP_LOCKED;
         break;
     case GROUP_LOCKED:
         if (all(g, "L", true)) {
@@ -493,8 +493,8 @@ void group_cancel(struct pool *p)
                p->conf->name);
 }
 
-int group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
-                  const char *from_text, const char *to_text)
+void group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
+                   const char *from_text, const char *to_text)
 {
     struct group *g = p->group;
 
@@ -508,8 +508,8 @@ int group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring,
     g->target = group_checksum(pc);
     g->phase = GROUP_PREPARED;
     g->log_ms = uv_now(proxy.loop);     /* a round first, then reports */
-    poll_round(p, g);
-    return 0;
+    g->poll_ms = 0;                     /* a round at the next tick (not over one in
+                                           flight, whose counts it would reset) */
 }
 
 void group_status(const struct pool *p, FILE *f)
@@ -520,10 +520,8 @@ void group_status(const struct pool *p, FILE *f)
     if (g->phase != GROUP_PREPARED)
         return;
     for (uint32_t i = 0; i < g->nlast; i++) {
-        const struct member *m = &g->last[i];
-        if (!strcmp(m->id, g->id) || (m->target == g->target && m->phase != GROUP_STEADY))
-            continue;
-        fprintf(f, "group_waiting_for:%s,%s\r\n", m->id,
-                m->phase == GROUP_STEADY ? "not reloaded" : "reloaded with other servers");
+        const char *why = holds_back(g, &g->last[i]);
+        if (why != NULL)
+            fprintf(f, "group_waiting_for:%s,%s\r\n", g->last[i].id, why);
     }
 }

@@ -147,12 +147,9 @@ struct mig {
     uint64_t           started_ms, moving_ms, log_ms;
     uint64_t           touched;         /* keys moved on touch (+OK) */
     uint64_t           tryagain;        /* requests answered -TRYAGAIN */
-    double             share;           /* of the key space moving, for the log */
 };
 
 static void op_send(struct mig *m, struct mig_op *op);
-static void put_header_tmo(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
-                           uint32_t nkeys, long long timeout);
 static void op_done(struct mig *m, struct mig_op *op, bool ok);
 static void op_free(struct mig_op *op);
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src);
@@ -189,6 +186,7 @@ bool mig_drained(const struct pool *p)
  * them. */
 
 #define MIG_RECORD_MS   1000
+#define MIG_RECORD_PREFIX SHARDIS_RESERVED "ctl:"
 
 static void record_key(const struct pool *p, char *out, size_t len)
 {
@@ -537,21 +535,20 @@ static struct {
     uint32_t n, cap;
 } joined;
 
+/* op->cmd: "MIGRATE host port "" db timeout REPLACE [AUTH pw] KEYS", to
+ * which the keys are appended. */
 static void op_header(struct mig *m, struct pool *p, struct mig_op *op, long long timeout)
 {
-    op->timeout = (uint64_t)timeout;
-    put_header_tmo(m, p, &op->cmd, op->to, op->nkeys, timeout);
-}
-
-static void put_header_tmo(struct mig *m, struct pool *p, struct msg *g, uint32_t to,
-                           uint32_t nkeys, long long timeout)
-{
-    const struct pool_server *d = &p->servers[to];
+    const struct pool_server *d = &p->servers[op->to];
     const struct conf_pool *pc = p->conf;
+    struct msg *g = &op->cmd;
+    uint32_t nkeys = op->nkeys;
     char buf[256], port[8], db[16], tmo[24];
     int n, np = snprintf(port, sizeof(port), "%u", d->port);
     int nd = snprintf(db, sizeof(db), "%d", pc->redis_db);
     int nt = snprintf(tmo, sizeof(tmo), "%lld", timeout);
+
+    op->timeout = (uint64_t)timeout;
     uint32_t argc = 8 + nkeys + (pc->redis_auth != NULL ? 2 : 0);
     size_t hl = strlen(d->host);
 
@@ -1115,9 +1112,8 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
 
 void mig_reply(struct backend *b, struct req *r)
 {
-    struct pool *p = r->internal == REQ_MIGRATE ? r->u.mig.op->pool
-                   : b != NULL ? b->pool : NULL;
-    struct mig *m = p != NULL ? p->mig : NULL;
+    struct pool *p = b->pool;
+    struct mig *m = p->mig;
     char head[64] = "";
     size_t n = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
 

@@ -126,8 +126,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
         const struct conf_pool *a = p->conf, *b = &cf->pools[i];   /* a: routed by now */
-        const char *no = strcmp(old->pools[i].name, b->name) != 0
-                         ? "pools cannot be added, removed or renamed" : fixed_change(a, b);
+        const char *no = fixed_change(a, b);
         if (no != NULL) {
             snprintf(err, errlen, "%s:%d:%d: pool '%s': %s: restart shardis for that",
                      cf->path, b->line, b->col, b->name, no);

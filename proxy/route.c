@@ -214,7 +214,7 @@ static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t
     int o = (int)pool_owner(c->pool, key, len);
 
     if (route_reserved(key, len)) {
-        client_reply_error(c, r, "ERR keys under '" SHARDIS_RESERVED "' are shardis's own");
+        client_reply_error(c, r, SHARDIS_RESERVED_ERR);
         return false;
     }
     if (*owner >= 0 && o != *owner) {
