@@ -4,13 +4,16 @@
 - reload refusals: a file that does not parse, a changed listen address,
   server_connections or hash, and SHARD.RELOAD without admin_commands are
   refused with the reason (file:line:col for a parse error), by
-  SHARD.RELOAD and by SIGHUP alike, and change nothing;
+  SHARD.RELOAD and by SIGHUP alike, and change nothing; a pool option a
+  reload changes (client_connections) applies to new clients;
 - a reload keeps client connections (the same socket answers before and
   after) and the connections to servers that stay (the same backend
   client id), and closes those to a removed server once its keys moved;
 - adding a server: the summary says what changed and what share of keys
-  moves; every key reads back its value at once; when the migration is
-  over every key lives only on its new owner, with its TTL;
+  moves; every key reads back its value at once; MGET, MSET and DEL split
+  over moving keys, and LMOVE between same-tag moving keys, give what a
+  server would; progress is logged; when the migration is over every key
+  lives only on its new owner, with its TTL;
 - a transaction begun before a reload gets -TRYAGAIN at EXEC and writes
   nothing; one begun after works; a BLPOP waiting when keys start to move
   goes on waiting on the key's new owner (unblocked there, sent again here)
@@ -181,6 +184,18 @@ def t_refusals(rs):
         f.write(good)
     summary = px.client.execute_command("SHARD.RELOAD").decode()
     expect("keys_moving_pct:0.00" in summary, "unchanged file summary: %r" % summary)
+    # Pool options apply to what comes next: a client limit to new clients.
+    with open(px.conf, "w") as f:
+        f.write(good.replace("  servers:", "  client_connections: 1\n  servers:"))
+    px.client.execute_command("SHARD.RELOAD")
+    expect_eq(harness.one_reply(px.port, harness.enc("PING")),
+              b"-ERR max number of clients reached\r\n", "a new client over the new limit")
+    expect_eq(px.client.ping(), True, "the client that was there")
+    with open(px.conf, "w") as f:
+        f.write(good)
+    px.client.execute_command("SHARD.RELOAD")
+    expect_eq(harness.one_reply(px.port, harness.enc("PING")), b"+PONG\r\n",
+              "a new client once the limit is gone")
 
     plain = Shardis("plain", rs[:2])
     try:
@@ -206,8 +221,11 @@ def t_add_server(rs):
     raw = harness.Raw(px.port)
     expect_eq(raw.cmd("PING"), b"+PONG\r\n", "raw PING before")
     before = backend_ids(rs[0])
+    tags = ["{t%d}" % i for i in range(60)]
+    for t in tags:                          # same-tag keys for a multi-key command
+        c.rpush(t + "src", "a", "b")
     write_servers(px, rs[:3])
-    summary = c.execute_command("SHARD.RELOAD").decode()
+    summary = reload(px, 1)
     for want in ("servers:3", "servers_added:1", "servers_removed:0", "servers_reweighted:0"):
         expect(want in summary, "summary %r lacks %s" % (summary, want))
     pct = float(re.search(r"keys_moving_pct:([\d.]+)", summary).group(1))
@@ -219,12 +237,32 @@ def t_add_server(rs):
     got = pipe.execute()
     bad = [i * 3 for i, v in enumerate(got) if v != b"v%d" % (i * 3)]
     expect(not bad, "%d values wrong right after the reload, e.g. s:%r" % (len(bad), bad[:3]))
+    # Split commands over moving keys: each fragment's keys move first.
+    names = ["s:%d" % i for i in range(1, 20000, 37)]
+    expect_eq(c.mget(names), [b"v%d" % int(n[2:]) for n in names], "MGET over moving keys")
+    expect_eq(c.mset({n: "w" + n for n in names}), True, "MSET over moving keys")
+    expect_eq(c.mget(names), [("w" + n).encode() for n in names], "MGET after MSET")
+    expect_eq(c.delete(*names[:100]), 100, "DEL over moving keys")
+    # Same-tag multi-key commands: every key moves with one MIGRATE ... KEYS.
+    for t in tags:
+        expect_eq(c.lmove(t + "src", t + "dst", "LEFT", "RIGHT"), b"a", "LMOVE " + t)
+    until("progress in the log", lambda: "pool 'alpha': migration moving:" in
+          open(px.log, errors="replace").read())
     expect_eq(raw.cmd("PING"), b"+PONG\r\n", "raw PING on the same socket after")
     wait_stable(px, servers=rs)
     until("shardis keeps its connections to a server that stays (the mover's is closed "
           "once it is done): %r" % before, lambda: backend_ids(rs[0]) == before)
+    deleted = {n.encode() for n in names[:100]}
+    keys = [k for k in keys if k not in deleted]
     check_placement(px, rs[:3], keys)
-    moved = [k for k in all_keys(rs[2]) if k.startswith(b"s:") and int(k[2:]) % 10 == 0]
+    for t in tags:
+        own = owners(px, [t + "src"])[t + "src"]
+        direct = next(s for s in rs if s.name == own).client
+        expect_eq((direct.lrange(t + "src", 0, -1), direct.lrange(t + "dst", 0, -1)),
+                  ([b"b"], [b"a"]), "%s's lists on their owner" % t)
+    rewritten = {n.encode() for n in names}     # (MSET dropped their TTLs)
+    moved = [k for k in all_keys(rs[2]) if k.startswith(b"s:") and int(k[2:]) % 10 == 0 and
+             k not in rewritten]
     expect(moved, "no TTL key moved to the new server")
     for k in moved[:50]:
         ttl = rs[2].client.pttl(k)
@@ -551,7 +589,11 @@ def reader(px, m, keys, stop):
 
 
 def minter(px, m, stop):
+    """Ids of one logical shard ({LL}) come in ascending order (time, then
+    sequence: TTTTTTT{LL}SSSYY), across the reshard, the moves of its
+    $equence{LL} and a proxy's restart."""
     c = redis.Redis(HOST, px.port, socket_timeout=10)
+    last = {}
     while not stop.is_set():
         try:
             got = c.execute_command("SHARD.GENKEY", "COUNT", random.randint(1, 20))
@@ -561,6 +603,11 @@ def minter(px, m, stop):
             if not isinstance(e, redis.ResponseError):
                 time.sleep(0.05)
             continue
+        for i in got:
+            shard, order = i[7:11], i[:7] + i[11:14]
+            if shard in last and order <= last[shard]:
+                m.errors.append("GENKEY: %r after %r%r" % (i, last[shard], shard))
+            last[shard] = order
         with m.lock:
             m.ids.extend(got)
 
@@ -697,7 +744,7 @@ def t_group(rs):
         st = status(px)
         expect(st["epoch"] == "0" and "other servers" in st.get("group_waiting_for", ""),
                "files disagree: %r" % st)
-    until("the disagreement is logged", lambda: "was reloaded with other servers" in
+    until("the disagreement is logged", lambda: "(reloaded with other servers)" in
           open(p1.log, errors="replace").read())
     expect_eq(rs[3].client.dbsize(), 0, "keys moved while the files disagree")
     # A third proxy on the old servers may not start now.
