@@ -613,7 +613,7 @@ static void pool_defaults(struct conf_pool *pool)
     pool->idgen.epoch_ms = 1325404800000LL;
     pool->idgen.max_ahead_ms = 5000;
     pool->idgen.restart_guard_ms = 2000;
-    pool->migration_rate = 5000;
+    pool->migration_rate = 3000;
     pool->migration_batch = 50;
     pool->migrate_timeout = 2000;
     pool->migrate_retries = 3;

@@ -89,7 +89,7 @@ struct conf_pool {
     bool     admin_commands;        /* false */
     /* live resharding after a reload (proxy/mig.c) */
     int      migration_rate;        /* keys/s the background mover may move; 0: no limit
-                                       (5000; a reload can change it mid-migration) */
+                                       (3000; a reload can change it mid-migration) */
     int      migration_batch;       /* keys per MIGRATE of the mover (50) */
     int      migrate_timeout;       /* ms: MIGRATE's own timeout (2000) */
     int      migrate_retries;       /* a failed MIGRATE is tried again this often (3) */

@@ -4,7 +4,7 @@ clients feel meanwhile.
 
 A benchmark, not a test: it prints a table and asserts nothing. Each round
 starts 5 fresh redis-servers and shardis on 3 of them (default throttle:
-migration_rate 5000 keys/s, or --rate), fills them through shardis with small keys
+migration_rate 3000 keys/s, or --rate), fills them through shardis with small keys
 (redis-benchmark SET -r, pipelined), measures GET through shardis in steady
 state (redis-benchmark -c 20, p50/p99), then adds the 4th server with
 SHARD.RELOAD and runs the same GET benchmark while the keys move, sized to

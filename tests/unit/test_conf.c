@@ -51,7 +51,7 @@ Test(conf, nutcracker_defaults)
     cr_assert(eq(int, p->jedis_version, 3));
     cr_assert(eq(int, p->eject_mode, CONF_EJECT_FAIL));
     cr_assert(eq(int, p->admin_commands, 0));
-    cr_assert(eq(int, p->migration_rate, 5000));
+    cr_assert(eq(int, p->migration_rate, 3000));
     cr_assert(eq(int, p->migration_batch, 50));
     cr_assert(eq(int, p->migrate_timeout, 2000));
     cr_assert(eq(int, p->migrate_retries, 3));
