@@ -150,8 +150,6 @@ uint64_t ring_key_hash(const struct ring *r, const void *key, size_t len)
 
 uint32_t ring_lookup_hash(const struct ring *r, uint64_t hash)
 {
-    size_t lo = 0, hi = r->npoints;
-
     switch (r->opt.dist) {
     case RING_DIST_MODULA:
         return r->owners[hash % r->npoints];
@@ -160,14 +158,18 @@ uint32_t ring_lookup_hash(const struct ring *r, uint64_t hash)
     default:
         break;
     }
-    while (lo < hi) {           /* first point >= hash */
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->values[mid] < hash)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* The first point >= hash, without branches on the comparisons: keys'
+     * hashes are random, so every branch would be a coin toss the
+     * processor guesses wrong half the time (a conditional move instead). */
+    const uint64_t *v = r->values;
+    size_t n = r->npoints;
+    while (n > 1) {
+        size_t half = n / 2;
+        v = v[half] < hash ? v + half : v;
+        n -= half;
     }
-    return r->owners[lo == r->npoints ? 0 : lo];
+    size_t at = (size_t)(v - r->values) + (*v < hash);
+    return r->owners[at == r->npoints ? 0 : at];
 }
 
 uint32_t ring_lookup(const struct ring *r, const void *key, size_t len)
