@@ -67,22 +67,67 @@ static int merge_kind(const struct cmd *cmd)
     }
 }
 
-/* Append argument i, with a fresh "$len" header, to g. */
+#define FRAG_COPY_MAX   512     /* arguments and values up to this long are copied */
+#define FRAG_INLINE     64      /* keys, servers or elements handled on the stack */
+
+/* "$<len>\r\n" at out (at least 24 bytes); returns its length. */
+static size_t bulk_header(char *out, size_t len)
+{
+    size_t n = 1;
+
+    out[0] = '$';
+    n += fmt_ull(out + 1, len);
+    out[n++] = '\r';
+    out[n++] = '\n';
+    return n;
+}
+
+/* Append argument i, as a bulk string, to g. A short one is copied with
+ * its header into the client's local chunk, so that a fragment of short
+ * keys and values is one contiguous run, one iovec when written, rather
+ * than two slices per argument; a long one is forwarded as slices of the
+ * client's own chunks. */
 static void append_arg(struct client *c, struct msg *g, struct args *a, uint32_t i)
 {
-    const struct resp_arg *arg = &c->scan.argv[i];
     char hdr[24];
-    int n = snprintf(hdr, sizeof(hdr), "$%u\r\n", arg->len);
+    size_t n, len;
+    const char *p;
 
-    client_append(c, g, hdr, (size_t)n);
-    if (c->scan.is_inline) {
-        size_t len;
-        const char *p = args_get(a, i, &len);
+    if (a->av == NULL && !c->scan.is_inline && c->scan.argv[i].len > FRAG_COPY_MAX) {
+        const struct resp_arg *arg = &c->scan.argv[i];
+        client_append(c, g, hdr, bulk_header(hdr, arg->len));
+        rstream_slice(&c->in, arg->off, arg->off + arg->len + 2, g);
+        return;
+    }
+    p = args_get(a, i, &len);
+    n = bulk_header(hdr, len);
+    if (len > FRAG_COPY_MAX) {          /* a long inline or kept argument */
+        client_append(c, g, hdr, n);
         client_append(c, g, p, len);
         client_append(c, g, "\r\n", 2);
-    } else {
-        rstream_slice(&c->in, arg->off, arg->off + arg->len + 2, g);
+        return;
     }
+    char *w = msg_reserve(g, &c->lbuf, n + len + 2);
+    memcpy(w, hdr, n);
+    memcpy(w + n, p, len);
+    memcpy(w + n + len, "\r\n", 2);
+}
+
+/* A frag with room for nfrags requests and, for MGET, nkeys positions:
+ * one allocation, freed by frag_free. */
+static struct frag *frag_new(enum frag_merge merge, uint32_t nfrags, uint32_t nkeys)
+{
+    size_t size = sizeof(struct frag) + nfrags * sizeof(struct req *) +
+                  (merge == MERGE_VALUES ? nkeys * sizeof(struct frag_key) : 0);
+    struct frag *f = xcalloc(1, size);
+
+    f->merge = merge;
+    f->nfrags = f->left = nfrags;
+    f->nkeys = nkeys;
+    f->reqs = (struct req **)(f + 1);
+    if (merge == MERGE_VALUES)
+        f->keys = (struct frag_key *)(f->reqs + nfrags);
+    return f;
 }
 
 bool frag_splits(const struct cmd *cmd)
@@ -90,10 +135,12 @@ bool frag_splits(const struct cmd *cmd)
     return merge_kind(cmd) >= 0;
 }
 
+#define NONE UINT32_MAX
+
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct pool *p = c->pool;
-    uint32_t step = (uint32_t)cmd->step, nkeys, *owner, *count, nfrags = 0;
+    uint32_t step = (uint32_t)cmd->step, nkeys, nfrags = 0, ns = p->nservers;
     int kind = merge_kind(cmd), first = -1;
     bool split = false;
 
@@ -105,15 +152,24 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         return -1;
     }
     nkeys = (a->argc - 1) / step;
-    owner = xmalloc(nkeys * sizeof(*owner));
+
+    /* owner[k]: key k's server; next[k]: the next key of that server;
+     * head[s], count[s]: server s's first key and how many it has. */
+    uint32_t scratch[4 * FRAG_INLINE], *owner, *next, *head, *count;
+    size_t need = 2 * (size_t)nkeys + 2 * (size_t)ns;
+    owner = need <= ARRAY_SIZE(scratch) ? scratch : xmalloc(need * sizeof(*owner));
+    next = owner + nkeys;
+    head = next + nkeys;
+    count = head + ns;
+
     for (uint32_t k = 0; k < nkeys; k++) {
         size_t len;
         const char *key = args_get(a, 1 + k * step, &len);
         if (route_reserved(key, len)) {
             client_reply_error(c, r, SHARDIS_RESERVED_ERR);
             req_done(r);
-            free(owner);
-            return -1;
+            first = -1;
+            goto out;
         }
         owner[k] = pool_owner(p, key, len);
         if (first < 0)
@@ -121,81 +177,76 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         else if (owner[k] != (uint32_t)first)
             split = true;
     }
-    if (!split) {
-        free(owner);
-        return first;
-    }
+    if (!split)
+        goto out;
 
-    /* One fragment per server that owns keys, in server order. */
-    count = xcalloc(p->nservers, sizeof(*count));
-    for (uint32_t k = 0; k < nkeys; k++)
-        if (count[owner[k]]++ == 0)
-            nfrags++;
-    struct frag *f = xcalloc(1, sizeof(*f));
-    f->merge = (enum frag_merge)kind;
-    f->nfrags = f->left = nfrags;
-    f->nkeys = nkeys;
-    f->reqs = xcalloc(nfrags, sizeof(*f->reqs));
-    if (kind == MERGE_VALUES)
-        f->keys = xmalloc(nkeys * sizeof(*f->keys));
+    for (uint32_t s = 0; s < ns; s++) {
+        head[s] = NONE;
+        count[s] = 0;
+    }
+    for (uint32_t k = nkeys; k-- > 0;) {
+        uint32_t s = owner[k];
+        next[k] = head[s];
+        head[s] = k;
+        nfrags += count[s]++ == 0;
+    }
+    struct frag *f = frag_new((enum frag_merge)kind, nfrags, nkeys);
     r->frag = f;
 
-    uint32_t *slot = xmalloc(p->nservers * sizeof(*slot)), next = 0;
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        if (count[s] == 0)
+    /* One fragment per server that owns keys, in server order, its bytes
+     * written one after the other. */
+    uint32_t i = 0;
+    for (uint32_t s = 0; s < ns; s++) {
+        if (head[s] == NONE)
             continue;
         struct req *fr = req_get();
         char hdr[24];
-        int n = snprintf(hdr, sizeof(hdr), "*%u\r\n", 1 + count[s] * step);
+        hdr[0] = '*';
+        size_t n = 1 + fmt_ull(hdr + 1, 1 + (unsigned long long)count[s] * step);
+        memcpy(hdr + n, "\r\n", 2);
         fr->parent = r;
-        client_append(c, &fr->out, hdr, (size_t)n);
+        client_append(c, &fr->out, hdr, n + 2);
         append_arg(c, &fr->out, a, 0);
-        slot[s] = next;
-        f->reqs[next++] = fr;
-        count[s] = 0;               /* now: elements placed so far */
+        uint32_t elem = 0;
+        for (uint32_t k = head[s]; k != NONE; k = next[k]) {
+            for (uint32_t j = 0; j < step; j++)
+                append_arg(c, &fr->out, a, 1 + k * step + j);
+            if (f->keys != NULL)
+                f->keys[k] = (struct frag_key){i, elem++};
+        }
+        f->reqs[i++] = fr;
     }
-    for (uint32_t k = 0; k < nkeys; k++) {
-        uint32_t s = owner[k];
-        struct req *fr = f->reqs[slot[s]];
-        for (uint32_t j = 0; j < step; j++)
-            append_arg(c, &fr->out, a, 1 + k * step + j);
-        if (f->keys != NULL)
-            f->keys[k] = (struct frag_key){slot[s], count[s]};
-        count[s]++;
-    }
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        if (count[s] == 0)
+    i = 0;
+    for (uint32_t s = 0; s < ns; s++) {
+        if (head[s] == NONE)
             continue;
         if (p->mig != NULL)
-            for (uint32_t k = 0; k < nkeys; k++)
-                if (owner[k] == s) {
-                    size_t len;
-                    const char *key = args_get(a, 1 + k * step, &len);
-                    mig_key(c, s, key, len);
-                }
-        route_send(c, f->reqs[slot[s]], NULL, pool_backend(p, s, c));
+            for (uint32_t k = head[s]; k != NONE; k = next[k]) {
+                size_t len;
+                const char *key = args_get(a, 1 + k * step, &len);
+                mig_key(c, s, key, len);
+            }
+        route_send(c, f->reqs[i++], NULL, pool_backend(p, s, c));
     }
-    free(slot);
-    free(count);
-    free(owner);
-    return -1;
+    first = -1;
+out:
+    if (owner != scratch)
+        free(owner);
+    return first;
 }
 
 void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                     struct backend **via, bool blocking)
 {
     struct pool *p = c->pool;
-    struct frag *f = xcalloc(1, sizeof(*f));
     uint32_t n = 0, i = 0;
 
     /* Every server that holds keys: in the ring, or still a source of
      * keys moving after a reload. */
     for (uint32_t s = 0; s < p->nservers; s++)
         n += p->servers[s].active;
-    f->merge = MERGE_BROADCAST;
+    struct frag *f = frag_new(MERGE_BROADCAST, n, 0);
     f->reply = cmd->reply;
-    f->nfrags = f->left = n;
-    f->reqs = xcalloc(n, sizeof(*f->reqs));
     r->frag = f;
     for (i = 0; i < n; i++) {
         f->reqs[i] = req_get();
@@ -447,34 +498,73 @@ static void merge(struct req *r, struct client *c)
             }
             sum += v;
         }
-        client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", sum));
+        if (sum >= 0) {
+            buf[0] = ':';
+            size_t n = 1 + fmt_ull(buf + 1, (unsigned long long)sum);
+            memcpy(buf + n, "\r\n", 2);
+            client_reply(c, r, buf, n + 2);
+        } else {
+            client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", sum));
+        }
         return;
     default:                    /* MERGE_VALUES */
         break;
     }
 
-    size_t **offs = xcalloc(f->nfrags, sizeof(*offs));
+    /* The element offsets of every fragment's reply, one run after the
+     * other (n elements: n + 1 offsets); fragment i's run starts at at[i]. */
+    size_t inl[FRAG_INLINE + 1], *offs = inl, used = 0, cap = ARRAY_SIZE(inl);
+    size_t at_inl[FRAG_INLINE], *at = at_inl;
+    if (f->nfrags > FRAG_INLINE)
+        at = xmalloc(f->nfrags * sizeof(*at));
     for (uint32_t i = 0; i < f->nfrags; i++) {
         struct req *fr = f->reqs[i];
         long long n;
         size_t body;
-        if (array_header(&fr->rsp, &n, &body) < 0 || n < 0 ||
-            (offs[i] = xmalloc(((size_t)n + 1) * sizeof(**offs)),
-             array_elements(&fr->rsp, body, offs[i], (uint32_t)n) < 0)) {
+        if (array_header(&fr->rsp, &n, &body) < 0 || n < 0 || n > (long long)f->nkeys) {
             reply_malformed(c, r, fr);
             goto out;
         }
+        if (used + (size_t)n + 1 > cap) {
+            cap = (used + (size_t)n + 1) * 2;
+            offs = offs == inl ? memcpy(xmalloc(cap * sizeof(*offs)), inl, used * sizeof(*offs))
+                               : xrealloc(offs, cap * sizeof(*offs));
+        }
+        at[i] = used;
+        if (array_elements(&fr->rsp, body, offs + used, (uint32_t)n) < 0) {
+            reply_malformed(c, r, fr);
+            goto out;
+        }
+        used += (size_t)n + 1;
     }
-    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*%u\r\n", f->nkeys));
     for (uint32_t k = 0; k < f->nkeys; k++) {
         const struct frag_key *fk = &f->keys[k];
-        size_t *o = offs[fk->frag];
-        msg_sub(&f->reqs[fk->frag]->rsp, o[fk->elem], o[fk->elem + 1] - o[fk->elem], &r->rsp);
+        size_t end = fk->frag + 1 < f->nfrags ? at[fk->frag + 1] : used;
+        if (at[fk->frag] + fk->elem + 1 >= end) {       /* fewer elements than keys */
+            reply_malformed(c, r, f->reqs[fk->frag]);
+            goto out;
+        }
+    }
+    buf[0] = '*';
+    size_t n = 1 + fmt_ull(buf + 1, f->nkeys);
+    memcpy(buf + n, "\r\n", 2);
+    client_reply(c, r, buf, n + 2);
+    /* Short values are copied next to each other: one iovec for the whole
+     * reply rather than one per value. */
+    for (uint32_t k = 0; k < f->nkeys; k++) {
+        const struct frag_key *fk = &f->keys[k];
+        const struct msg *g = &f->reqs[fk->frag]->rsp;
+        size_t *o = offs + at[fk->frag] + fk->elem, len = o[1] - o[0];
+        if (len <= FRAG_COPY_MAX)
+            msg_copy(g, o[0], len, msg_reserve(&r->rsp, &c->lbuf, len));
+        else
+            msg_sub(g, o[0], len, &r->rsp);
     }
 out:
-    for (uint32_t i = 0; i < f->nfrags; i++)
-        free(offs[i]);
-    free(offs);
+    if (offs != inl)
+        free(offs);
+    if (at != at_inl)
+        free(at);
 }
 
 void frag_free(struct req *r)
@@ -485,8 +575,6 @@ void frag_free(struct req *r)
         f->reqs[i]->parent = NULL;
         req_maybe_free(f->reqs[i]);
     }
-    free(f->reqs);
-    free(f->keys);
     free(f);
     r->frag = NULL;
 }

@@ -152,6 +152,21 @@ void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len)
     }
 }
 
+char *msg_reserve(struct msg *g, struct mbuf **cur, size_t len)
+{
+    ASSERT(len <= MBUF_SIZE);
+    if (*cur == NULL || MBUF_SIZE - (*cur)->len < len) {
+        if (*cur != NULL)
+            mbuf_unref(*cur);
+        *cur = mbuf_get();
+    }
+    struct mbuf *m = *cur;
+    char *at = m->data + m->len;
+    msg_append(g, m, m->len, (uint32_t)len);
+    m->len += (uint32_t)len;
+    return at;
+}
+
 void msg_write_bulk(struct msg *g, struct mbuf **cur, const void *data, size_t len)
 {
     char hdr[24];

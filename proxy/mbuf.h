@@ -63,6 +63,11 @@ void msg_copy(const struct msg *g, size_t off, size_t len, char *out);
 /* Copy data into the chunk *cur (a new one when it is full or NULL; the
  * caller holds a reference to *cur) and append the bytes to g. */
 void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len);
+/* Append len bytes (at most MBUF_SIZE) of the chunk *cur to g, in one
+ * piece (a new chunk when the rest of *cur is too short), and return where
+ * the caller writes them. Appends that follow each other in one chunk
+ * merge into one slice: one iovec when written. */
+char *msg_reserve(struct msg *g, struct mbuf **cur, size_t len);
 /* The same, as a RESP bulk string: "$<len>\r\n<data>\r\n". */
 void msg_write_bulk(struct msg *g, struct mbuf **cur, const void *data, size_t len);
 

@@ -339,6 +339,45 @@ def t_split_many(px, backends, cmd, per_server, servers):
     return "%d keys" % len(keys)
 
 
+def t_split_sizes(px, backends):
+    """Split MSET and MGET whose keys and values straddle the size up to
+    which shardis copies an argument (512 bytes) or a reply's element (512
+    with its header: a 504-byte value) rather than forwarding slices of it, pipelined so that arguments also straddle the
+    16 KiB read chunks: every byte must land on, and come back from, the
+    right server."""
+    wait_healthy(px)
+    sizes = [0, 1, 63, 504, 505, 511, 512, 513, 1000, 16383, 16384, 70000]
+    by = keys_by_server(px, b"sizes:", len(sizes))
+    rnd = random.Random(7)
+    keys, vals = [], {}
+    for i, n in enumerate(sizes):
+        for s in range(3):      # neighbours on different servers
+            # Keys of several lengths too, kept on server s by a hash tag.
+            k = b"{" + by[s][i] + b"}" + b"." * rnd.choice([0, 500, 600])
+            keys.append(k)
+            vals[k] = bytes(rnd.getrandbits(8) for _ in range(n))
+    reqs = b""
+    for _ in range(3):
+        rnd.shuffle(keys)
+        reqs += enc("MSET", *[x for k in keys for x in (k, vals[k])]) + enc("MGET", *keys)
+    c = Raw(px.port, 10)
+    try:
+        c.send(reqs)
+        for _ in range(3):
+            expect_eq(c.reply(), b"+OK\r\n", "MSET of values of every size")
+            c.reply()
+        rnd.shuffle(keys)
+        got = c.cmd("MGET", *keys)
+    finally:
+        c.close()
+    expect_eq(got, array([bulk(vals[k]) for k in keys]), "MGET of values of every size")
+    where = px.whereis(keys)
+    for k in keys:
+        expect(backends[where[k]].client.get(k) == vals[k],
+               "redis%d lacks the exact value of a %d-byte key" % (where[k] + 1, len(k)))
+    return "%d keys, %d bytes per MSET" % (len(keys), sum(map(len, vals.values())))
+
+
 # ---- 4. redis-cli ------------------------------------------------------------------
 
 def t_cli_oneshot(px):
@@ -1243,6 +1282,7 @@ def body():
     check("split_mset_300_keys_per_server", t_split_many, big, R, "MSET", 300, (0, 1))
     check("split_mget_400_keys_per_server", t_split_many, big, R, "MGET", 400, (0, 1))
     check("split_mget_600_keys_per_server", t_split_many, big, R, "MGET", 600, (0, 1))
+    check("split_values_of_every_size", t_split_sizes, big, R)
     check("split_del_600_keys_per_server", t_split_many, big, R, "DEL", 600, (0, 1))
     check("split_mget_1200_keys_3_servers", t_split_many, big, R, "MGET", 400, (0, 1, 2))
     check("exit_clean_big", t_exit_clean, big)
