@@ -14,8 +14,11 @@ client is pinned to core 0 and every server to core 1 (taskset), which keeps
 the spread between runs near 5%; compare the ratios, not absolute numbers.
 
 Also measured: the proxy's CPU time per request (utime+stime from
-/proc/PID/stat over each run) and its RSS idle, with 1,000 idle clients,
-after each of them sent one GET, and after the benchmark.
+/proc/PID/stat over each run), and the direct redis-server's: what the
+kernel charges one process for reading the same requests and writing the
+same replies, a floor no proxy goes below by much; and shardis's RSS idle,
+with 1,000 idle clients, after each of them sent one GET, and after the
+benchmark.
 
 Run: scripts/bench [--rounds N] [--quick]
 """
@@ -165,7 +168,7 @@ def main():
             p = start(pinned(1, ["redis-server", "--port", str(port), "--bind", HOST,
                                  "--save", "", "--appendonly", "no", "--dir", d]), d + "/log")
             wait_port(port, p)
-        direct = ports[4]
+        direct, direct_proc = ports[4], p     # the last one started
         servers = "".join("    - %s:%d:1\n" % (HOST, p) for p in ports[:4])
         sh_port, nc_port = free_port(), free_port()
         conf = "alpha:\n  listen: %s:%%d\n  hash: fnv1a_64\n  distribution: ketama\n" \
@@ -186,9 +189,9 @@ def main():
         nc_mem = {"idle": rss_kb(nc.pid)}
         nc_mem["1000 idle clients"], nc_mem["after one GET each"] = clients_rss(nc.pid, nc_port)
 
-        targets = [("shardis", sh_port, sh), ("twemproxy", nc_port, nc), ("direct", direct, None)]
+        targets = [("shardis", sh_port, sh), ("twemproxy", nc_port, nc), ("direct", direct, direct_proc)]
         results = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
-        cpu = {(t, lbl): [] for t in ("shardis", "twemproxy") for lbl, *_ in TESTS}
+        cpu = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         for lbl, *_ in GENKEY_TESTS:
             results[("shardis", lbl)], cpu[("shardis", lbl)] = [], []
         tx = {"shardis": [], "direct": []}
@@ -218,7 +221,7 @@ def main():
     print("redis-benchmark -c 50 -r 100000 -d 64, %d round(s), medians; client on core 0, "
           "servers on core 1" % args.rounds)
     print()
-    print("| test | target | req/s | p50 ms | p99 ms | proxy CPU us/req |")
+    print("| test | target | req/s | p50 ms | p99 ms | CPU us/req (proxy; direct: redis) |")
     print("|---|---|---:|---:|---:|---:|")
     for lbl, *_ in TESTS:
         for name, _, proc in targets:
@@ -228,14 +231,17 @@ def main():
                 lbl, name, med([r[0] for r in rs]), med([r[1] for r in rs]),
                 med([r[2] for r in rs]), c))
     print()
-    print("| test | shardis/twemproxy | shardis/direct | CPU shardis/twemproxy |")
-    print("|---|---:|---:|---:|")
+    print("| test | shardis/twemproxy | shardis/direct | CPU shardis/twemproxy | "
+          "CPU shardis/direct redis |")
+    print("|---|---:|---:|---:|---:|")
     for lbl, *_ in TESTS:
         s = med([r[0] for r in results[("shardis", lbl)]])
         t = med([r[0] for r in results[("twemproxy", lbl)]])
         d = med([r[0] for r in results[("direct", lbl)]])
         cs, ct = med(cpu[("shardis", lbl)]), med(cpu[("twemproxy", lbl)])
-        print("| %s | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0))
+        cd = med(cpu[("direct", lbl)])
+        print("| %s | %.2f | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0,
+                                                     cs / cd if cd else 0))
     print()
     print("| shardis only | calls/s | ids/s | p50 ms | p99 ms | proxy CPU us/call | calls/s vs GET |")
     print("|---|---:|---:|---:|---:|---:|---:|")
