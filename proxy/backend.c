@@ -442,19 +442,9 @@ static void queue_internal(struct backend *b, enum req_internal kind, bool front
                            int argc, const char *const *argv)
 {
     struct req *r = req_get();
-    struct mbuf *m = mbuf_get();
-    size_t len = (size_t)snprintf(m->data, MBUF_SIZE, "*%d\r\n", argc);
+    struct mbuf *m = NULL;
 
-    for (int i = 0; i < argc; i++) {
-        size_t alen = strlen(argv[i]);
-        CHECK(len + alen + 32 <= MBUF_SIZE);
-        len += (size_t)snprintf(m->data + len, MBUF_SIZE - len, "$%zu\r\n", alen);
-        memcpy(m->data + len, argv[i], alen);
-        memcpy(m->data + len + alen, "\r\n", 2);
-        len += alen + 2;
-    }
-    m->len = (uint32_t)len;
-    msg_append(&r->out, m, 0, (uint32_t)len);
+    msg_write_command(&r->out, &m, argc, argv);
     mbuf_unref(m);
     r->internal = kind;
     r->queued = 1;

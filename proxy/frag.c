@@ -70,18 +70,6 @@ static int merge_kind(const struct cmd *cmd)
 #define FRAG_COPY_MAX   512     /* arguments and values up to this long are copied */
 #define FRAG_INLINE     64      /* keys, servers or elements handled on the stack */
 
-/* "$<len>\r\n" at out (at least 24 bytes); returns its length. */
-static size_t bulk_header(char *out, size_t len)
-{
-    size_t n = 1;
-
-    out[0] = '$';
-    n += fmt_ull(out + 1, len);
-    out[n++] = '\r';
-    out[n++] = '\n';
-    return n;
-}
-
 /* Append argument i, as a bulk string, to g. A short one is copied with
  * its header into the client's local chunk, so that a fragment of short
  * keys and values is one contiguous run, one iovec when written, rather
@@ -89,18 +77,18 @@ static size_t bulk_header(char *out, size_t len)
  * client's own chunks. */
 static void append_arg(struct client *c, struct msg *g, struct args *a, uint32_t i)
 {
-    char hdr[24];
+    char hdr[RESP_HEADER_MAX];
     size_t n, len;
     const char *p;
 
     if (a->av == NULL && !c->scan.is_inline && c->scan.argv[i].len > FRAG_COPY_MAX) {
         const struct resp_arg *arg = &c->scan.argv[i];
-        client_append(c, g, hdr, bulk_header(hdr, arg->len));
+        client_append(c, g, hdr, resp_header(hdr, '$', arg->len));
         rstream_slice(&c->in, arg->off, arg->off + arg->len + 2, g);
         return;
     }
     p = args_get(a, i, &len);
-    n = bulk_header(hdr, len);
+    n = resp_header(hdr, '$', (long long)len);
     if (len > FRAG_COPY_MAX) {          /* a long inline or kept argument */
         client_append(c, g, hdr, n);
         client_append(c, g, p, len);
@@ -200,12 +188,9 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         if (head[s] == NONE)
             continue;
         struct req *fr = req_get();
-        char hdr[24];
-        hdr[0] = '*';
-        size_t n = 1 + fmt_ull(hdr + 1, 1 + (unsigned long long)count[s] * step);
-        memcpy(hdr + n, "\r\n", 2);
+        char hdr[RESP_HEADER_MAX];
         fr->parent = r;
-        client_append(c, &fr->out, hdr, n + 2);
+        client_append(c, &fr->out, hdr, resp_header(hdr, '*', 1 + (long long)count[s] * step));
         append_arg(c, &fr->out, a, 0);
         uint32_t elem = 0;
         for (uint32_t k = head[s]; k != NONE; k = next[k]) {
@@ -368,7 +353,7 @@ bad:
         reply_malformed(c, r, f->reqs[i]);
         goto out;
     }
-    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*%lld\r\n", n));
+    client_reply(c, r, buf, resp_header(buf, '*', n));
     for (long long e = 0; e < n; e++)
         client_reply(c, r, all[e] ? ":1\r\n" : ":0\r\n", 4);
 out:
@@ -382,7 +367,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
 {
     long long n, total = 0;
     size_t body;
-    char buf[32];
+    char buf[RESP_HEADER_MAX];
     uint32_t have = 0, pick;
 
     if (first_byte(&f->reqs[0]->rsp) != '*') {
@@ -406,7 +391,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
         }
         total += n;
     }
-    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*%lld\r\n", total));
+    client_reply(c, r, buf, resp_header(buf, '*', total));
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
         array_header(g, &n, &body);
@@ -418,7 +403,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
 {
     struct req *err = NULL, *ok = NULL;
     long long acc = 0, v;
-    char buf[32];
+    char buf[RESP_HEADER_MAX];
 
     for (uint32_t i = 0; i < f->nfrags; i++) {
         if (first_byte(&f->reqs[i]->rsp) == '-')
@@ -453,7 +438,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
             }
             acc = f->reply == CMD_REPLY_SUM ? acc + v : i == 0 || v < acc ? v : acc;
         }
-        client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", acc));
+        client_reply(c, r, buf, resp_header(buf, ':', acc));
         return;
     case CMD_REPLY_AND:
         merge_and(c, r, f);
@@ -470,7 +455,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
 static void merge(struct req *r, struct client *c)
 {
     struct frag *f = r->frag;
-    char buf[32];
+    char buf[RESP_HEADER_MAX];
     long long sum = 0, v;
 
     if (f->merge == MERGE_BROADCAST) {
@@ -498,14 +483,7 @@ static void merge(struct req *r, struct client *c)
             }
             sum += v;
         }
-        if (sum >= 0) {
-            buf[0] = ':';
-            size_t n = 1 + fmt_ull(buf + 1, (unsigned long long)sum);
-            memcpy(buf + n, "\r\n", 2);
-            client_reply(c, r, buf, n + 2);
-        } else {
-            client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", sum));
-        }
+        client_reply(c, r, buf, resp_header(buf, ':', sum));
         return;
     default:                    /* MERGE_VALUES */
         break;
@@ -545,10 +523,7 @@ static void merge(struct req *r, struct client *c)
             goto out;
         }
     }
-    buf[0] = '*';
-    size_t n = 1 + fmt_ull(buf + 1, f->nkeys);
-    memcpy(buf + n, "\r\n", 2);
-    client_reply(c, r, buf, n + 2);
+    client_reply(c, r, buf, resp_header(buf, '*', f->nkeys));
     /* Short values are copied next to each other: one iovec for the whole
      * reply rather than one per value. */
     for (uint32_t k = 0; k < f->nkeys; k++) {

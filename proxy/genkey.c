@@ -172,10 +172,7 @@ static long long clock_skew_ms(void)
 
 static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
 {
-    char hdr[24];
-    client_reply(c, r, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", len));
-    client_reply(c, r, s, len);
-    client_reply(c, r, "\r\n", 2);
+    msg_write_bulk(&r->rsp, &c->lbuf, s, len);
 }
 
 static void reply_str(struct client *c, struct req *r, const char *s)
@@ -185,8 +182,8 @@ static void reply_str(struct client *c, struct req *r, const char *s)
 
 static void reply_int(struct client *c, struct req *r, long long v)
 {
-    char buf[32];
-    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", v));
+    char buf[RESP_HEADER_MAX];
+    client_reply(c, r, buf, resp_header(buf, ':', v));
 }
 
 /* An argument for an error message: at most 64 bytes of it. */
@@ -242,20 +239,6 @@ static enum idgen_format decode(struct client *c, const char *key, size_t len,
 
 /* ---- SHARD.GENKEY [type] [COUNT n] [NEAR key] ------------------------------------- */
 
-/* Append argv[0..argc) to g as a RESP command. */
-static void append_command(struct client *c, struct msg *g, int argc, const char *const *argv)
-{
-    char hdr[24];
-
-    client_append(c, g, hdr, (size_t)snprintf(hdr, sizeof(hdr), "*%d\r\n", argc));
-    for (int i = 0; i < argc; i++) {
-        size_t len = strlen(argv[i]);
-        client_append(c, g, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", len));
-        client_append(c, g, argv[i], len);
-        client_append(c, g, "\r\n", 2);
-    }
-}
-
 /* "$equence{LL}": where logical shard L keeps its next free (ms, slot). */
 static void sequence_key(uint32_t shard, char out[13])
 {
@@ -277,7 +260,7 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
     snprintf(ahead, sizeof(ahead), "%lld", (long long)ig->max_ahead_ms);
     snprintf(guard, sizeof(guard), "%lld", (long long)ig->restart_guard_ms);
     snprintf(skew, sizeof(skew), "%lld", clock_skew_ms());
-    append_command(c, &r->out, 10, (const char *const[]){
+    msg_write_command(&r->out, &c->lbuf, 10, (const char *const[]){
         sha ? "EVALSHA" : "EVAL", sha ? proxy.idgen_sha : idgen_script, "1", seq,
         n, epoch, ahead, guard, b->run_id, skew});
 }
@@ -335,8 +318,7 @@ static int genkey_reply(struct req *r)
         return 0;
     }
     /* Each key is "$16\r\n<key>\r\n": 23 bytes, encoded in batches. */
-    len = r->u.genkey.array
-              ? (size_t)snprintf(buf, sizeof(buf), "*%u\r\n", r->u.genkey.n) : 0;
+    len = r->u.genkey.array ? resp_header(buf, '*', r->u.genkey.n) : 0;
     for (uint32_t i = 0; i < r->u.genkey.n; i++) {
         if (len + 23 > sizeof(buf)) {
             client_reply(c, r, buf, len);
@@ -467,7 +449,7 @@ void genkey_keyinfo(struct client *c, struct req *r, struct args *a)
     static const char *const formats[] = {"unknown", "shardis", "shardjs", "fixed"};
     const struct conf_pool *pc = c->pool->conf;
     struct idgen_info info;
-    char iso[32], hdr[16];
+    char iso[32], hdr[RESP_HEADER_MAX];
     size_t klen;
     const char *key;
     uint32_t pairs;
@@ -480,7 +462,7 @@ void genkey_keyinfo(struct client *c, struct req *r, struct args *a)
     decode(c, key, klen, &info);
     pairs = info.format == IDGEN_FORMAT_UNKNOWN ? 2 : info.format == IDGEN_FORMAT_SHARDJS ? 7
           : info.format == IDGEN_FORMAT_FIXED ? 6 : 8;
-    client_reply(c, r, hdr, (size_t)snprintf(hdr, sizeof(hdr), "*%u\r\n", pairs * 2));
+    client_reply(c, r, hdr, resp_header(hdr, '*', pairs * 2));
     reply_str(c, r, "format");
     reply_str(c, r, formats[info.format]);
     if (info.format == IDGEN_FORMAT_SHARDIS || info.format == IDGEN_FORMAT_SHARDJS) {

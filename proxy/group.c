@@ -144,12 +144,8 @@ static void send_cmd(struct group *g, struct backend *b, enum req_internal kind,
                      const char *const *argv)
 {
     struct req *r = req_get();
-    char hdr[24];
-    int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", argc);
 
-    msg_write(&r->out, &g->buf, hdr, (size_t)n);
-    for (int i = 0; i < argc; i++)
-        msg_write_bulk(&r->out, &g->buf, argv[i], strlen(argv[i]));
+    msg_write_command(&r->out, &g->buf, argc, argv);
     r->internal = kind;
     backend_send(b, r);
 }

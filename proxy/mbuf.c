@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "proxy/mbuf.h"
+#include "proxy/resp.h"
 #include "proxy/util.h"
 
 #define MBUF_FREE_MAX   256     /* 4 MiB of chunks kept for reuse */
@@ -169,10 +170,18 @@ char *msg_reserve(struct msg *g, struct mbuf **cur, size_t len)
 
 void msg_write_bulk(struct msg *g, struct mbuf **cur, const void *data, size_t len)
 {
-    char hdr[24];
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+    char hdr[RESP_HEADER_MAX];
 
-    msg_write(g, cur, hdr, (size_t)n);
+    msg_write(g, cur, hdr, resp_header(hdr, '$', (long long)len));
     msg_write(g, cur, data, len);
     msg_write(g, cur, "\r\n", 2);
+}
+
+void msg_write_command(struct msg *g, struct mbuf **cur, int argc, const char *const *argv)
+{
+    char hdr[RESP_HEADER_MAX];
+
+    msg_write(g, cur, hdr, resp_header(hdr, '*', argc));
+    for (int i = 0; i < argc; i++)
+        msg_write_bulk(g, cur, argv[i], strlen(argv[i]));
 }

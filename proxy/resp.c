@@ -448,3 +448,23 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
     *used = n;
     return 0;
 }
+
+/* ---- header lines ---------------------------------------------------------- */
+
+size_t resp_header(char *out, char type, long long n)
+{
+    unsigned long long v = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
+    size_t len = 1, digits = 1;
+
+    out[0] = type;
+    if (n < 0)
+        out[len++] = '-';
+    for (unsigned long long t = v; t >= 10; t /= 10)
+        digits++;
+    for (size_t i = len + digits; i-- > len; v /= 10)
+        out[i] = (char)('0' + v % 10);
+    len += digits;
+    out[len++] = '\r';
+    out[len++] = '\n';
+    return len;
+}

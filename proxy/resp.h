@@ -16,7 +16,9 @@
  * inline lines of at most 64 KiB. Empty arrays and empty inline lines are
  * skipped, as redis-server does.
  *
- * Replies: any RESP2 value, nested arrays included (depth <= 64). */
+ * Replies: any RESP2 value, nested arrays included (depth <= 64).
+ *
+ * And the one piece of encoding the proxy does itself: header lines. */
 #ifndef SHARDIS_RESP_H
 #define SHARDIS_RESP_H
 
@@ -88,5 +90,12 @@ struct resp_rsp {
  * when all were used, -1 on a protocol error. After 1, resp_rsp_reset. */
 int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used);
 void resp_rsp_reset(struct resp_rsp *s);
+
+/* Write the header line "<type><n>\r\n" ('*' 3, '$' 5, ':' -1 ...) at out,
+ * which holds RESP_HEADER_MAX bytes; returns its length. Every header
+ * shardis writes goes through here: printf's machinery cost more than the
+ * rest of a split request. */
+#define RESP_HEADER_MAX 24
+size_t resp_header(char *out, char type, long long n);
 
 #endif

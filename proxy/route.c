@@ -412,8 +412,7 @@ static bool unsupported_name(const struct cmd *cmd)
 void args_request(struct args *a, struct msg *g)
 {
     struct client *c = a->c;
-    char hdr[32];
-    int n;
+    char hdr[RESP_HEADER_MAX];
 
     if (!c->scan.is_inline && a->av == NULL) {
         rstream_slice(&c->in, c->scan.start, c->scan.end, g);
@@ -421,15 +420,11 @@ void args_request(struct args *a, struct msg *g)
     }
     /* Inline: the arguments are already unquoted, and a backend pipelines
      * arrays unambiguously. */
-    n = snprintf(hdr, sizeof(hdr), "*%u\r\n", a->argc);
-    client_append(c, g, hdr, (size_t)n);
+    client_append(c, g, hdr, resp_header(hdr, '*', a->argc));
     for (uint32_t i = 0; i < a->argc; i++) {
         size_t len;
         const char *p = args_get(a, i, &len);
-        n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-        client_append(c, g, hdr, (size_t)n);
-        client_append(c, g, p, len);
-        client_append(c, g, "\r\n", 2);
+        msg_write_bulk(g, &c->lbuf, p, len);
     }
 }
 

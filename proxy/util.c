@@ -38,14 +38,3 @@ char *xstrdup(const char *s)
     size_t n = strlen(s) + 1;
     return memcpy(xmalloc(n), s, n);
 }
-
-size_t fmt_ull(char *out, unsigned long long v)
-{
-    size_t n = 1;
-
-    for (unsigned long long t = v; t >= 10; t /= 10)
-        n++;
-    for (size_t i = n; i-- > 0; v /= 10)
-        out[i] = (char)('0' + v % 10);
-    return n;
-}

@@ -12,11 +12,6 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
-/* Write v in decimal at out (at least 20 bytes), without a NUL; returns
- * the digits written. printf's machinery costs more than the rest of a
- * RESP header on the request path. */
-size_t fmt_ull(char *out, unsigned long long v);
-
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define container_of(ptr, type, field) \

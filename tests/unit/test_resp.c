@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <criterion/parameterized.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -209,4 +210,26 @@ Test(resp, bad_replies)
     for (int i = 0; i < 65; i++)
         n += (size_t)sprintf(deep + n, "*1\r\n");
     cr_assert(eq(int, count_replies(deep, n, 0, ends), -1));
+}
+
+/* Header lines, checked against printf for every length of number and both
+ * ends of long long. */
+Test(resp_header, matches_printf)
+{
+    const long long values[] = {0, 1, 9, 10, 99, 100, 512, 65536, 1048576, 4294967295LL,
+                                -1, -10, 999999999999999999LL, LLONG_MAX, LLONG_MIN};
+    const char types[] = {'*', '$', ':'};
+
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        for (size_t t = 0; t < sizeof(types); t++) {
+            char got[RESP_HEADER_MAX + 8], want[64];
+            memset(got, 'x', sizeof(got));
+            size_t n = resp_header(got, types[t], values[i]);
+            int m = snprintf(want, sizeof(want), "%c%lld\r\n", types[t], values[i]);
+            cr_assert(le(sz, n, RESP_HEADER_MAX));
+            cr_assert(eq(sz, n, (size_t)m), "%lld", values[i]);
+            cr_assert(eq(int, memcmp(got, want, n), 0), "%lld", values[i]);
+            cr_assert(eq(chr, got[n], 'x'), "wrote past the header");
+        }
+    }
 }
