@@ -295,6 +295,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
+    b->rx_ms = uv_now(proxy.loop);
     p = b->in.tail->data + b->in.tail->len;
     off = b->in.rx;
     b->in.tail->len += (uint32_t)nread;
@@ -486,6 +487,7 @@ static void backend_connect(struct backend *b)
 
     b->state = BACKEND_CONNECTING;
     b->framed = 0;
+    b->rx_ms = 0;
     b->run_id[0] = '\0';
     resp_rsp_reset(&b->scan);
     /* The handshake goes first, ahead of anything already queued; each
@@ -558,9 +560,16 @@ void backend_send(struct backend *b, struct req *r)
         proxy_mark_backend(b);
 }
 
+/* A request's deadline is `timeout` after it was queued; but a server
+ * that is still sending is not hung, however long its replies take to
+ * arrive (a pipeline of 100 MB values under a 400 ms timeout): the oldest
+ * pending request times out only once nothing has been read for the
+ * pool's timeout as well. Every other request waits behind it in the same
+ * pipeline, so checking the oldest is enough. */
 void backend_check_timeout(struct backend *b, uint64_t now)
 {
     struct req *r = TAILQ_FIRST(&b->pendq);
+    int timeout = b->pool->conf->timeout;
 
     /* The oldest request is the first to expire: pending ones were sent
      * first, and while connecting nothing is pending yet. */
@@ -568,6 +577,8 @@ void backend_check_timeout(struct backend *b, uint64_t now)
         r = TAILQ_FIRST(&b->sendq);
     if (r == NULL || r->deadline == 0 || now < r->deadline)
         return;
+    if (r->pending && timeout > 0 && b->rx_ms != 0 && now - b->rx_ms < (uint64_t)timeout)
+        return;                     /* still sending */
     b->timeouts++;
     backend_fail(b, "timeout");
 }

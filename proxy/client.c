@@ -7,9 +7,19 @@
  * requests are detached (req.client = NULL) and freed by the backend once
  * their replies arrive.
  *
- * Backpressure: a client stops being read while it has too many requests
- * in flight or too many reply bytes it has not taken; past a hard cap of
- * unread replies it is closed, as redis-server's output buffer limit does.
+ * Backpressure: a client stops being read while too many of its requests
+ * are in flight (forwarded, or waiting to be), and is read again as the
+ * backends answer them. Replies it has not read yet never stop it being
+ * read: a client may write its whole pipeline before it reads a reply (a
+ * bulk loader does), and holding back its reads while it is blocked
+ * writing to us would leave neither side moving. Like redis-server, the
+ * proxy reads on and keeps the replies, and a client with more than
+ * CLIENT_HARD_BYTES of them unread is closed, with a log line, as
+ * redis-server's client-output-buffer-limit does. Waiting replies cost
+ * their bytes and little more: each one done behind another done one
+ * joins it (client_fold), so a million waiting "+OK"s are one request
+ * object and a few chunks, not a million of each.
+ *
  * An idle client holds no chunk: reads go into a fresh chunk from the pool
  * and every chunk is let go once all its requests are framed. */
 #include <errno.h>
@@ -24,10 +34,9 @@
 
 #define CLIENT_PAUSE_REQS    4096        /* stop reading above this many in flight */
 #define CLIENT_RESUME_REQS   1024
-#define CLIENT_PAUSE_BYTES   (8u << 20)  /* ... or this many unread reply bytes */
-#define CLIENT_RESUME_BYTES  (2u << 20)
-#define CLIENT_HARD_BYTES    (256u << 20)
+#define CLIENT_HARD_BYTES    (256u << 20) /* unread replies beyond one: close */
 #define CLIENT_IOV_MAX       1024
+#define CLIENT_FOLD_COPY     512         /* waiting replies up to this long are copied */
 
 /* ---- request objects --------------------------------------------------------- */
 
@@ -223,11 +232,17 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void client_resume(struct client *c)
 {
-    if (!c->reading && !c->closing && !c->quitting &&
-        c->nreqs <= CLIENT_RESUME_REQS && c->rsp_bytes <= CLIENT_RESUME_BYTES) {
+    if (!c->reading && !c->closing && !c->quitting && c->inflight <= CLIENT_RESUME_REQS) {
         if (uv_read_start(&c->h.stream, client_alloc_cb, client_read_cb) == 0)
             c->reading = 1;
     }
+}
+
+void client_queue(struct client *c, struct req *r)
+{
+    r->client = c;
+    TAILQ_INSERT_TAIL(&c->reqs, r, cq);
+    c->inflight++;
 }
 
 /* A protocol error: reply like redis-server, then close once it is sent. */
@@ -235,9 +250,7 @@ static void client_protocol_error(struct client *c)
 {
     struct req *r = req_get();
 
-    r->client = c;
-    TAILQ_INSERT_TAIL(&c->reqs, r, cq);
-    c->nreqs++;
+    client_queue(c, r);
     log_info("client %llu: %s; closing", (unsigned long long)c->id, c->scan.err);
     client_reply_error(c, r, "ERR %s", c->scan.err);
     r->quit = 1;
@@ -283,9 +296,7 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (rc == 0)
             break;
         struct req *r = req_get();
-        r->client = c;
-        TAILQ_INSERT_TAIL(&c->reqs, r, cq);
-        c->nreqs++;
+        client_queue(c, r);
         proxy.total_commands++;
         c->pool->requests++;
         route_request(c, r);        /* may close c: then c->closing is set */
@@ -297,11 +308,13 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     rstream_trim(&c->in, resp_req_idle(&c->scan) ? c->in.rx : c->scan.start);
     if (resp_req_idle(&c->scan))
         resp_req_free(&c->scan);
-    if (c->nreqs > CLIENT_PAUSE_REQS || c->rsp_bytes > CLIENT_PAUSE_BYTES)
+    if (c->inflight > CLIENT_PAUSE_REQS)
         client_pause(c);
 }
 
 /* ---- writing ------------------------------------------------------------------ */
+
+static void client_fold(struct client *c, struct req *r);
 
 void req_done(struct req *r)
 {
@@ -317,19 +330,24 @@ void req_done(struct req *r)
     r->done = 1;
     if (c == NULL || c->closing)
         return;
+    c->inflight--;
     if (c->held)
         pin_unhold(c);
     if (c->pin != NULL && r->backend == c->pin)
         pin_check(c);
     c->rsp_bytes += r->rsp.len;
-    if (c->rsp_bytes > CLIENT_HARD_BYTES) {
-        log_warn("client %llu: %zu reply bytes unread; closing it",
-                 (unsigned long long)c->id, c->rsp_bytes);
+    if (c->rsp_bytes > CLIENT_HARD_BYTES && c->rsp_bytes > r->rsp.len) {
+        /* One reply of any size is let through (a 512 MB value must be
+         * readable); more than the limit of them is not. */
+        log_warn("client %llu: %zu reply bytes unread, over the %u MiB limit; closing it "
+                 "(as redis-server's client-output-buffer-limit)",
+                 (unsigned long long)c->id, c->rsp_bytes, CLIENT_HARD_BYTES >> 20);
         client_close(c);
         return;
     }
-    if (c->rsp_bytes > CLIENT_PAUSE_BYTES)
-        client_pause(c);
+    client_fold(c, r);
+    if (!c->reading && c->inflight <= CLIENT_RESUME_REQS)
+        client_resume(c);
     client_ready(c);
 }
 
@@ -338,30 +356,64 @@ void client_ready(struct client *c)
     struct req *r = TAILQ_FIRST(&c->reqs);
 
     /* Only a done request at the head (past what is being written) can go. */
-    for (uint32_t i = 0; r != NULL && i < c->nwriting; i++)
+    while (r != NULL && r->in_write)
         r = TAILQ_NEXT(r, cq);
     if (r != NULL && r->done)
         proxy_mark_client(c);
 }
 
-/* The nwriting replies at the head were written (or failed). */
+/* Move the reply of r (done) into into (done, before it, not being
+ * written), and let r go. A short reply is copied into the client's own
+ * chunk, next to the one before it: it then holds no backend chunk (a
+ * few bytes must not keep 16 KiB alive while the client does not read)
+ * and joins its neighbours in one slice; a long one moves as slices. */
+static void fold(struct client *c, struct req *into, struct req *r)
+{
+    size_t len = r->rsp.len;
+
+    if (len <= CLIENT_FOLD_COPY)
+        msg_copy(&r->rsp, 0, len, msg_reserve(&into->rsp, &c->lbuf, len));
+    else
+        msg_sub(&r->rsp, 0, len, &into->rsp);
+    msg_release(&r->rsp);
+    into->quit |= r->quit;
+    TAILQ_REMOVE(&c->reqs, r, cq);
+    r->client = NULL;
+    req_maybe_free(r);
+}
+
+/* r is done: join it to the done reply before it, and the done ones after
+ * it to it, while the joined reply stays one write's worth of iovecs. */
+static void client_fold(struct client *c, struct req *r)
+{
+    struct req *prev = TAILQ_PREV(r, req_list, cq), *next;
+
+    if (prev != NULL && prev->done && !prev->in_write &&
+        prev->rsp.n + r->rsp.n + 1 <= CLIENT_IOV_MAX) {
+        fold(c, prev, r);
+        r = prev;
+    }
+    while ((next = TAILQ_NEXT(r, cq)) != NULL && next->done &&
+           r->rsp.n + next->rsp.n + 1 <= CLIENT_IOV_MAX)
+        fold(c, r, next);
+}
+
+/* The replies at the head that were in the write were written (or failed). */
 static void client_written(struct client *c, int status)
 {
+    struct req *r;
     bool quit = false;
 
     c->writing = 0;
-    while (c->nwriting > 0) {
-        struct req *r = TAILQ_FIRST(&c->reqs);
+    while ((r = TAILQ_FIRST(&c->reqs)) != NULL && r->in_write) {
         TAILQ_REMOVE(&c->reqs, r, cq);
-        c->nreqs--;
-        c->nwriting--;
         c->rsp_bytes -= r->rsp.len;
         quit |= r->quit;
         r->client = NULL;
         msg_release(&r->rsp);
         req_maybe_free(r);
     }
-    if (c->nreqs == 0 && c->lbuf != NULL) {
+    if (TAILQ_EMPTY(&c->reqs) && c->lbuf != NULL) {
         /* Idle: keep no chunk for local replies (the next takes one from the pool). */
         mbuf_unref(c->lbuf);
         c->lbuf = NULL;
@@ -409,6 +461,7 @@ void client_flush(struct client *c)
             break;
         niov += msg_bufs(&r->rsp, iovs + niov);
         total += r->rsp.len;
+        r->in_write = 1;
         nreq++;
         if (r->quit)
             break;
@@ -416,7 +469,6 @@ void client_flush(struct client *c)
     if (nreq == 0)
         return;
     iov = iovs;
-    c->nwriting = (uint16_t)nreq;   /* at most CLIENT_IOV_MAX */
     rc = stream_try_write(&c->h.stream, &iov, &niov, total);
     if (rc == 0) {
         uv_write_t *w = xmalloc(sizeof(*w));
@@ -429,12 +481,10 @@ void client_flush(struct client *c)
     }
     if (iovs != stack)
         free(iovs);     /* uv_write copied what it still needs */
-    if (rc == 1) {
+    if (rc == 1)
         client_written(c, 0);
-    } else if (rc < 0) {
-        c->nwriting = 0;
+    else if (rc < 0)
         client_close(c);
-    }
 }
 
 /* ---- lifecycle ------------------------------------------------------------------ */
@@ -517,9 +567,7 @@ void client_accept(struct pool *p, uv_stream_t *listener)
         static const char full[] = "-ERR max number of clients reached\r\n";
         struct req *r = req_get();
         p->rejected++;
-        r->client = c;
-        TAILQ_INSERT_TAIL(&c->reqs, r, cq);
-        c->nreqs++;
+        client_queue(c, r);
         client_reply(c, r, full, sizeof(full) - 1);
         r->quit = 1;
         c->quitting = 1;

@@ -51,6 +51,8 @@ struct mig_op;
 struct group;
 struct pool_server;
 
+TAILQ_HEAD(req_list, req);
+
 /* ---- requests ------------------------------------------------------------ */
 
 /* A request whose reply the proxy makes from the backend's (SHARD.GENKEY):
@@ -120,6 +122,7 @@ struct req {
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
+    unsigned        in_write:1; /* client.c: its reply is in the write in flight */
 };
 
 struct req *req_get(void);
@@ -157,16 +160,15 @@ struct client {
     struct pool     *pool;
     struct rstream   in;
     struct resp_req  scan;
-    TAILQ_HEAD(, req) reqs;     /* requests not yet answered, in order */
+    struct req_list  reqs;      /* requests whose replies are not written yet, in order */
     TAILQ_ENTRY(client) dirty;  /* on proxy.dirty_clients */
     struct mbuf     *lbuf;      /* chunk that local replies are written into */
     struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
     struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
     uint64_t         id;
-    uint32_t         nreqs;     /* in reqs */
-    uint16_t         nwriting;  /* reqs at the head in the write in flight (<= 1024) */
-    /* 16-bit flags: with nwriting they fill the 4 bytes after nreqs, which
-     * keeps a TCP client at 512 bytes. */
+    uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
+    /* 16-bit flags fill the 4 bytes after inflight, which keeps a TCP
+     * client at 512 bytes. */
     unsigned short   authed:1;
     unsigned short   closing:1;
     unsigned short   reading:1;
@@ -199,6 +201,8 @@ struct client_rare *client_rare(struct client *c);
 const char *client_name(const struct client *c);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
+/* Append r to c's requests, in flight until req_done. */
+void client_queue(struct client *c, struct req *r);
 /* r's reply is complete in r->rsp: account for it and write when its turn
  * comes. Safe when the client is gone. */
 void req_done(struct req *r);
@@ -237,6 +241,7 @@ struct backend {
     struct resp_rsp  scan;
     uint64_t         framed;    /* stream offset: replies framed up to here */
     uint64_t         retry_at;  /* loop ms */
+    uint64_t         rx_ms;     /* loop ms of the last byte read; 0 none yet */
     uint32_t         failures;  /* consecutive */
     char             reason[96];/* why it last failed */
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */

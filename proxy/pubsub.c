@@ -400,10 +400,8 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
         find(c->rare->subs, kind, name, nlen) < 0)
         goto drop;
     struct req *r = req_get();
-    r->client = c;
+    client_queue(c, r);
     r->rsp = g;
-    TAILQ_INSERT_TAIL(&c->reqs, r, cq);
-    c->nreqs++;
     req_done(r);
     if (text != head)
         free(text);

@@ -28,14 +28,16 @@
 
 const char *args_get(struct args *a, uint32_t i, size_t *len)
 {
-    const struct resp_req *s = &a->c->scan;
-    const struct resp_arg *arg = &s->argv[i];
-    uint64_t end = arg->off + arg->len;
-
+    /* A kept request's arguments are its own: the client's framer has
+     * moved on (its argv may be shorter, or freed) and must not be read. */
     if (a->av != NULL) {
         *len = a->avlen[i];
         return a->av[i];
     }
+    const struct resp_req *s = &a->c->scan;
+    const struct resp_arg *arg = &s->argv[i];
+    uint64_t end = arg->off + arg->len;
+
     *len = arg->len;
     if (s->is_inline)
         return s->inl + arg->off;

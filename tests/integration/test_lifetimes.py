@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""test_lifetimes.py -- the order a client's requests run in, what a request
+may hold on to while it waits, and how much a client may make the proxy
+hold, against real redis-servers.
+
+- a client that writes its whole pipeline before it reads a reply (a bulk
+  loader: redis-py and hiredis pipelines do) completes, as on one
+  redis-server; one that never reads its replies is closed once they pass
+  the limit, with a log line, and the proxy's memory comes back;
+- a backend still sending (a pipeline of 100 MB values under a 400 ms
+  timeout) is not declared timed out; a stopped one still is;
+- a command sent after a blocking command does not run before it, even on
+  another server: it reads what a single redis-server would let it read;
+- a BLPOP of 40 keys waiting when its keys move is sent again from its own
+  copy of its arguments (the client's framer has moved on);
+- a request waiting for its keys to move holds no connection that its
+  client may give back meanwhile: another client's transaction never gets
+  it (its reply, or its +QUEUED);
+- PUBLISH and SCRIPT KILL-like commands wait behind the client's earlier
+  requests like every other command.
+
+Run: /usr/bin/python3 tests/integration/test_lifetimes.py --shardis build/shardis
+"""
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+import redis
+
+import harness
+from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, until
+from test_reshard import locate, reload, status, wait_stable, write_servers
+
+HOST = "127.0.0.1"
+
+
+def log_text(px):
+    with open(px.log, errors="replace") as f:
+        return f.read()
+
+
+def small_rcvbuf_socket(port):
+    """A client socket with a small receive buffer: replies it does not read
+    stay in the proxy, not in the kernel."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((HOST, port))
+    s.settimeout(30)
+    return s
+
+
+def t_pipeline_before_reading(rs):
+    """150,000 GETs of a 100-byte value (19 MB of requests, 16 MB of
+    replies) written before any reply is read: with the proxy holding back
+    its reads while the client was blocked writing, neither moved (redis-py:
+    'Timeout writing to socket')."""
+    px = Shardis("bulk", rs)
+    n = 150000
+    key, value = "k" * 100, b"v" * 100
+    px.client.set(key, value)
+    data = harness.enc("GET", key) * n
+    want = harness.bulk(value) * n
+    s = small_rcvbuf_socket(px.port)
+    done = {}
+
+    def write():
+        try:
+            s.sendall(data)
+            done["ok"] = True
+        except OSError as e:
+            done["err"] = e
+
+    w = threading.Thread(target=write, daemon=True)
+    w.start()
+    w.join(30)
+    expect(not w.is_alive(), "the client is still blocked writing its pipeline after 30 s "
+           "(the proxy stopped reading it)")
+    expect("err" not in done, "writing: %r" % done.get("err"))
+    got = bytearray()
+    while len(got) < len(want):
+        d = s.recv(1 << 20)
+        expect(d, "connection closed after %d of %d reply bytes" % (len(got), len(want)))
+        got += d
+    s.close()
+    expect(bytes(got) == want, "the replies differ from %d values" % n)
+    harness.t_exit_clean(px)
+    return "%d replies" % n
+
+
+def t_unread_replies_limit(rs):
+    """A client that pipelines GETs of a 1 MB value and never reads is
+    closed past the limit (256 MiB), with a log line; the proxy gives the
+    memory back."""
+    px = Shardis("hog", rs)
+    px.client.set("big", b"x" * (1 << 20))
+    s = small_rcvbuf_socket(px.port)
+    s.sendall(harness.enc("GET", "big") * 400)
+    until("the proxy closes the client that does not read",
+          lambda: "over the 256 MiB limit" in log_text(px), timeout=30)
+    s.settimeout(5)
+    closed = False
+    try:
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                closed = True
+                break
+    except ConnectionResetError:
+        closed = True
+    s.close()
+    expect(closed, "the connection was not closed")
+    expect_eq(px.client.ping(), True, "another client, after")
+    harness.t_exit_clean(px)
+
+
+def t_backend_still_sending(rs):
+    """4 pipelined GETs of a 100 MB value under timeout: 400 are answered
+    (the backend was sending all along); a stopped backend still times out."""
+    px = Shardis("sending", rs[:1], timeout=400)
+    big = b"y" * (100 << 20)
+    rs[0].client.set("huge", big)
+    c = harness.Raw(px.port, timeout=30)
+    c.send(harness.enc("GET", "huge") * 4)
+    other = redis.Redis(HOST, px.port, socket_timeout=30)
+    other_got = {}
+    t = threading.Thread(target=lambda: other_got.update(v=harness_reply(other.get, "k")))
+    t.start()
+    for i in range(4):
+        r = c.reply()
+        expect(r.startswith(b"$104857600\r\n"), "GET %d: %s" % (i, harness.short(r[:80])))
+    c.close()
+    t.join(30)
+    expect_eq(other_got.get("v"), None, "another client's GET on the same server")
+    expect("timeout" not in log_text(px), "the backend was declared timed out")
+    os.kill(rs[0].pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        err = harness_reply(px.client.get, "k")
+        took = time.monotonic() - t0
+    finally:
+        os.kill(rs[0].pid, signal.SIGCONT)
+    expect("unavailable: timeout" in str(err), "a stopped backend: %r" % (err,))
+    expect(took < 3, "a stopped backend answered after %.1f s" % took)
+    harness.t_exit_clean(px)
+
+
+def harness_reply(fn, *args):
+    try:
+        return fn(*args)
+    except redis.RedisError as e:
+        return e
+
+
+def t_after_blocking(rs):
+    """BLPOP k1 0 then GET k2 (another server), pipelined: the GET runs after
+    the BLPOP returns, so it sees what was written before the push that
+    ended the BLPOP (on one redis-server, commands run in the order sent)."""
+    px = Shardis("after", rs)
+    k1 = px.keys_on("blk", 0)[0].decode()
+    k2 = px.keys_on("val", 1)[0].decode()
+    c = harness.Raw(px.port, timeout=10)
+    c.send(harness.enc("BLPOP", k1, "0") + harness.enc("GET", k2))
+    until("the BLPOP waits", lambda: px.client.info("clients")["blocked_clients"] == 1)
+    time.sleep(0.2)                 # the GET, if it was sent, has run by now
+    px.client.set(k2, "written-before-the-push")
+    px.client.rpush(k1, "x")
+    expect_eq(harness.parse(c.reply()), [k1.encode(), b"x"], "BLPOP")
+    expect_eq(c.reply(), harness.bulk(b"written-before-the-push"),
+              "the GET sent after the BLPOP")
+    c.close()
+    harness.t_exit_clean(px)
+
+
+def moving_tag(px, new_conf, same_owner_too=None):
+    """A hash tag whose owner changes from the current ring to new_conf's."""
+    tags = ["t%d" % i for i in range(400)]
+    before = {t: px.client.execute_command("SHARD.WHEREIS", "{%s}" % t).decode() for t in tags}
+    after = locate(new_conf, ["{%s}" % t for t in tags])
+    return [t for t in tags if before[t] != after["{%s}" % t]]
+
+
+def t_blpop_many_keys_reissued(rs):
+    """BLPOP of 40 keys waiting when they move: sent again by the new ring
+    from its kept arguments (it read the client's framer, which holds 4)."""
+    px = Shardis("blpop40", rs[:3], admin_commands="true")
+    write_servers(px, rs[:4])
+    tag = moving_tag(px, px.conf)[0]
+    keys = ["{%s}:%d" % (tag, i) for i in range(40)]
+    c = harness.Raw(px.port, timeout=10)
+    c.send(harness.enc("BLPOP", *keys, "0"))
+    until("the BLPOP waits", lambda: px.client.info("clients")["blocked_clients"] == 1)
+    reload(px, 1)
+    until("the BLPOP waits on the new owner",
+          lambda: sum(s.client.info("clients")["blocked_clients"] for s in rs[:4]) == 1)
+    px.client.rpush(keys[37], "v")
+    expect_eq(harness.parse(c.reply()), [keys[37].encode(), b"v"], "the BLPOP after the push")
+    c.close()
+    wait_stable(px, servers=rs)
+    harness.t_exit_clean(px)
+
+
+def body():
+    def fresh(n):
+        out = []
+        for i in range(n):
+            s = RedisServer("l%d-%d" % (len(os.listdir(harness.TMP)), i))
+            s.name = "redis%d" % (i + 1)
+            out.append(s)
+        return out
+
+    def run(name, fn, n):
+        servers = fresh(n)
+        try:
+            check(name, fn, servers)
+        finally:
+            for s in servers:
+                if s.proc.poll() is None:
+                    s.kill()
+
+    run("a client that writes its whole pipeline before reading completes",
+        t_pipeline_before_reading, 4)
+    run("a client that never reads is closed past the reply limit, with a log line",
+        t_unread_replies_limit, 2)
+    run("a backend still sending is not timed out; a stopped one is", t_backend_still_sending, 1)
+    run("a GET sent after a BLPOP runs after it, on any server", t_after_blocking, 2)
+    run("a BLPOP of 40 keys waiting when its keys move is sent again whole",
+        t_blpop_many_keys_reissued, 4)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body))
