@@ -169,7 +169,6 @@ static void backend_abort(struct backend *b)
 {
     struct req *r;
 
-    b->barrier = NULL;          /* its request is about to be answered (and freed) */
     while ((r = TAILQ_FIRST(&b->pendq)) != NULL) {
         TAILQ_REMOVE(&b->pendq, r, pq);
         r->pending = 0;
@@ -394,7 +393,7 @@ void backend_flush(struct backend *b)
     struct req *r;
     int rc;
 
-    if (b->writing || b->closing || b->state != BACKEND_UP || b->barrier != NULL)
+    if (b->writing || b->closing || b->state != BACKEND_UP)
         return;
     /* A request of more slices than a batch holds (a bulk of 16 MB and
      * up, a fragment of a thousand keys) is written alone, from the heap. */
@@ -629,7 +628,6 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
     p->ndedicated++;
 take:
     b->owner = owner;
-    b->barrier = NULL;
     b->sub = b->transient = 0;
     TAILQ_INSERT_TAIL(&p->dedicated, b, link);
     return b;
@@ -647,7 +645,9 @@ void backend_release(struct backend *b, bool clean)
     b->owner = NULL;
     TAILQ_REMOVE(&p->dedicated, b, link);
     TAILQ_INSERT_HEAD(&p->dedicated, b, link);
-    if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) &&
+    /* One with a CLIENT UNBLOCK on its way (mig.c) is closed: the next
+     * client's command there would be the one unblocked. */
+    if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) && !b->unblocking &&
         p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && p->servers[b->server].active &&
         !proxy.stopping) {
         b->spare = 1;

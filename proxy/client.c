@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "proxy/core.h"
+#include "proxy/gate.h"
 #include "proxy/log.h"
 #include "proxy/util.h"
 
@@ -62,7 +63,7 @@ struct req *req_get(void)
 void req_maybe_free(struct req *r)
 {
     if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
-        r->parked || r->migs > 0)
+        r->gated || r->migs > 0)
         return;
     msg_release(&r->out);
     msg_release(&r->rsp);
@@ -90,8 +91,10 @@ void req_pool_trim(void)
 
 struct client_rare *client_rare(struct client *c)
 {
-    if (c->rare == NULL)
+    if (c->rare == NULL) {
         c->rare = xcalloc(1, sizeof(*c->rare));
+        TAILQ_INIT(&c->rare->gate);
+    }
     return c->rare;
 }
 
@@ -331,8 +334,8 @@ void req_done(struct req *r)
     if (c == NULL || c->closing)
         return;
     c->inflight--;
-    if (c->held)
-        pin_unhold(c);
+    if (r->before_hold)
+        gate_answered(c, r);
     if (c->pin != NULL && r->backend == c->pin)
         pin_check(c);
     c->rsp_bytes += r->rsp.len;
@@ -521,7 +524,7 @@ void client_close(struct client *c)
     }
     c->pool->nclients--;
     proxy.nclients--;
-    mig_client_gone(c);
+    gate_client_gone(c);
     pin_client_gone(c);
     pubsub_client_gone(c);
     uv_close(&c->h.handle, client_close_cb);

@@ -81,7 +81,9 @@ struct req {
     TAILQ_ENTRY(req) bq;        /* backend's send queue, then write queue */
     TAILQ_ENTRY(req) pq;        /* backend's queue of sent, unanswered reqs */
     struct client  *client;     /* NULL once the reply is written or the client gone */
-    struct backend *backend;    /* where it was sent; NULL for local replies */
+    struct backend *backend;    /* where it was sent; NULL for local replies. While
+                                   it waits at the gate: its one-off connection
+                                   (via GATE_CONN), else NULL */
     struct msg      out;        /* bytes to send to the backend */
     struct msg      rsp;        /* the reply bytes, once done */
     struct req     *parent;     /* a fragment: the split request it is part of */
@@ -105,10 +107,12 @@ struct req {
                 uint32_t src, epoch;
                 uint8_t  sizing;    /* MEMORY USAGE of a page's keys, not SCAN */
             } mv;
+            uint64_t unblock_id;/* REQ_MARKER: the CLIENT UNBLOCK's target, or 0 */
         } mig;
     } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
     uint32_t        epoch;      /* mig.c: the pool's epoch when it was routed */
+    uint32_t        server;     /* gate.c: while it waits, the server it goes to */
     uint16_t        migs;       /* mig.c: MIGRATEs it waits for */
     unsigned        done:1;     /* rsp is complete */
     unsigned        queued:1;   /* in a backend's send or write queue */
@@ -118,7 +122,11 @@ struct req {
     unsigned        kept:1;     /* u.kept holds its arguments */
     unsigned        in_tx:1;    /* queued in a transaction, or its EXEC (pin.c) */
     unsigned        is_exec:1;  /* a transaction's EXEC (pin.c) */
-    unsigned        parked:1;   /* mig.c: on its client's parked queue */
+    unsigned        gated:1;    /* gate.c: waiting on its client's gate queue */
+    unsigned        via:2;      /* gate.c: while gated, how it goes (enum gate_via) */
+    unsigned        pinned:1;   /* must run on its client's pinned connection */
+    unsigned        front:1;    /* gate.c: sent again, ahead of what waits */
+    unsigned        before_hold:1; /* gate.c: later requests of its client wait for it */
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
@@ -180,8 +188,8 @@ struct client {
     unsigned short   tx_abort:1;/* an error while queuing: EXEC aborts */
     unsigned short   watching:1;/* WATCH sent to the pin */
     unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
-    unsigned short   held:1;    /* a dedicated connection of its own waits on a barrier */
-    unsigned short   parked:1;  /* requests wait for keys to move (mig.c): rare->parked */
+    unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
+    unsigned short   kicking:1; /* gate.c: sending from the gate now */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
@@ -191,7 +199,8 @@ struct client {
 struct client_rare {
     char        *name;          /* CLIENT SETNAME, or NULL */
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
-    TAILQ_HEAD(, req) parked;   /* mig.c: requests waiting, in order, linked by bq */
+    struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
+    uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
 };
@@ -246,8 +255,6 @@ struct backend {
     char             reason[96];/* why it last failed */
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
     uint64_t         client_id; /* dedicated: its CLIENT ID on the server; 0 unknown */
-    struct req      *barrier;   /* dedicated: write nothing until every request of the
-                                   owner before this one is answered (pin.c); or NULL */
     struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
     TAILQ_ENTRY(backend) link;  /* dedicated: on pool.dedicated */
     unsigned         writing:1;
@@ -257,6 +264,7 @@ struct backend {
     unsigned         spare:1;   /* dedicated, idle, kept for the next client */
     unsigned         sub:1;     /* dedicated, in subscriber mode (pubsub.c) */
     unsigned         transient:1; /* dedicated for one request (WAIT): released idle */
+    unsigned         unblocking:1;/* dedicated: a CLIENT UNBLOCK for it is in flight (mig.c) */
     /* stats */
     uint64_t         requests, errors, timeouts;
 };
@@ -485,8 +493,6 @@ void route_send(struct client *c, struct req *r, struct args *a, struct backend 
 int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking);
 void pin_check(struct client *c);
-/* One of c's requests was answered: its held connections may start. */
-void pin_unhold(struct client *c);
 /* WAIT numreplicas timeout on every server (see pin.c). */
 void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 /* A command for a server busy with a script (SCRIPT KILL, FUNCTION KILL or
@@ -583,7 +589,8 @@ void mig_reply(struct backend *b, struct req *r);
  * unblocking answered it, it is sent again by the new ring (1: r is not
  * done), or the client is told -TRYAGAIN. */
 int mig_unblocked(struct req *r);
-void mig_client_gone(struct client *c);
+/* A request was told -TRYAGAIN because of a reload (for the status). */
+void mig_told_tryagain(struct pool *p);
 /* At start, before the loop runs: a migration recorded on p's servers (a
  * proxy stopped while keys moved) is taken up again: the record's config
  * replaces proxy.conf and *taken is set; the caller then reloads the file

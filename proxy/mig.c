@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "proxy/core.h"
+#include "proxy/gate.h"
 #include "proxy/log.h"
 #include "proxy/util.h"
 
@@ -312,11 +313,30 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
     n = snprintf(buf, sizeof(buf), "*4\r\n$6\r\nCLIENT\r\n$7\r\nUNBLOCK\r\n$%d\r\n%s\r\n"
                  "$5\r\nERROR\r\n", nid, id);
     r->unblocked = 1;
+    /* Nothing new goes to b until the UNBLOCK has landed: it aims at the
+     * connection, and must find this command there, not a later one. */
+    b->unblocking = 1;
     struct req *u = req_get();
     msg_write(&u->out, &m->buf, buf, (size_t)n);
     u->internal = REQ_MARKER;           /* the drain waits for it too */
+    u->u.mig.unblock_id = b->client_id;
     m->markers++;
     backend_send(&p->servers[b->server].conns[0], u);
+}
+
+/* The CLIENT UNBLOCK aimed at the dedicated connection to server whose
+ * id there is id has landed (or failed): what waits for it may go. */
+static void unblock_landed(struct pool *p, uint32_t server, uint64_t id)
+{
+    struct backend *b;
+
+    TAILQ_FOREACH(b, &p->dedicated, link)
+        if (b->server == server && b->client_id == id && b->unblocking) {
+            b->unblocking = 0;
+            if (b->owner != NULL)
+                gate_kick(b->owner);
+            return;
+        }
 }
 
 int mig_unblocked(struct req *r)
@@ -641,19 +661,6 @@ void mig_flush(struct pool *p)
         op_close(p, m, op);
 }
 
-static void park(struct client *c, struct req *r, struct backend *b)
-{
-    struct client_rare *rare = client_rare(c);
-
-    if (!c->parked) {
-        TAILQ_INIT(&rare->parked);
-        c->parked = 1;
-    }
-    r->backend = b;
-    r->parked = 1;
-    TAILQ_INSERT_TAIL(&rare->parked, r, bq);
-}
-
 void mig_send(struct client *c, struct req *r, struct backend *b)
 {
     struct pool *p = c->pool;
@@ -668,99 +675,19 @@ void mig_send(struct client *c, struct req *r, struct backend *b)
         op->wait[op->nwait++] = r;
         r->migs++;
     }
-    if (r->migs == 0 && !c->parked) {
-        joined.n = 0;
-        backend_send(b, r);
-        return;
-    }
-    park(c, r, b);
-    /* Full ones go now; r is parked first, so one that fails at once
-     * answers it (-TRYAGAIN) rather than letting it through. */
+    gate_send(c, r, b);
+    /* Full ones go now; r waits at the gate first, so one that fails at
+     * once answers it (-TRYAGAIN) rather than letting it through. */
     for (uint32_t k = 0; k < joined.n; k++)
         if (joined.ops[k]->nkeys >= (uint32_t)p->conf->migration_batch)
             op_close(p, p->mig, joined.ops[k]);
     joined.n = 0;
 }
 
-static void answer_tryagain(struct client *c, struct req *r)
+void mig_told_tryagain(struct pool *p)
 {
-    if (c != NULL && !c->closing) {
-        client_reply_error(c, r, "TRYAGAIN resharding, retry");
-        if (c->pool->mig != NULL)
-            c->pool->mig->tryagain++;
-        if (c->multi)
-            c->tx_abort = 1;
-    }
-    req_done(r);
-}
-
-/* A request whose client went away: done with it. */
-static void orphan_done(struct req *r)
-{
-    if (r->parent != NULL)
-        req_done(r);                    /* its split request counts it */
-    else
-        req_maybe_free(r);
-}
-
-/* Send c's parked requests from the head while they wait for nothing. */
-static void release(struct client *c)
-{
-    struct client_rare *rare = c->rare;
-    struct req *r;
-
-    while ((r = TAILQ_FIRST(&rare->parked)) != NULL && r->migs == 0) {
-        struct backend *b = r->backend;
-        bool own = r->client != NULL || r->parent != NULL;
-        /* Routed before a later reload: its owner may have changed (a WATCH
-         * may go on: its EXEC will be refused). */
-        bool stale = own && r->epoch != c->pool->epoch && !(b->dedicated && r->is_exec == 0 &&
-                                                            !r->in_tx && c->watching);
-
-        TAILQ_REMOVE(&rare->parked, r, bq);
-        r->parked = 0;
-        r->backend = NULL;
-        if (own && r->is_exec && (rare->tx_broken || stale)) {
-            /* A command of its transaction was not queued: none runs. */
-            struct req *d = req_get();
-            client_append(c, &d->out, "*1\r\n$7\r\nDISCARD\r\n", 17);
-            backend_send(b, d);
-            rare->tx_broken = false;
-            if (stale)
-                answer_tryagain(c, r);
-            else {
-                client_reply_error(c, r, "EXECABORT Transaction discarded because of "
-                                   "previous errors.");
-                req_done(r);
-            }
-        } else if (own && (r->mig_failed || stale || (r->in_tx && rare->tx_broken))) {
-            if (r->in_tx)
-                rare->tx_broken = true;
-            answer_tryagain(c, r);
-        } else {
-            backend_send(b, r);
-        }
-    }
-    if (TAILQ_EMPTY(&rare->parked)) {
-        c->parked = 0;
-        pin_check(c);
-    }
-}
-
-void mig_client_gone(struct client *c)
-{
-    struct req *r;
-
-    if (!c->parked)
-        return;
-    while ((r = TAILQ_FIRST(&c->rare->parked)) != NULL) {
-        TAILQ_REMOVE(&c->rare->parked, r, bq);
-        r->parked = 0;
-        r->backend = NULL;
-        if (r->migs == 0)
-            orphan_done(r);
-    }
-    c->parked = 0;
+    if (p->mig != NULL)
+        p->mig->tryagain++;
 }
 
 /* ---- MIGRATE ------------------------------------------------------------------------ */
@@ -803,10 +730,10 @@ static void op_done(struct mig *m, struct mig_op *op, bool ok)
         if (!ok)
             r->mig_failed = 1;
         if (--r->migs == 0) {
-            if (r->parked && c != NULL && !c->closing)
-                release(c);
-            else if (!r->parked)
-                orphan_done(r);
+            if (r->gated && c != NULL && !c->closing)
+                gate_kick(c);
+            else if (!r->gated)
+                gate_drop(r);       /* its client went away meanwhile */
         }
     }
     (void)m;
@@ -1119,6 +1046,8 @@ void mig_reply(struct backend *b, struct req *r)
 
     msg_copy(&r->rsp, 0, n, head);
     head[n] = '\0';
+    if (r->internal == REQ_MARKER && r->u.mig.unblock_id != 0)
+        unblock_landed(p, b->server, r->u.mig.unblock_id);
     if (m == NULL)
         return;
     switch ((enum req_internal)r->internal) {

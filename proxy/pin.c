@@ -28,65 +28,29 @@
 
 #include "proxy/cmd.h"
 #include "proxy/core.h"
+#include "proxy/gate.h"
 #include "proxy/util.h"
 
 #define MULTI_REQUEST   "*1\r\n$5\r\nMULTI\r\n"
 #define DISCARD_REQUEST "*1\r\n$7\r\nDISCARD\r\n"
 #define UNWATCH_REQUEST "*1\r\n$7\r\nUNWATCH\r\n"
 
-/* Whether a request of c before r is still unanswered. */
-static bool earlier_pending(struct client *c, const struct req *r)
-{
-    for (struct req *x = TAILQ_FIRST(&c->reqs); x != NULL && x != r; x = TAILQ_NEXT(x, cq))
-        if (!x->done)
-            return true;
-    return false;
-}
-
-/* Hold b (a dedicated connection of c) until c's requests before r are
- * answered: they went over other connections, and r must not overtake
- * them. */
-static void hold(struct client *c, struct backend *b, struct req *r)
-{
-    if (earlier_pending(c, r)) {
-        b->barrier = r;
-        c->held = 1;
-    }
-}
-
 /* c's dedicated connection to server for r: the one it has, or a new one
- * (held behind c's earlier requests); NULL if it is pinned to another
- * server. */
+ * (nothing sent on it runs before c's earlier requests are answered); NULL
+ * if it is pinned to another server. */
 static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
 {
     if (c->pin == NULL) {
         c->pin = backend_acquire(c->pool, server, c);
-        hold(c, c->pin, r);
+        gate_hold(c, r);
     }
     return c->pin->server == server ? c->pin : NULL;
-}
-
-void pin_unhold(struct client *c)
-{
-    struct backend *b;
-    bool still = false;
-
-    TAILQ_FOREACH(b, &c->pool->dedicated, link) {
-        if (b->owner != c || b->barrier == NULL)
-            continue;
-        if (earlier_pending(c, b->barrier)) {
-            still = true;
-            continue;
-        }
-        b->barrier = NULL;
-        proxy_mark_backend(b);
-    }
-    c->held = still;
 }
 
 static void forward(struct client *c, struct req *r, struct args *a)
 {
     args_request(a, &r->out);
+    r->pinned = 1;
     route_send(c, r, a, c->pin);
 }
 
@@ -103,7 +67,11 @@ static void send_quiet_on(struct client *c, struct backend *b, const char *reque
 
 static void send_quiet(struct client *c, const char *request)
 {
-    send_quiet_on(c, c->pin, request);
+    struct req *r = req_get();
+
+    client_append(c, &r->out, request, strlen(request));
+    r->pinned = 1;
+    route_send(c, r, NULL, c->pin);
 }
 
 static void reply(struct client *c, struct req *r, const char *s)
@@ -126,7 +94,7 @@ static void reply_crossslot(struct client *c, struct req *r)
 
 void pin_check(struct client *c)
 {
-    if (c->pin != NULL && !c->multi && !c->watching && !c->parked && backend_idle(c->pin)) {
+    if (c->pin != NULL && !c->multi && !c->watching && !c->gated && backend_idle(c->pin)) {
         backend_release(c->pin, true);
         c->pin = NULL;
     }
@@ -339,12 +307,15 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
     struct pool *p = c->pool;
     struct backend **via = xcalloc(p->nservers, sizeof(*via));
 
+    /* WAIT blocks its client, as on one redis-server: what it sends after
+     * runs once WAIT has answered. */
+    r->blocking = 1;
+    gate_hold(c, r);
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active)
             continue;
         via[s] = backend_acquire(p, s, c);
         via[s]->transient = 1;
-        hold(c, via[s], r);
         send_quiet_on(c, via[s], WAIT_MARKER);
     }
     frag_broadcast(c, r, a, cmd, via, true);
@@ -367,7 +338,7 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
     }
     if (first_only) {
         args_request(a, &r->out);
-        backend_send(via[p->slot[0]], r);
+        route_send(c, r, NULL, via[p->slot[0]]);
     } else {
         frag_broadcast(c, r, a, cmd, via, false);
     }

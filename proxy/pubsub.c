@@ -303,7 +303,9 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
         size_t len;
         const char *channel = args_get(a, 1, &len);
         args_request(a, &r->out);
-        backend_send(pool_backend(c->pool, pool_owner(c->pool, channel, len), c), r);
+        /* Through the gate, like any command: not ahead of the client's
+         * requests that wait there. */
+        route_send(c, r, NULL, pool_backend(c->pool, pool_owner(c->pool, channel, len), c));
         return 1;
     }
     if (!strcmp(n, "subscribe"))

@@ -21,6 +21,7 @@
 
 #include "proxy/cmd.h"
 #include "proxy/core.h"
+#include "proxy/gate.h"
 #include "proxy/log.h"
 #include "proxy/util.h"
 
@@ -319,7 +320,9 @@ int route_reissue(struct client *c, struct req *r)
     const char *n;
     int owner;
 
-    if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->multi)
+    /* Not while its connection holds anything else of the client's: a
+     * transaction, a WATCH, a request still waiting for it. */
+    if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->multi || c->watching)
         return 0;
     elapsed = uv_now(proxy.loop) - k->started_ms;
     n = k->cmd->name;
@@ -342,6 +345,7 @@ int route_reissue(struct client *c, struct req *r)
     msg_release(&r->rsp);
     msg_release(&r->out);
     r->unblocked = 0;
+    r->front = 1;                   /* older than what waits at the gate */
     a.argc = k->argc;
     a.av = k->av;
     a.avlen = k->avlen;
@@ -356,8 +360,8 @@ int route_reissue(struct client *c, struct req *r)
 void route_send(struct client *c, struct req *r, struct args *a, struct backend *b)
 {
     r->epoch = c->pool->epoch;          /* (mig.c: a blocked one from before a switch) */
-    if (c->pool->mig == NULL && !c->parked) {
-        backend_send(b, r);
+    if (c->pool->mig == NULL) {
+        gate_send(c, r, b);
         return;
     }
     if (c->pool->mig != NULL && a != NULL && a->ks.step > 0) {

@@ -22,6 +22,7 @@ hold, against real redis-servers.
 Run: /usr/bin/python3 tests/integration/test_lifetimes.py --shardis build/shardis
 """
 import os
+import random
 import re
 import signal
 import socket
@@ -203,6 +204,62 @@ def t_blpop_many_keys_reissued(rs):
     harness.t_exit_clean(px)
 
 
+def t_publish_waits(rs):
+    """While keys move, SET k (waiting for k to move: its source is stopped)
+    then PUBLISH, pipelined: the PUBLISH does not run before the SET is sent
+    (a subscriber that reads k on the message's arrival sees the SET)."""
+    a, b, c_, d = rs[:4]
+    px = Shardis("publish", [a, b, c_], admin_commands="true", migrate_timeout=5000,
+                 migration_rate=1)
+    names = {"redis1": a, "redis2": b, "redis3": c_, "redis4": d}
+    write_servers(px, [a, b, c_, d])
+    rnd = random.Random(7)
+    cands = ["pk:%08x" % rnd.getrandbits(32) for i in range(400)]
+    before = {k: px.client.execute_command("SHARD.WHEREIS", k).decode() for k in cands}
+    after = locate(px.conf, cands)
+    key = [k for k in cands if after[k] == "redis4"][0]
+    src = names[before[key]]
+    chans = ["ch:%08x" % rnd.getrandbits(32) for i in range(100)]
+    where = locate(px.conf, chans)
+    chan = [ch for ch in chans if names[where[ch]] not in (src, d)][0]
+    px.client.set(key, "old")
+    reload(px, 1)
+    sub = harness.Raw(px.port, timeout=10)
+    sub.cmd("SUBSCRIBE", chan)
+    seen = {}
+
+    def listen():
+        try:
+            sub.reply()                 # the message
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.3:
+                if d.client.get(key) == b"new":
+                    seen["value"] = b"new"
+                    return
+                time.sleep(0.01)
+            seen["value"] = d.client.get(key)
+        except Exception as e:          # reported below
+            seen["error"] = e
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    c = harness.Raw(px.port, timeout=10)
+    os.kill(src.pid, signal.SIGSTOP)
+    try:
+        c.send(harness.enc("SET", key, "new") + harness.enc("PUBLISH", chan, "hello"))
+        time.sleep(1.5)
+    finally:
+        os.kill(src.pid, signal.SIGCONT)
+    expect_eq(c.reply(), b"+OK\r\n", "SET")
+    expect_eq(c.reply(), b":1\r\n", "PUBLISH")
+    t.join(5)
+    expect("error" not in seen, "subscriber: %r" % seen.get("error"))
+    expect_eq(seen.get("value"), b"new", "the key when the message arrived (within 0.3 s)")
+    c.close()
+    sub.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     def fresh(n):
         out = []
@@ -229,6 +286,8 @@ def body():
     run("a GET sent after a BLPOP runs after it, on any server", t_after_blocking, 2)
     run("a BLPOP of 40 keys waiting when its keys move is sent again whole",
         t_blpop_many_keys_reissued, 4)
+    run("a PUBLISH pipelined after a SET waiting for its key to move waits too",
+        t_publish_waits, 4)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,243 @@
+/* gate.c -- when a client's request may be sent: the one place that says
+ * "this request may not run before those".
+ *
+ * A request is sent the moment it is routed, unless one of these holds it:
+ *
+ *   moving    its keys are moving after a reload (mig.c) and must reach
+ *             their new owner first (r->migs > 0);
+ *   hold      the client has requests that everything after them must wait
+ *             for (rare->hold_waits): a blocking command it sent (on one
+ *             redis-server nothing a client sends after BLPOP runs before
+ *             BLPOP returns, whatever server it would run on here), and,
+ *             when it is given a connection of its own (a transaction, WAIT),
+ *             its requests still unanswered on other connections, which
+ *             must not run after what it sends on the new one;
+ *   unblock   the connection it goes to has a CLIENT UNBLOCK aimed at the
+ *             command waiting there (mig.c): nothing new runs there before
+ *             that lands, or the new command would be the one unblocked;
+ *   order     an earlier request of the client waits already.
+ *
+ * A request that may not go waits on its client's gate queue, in order;
+ * gate_kick sends from the head whenever one of those may have changed
+ * (a MIGRATE finished, a request was answered, an UNBLOCK landed). A
+ * client whose gate is idle (no request waits, nothing held: c->gated is
+ * clear) pays one test per request.
+ *
+ * What a waiting request holds: its server, and how it goes there (r->via):
+ * the client's usual connection for that server (the client's own pinned
+ * one if it has one there by then, else a shared one), the client's pinned
+ * connection and no other (a transaction's or a blocking command's), or a
+ * one-off connection of the request's own (WAIT's). The connection is
+ * looked up when the request is sent, so a waiting request never holds a
+ * pointer to a connection its client may give back meanwhile (and another
+ * client then take). A one-off connection is only released once idle after
+ * a reply, which cannot come while its request still waits here.
+ *
+ * A request routed by a ring that a reload has since replaced is not sent
+ * by that route: it is told -TRYAGAIN (its transaction is discarded). */
+#include <string.h>
+
+#include "proxy/core.h"
+#include "proxy/gate.h"
+#include "proxy/util.h"
+
+/* The client's request r stands for: r itself, or the split request a
+ * fragment is part of. */
+static struct req *top(struct req *r)
+{
+    return r->parent != NULL ? r->parent : r;
+}
+
+/* ---- holding ----------------------------------------------------------------------- */
+
+static void hold_add(struct client *c, struct req *r)
+{
+    if (!r->before_hold) {
+        r->before_hold = 1;
+        client_rare(c)->hold_waits++;
+        c->gated = 1;
+    }
+}
+
+void gate_hold(struct client *c, struct req *r)
+{
+    for (struct req *x = TAILQ_FIRST(&c->reqs); x != NULL && x != r; x = TAILQ_NEXT(x, cq))
+        if (!x->done)
+            hold_add(c, x);
+}
+
+void gate_answered(struct client *c, struct req *r)
+{
+    if (!r->before_hold)
+        return;
+    r->before_hold = 0;
+    if (--c->rare->hold_waits == 0)
+        gate_kick(c);
+}
+
+/* ---- sending ----------------------------------------------------------------------- */
+
+/* Where r goes now: NULL if its connection is gone (a transaction's
+ * pinned connection was given back). */
+static struct backend *target(struct client *c, struct req *r)
+{
+    switch ((enum gate_via)r->via) {
+    case GATE_PIN:
+        return c->pin != NULL && c->pin->server == r->server ? c->pin : NULL;
+    case GATE_CONN:
+        return r->backend;
+    default:
+        return pool_backend(c->pool, r->server, c);
+    }
+}
+
+/* Send r on b now. A blocking command holds every later request of its
+ * client until it returns. */
+static void go(struct client *c, struct req *r, struct backend *b)
+{
+    struct req *t = top(r);
+
+    if (t->blocking && t->client == c)
+        hold_add(c, t);
+    backend_send(b, r);
+}
+
+static bool may_go(struct client *c, struct req *r, struct backend *b)
+{
+    struct client_rare *rare = c->rare;
+
+    if (r->migs > 0)
+        return false;
+    /* What the hold waits for, other than r itself (a blocking command
+     * sent again after a reload is in its own hold). */
+    if (rare != NULL && rare->hold_waits > top(r)->before_hold)
+        return false;
+    return b == NULL || !b->unblocking;
+}
+
+void gate_send(struct client *c, struct req *r, struct backend *b)
+{
+    struct client_rare *rare;
+    bool front = r->front;
+
+    r->front = 0;
+    if (!c->gated && r->migs == 0 && !b->unblocking) {
+        go(c, r, b);
+        return;
+    }
+    r->server = b->server;
+    r->via = r->pinned ? GATE_PIN : b->dedicated && b != c->pin ? GATE_CONN : GATE_SERVER;
+    r->backend = r->via == GATE_CONN ? b : NULL;
+    rare = client_rare(c);
+    c->gated = 1;
+    r->gated = 1;
+    /* A request sent again (a blocking command after a reload) is older
+     * than everything waiting. */
+    if (front)
+        TAILQ_INSERT_HEAD(&rare->gate, r, bq);
+    else
+        TAILQ_INSERT_TAIL(&rare->gate, r, bq);
+    gate_kick(c);
+}
+
+void gate_tryagain(struct client *c, struct req *r)
+{
+    if (c != NULL && !c->closing) {
+        client_reply_error(c, r, "TRYAGAIN resharding, retry");
+        mig_told_tryagain(c->pool);
+        if (c->multi)
+            c->tx_abort = 1;
+    }
+    req_done(r);
+}
+
+/* r leaves the gate: sent, or answered (it can no longer go as routed). */
+static void release(struct client *c, struct req *r, struct backend *b)
+{
+    struct client_rare *rare = c->rare;
+    bool own = r->client != NULL || r->parent != NULL;
+    /* Routed before a later reload: its owner may have changed (a WATCH
+     * may go on: its EXEC will be refused). */
+    bool stale = own && r->epoch != c->pool->epoch &&
+                 !(r->pinned && !r->is_exec && !r->in_tx && c->watching);
+
+    r->backend = NULL;
+    if (own && r->is_exec && (rare->tx_broken || stale)) {
+        /* A command of its transaction was not queued: none runs. */
+        if (b != NULL) {
+            struct req *d = req_get();
+            client_append(c, &d->out, "*1\r\n$7\r\nDISCARD\r\n", 17);
+            backend_send(b, d);
+        }
+        rare->tx_broken = false;
+        if (stale) {
+            gate_tryagain(c, r);
+        } else {
+            client_reply_error(c, r, "EXECABORT Transaction discarded because of "
+                               "previous errors.");
+            req_done(r);
+        }
+    } else if (own && (r->mig_failed || stale || b == NULL ||
+                       (r->in_tx && rare->tx_broken))) {
+        if (r->in_tx)
+            rare->tx_broken = true;
+        gate_tryagain(c, r);
+    } else if (b == NULL) {
+        req_maybe_free(r);          /* the proxy's own (MULTI, DISCARD): nowhere to go */
+    } else {
+        go(c, r, b);
+    }
+}
+
+void gate_kick(struct client *c)
+{
+    struct client_rare *rare = c->rare;
+    struct req *r;
+
+    if (!c->gated || c->closing || c->kicking)
+        return;
+    /* Sending may answer a request at once (a failed backend), which
+     * kicks again: the loop below goes on from where that left it. */
+    c->kicking = 1;
+    while ((r = TAILQ_FIRST(&rare->gate)) != NULL) {
+        struct backend *b = target(c, r);
+        if (!may_go(c, r, b))
+            break;
+        TAILQ_REMOVE(&rare->gate, r, bq);
+        r->gated = 0;
+        release(c, r, b);
+        if (c->closing)
+            return;
+    }
+    c->kicking = 0;
+    if (TAILQ_EMPTY(&rare->gate) && rare->hold_waits == 0) {
+        c->gated = 0;
+        pin_check(c);
+    }
+}
+
+/* A request of a client that went away: done with it. */
+void gate_drop(struct req *r)
+{
+    if (r->parent != NULL)
+        req_done(r);                /* its split request counts it */
+    else
+        req_maybe_free(r);
+}
+
+void gate_client_gone(struct client *c)
+{
+    struct req *r;
+
+    if (!c->gated)
+        return;
+    while ((r = TAILQ_FIRST(&c->rare->gate)) != NULL) {
+        TAILQ_REMOVE(&c->rare->gate, r, bq);
+        r->gated = 0;
+        r->backend = NULL;
+        if (r->migs == 0)
+            gate_drop(r);           /* else when its MIGRATEs are over (mig.c) */
+    }
+    c->rare->hold_waits = 0;
+    c->gated = 0;
+}

@@ -1,0 +1,34 @@
+/* gate.h -- when a client's request may be sent (gate.c): the ordering
+ * rules in one place, and the queue of each client's requests that wait. */
+#ifndef SHARDIS_GATE_H
+#define SHARDIS_GATE_H
+
+struct backend;
+struct client;
+struct req;
+
+/* How a waiting request reaches its server (struct req.via). */
+enum gate_via {
+    GATE_SERVER,        /* the client's usual connection there, looked up when sent */
+    GATE_PIN,           /* the client's pinned connection there, and no other */
+    GATE_CONN,          /* a one-off connection of the request's own (r->backend) */
+};
+
+/* Send r (its bytes in r->out) on b, which routing chose, now or once
+ * nothing holds it back. r->pinned: it must run on the client's pinned
+ * connection; r->front: it is sent again, ahead of what waits. */
+void gate_send(struct client *c, struct req *r, struct backend *b);
+/* c is given a connection of its own for r: nothing of c sent after this
+ * runs before c's requests before r are answered. */
+void gate_hold(struct client *c, struct req *r);
+/* r, one of c's requests, is answered (req_done). */
+void gate_answered(struct client *c, struct req *r);
+/* Something that held c's requests may have changed: send what may go. */
+void gate_kick(struct client *c);
+/* r cannot go as routed: -TRYAGAIN (its transaction aborts). */
+void gate_tryagain(struct client *c, struct req *r);
+/* A waiting request whose client went away, once nothing else holds it. */
+void gate_drop(struct req *r);
+void gate_client_gone(struct client *c);
+
+#endif
