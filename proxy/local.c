@@ -187,7 +187,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
             size_t len;
             const char *n = args_get(a, ++i, &len);
             free(setname);
-            setname = strndup(n, len);
+            setname = xstrndup(n, len);
         } else {
             size_t len;
             const char *opt = args_get(a, i, &len);
@@ -257,7 +257,7 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
                 return;
             }
         free(client_rare(c)->name);
-        c->rare->name = len > 0 ? strndup(n, len) : NULL;
+        c->rare->name = len > 0 ? xstrndup(n, len) : NULL;
         reply_ok(c, r);
     } else if (args_is(a, 1, "getname")) {
         if (client_name(c) == NULL)
@@ -485,7 +485,7 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
 {
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    FILE *f = xopen_memstream(&buf, &len);
     uint64_t now = uv_now(proxy.loop);
 
     if (want_section(a, "server", true))

@@ -197,7 +197,7 @@ static void record_key(const struct pool *p, char *out, size_t len)
 static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
 {
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
+    FILE *f = xopen_memstream(&buf, len);
 
     /* The config routed by: proxy.conf may be a reload's, waiting for the
      * other proxies. */
@@ -1319,7 +1319,7 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     }
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    FILE *f = xopen_memstream(&buf, &len);
     uint64_t now = uv_now(proxy.loop);
 
     fprintf(f, "state:%s\r\nepoch:%u\r\n", m == NULL
