@@ -22,16 +22,26 @@
 static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Never cut short: a reply cut short would be malformed, and the length
+ * vsnprintf returns is that of the whole text, not of what fit. */
 static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
 {
-    char buf[512];
-    va_list ap;
+    char buf[512], *out = buf;
+    va_list ap, again;
 
     va_start(ap, fmt);
+    va_copy(again, ap);
     int n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof(buf)) {
+        out = xmalloc((size_t)n + 1);
+        vsnprintf(out, (size_t)n + 1, fmt, again);
+    }
+    va_end(again);
     if (n > 0)
-        client_reply(c, r, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+        client_reply(c, r, out, (size_t)n);
+    if (out != buf)
+        free(out);
 }
 
 static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
@@ -276,12 +286,21 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             client_reply_error(c, r, "ERR Unrecognized option '%.*s'", (int)(len < 64 ? len : 64), o);
         }
     } else if (args_is(a, 1, "info")) {
-        char peer[80], line[400];
+        /* redis-server's fields, in its order, for those shardis has. The
+         * name has any length: it goes out as it is, not through a buffer. */
+        static const char tail[] = " db=0 multi=-1 cmd=client|info user=default resp=2\n";
+        const char *name = client_name(c) != NULL ? client_name(c) : "";
+        size_t nlen = strlen(name);
+        char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
         peer_name(c, peer, sizeof(peer));
-        int n = snprintf(line, sizeof(line), "id=%llu addr=%s name=%s db=0 multi=-1 "
-                         "cmd=client|info user=default resp=2\n",
-                         (unsigned long long)c->id, peer, client_name(c) ? client_name(c) : "");
-        reply_bulk(c, r, line, (size_t)n);
+        int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
+                         (unsigned long long)c->id, peer);
+        CHECK(n > 0 && (size_t)n < sizeof(head));
+        reply_fmt(c, r, "$%zu\r\n", (size_t)n + nlen + sizeof(tail) - 1);
+        client_reply(c, r, head, (size_t)n);
+        client_reply(c, r, name, nlen);
+        client_reply(c, r, tail, sizeof(tail) - 1);
+        client_reply(c, r, "\r\n", 2);
     } else {
         const char *sub = args_get(a, 1, &len);
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",

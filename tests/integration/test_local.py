@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""test_local.py -- what the proxy answers itself, against real redis-servers.
+
+- CLIENT INFO after CLIENT SETNAME of 600 bytes (and of 100 KB) is exact:
+  redis-server's fields, in its order, for those shardis has, the whole
+  name, and nothing after it (it once sent ~280 bytes of its own stack);
+  HELLO and TIME replies are whole and well formed;
+- PUNSUBSCRIBE of a 1 MB pattern reaches the servers well formed: the
+  subscriber's connection survives and gets the next message (its header
+  once overran a 32-byte buffer).
+
+Run: /usr/bin/python3 tests/integration/test_local.py --shardis build/shardis
+"""
+import re
+import sys
+import time
+
+import harness
+from harness import (Raw, RedisServer, Shardis, check, enc, expect, expect_eq, parse,
+                     until)
+
+HOST = "127.0.0.1"
+
+
+def info_fields(line):
+    """CLIENT INFO's line as [(field, value)], in order."""
+    expect(line.endswith(b"\n") and b"\n" not in line[:-1], "one line: %r" % line[-60:])
+    return [tuple(f.split(b"=", 1)) for f in line[:-1].split(b" ")]
+
+
+# ---- CLIENT INFO, HELLO, TIME ----------------------------------------------------------
+
+def t_client_info(rs):
+    px = Shardis("info", [rs])
+    direct = Raw(rs.port)
+    for n in (600, 100000):
+        name = (b"n%d-" % n + b"abcdefghij" * (n // 10))[:n]
+        c = Raw(px.port)
+        expect_eq(c.cmd("CLIENT", "SETNAME", name), b"+OK\r\n", "CLIENT SETNAME")
+        raw = c.cmd("CLIENT", "INFO")
+        line = parse(raw)
+        expect(isinstance(line, bytes), "CLIENT INFO: %s" % harness.short(raw))
+        cid = parse(c.cmd("CLIENT", "ID"))
+        port = c.sock.getsockname()[1]
+        want = (b"id=%d addr=%s:%d name=%s db=0 multi=-1 cmd=client|info user=default "
+                b"resp=2\n" % (cid, HOST.encode(), port, name))
+        at = line.find(name)
+        expect(at > 0, "the name is not all in CLIENT INFO (%d bytes), which ends %r"
+               % (len(line), raw[-48:]))
+        expect_eq(line[at + len(name):], want[at + len(name):], "CLIENT INFO after the name")
+        expect_eq(raw, b"$%d\r\n%s\r\n" % (len(want), want), "CLIENT INFO")
+        # The same fields as redis-server, in its order, with its values.
+        expect_eq(direct.cmd("CLIENT", "SETNAME", name), b"+OK\r\n", "SETNAME on redis")
+        theirs = dict(info_fields(parse(direct.cmd("CLIENT", "INFO"))))
+        ours = info_fields(line)
+        order = [k for k in theirs if k in dict(ours)]
+        expect_eq([k for k, _ in ours], order, "fields, in redis-server's order")
+        for k, v in ours:
+            if k not in (b"id", b"addr"):
+                expect_eq(v, theirs[k], "field %s" % k.decode())
+        expect_eq(c.cmd("PING"), b"+PONG\r\n", "PING after CLIENT INFO")
+        c.close()
+    direct.close()
+    harness.t_exit_clean(px)
+    return "names of 600 and 100000 bytes"
+
+
+def t_hello_time(rs):
+    px = Shardis("hello", [rs])
+    c = Raw(px.port)
+    name = b"h" * 5000
+    hello = parse(c.cmd("HELLO", "2", "SETNAME", name))
+    expect(isinstance(hello, list) and len(hello) == 14, "HELLO: %r" % (hello,))
+    direct = harness.one_reply(rs.port, enc("HELLO", "2"))
+    expect_eq(hello[0::2], parse(direct)[0::2], "HELLO's keys, as redis-server's")
+    expect_eq(parse(c.cmd("CLIENT", "GETNAME")), name, "the name HELLO set")
+    t = parse(c.cmd("TIME"))
+    expect(isinstance(t, list) and len(t) == 2 and all(re.fullmatch(rb"\d+", x) for x in t),
+           "TIME: %r" % (t,))
+    expect(abs(int(t[0]) - time.time()) < 5, "TIME's seconds: %r" % t[0])
+    c.close()
+    harness.t_exit_clean(px)
+
+
+# ---- PUNSUBSCRIBE of a long pattern ----------------------------------------------------
+
+def t_punsubscribe_long(rs):
+    px = Shardis("unsub", [rs])
+    for verb, unverb, name in (("PSUBSCRIBE", "PUNSUBSCRIBE", b"p" * 1000000 + b"*"),
+                               ("SUBSCRIBE", "UNSUBSCRIBE", b"c" * 1000000)):
+        sub = Raw(px.port)
+        kind = verb.lower().encode()
+        expect_eq(sub.cmd(verb, name), b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:1\r\n"
+                  % (len(kind), kind, len(name), name), verb)
+        expect_eq(parse(sub.cmd(verb, "x*" if verb[0] == "P" else "xy"))[2], 2, verb + " xy")
+        un = unverb.lower().encode()
+        expect_eq(sub.cmd(unverb, name), b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n:1\r\n"
+                  % (len(un), un, len(name), name), unverb)
+        # The servers took the PUNSUBSCRIBE: the connection is still there.
+        # (The proxy's group has a channel of its own there, and no pattern.)
+        left = (lambda: rs.client.execute_command("PUBSUB", "NUMPAT")) if verb[0] == "P" \
+            else (lambda: sum(n for _, n in rs.client.pubsub_numsub(name, "xy")))
+        until("%s: the server has one subscription of ours left" % unverb,
+              lambda: left() == 1)
+        expect_eq(px.client.publish("xy", "hello"), 1, "PUBLISH receivers")
+        msg = parse(sub.reply())
+        expect_eq(msg[-1], b"hello", "the message after %s" % unverb)
+        sub.close()
+    harness.t_exit_clean(px)
+    return "1 MB pattern and channel"
+
+
+def body():
+    rs = RedisServer("r1")
+    check("CLIENT INFO after a 600-byte (and 100 KB) CLIENT SETNAME: exact, as redis-server",
+          t_client_info, rs)
+    check("HELLO 2 SETNAME of 5 KB and TIME: whole replies", t_hello_time, rs)
+    check("PUNSUBSCRIBE / UNSUBSCRIBE of a 1 MB name reach the server well formed",
+          t_punsubscribe_long, rs)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body))
