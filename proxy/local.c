@@ -4,7 +4,6 @@
  * introspection (COMMAND, INFO, TIME) and shardis's own SHARD.WHEREIS and
  * SHARD.NODES. Replies and error texts follow redis-server 7.0, so client
  * libraries' connect-time handshakes work unchanged. */
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,56 +342,107 @@ static void command_entry(struct client *c, struct req *r, const struct cmd *cmd
               cmd->step);
 }
 
-/* Glob-style match of s against p, ignoring case (Redis's stringmatchlen
- * rules: * ? [abc] [^a] [a-z] and \ to escape). */
-static bool glob(const char *p, size_t plen, const char *s, size_t slen)
+/* tolower in the C locale, for any char value (a plain char may be
+ * negative, as in redis-server's own match). */
+static int glob_lower(int ch)
 {
-    while (plen > 0) {
-        if (*p == '*') {
+    return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch;
+}
+
+#define GLOB_NESTING_MAX 1000       /* redis-server's limit on nested '*' */
+
+/* Glob-style match of s against p, ignoring case, with redis-server's
+ * stringmatchlen rules (* ? [abc] [^a] [a-z] and \ to escape, an unclosed
+ * [ closed by the pattern's end, a range's ends compared as plain chars)
+ * and its bounds since 7.0.9 (CVE-2022-36021). Trying each '*' at every
+ * length is exponential ("*?*?*?...#" took seconds), so: once what follows
+ * a '*' matches nowhere in the rest of s, no earlier '*' can help by
+ * matching more, since that only leaves less of s (*give_up says so, and
+ * every level returns at once); and '*' nests at most GLOB_NESTING_MAX
+ * deep. Unlike redis-server this never reads past p or s: neither is
+ * NUL-terminated here. */
+static bool glob_at(const char *p, size_t plen, const char *s, size_t slen, bool *give_up,
+                    int depth)
+{
+    if (depth > GLOB_NESTING_MAX)
+        return false;
+    while (plen > 0 && slen > 0) {
+        switch (*p) {
+        case '*':
             while (plen > 1 && p[1] == '*')
                 p++, plen--;
             if (plen == 1)
                 return true;
-            for (size_t i = 0; i <= slen; i++)
-                if (glob(p + 1, plen - 1, s + i, slen - i))
+            for (; slen > 0; s++, slen--) {
+                if (glob_at(p + 1, plen - 1, s, slen, give_up, depth + 1))
                     return true;
+                if (*give_up)
+                    return false;
+            }
+            *give_up = true;
             return false;
-        }
-        if (slen == 0)
-            return false;
-        if (*p == '[') {
-            bool not = plen > 1 && p[1] == '^', match = false;
-            size_t i = not ? 2 : 1;
-            for (; i < plen && p[i] != ']'; i++) {
-                if (p[i] == '\\' && i + 1 < plen)
-                    i++, match |= p[i] == *s;
-                else if (i + 2 < plen && p[i + 1] == '-' && p[i + 2] != ']') {
-                    char lo = (char)tolower((unsigned char)p[i]);
-                    char hi = (char)tolower((unsigned char)p[i + 2]);
-                    char ch = (char)tolower((unsigned char)*s);
-                    match |= lo <= hi ? (ch >= lo && ch <= hi) : (ch >= hi && ch <= lo);
-                    i += 2;
-                } else
-                    match |= tolower((unsigned char)p[i]) == tolower((unsigned char)*s);
+        case '?':
+            break;
+        case '[': {
+            bool not, match = false;
+            p++, plen--;
+            not = plen > 0 && *p == '^';
+            if (not)
+                p++, plen--;
+            for (;;) {
+                if (plen == 0) {                /* unclosed: its last char ends it */
+                    p--, plen++;
+                    break;
+                }
+                if (*p == '\\' && plen >= 2) {
+                    p++, plen--;
+                    match |= *p == *s;          /* exact, as redis-server does */
+                } else if (*p == ']') {
+                    break;
+                } else if (plen >= 3 && p[1] == '-') {
+                    int lo = p[0], hi = p[2], ch = *s;
+                    if (lo > hi) {
+                        int t = lo;
+                        lo = hi;
+                        hi = t;
+                    }
+                    lo = glob_lower(lo);
+                    hi = glob_lower(hi);
+                    ch = glob_lower(ch);
+                    match |= ch >= lo && ch <= hi;
+                    p += 2, plen -= 2;
+                } else {
+                    match |= glob_lower(*p) == glob_lower(*s);
+                }
+                p++, plen--;
             }
             if (match == not)
                 return false;
-            p += i < plen ? i + 1 : plen;
-            plen -= i < plen ? i + 1 : plen;
-            s++, slen--;
-            continue;
+            break;
         }
-        if (*p == '\\' && plen > 1)
-            p++, plen--;
-        else if (*p == '?') {
-            p++, plen--, s++, slen--;
-            continue;
+        case '\\':
+            if (plen >= 2)
+                p++, plen--;
+            /* fall through */
+        default:
+            if (glob_lower(*p) != glob_lower(*s))
+                return false;
+            break;
         }
-        if (tolower((unsigned char)*p) != tolower((unsigned char)*s))
-            return false;
         p++, plen--, s++, slen--;
+        if (slen == 0) {
+            while (plen > 0 && *p == '*')
+                p++, plen--;
+            break;
+        }
     }
-    return slen == 0;
+    return plen == 0 && slen == 0;
+}
+
+static bool glob(const char *p, size_t plen, const char *s, size_t slen)
+{
+    bool give_up = false;
+    return glob_at(p, plen, s, slen, &give_up, 0);
 }
 
 /* COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command

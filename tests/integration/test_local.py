@@ -7,7 +7,11 @@
   HELLO and TIME replies are whole and well formed;
 - PUNSUBSCRIBE of a 1 MB pattern reaches the servers well formed: the
   subscriber's connection survives and gets the next message (its header
-  once overran a 32-byte buffer).
+  once overran a 32-byte buffer);
+- COMMAND LIST FILTERBY PATTERN matches as redis-server does (checked
+  against a redis-server for every name both know, with odd patterns), and
+  "*?*?...#" no longer backtracks exponentially: another client's PING is
+  answered within 2 s (it took seconds per command, all clients waiting).
 
 Run: /usr/bin/python3 tests/integration/test_local.py --shardis build/shardis
 """
@@ -110,6 +114,54 @@ def t_punsubscribe_long(rs):
     return "1 MB pattern and channel"
 
 
+# ---- COMMAND LIST FILTERBY PATTERN -------------------------------------------------------
+
+PATTERNS = [b"GET", b"get", b"client|*", b"CLIENT|*", b"*|*", b"?et", b"[a-c]*", b"[^a-y]*",
+            b"h[a-e]*", b"*[", b"[a-", b"[a-]*", b"[Z-a]*", b"[]]*", b"*\\", b"x\\*",
+            b"[\\]]*", b"[\\-]*", b"*e?", b"s*t", b"**", b"*", b"[", b"[^", b"*[^a-z|]*",
+            b"\\g\\et", b"z*z", b"[abc", b"*x*y*z*", b"b[l-r]*", b"[r-b]*", b"*\xff*",
+            b"[a-\xff]*", b"shard.*"]
+
+
+def names(conn, *filt):
+    return {n.lower() for n in parse(conn.cmd("COMMAND", "LIST", *filt))}
+
+
+def t_pattern_like_redis(rs):
+    px = Shardis("pattern", [rs])
+    c, direct = Raw(px.port), Raw(rs.port)
+    both = names(c) & names(direct)
+    expect(len(both) > 150, "names both know: %d" % len(both))
+    for p in PATTERNS:
+        ours = names(c, "FILTERBY", "PATTERN", p) & both
+        theirs = names(direct, "FILTERBY", "PATTERN", p) & both
+        expect_eq(sorted(ours), sorted(theirs), "names matching %r" % p)
+    c.close()
+    direct.close()
+    harness.t_exit_clean(px)
+    return "%d patterns over %d names" % (len(PATTERNS), len(both))
+
+
+def t_pattern_bounded(rs):
+    px = Shardis("glob", [rs])
+    bad = b"*?" * 16 + b"#"
+    other = Raw(px.port, timeout=2)
+    expect_eq(other.cmd("PING"), b"+PONG\r\n", "PING before")
+    c = Raw(px.port, timeout=10)
+    c.send(enc("COMMAND", "LIST", "FILTERBY", "PATTERN", bad) * 3)
+    time.sleep(0.2)            # let the proxy begin on it; the old glob took seconds each
+    t0 = time.monotonic()
+    expect_eq(other.cmd("PING"), b"+PONG\r\n", "another client's PING meanwhile")
+    waited = time.monotonic() - t0
+    want = harness.one_reply(rs.port, enc("COMMAND", "LIST", "FILTERBY", "PATTERN", bad))
+    for _ in range(3):
+        expect_eq(c.reply(), want, "the reply, as redis-server's")
+    c.close()
+    other.close()
+    harness.t_exit_clean(px)
+    return "PING answered in %.3f s" % waited
+
+
 def body():
     rs = RedisServer("r1")
     check("CLIENT INFO after a 600-byte (and 100 KB) CLIENT SETNAME: exact, as redis-server",
@@ -117,6 +169,9 @@ def body():
     check("HELLO 2 SETNAME of 5 KB and TIME: whole replies", t_hello_time, rs)
     check("PUNSUBSCRIBE / UNSUBSCRIBE of a 1 MB name reach the server well formed",
           t_punsubscribe_long, rs)
+    check("COMMAND LIST FILTERBY PATTERN matches as redis-server does", t_pattern_like_redis, rs)
+    check("COMMAND LIST FILTERBY PATTERN *?*?...#: other clients answered within 2 s",
+          t_pattern_bounded, rs)
 
 
 if __name__ == "__main__":
