@@ -11,7 +11,9 @@
 - COMMAND LIST FILTERBY PATTERN matches as redis-server does (checked
   against a redis-server for every name both know, with odd patterns), and
   "*?*?...#" no longer backtracks exponentially: another client's PING is
-  answered within 2 s (it took seconds per command, all clients waiting).
+  answered within 2 s (it took seconds per command, all clients waiting);
+- with distribution jedis and a hash tag, a key of 1.6 MB of '{' is one
+  pass: another client's PING is answered within 2 s (it took minutes).
 
 Run: /usr/bin/python3 tests/integration/test_local.py --shardis build/shardis
 """
@@ -162,6 +164,28 @@ def t_pattern_bounded(rs):
     return "PING answered in %.3f s" % waited
 
 
+# ---- jedis hash tags ----------------------------------------------------------------------
+
+def t_jedis_tag_linear(rs):
+    px = Shardis("jedis", [rs], distribution="jedis", hash="murmur64a")
+    other = Raw(px.port, timeout=2)
+    expect_eq(other.cmd("PING"), b"+PONG\r\n", "PING before")
+    key = b"{" * 1600000
+    c = Raw(px.port, timeout=10)
+    c.send(enc("SET", key, "v") + enc("GET", key))
+    time.sleep(0.2)            # let the proxy begin on it; the old scan took minutes
+    t0 = time.monotonic()
+    expect_eq(other.cmd("PING"), b"+PONG\r\n", "another client's PING meanwhile")
+    waited = time.monotonic() - t0
+    expect_eq(c.reply(), b"+OK\r\n", "SET of the long key")
+    expect_eq(c.reply(), b"$1\r\nv\r\n", "GET of the long key")
+    expect_eq(rs.client.get(key), b"v", "the key on its server")
+    c.close()
+    other.close()
+    harness.t_exit_clean(px)
+    return "PING answered in %.3f s" % waited
+
+
 def body():
     rs = RedisServer("r1")
     check("CLIENT INFO after a 600-byte (and 100 KB) CLIENT SETNAME: exact, as redis-server",
@@ -172,6 +196,8 @@ def body():
     check("COMMAND LIST FILTERBY PATTERN matches as redis-server does", t_pattern_like_redis, rs)
     check("COMMAND LIST FILTERBY PATTERN *?*?...#: other clients answered within 2 s",
           t_pattern_bounded, rs)
+    check("jedis hash tag of a 1.6 MB key of '{': other clients answered within 2 s",
+          t_jedis_tag_linear, rs)
 
 
 if __name__ == "__main__":
