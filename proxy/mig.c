@@ -1304,6 +1304,12 @@ void mig_command(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (args_is(a, 1, "pause") || args_is(a, 1, "resume")) {
+        if (!p->conf->admin_commands) {     /* as SHARD.RELOAD: they steer the reshard */
+            client_reply_error(c, r, "ERR 'shard.migration %s' is an admin command: it runs "
+                               "only with admin_commands: true in pool '%s'",
+                               args_is(a, 1, "pause") ? "pause" : "resume", p->conf->name);
+            return;
+        }
         if (m == NULL) {
             client_reply_error(c, r, "ERR no migration in progress");
             return;

@@ -13,16 +13,23 @@
   "*?*?...#" no longer backtracks exponentially: another client's PING is
   answered within 2 s (it took seconds per command, all clients waiting);
 - with distribution jedis and a hash tag, a key of 1.6 MB of '{' is one
-  pass: another client's PING is answered within 2 s (it took minutes).
+  pass: another client's PING is answered within 2 s (it took minutes);
+- SHARD.MIGRATION PAUSE and RESUME are admin commands, as SHARD.RELOAD is:
+  refused without admin_commands (a migration started by SIGHUP goes on
+  moving), while STATUS answers everyone.
 
 Run: /usr/bin/python3 tests/integration/test_local.py --shardis build/shardis
 """
+import os
 import re
+import signal
 import sys
 import time
 
+import redis
+
 import harness
-from harness import (Raw, RedisServer, Shardis, check, enc, expect, expect_eq, parse,
+from harness import (Fail, Raw, RedisServer, Shardis, check, enc, expect, expect_eq, parse,
                      until)
 
 HOST = "127.0.0.1"
@@ -186,6 +193,49 @@ def t_jedis_tag_linear(rs):
     return "PING answered in %.3f s" % waited
 
 
+# ---- SHARD.MIGRATION PAUSE|RESUME ---------------------------------------------------------
+
+def migration_status(px):
+    text = px.client.execute_command("SHARD.MIGRATION", "STATUS").decode()
+    return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l)
+
+
+def t_migration_admin(servers):
+    a, b, c = servers
+    plain = Shardis("plain", [a], migration_rate=20, migration_batch=10)
+    admin = Shardis("admin", [c], admin_commands="true")   # not in plain's group
+    for verb in ("PAUSE", "RESUME"):
+        for px, want in ((plain, "ERR 'shard.migration %s' is an admin command: it runs only "
+                          "with admin_commands: true in pool 'alpha'" % verb.lower()),
+                         (admin, "ERR no migration in progress")):
+            try:
+                px.client.execute_command("SHARD.MIGRATION", verb)
+                raise Fail("%s: SHARD.MIGRATION %s with no migration answered OK"
+                           % (px.name, verb))
+            except redis.ResponseError as e:
+                expect_eq("ERR " + str(e), want, "%s: %s" % (px.name, verb))
+    expect_eq(migration_status(plain)["state"], "stable", "STATUS without admin_commands")
+    # A migration begun by SIGHUP (no admin command needed): still refused.
+    pipe = plain.client.pipeline(transaction=False)
+    for i in range(2000):
+        pipe.set("k:%d" % i, i)
+    pipe.execute()
+    text = open(plain.conf).read()
+    with open(plain.conf, "w") as f:
+        f.write(text + "    - %s:%d:1 redis2\n" % (HOST, b.port))
+    os.kill(plain.pid, signal.SIGHUP)
+    until("the migration is moving", lambda: migration_status(plain)["state"] == "moving")
+    for verb in ("PAUSE", "RESUME"):
+        try:
+            plain.client.execute_command("SHARD.MIGRATION", verb)
+            raise Fail("SHARD.MIGRATION %s without admin_commands answered OK" % verb)
+        except redis.ResponseError as e:
+            expect("admin command" in str(e), "error %r" % str(e))
+        expect_eq(migration_status(plain)["state"], "moving", "state after a refused " + verb)
+    harness.t_exit_clean(admin)
+    harness.t_exit_clean(plain)
+
+
 def body():
     rs = RedisServer("r1")
     check("CLIENT INFO after a 600-byte (and 100 KB) CLIENT SETNAME: exact, as redis-server",
@@ -198,6 +248,8 @@ def body():
           t_pattern_bounded, rs)
     check("jedis hash tag of a 1.6 MB key of '{': other clients answered within 2 s",
           t_jedis_tag_linear, rs)
+    check("SHARD.MIGRATION PAUSE|RESUME need admin_commands; STATUS does not",
+          t_migration_admin, [RedisServer("m%d" % i) for i in (1, 2, 3)])
 
 
 if __name__ == "__main__":
