@@ -828,7 +828,7 @@ char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc
 
     if (fd < 0)
         return NULL;
-    f = open_memstream(&req, &reqlen);
+    f = xopen_memstream(&req, &reqlen);
     if (pc->redis_auth != NULL) {
         fputs("*2\r\n", f);
         sync_put(f, "AUTH");

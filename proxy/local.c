@@ -4,7 +4,6 @@
  * introspection (COMMAND, INFO, TIME) and shardis's own SHARD.WHEREIS and
  * SHARD.NODES. Replies and error texts follow redis-server 7.0, so client
  * libraries' connect-time handshakes work unchanged. */
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,16 +21,26 @@
 static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Never cut short: a reply cut short would be malformed, and the length
+ * vsnprintf returns is that of the whole text, not of what fit. */
 static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
 {
-    char buf[512];
-    va_list ap;
+    char buf[512], *out = buf;
+    va_list ap, again;
 
     va_start(ap, fmt);
+    va_copy(again, ap);
     int n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof(buf)) {
+        out = xmalloc((size_t)n + 1);
+        vsnprintf(out, (size_t)n + 1, fmt, again);
+    }
+    va_end(again);
     if (n > 0)
-        client_reply(c, r, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+        client_reply(c, r, out, (size_t)n);
+    if (out != buf)
+        free(out);
 }
 
 static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
@@ -187,7 +196,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
             size_t len;
             const char *n = args_get(a, ++i, &len);
             free(setname);
-            setname = strndup(n, len);
+            setname = xstrndup(n, len);
         } else {
             size_t len;
             const char *opt = args_get(a, i, &len);
@@ -257,7 +266,7 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
                 return;
             }
         free(client_rare(c)->name);
-        c->rare->name = len > 0 ? strndup(n, len) : NULL;
+        c->rare->name = len > 0 ? xstrndup(n, len) : NULL;
         reply_ok(c, r);
     } else if (args_is(a, 1, "getname")) {
         if (client_name(c) == NULL)
@@ -276,12 +285,21 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             client_reply_error(c, r, "ERR Unrecognized option '%.*s'", (int)(len < 64 ? len : 64), o);
         }
     } else if (args_is(a, 1, "info")) {
-        char peer[80], line[400];
+        /* redis-server's fields, in its order, for those shardis has. The
+         * name has any length: it goes out as it is, not through a buffer. */
+        static const char tail[] = " db=0 multi=-1 cmd=client|info user=default resp=2\n";
+        const char *name = client_name(c) != NULL ? client_name(c) : "";
+        size_t nlen = strlen(name);
+        char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
         peer_name(c, peer, sizeof(peer));
-        int n = snprintf(line, sizeof(line), "id=%llu addr=%s name=%s db=0 multi=-1 "
-                         "cmd=client|info user=default resp=2\n",
-                         (unsigned long long)c->id, peer, client_name(c) ? client_name(c) : "");
-        reply_bulk(c, r, line, (size_t)n);
+        int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
+                         (unsigned long long)c->id, peer);
+        CHECK(n > 0 && (size_t)n < sizeof(head));
+        reply_fmt(c, r, "$%zu\r\n", (size_t)n + nlen + sizeof(tail) - 1);
+        client_reply(c, r, head, (size_t)n);
+        client_reply(c, r, name, nlen);
+        client_reply(c, r, tail, sizeof(tail) - 1);
+        client_reply(c, r, "\r\n", 2);
     } else {
         const char *sub = args_get(a, 1, &len);
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",
@@ -324,56 +342,107 @@ static void command_entry(struct client *c, struct req *r, const struct cmd *cmd
               cmd->step);
 }
 
-/* Glob-style match of s against p, ignoring case (Redis's stringmatchlen
- * rules: * ? [abc] [^a] [a-z] and \ to escape). */
-static bool glob(const char *p, size_t plen, const char *s, size_t slen)
+/* tolower in the C locale, for any char value (a plain char may be
+ * negative, as in redis-server's own match). */
+static int glob_lower(int ch)
 {
-    while (plen > 0) {
-        if (*p == '*') {
+    return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch;
+}
+
+#define GLOB_NESTING_MAX 1000       /* redis-server's limit on nested '*' */
+
+/* Glob-style match of s against p, ignoring case, with redis-server's
+ * stringmatchlen rules (* ? [abc] [^a] [a-z] and \ to escape, an unclosed
+ * [ closed by the pattern's end, a range's ends compared as plain chars)
+ * and its bounds since 7.0.9 (CVE-2022-36021). Trying each '*' at every
+ * length is exponential ("*?*?*?...#" took seconds), so: once what follows
+ * a '*' matches nowhere in the rest of s, no earlier '*' can help by
+ * matching more, since that only leaves less of s (*give_up says so, and
+ * every level returns at once); and '*' nests at most GLOB_NESTING_MAX
+ * deep. Unlike redis-server this never reads past p or s: neither is
+ * NUL-terminated here. */
+static bool glob_at(const char *p, size_t plen, const char *s, size_t slen, bool *give_up,
+                    int depth)
+{
+    if (depth > GLOB_NESTING_MAX)
+        return false;
+    while (plen > 0 && slen > 0) {
+        switch (*p) {
+        case '*':
             while (plen > 1 && p[1] == '*')
                 p++, plen--;
             if (plen == 1)
                 return true;
-            for (size_t i = 0; i <= slen; i++)
-                if (glob(p + 1, plen - 1, s + i, slen - i))
+            for (; slen > 0; s++, slen--) {
+                if (glob_at(p + 1, plen - 1, s, slen, give_up, depth + 1))
                     return true;
+                if (*give_up)
+                    return false;
+            }
+            *give_up = true;
             return false;
-        }
-        if (slen == 0)
-            return false;
-        if (*p == '[') {
-            bool not = plen > 1 && p[1] == '^', match = false;
-            size_t i = not ? 2 : 1;
-            for (; i < plen && p[i] != ']'; i++) {
-                if (p[i] == '\\' && i + 1 < plen)
-                    i++, match |= p[i] == *s;
-                else if (i + 2 < plen && p[i + 1] == '-' && p[i + 2] != ']') {
-                    char lo = (char)tolower((unsigned char)p[i]);
-                    char hi = (char)tolower((unsigned char)p[i + 2]);
-                    char ch = (char)tolower((unsigned char)*s);
-                    match |= lo <= hi ? (ch >= lo && ch <= hi) : (ch >= hi && ch <= lo);
-                    i += 2;
-                } else
-                    match |= tolower((unsigned char)p[i]) == tolower((unsigned char)*s);
+        case '?':
+            break;
+        case '[': {
+            bool not, match = false;
+            p++, plen--;
+            not = plen > 0 && *p == '^';
+            if (not)
+                p++, plen--;
+            for (;;) {
+                if (plen == 0) {                /* unclosed: its last char ends it */
+                    p--, plen++;
+                    break;
+                }
+                if (*p == '\\' && plen >= 2) {
+                    p++, plen--;
+                    match |= *p == *s;          /* exact, as redis-server does */
+                } else if (*p == ']') {
+                    break;
+                } else if (plen >= 3 && p[1] == '-') {
+                    int lo = p[0], hi = p[2], ch = *s;
+                    if (lo > hi) {
+                        int t = lo;
+                        lo = hi;
+                        hi = t;
+                    }
+                    lo = glob_lower(lo);
+                    hi = glob_lower(hi);
+                    ch = glob_lower(ch);
+                    match |= ch >= lo && ch <= hi;
+                    p += 2, plen -= 2;
+                } else {
+                    match |= glob_lower(*p) == glob_lower(*s);
+                }
+                p++, plen--;
             }
             if (match == not)
                 return false;
-            p += i < plen ? i + 1 : plen;
-            plen -= i < plen ? i + 1 : plen;
-            s++, slen--;
-            continue;
+            break;
         }
-        if (*p == '\\' && plen > 1)
-            p++, plen--;
-        else if (*p == '?') {
-            p++, plen--, s++, slen--;
-            continue;
+        case '\\':
+            if (plen >= 2)
+                p++, plen--;
+            /* fall through */
+        default:
+            if (glob_lower(*p) != glob_lower(*s))
+                return false;
+            break;
         }
-        if (tolower((unsigned char)*p) != tolower((unsigned char)*s))
-            return false;
         p++, plen--, s++, slen--;
+        if (slen == 0) {
+            while (plen > 0 && *p == '*')
+                p++, plen--;
+            break;
+        }
     }
-    return slen == 0;
+    return plen == 0 && slen == 0;
+}
+
+static bool glob(const char *p, size_t plen, const char *s, size_t slen)
+{
+    bool give_up = false;
+    return glob_at(p, plen, s, slen, &give_up, 0);
 }
 
 /* COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command
@@ -485,7 +554,7 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
 {
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    FILE *f = xopen_memstream(&buf, &len);
     uint64_t now = uv_now(proxy.loop);
 
     if (want_section(a, "server", true))

@@ -198,7 +198,7 @@ static void record_key(const struct pool *p, char *out, size_t len)
 static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
 {
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
+    FILE *f = xopen_memstream(&buf, len);
 
     /* The config routed by: proxy.conf may be a reload's, waiting for the
      * other proxies. */
@@ -1233,6 +1233,12 @@ void mig_command(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (args_is(a, 1, "pause") || args_is(a, 1, "resume")) {
+        if (!p->conf->admin_commands) {     /* as SHARD.RELOAD: they steer the reshard */
+            client_reply_error(c, r, "ERR 'shard.migration %s' is an admin command: it runs "
+                               "only with admin_commands: true in pool '%s'",
+                               args_is(a, 1, "pause") ? "pause" : "resume", p->conf->name);
+            return;
+        }
         if (m == NULL) {
             client_reply_error(c, r, "ERR no migration in progress");
             return;
@@ -1248,7 +1254,7 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     }
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    FILE *f = xopen_memstream(&buf, &len);
     uint64_t now = uv_now(proxy.loop);
 
     fprintf(f, "state:%s\r\nepoch:%u\r\n", m == NULL

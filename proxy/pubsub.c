@@ -241,7 +241,7 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
             if (s->conns[server] == NULL)
                 continue;
             struct req *q = req_get();
-            char hdr[32];
+            char hdr[64];   /* 36 at most: "*2 $12 punsubscribe $4294967295", each + \r\n */
             client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
                           "*2\r\n$%zu\r\n%s\r\n$%u\r\n", strlen(unsub_verb[kind]),
                           unsub_verb[kind], gone.len));

@@ -122,7 +122,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
         goto fail;
     }
     rings = xcalloc(cf->npools, sizeof(*rings));
-    f = open_memstream(&sum, &sumlen);
+    f = xopen_memstream(&sum, &sumlen);
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
         const struct conf_pool *a = p->conf, *b = &cf->pools[i];   /* a: routed by now */

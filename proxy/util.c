@@ -38,3 +38,23 @@ char *xstrdup(const char *s)
     size_t n = strlen(s) + 1;
     return memcpy(xmalloc(n), s, n);
 }
+
+char *xstrndup(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    char *p = memcpy(xmalloc(len + 1), s, len);
+    p[len] = '\0';
+    return p;
+}
+
+/* open_memstream fails only when it cannot allocate its buffer: abort, as
+ * xmalloc does, so no caller ever writes to a NULL stream. */
+FILE *xopen_memstream(char **buf, size_t *len)
+{
+    FILE *f = open_memstream(buf, len);
+    if (f == NULL) {
+        fprintf(stderr, "shardis: out of memory opening a memory stream\n");
+        abort();
+    }
+    return f;
+}

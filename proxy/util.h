@@ -11,6 +11,8 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+FILE *xopen_memstream(char **buf, size_t *len);
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

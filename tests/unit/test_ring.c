@@ -381,6 +381,124 @@ Test(jedis, java_regex_tag_semantics)
     ring_free(r);
 }
 
+/* The tag ring_tag gives key under tag chars tag, as a string. */
+static void tag_of(const char *tag, const char *key, size_t klen, char *out, size_t outlen)
+{
+    struct ring *r = make(RING_DIST_JEDIS, RING_HASH_MURMUR64A, tag, three, 3);
+    const char *part;
+    size_t len;
+
+    ring_tag(r, key, klen, &part, &len);
+    cr_assert(part >= key && part + len <= key + klen);
+    cr_assert(lt(sz, len, outlen));
+    memcpy(out, part, len);
+    out[len] = '\0';
+    ring_free(r);
+}
+
+Test(jedis, tricky_tags)
+{
+    static const struct { char tag[3], key[16], part[16]; } v[] = {
+        {"{}", "{{}", "{"},               /* the second '{' is the one char */
+        {"{}", "{}}", "}"},
+        {"{}", "{{{{a}", "{{{a"},         /* leftmost open wins, not the nearest */
+        {"{}", "}{", "}{"},
+        {"{}", "{\n{a}", "a"},            /* a terminator ends the first open's run */
+        {"{}", "{a\n}{b}", "b"},
+        {"{}", "x{\r\n{y}z", "y"},
+        {"{}", "{\xe2\x80\xa8{q}", "q"},  /* after a 3-byte U+2028 */
+        {"{}", "{\xc2\x85}", "{\xc2\x85}"},
+        {"{}", "{\n}", "{\n}"},
+        {"{}", "{{\n", "{{\n"},
+        {"||", "|a|", "a"},               /* same open and close char */
+        {"||", "||a||", "|a"},
+        {"||", "|||", "|"},
+        {"\x85}", "\xc2\x85" "a}", "a"},  /* an open char inside a terminator */
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char got[16];
+        tag_of(v[i].tag, v[i].key, strlen(v[i].key), got, sizeof(got));
+        cr_assert(eq(str, got, (char *)v[i].part), "case %zu", i);
+    }
+}
+
+/* The rule as Jedis's regex applies it, written the slow way (from each
+ * open char, scan to the first close char or line terminator): the oracle
+ * ring_tag's one pass must agree with. */
+static void tag_oracle(const char tag[2], const char *k, size_t n, size_t *at, size_t *len)
+{
+    *at = 0;
+    *len = n;
+    for (size_t o = 0; o < n; o++) {
+        if (k[o] != tag[0])
+            continue;
+        for (size_t p = o + 1; p < n; p++) {
+            unsigned char b = (unsigned char)k[p];
+            if (b == '\n' || b == '\r' ||
+                (b == 0xc2 && p + 1 < n && (unsigned char)k[p + 1] == 0x85) ||
+                (b == 0xe2 && p + 2 < n && (unsigned char)k[p + 1] == 0x80 &&
+                 ((unsigned char)k[p + 2] == 0xa8 || (unsigned char)k[p + 2] == 0xa9)))
+                break;
+            if (k[p] == tag[1] && p > o + 1) {
+                *at = o + 1;
+                *len = p - o - 1;
+                return;
+            }
+        }
+    }
+}
+
+Test(jedis, one_pass_tag_agrees_with_the_regex_rule)
+{
+    static const char alphabet[] = "{}|ab\n\r\xc2\x85\xe2\x80\xa8";
+    static const char *const tags[] = {"{}", "||", "\x85}", "{\x85", "\n}", "}{"};
+    unsigned seed = 12345;
+
+    for (size_t t = 0; t < sizeof(tags) / sizeof(tags[0]); t++) {
+        struct ring *r = make(RING_DIST_JEDIS, RING_HASH_MURMUR64A, tags[t], three, 3);
+        for (int i = 0; i < 200000; i++) {
+            char key[12];
+            size_t n = (size_t)(i % 12), at, len, plen;
+            const char *part;
+            for (size_t j = 0; j < n; j++) {
+                seed = seed * 1103515245u + 12345u;
+                key[j] = alphabet[(seed >> 16) % (sizeof(alphabet) - 1)];
+            }
+            tag_oracle(tags[t], key, n, &at, &len);
+            ring_tag(r, key, n, &part, &plen);
+            cr_assert(part == key + at && plen == len,
+                      "tag %zu, key %zu bytes: got [%td, +%zu), want [%zu, +%zu)", t, n,
+                      part - key, plen, at, len);
+        }
+        ring_free(r);
+    }
+}
+
+/* A key of 4 MB of open chars (and one with a terminator every other
+ * byte) is one pass: rescanning from each open char took minutes. */
+Test(jedis, long_run_of_open_chars_is_linear, .timeout = 20)
+{
+    size_t n = 4u << 20;
+    char *key = malloc(n), got[4];
+    cr_assert(not(zero(ptr, key)));
+    memset(key, '{', n);
+    struct ring *r = make(RING_DIST_JEDIS, RING_HASH_MURMUR64A, "{}", three, 3);
+    const char *part;
+    size_t len;
+    ring_tag(r, key, n, &part, &len);
+    cr_assert(part == key && len == n);
+    for (size_t i = 1; i < n; i += 2)
+        key[i] = '\n';
+    ring_tag(r, key, n, &part, &len);
+    cr_assert(part == key && len == n);
+    memcpy(key + n - 4, "a{x}", 4);    /* "\na{x}" at the very end */
+    tag_of("{}", key, n, got, sizeof(got));
+    cr_assert(eq(str, got, "x"));
+    ring_lookup(r, key, n);
+    ring_free(r);
+    free(key);
+}
+
 Test(jedis, version2_named_points_include_weight)
 {
     static const struct ring_server sv[] = {{"a", "h:1", 1, 1}, {"b", "h:2", 2, 2}};
