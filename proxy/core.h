@@ -585,12 +585,24 @@ void mig_client_gone(struct client *c);
  * (a file that differs is a reload request). 0, or a negative errno (err
  * says why) when the record cannot be followed. */
 int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen);
-/* Keys under this prefix are shardis's own: clients get an error. */
+/* shardis's own keys, out of every client's reach (an error names them):
+ * its bookkeeping under "__shardis:" (the migration record), which stays
+ * on its server, and idgen's sequences "$equence{LL}" (genkey.c), which
+ * move with their tag like any key. A client that could read or rewrite a
+ * sequence could make SHARD.GENKEY hand out an id twice. The check is on
+ * every request's keys: a byte or two when they are not shardis's. */
 #define SHARDIS_RESERVED "__shardis:"
-#define SHARDIS_RESERVED_ERR "ERR keys under '" SHARDIS_RESERVED "' are shardis's own"
-static inline bool route_reserved(const char *key, size_t len)
+#define SHARDIS_SEQUENCE "$equence{"
+#define SHARDIS_RESERVED_ERR "ERR keys under '" SHARDIS_RESERVED "' or '" SHARDIS_SEQUENCE \
+                             "' are shardis's own"
+static inline bool route_internal(const char *key, size_t len)
 {
     return len >= 10 && key[0] == '_' && key[1] == '_' && memcmp(key, SHARDIS_RESERVED, 10) == 0;
+}
+static inline bool route_reserved(const char *key, size_t len)
+{
+    return route_internal(key, len) ||
+           (len >= 9 && key[0] == '$' && key[1] == 'e' && memcmp(key, SHARDIS_SEQUENCE, 9) == 0);
 }
 /* Keep the drain closed (group.c: until every proxy has drained), or not. */
 void mig_hold(struct pool *p, bool hold);

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""test_namespace.py -- what belongs to shardis stays shardis's, and what a
+client names reaches only what it may, against real redis-servers.
+
+- shardis's own keys ($equence{LL}, idgen's sequences, and __shardis:*)
+  are refused on every path a key is taken from: keyed and split
+  commands, STORE destinations, scripts' declared keys, subcommands with
+  keys, WATCH and MULTI; so a client cannot rewind a
+  sequence and make SHARD.GENKEY hand out an id twice; the sequences still
+  move with a reshard;
+
+Run: /usr/bin/python3 tests/integration/test_namespace.py --shardis build/shardis
+"""
+import os
+import sys
+
+import redis
+
+import harness
+from harness import Fail, Raw, RedisServer, Shardis, array, bulk, check, expect, expect_eq, until
+from test_reshard import locate, reload, status, wait_stable, write_servers
+
+HOST = "127.0.0.1"
+CHAN_ERR = b"-ERR channels under '__shardis:' are shardis's own\r\n"
+KEY_ERR = b"-ERR keys under '__shardis:' or '$equence{' are shardis's own\r\n"
+SORT_ERR = (b"-ERR %s option of SORT denied in Cluster mode when keys formed by the pattern "
+            b"may be in different slots.\r\n")
+
+
+def frame(*items):
+    """A RESP2 push or confirmation: bulks, and an int last if it is one."""
+    return array([b":%d\r\n" % i if isinstance(i, int) else bulk(i) for i in items])
+
+
+# ---- shardis's own keys ------------------------------------------------------------------
+
+def t_reserved_keys(rs):
+    px = Shardis("keys", rs[:3], idgen="{types: {user: 1}}")
+    c = Raw(px.port)
+    seq = "$equence{2K}"
+    px.client.rpush("{2K}l", "1", "")
+    px.client.set("{2K}a", "x")
+    cmds = [
+        ("GET", seq), ("HGETALL", seq), ("HSET", seq, "slot", "0"), ("EXISTS", seq),
+        ("GET", "__shardis:ctl:alpha"), ("TYPE", "$equence{"),
+        ("MGET", "a", "b", seq), ("DEL", "a", seq), ("MSET", "a", "1", seq, "2"),
+        ("UNLINK", seq), ("TOUCH", "a", seq),
+        ("RENAME", "{2K}a", seq), ("COPY", "{2K}a", seq), ("DUMP", seq),
+        ("RESTORE", seq, "0", "x"),
+        ("SORT", "{2K}l", "STORE", seq), ("SORT_RO", seq),
+        ("GEORADIUS", "{2K}g", "0", "0", "1", "km", "STORE", seq),
+        ("GEORADIUSBYMEMBER", "{2K}g", "m", "1", "km", "STOREDIST", seq),
+        ("EVAL", "return redis.call('hgetall', KEYS[1])", "1", seq),
+        ("EVAL_RO", "return 1", "2", "{2K}a", seq),
+        ("EVALSHA", "0" * 40, "1", seq), ("FCALL", "f", "1", seq),
+        ("OBJECT", "ENCODING", seq), ("MEMORY", "USAGE", seq),
+        ("XREAD", "STREAMS", seq, "0"), ("BLPOP", seq, "1"),
+        ("WATCH", seq), ("SSUBSCRIBE", seq),
+    ]
+    for cmd in cmds:
+        expect_eq(c.cmd(*cmd), KEY_ERR, " ".join(cmd))
+    expect_eq(c.cmd("MULTI"), b"+OK\r\n", "MULTI")
+    expect_eq(c.cmd("HSET", seq, "slot", "0"), KEY_ERR, "HSET in MULTI")
+    expect(c.cmd("EXEC").startswith(b"-EXECABORT"), "EXEC after a refused command")
+    # Inline commands take the same path.
+    c.send(b"HGETALL $equence{2K}\r\n")
+    expect_eq(c.reply(), KEY_ERR, "inline HGETALL")
+    # Keys that only look alike are anyone's.
+    for k in ("$equence", "$equence}2K", "__shardis", "x$equence{2K}"):
+        expect_eq(c.cmd("SET", k, "v"), b"+OK\r\n", "SET " + k)
+    c.close()
+    harness.t_exit_clean(px)
+
+
+def t_rewind(rs):
+    """The hardening issue's case: a client read a sequence and set its slot
+    back; the next GENKEY NEAR then gave an id it had handed out before.
+    The sequence runs a minute ahead here (restart_guard_ms), so a rewound
+    slot would be used again at once."""
+    px = Shardis("rewind", rs[:3],
+                 idgen="{types: {user: 1}, max_ahead_ms: 120000, restart_guard_ms: 60000}")
+    first = px.client.execute_command("SHARD.GENKEY", "user")
+    seq = "$equence{%s}" % first.decode()[8:10]
+    owner = rs[px.whereis([seq])[seq]].client
+    state = owner.hgetall(seq)
+    expect(state.get(b"slot") == b"1", "the sequence after one id: %r" % state)
+    c = Raw(px.port)
+    read = c.cmd("HGETALL", seq)
+    rewind = c.cmd("HSET", seq, "slot", "0")
+    again = px.client.execute_command("SHARD.GENKEY", "user", "NEAR", first)
+    expect(again != first, "SHARD.GENKEY handed out %r twice" % first)
+    expect_eq(again[7:11], first[7:11], "NEAR keeps the shard")
+    expect_eq(read, KEY_ERR, "HGETALL " + seq)
+    expect_eq(rewind, KEY_ERR, "HSET %s slot 0" % seq)
+    state[b"slot"] = b"2"
+    expect_eq(owner.hgetall(seq), state, "the sequence after the client's HSET and an id")
+    c.close()
+    harness.t_exit_clean(px)
+
+
+def t_sequences_move(rs):
+    """The mover leaves __shardis: keys where they are but moves the
+    sequences like any key: after a reshard each lives on its owner only."""
+    # md5 spreads the {LL} tags over every server (fnv1a_64 keeps most on one).
+    px = Shardis("seqmove", rs[:2], admin_commands="true", idgen="{types: {user: 1}}",
+                 hash="md5")
+    ids = set()
+    for _ in range(40):
+        ids.update(px.client.execute_command("SHARD.GENKEY", "user", "COUNT", 5))
+    seqs = sorted({b"$equence{%s}" % k[8:10] for k in ids})
+    was = px.whereis(seqs)
+    write_servers(px, rs[:3])
+    reload(px, 1)
+    wait_stable(px, servers=rs)
+    where = px.whereis(seqs)
+    moved = sum(was[k] != where[k] for k in seqs)
+    expect(moved > 0, "no sequence moved: nothing to prove")
+    for k in seqs:
+        on = [s.name for s in rs[:3] if s.client.exists(k)]
+        expect_eq(on, [rs[where[k]].name], "servers holding %r" % k)
+    for _ in range(40):
+        for k in px.client.execute_command("SHARD.GENKEY", "user", "COUNT", 5):
+            expect(k not in ids, "id %r handed out twice across the reshard" % k)
+            ids.add(k)
+    harness.t_exit_clean(px)
+    return "%d of %d sequences moved" % (moved, len(seqs))
+
+
+def body():
+    def run(name, fn, n):
+        servers = []
+        for i in range(n):
+            s = RedisServer("r%d-%d" % (len(os.listdir(harness.TMP)), i))
+            s.name = "redis%d" % (i + 1)
+            servers.append(s)
+        try:
+            check(name, fn, servers)
+        finally:
+            for s in servers:
+                if s.proc.poll() is None:
+                    s.kill()
+
+    run("$equence{..} and __shardis: keys are refused on every path a key is taken from",
+        t_reserved_keys, 3)
+    run("a client cannot rewind an id sequence: GENKEY never repeats an id", t_rewind, 3)
+    run("the sequences still move with a reshard; ids stay unique", t_sequences_move, 3)
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body))
