@@ -17,7 +17,13 @@
  * flight for that name are dropped. Messages are relayed whole, as the
  * server's own bytes, so frames from several servers never interleave.
  * A subscriber connection that fails closes its client: its
- * subscriptions there are gone, and a client reconnects to restore them. */
+ * subscriptions there are gone, and a client reconnects to restore them.
+ *
+ * Channels under "__shardis:" are shardis's own (group.c registers each
+ * proxy there, WAIT publishes its marker there): a client can neither
+ * name one (PUBLISH, SPUBLISH, (S)SUBSCRIBE, or a pattern that starts
+ * there) nor receive one's messages through a pattern that happens to
+ * match it ("*", "__shard*"), which are dropped here on their way. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,8 @@ enum sub_kind { SUB_CHANNEL, SUB_PATTERN, SUB_SHARD };
 
 static const char *const sub_verb[] = {"subscribe", "psubscribe", "ssubscribe"};
 static const char *const unsub_verb[] = {"unsubscribe", "punsubscribe", "sunsubscribe"};
+
+#define PUBSUB_RESERVED_ERR "ERR channels under '" SHARDIS_RESERVED "' are shardis's own"
 
 struct sub_name {
     char    *name;
@@ -164,6 +172,15 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
         c->tx_abort = c->multi;
         req_done(r);
         return;
+    }
+    for (uint32_t i = 1; i < a->argc; i++) {
+        size_t len;
+        const char *name = args_get(a, i, &len);
+        if (route_internal(name, len)) {    /* a pattern too: it names the namespace */
+            client_reply_error(c, r, PUBSUB_RESERVED_ERR);
+            req_done(r);
+            return;
+        }
     }
     /* SSUBSCRIBE's channels, like a command's keys, must share a server. */
     if (kind == SUB_SHARD && route_owner(c, r, a, cmd) < 0)
@@ -302,6 +319,11 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
             return 0;               /* pin.c refuses or queues it */
         size_t len;
         const char *channel = args_get(a, 1, &len);
+        if (route_internal(channel, len)) {
+            client_reply_error(c, r, PUBSUB_RESERVED_ERR);
+            req_done(r);
+            return 1;
+        }
         args_request(a, &r->out);
         backend_send(pool_backend(c->pool, pool_owner(c->pool, channel, len), c), r);
         return 1;
@@ -358,8 +380,8 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     struct client *c = b->owner;
     struct msg g = {0};
     char head[1024], *text = head;
-    size_t tlen = end - start, vlen, nlen;
-    const char *verb, *name;
+    size_t tlen = end - start, vlen, nlen, clen;
+    const char *verb, *name, *channel;
     int kind;
 
     if (c == NULL || c->closing)
@@ -399,6 +421,13 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     if ((name = element(text, tlen, 1, &nlen)) == NULL ||
         find(c->rare->subs, kind, name, nlen) < 0)
         goto drop;
+    /* A pmessage's channel comes after the pattern. */
+    channel = name;
+    clen = nlen;
+    if (kind == SUB_PATTERN && (channel = element(text, tlen, 2, &clen)) == NULL)
+        goto drop;
+    if (route_internal(channel, clen))
+        goto drop;                  /* shardis's own (see the top) */
     struct req *r = req_get();
     r->client = c;
     r->rsp = g;
@@ -493,3 +522,4 @@ void pubsub_server_gone(struct pool *p, uint32_t server)
             s->conns[server] = NULL;
         }
 }
+

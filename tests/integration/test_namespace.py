@@ -2,6 +2,12 @@
 """test_namespace.py -- what belongs to shardis stays shardis's, and what a
 client names reaches only what it may, against real redis-servers.
 
+- channels under __shardis: (the proxies' group, WAIT's marker) cannot be
+  named by a client: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, PUBLISH and
+  SPUBLISH get an error and subscribe nothing; a pattern that matches them
+  ("*", "__shard*") never delivers their messages; a client that tries to
+  pose as a proxy of the group does not keep a second shardis from
+  starting nor a reload from completing;
 - shardis's own keys ($equence{LL}, idgen's sequences, and __shardis:*)
   are refused on every path a key is taken from: keyed and split
   commands, STORE destinations, scripts' declared keys, subcommands with
@@ -30,6 +36,68 @@ SORT_ERR = (b"-ERR %s option of SORT denied in Cluster mode when keys formed by 
 def frame(*items):
     """A RESP2 push or confirmation: bulks, and an int last if it is one."""
     return array([b":%d\r\n" % i if isinstance(i, int) else bulk(i) for i in items])
+
+
+# ---- channels -------------------------------------------------------------------------
+
+def t_channels(rs):
+    px = Shardis("chan", rs[:2])
+    c = Raw(px.port)
+    group = b"__shardis:group:alpha:evil:S:%016x:%016x" % (0, 0)
+    for cmd in (("SUBSCRIBE", group), ("SUBSCRIBE", "ok", "__shardis:x"),
+                ("PSUBSCRIBE", "__shardis:*"), ("SSUBSCRIBE", "__shardis:x"),
+                ("PUBLISH", "__shardis:wait", "x"), ("SPUBLISH", "__shardis:x", "y")):
+        expect_eq(c.cmd(*cmd), CHAN_ERR, " ".join(str(a) for a in cmd))
+    # Refused whole: "ok" was not subscribed either.
+    expect_eq(c.cmd("PING"), b"+PONG\r\n", "PING, not in subscriber mode")
+    expect_eq(c.cmd("SUBSCRIBE", "a"), frame(b"subscribe", b"a", 1), "SUBSCRIBE a")
+    expect_eq(c.cmd("SUBSCRIBE", "__shardis:wait"), CHAN_ERR, "SUBSCRIBE while subscribed")
+    expect_eq(c.cmd("PING"), frame(b"pong", b""), "still a subscriber of a")
+    expect_eq(px.client.publish("a", "m"), 1, "PUBLISH a")
+    expect_eq(c.reply(), frame(b"message", b"a", b"m"), "a's message")
+    for s in rs[:2]:
+        expect_eq([ch for ch in s.client.pubsub_channels() if ch.startswith(b"__shardis:") and
+                   b"evil" in ch], [], "a client's channel under __shardis: on " + s.name)
+    c.close()
+    harness.t_exit_clean(px)
+
+
+def t_patterns(rs):
+    """WAIT publishes its marker on __shardis:wait on every server: a
+    client's pattern that matches it must not deliver it."""
+    px = Shardis("pat", rs[:2])
+    sub = Raw(px.port)
+    sub.send(harness.enc("PSUBSCRIBE", "*", "__shard*"))
+    expect_eq(sub.reply() + sub.reply(),
+              frame(b"psubscribe", b"*", 1) + frame(b"psubscribe", b"__shard*", 2), "PSUBSCRIBE")
+    expect_eq(px.client.execute_command("WAIT", 0, 0), 0, "WAIT 0 0")
+    expect_eq(px.client.publish("visible", "m"), 1, "PUBLISH visible")
+    expect_eq(sub.reply(), frame(b"pmessage", b"*", b"visible", b"m"),
+              "the first message the pattern subscriber gets")
+    sub.close()
+    harness.t_exit_clean(px)
+
+
+def t_group(rs):
+    p1 = Shardis("grp1", rs[:3], admin_commands="true")
+    evil = Raw(p1.port)
+    got = evil.cmd("SUBSCRIBE", b"__shardis:group:alpha:evil:S:%016x:%016x" % (0, 0))
+    try:
+        p2 = Shardis("grp2", rs[:3], admin_commands="true")
+    except RuntimeError as e:
+        raise Fail("a second shardis did not start: %s" % harness.one_line(e)[-200:])
+    expect_eq(got, CHAN_ERR, "a client posing as a proxy of the group")
+    until("each proxy sees both", lambda: all(
+        status(px).get("group_proxies") == "2" for px in (p1, p2)))
+    for px in (p1, p2):
+        write_servers(px, rs[:4])
+        px.client.execute_command("SHARD.RELOAD")
+    until("both switched", lambda: all(status(px)["epoch"] == "1" for px in (p1, p2)), 10)
+    for px in (p1, p2):
+        wait_stable(px, servers=rs)
+    evil.close()
+    harness.t_exit_clean(p1)
+    harness.t_exit_clean(p2)
 
 
 # ---- shardis's own keys ------------------------------------------------------------------
@@ -140,6 +208,12 @@ def body():
                 if s.proc.poll() is None:
                     s.kill()
 
+    run("client channels cannot reach __shardis: (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, "
+        "PUBLISH, SPUBLISH)", t_channels, 2)
+    run("a pattern subscriber never gets shardis's own messages (WAIT's marker)",
+        t_patterns, 2)
+    run("a client cannot pose as a proxy: a second shardis starts, a reload completes",
+        t_group, 4)
     run("$equence{..} and __shardis: keys are refused on every path a key is taken from",
         t_reserved_keys, 3)
     run("a client cannot rewind an id sequence: GENKEY never repeats an id", t_rewind, 3)
