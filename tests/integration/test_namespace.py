@@ -11,9 +11,12 @@ client names reaches only what it may, against real redis-servers.
 - shardis's own keys ($equence{LL}, idgen's sequences, and __shardis:*)
   are refused on every path a key is taken from: keyed and split
   commands, STORE destinations, scripts' declared keys, subcommands with
-  keys, WATCH and MULTI; so a client cannot rewind a
+  keys, WATCH and MULTI, SORT patterns; so a client cannot rewind a
   sequence and make SHARD.GENKEY hand out an id twice; the sequences still
   move with a reshard;
+- SORT and SORT_RO BY/GET patterns whose keys may live on other servers
+  are refused with Redis Cluster's texts; patterns with the key's hash
+  tag, BY nosort and GET # answer what a redis-server answers;
 
 Run: /usr/bin/python3 tests/integration/test_namespace.py --shardis build/shardis
 """
@@ -116,6 +119,8 @@ def t_reserved_keys(rs):
         ("RENAME", "{2K}a", seq), ("COPY", "{2K}a", seq), ("DUMP", seq),
         ("RESTORE", seq, "0", "x"),
         ("SORT", "{2K}l", "STORE", seq), ("SORT_RO", seq),
+        ("SORT", "{2K}l", "BY", "nosort", "GET", "$equence{2K}*->slot"),
+        ("SORT", "{2K}l", "BY", "$equence{2K}*->slot"),
         ("GEORADIUS", "{2K}g", "0", "0", "1", "km", "STORE", seq),
         ("GEORADIUSBYMEMBER", "{2K}g", "m", "1", "km", "STOREDIST", seq),
         ("EVAL", "return redis.call('hgetall', KEYS[1])", "1", seq),
@@ -194,6 +199,60 @@ def t_sequences_move(rs):
     return "%d of %d sequences moved" % (moved, len(seqs))
 
 
+# ---- SORT patterns -----------------------------------------------------------------------
+
+def t_sort(rs):
+    px = Shardis("sort", rs[:3])
+    ref = RedisServer("sortref")
+    c = Raw(px.port)
+    r = Raw(ref.port)
+    # Prefixes whose keys (<prefix>1 .. 3) all live away from l's server.
+    home = px.whereis(["l"])["l"]
+    away = [p for p in ("%s%d_" % (ch, n) for n in range(100) for ch in "wo")
+            if home not in px.whereis([p + str(i) for i in (1, 2, 3)]).values()]
+    w = next((p for p in away if p[0] == "w"), None)
+    o = next((p for p in away if p[0] == "o"), None)
+    expect(w and o, "no pattern whose keys all live away from l's server")
+    for conn in (px.client, ref.client):
+        conn.rpush("l", 1, 2, 3)
+        conn.rpush("{t}l", 1, 2, 3)
+        for i, wt in ((1, 3), (2, 1), (3, 2)):
+            conn.mset({w + str(i): wt, o + str(i): "o%d" % i, "{t}w_%d" % i: wt,
+                       "{t}o_%d" % i: "o%d" % i, "w_{t}%d" % i: wt, "{l}w_%d" % i: wt})
+            conn.hset("{t}h_%d" % i, "f", wt)
+    refused = [
+        (("SORT", "l", "BY", w + "*"), b"BY"), (("SORT", "l", "GET", o + "*"), b"GET"),
+        (("SORT_RO", "l", "BY", w + "*"), b"BY"),
+        (("SORT_RO", "l", "GET", "#", "GET", o + "*"), b"GET"),
+        (("SORT", "{t}l", "BY", "{u}w_*"), b"BY"), (("SORT", "{t}l", "BY", "*{t}"), b"BY"),
+        (("SORT", "{t}l", "BY", "{t*}w"), b"BY"), (("SORT", "{t}l", "GET", "{}{t}*"), b"GET"),
+        (("SORT", "{t}l", "BY", "{t}w_*", "GET", o + "*"), b"GET"),
+        (("SORT", "{t}l", "GET", "{t}o_*", "BY", w + "*", "STORE", "{t}d"), b"BY"),
+    ]
+    for cmd, which in refused:
+        expect_eq(c.cmd(*cmd), SORT_ERR % which, " ".join(cmd))
+    same = [
+        ("SORT", "{t}l", "BY", "{t}w_*"),
+        ("SORT", "{t}l", "BY", "{t}w_*", "GET", "#", "GET", "{t}o_*"),
+        ("SORT", "{t}l", "BY", "{t}h_*->f", "GET", "{t}h_*->f", "DESC"),
+        ("SORT", "{t}l", "BY", "w_{t}*", "LIMIT", "0", "2"),
+        ("SORT", "{t}l", "BY", "{t}w_*", "STORE", "{t}dst"),
+        ("SORT_RO", "{t}l", "BY", "{t}w_*", "GET", "{t}o_*"),
+        ("SORT", "l", "BY", "{l}w_*"),          # the whole key is the tag
+        ("SORT", "l", "BY", "nosort", "GET", "#"), ("SORT", "l", "BY", w + "1"),
+        ("SORT", "l", "GET", o + "1"), ("SORT_RO", "l", "DESC", "ALPHA"),
+        # What redis-server refuses first is its own error.
+        ("SORT", "l", "LIMIT", "0", "x", "BY", w + "*"), ("SORT", "l", "FOO", "BY", w + "*"),
+        ("SORT_RO", "l", "STORE", "{l}d", "BY", w + "*"),
+    ]
+    for cmd in same:
+        expect_eq(c.cmd(*cmd), r.cmd(*cmd), " ".join(cmd))
+    expect_eq(px.client.lrange("{t}dst", 0, -1), [b"2", b"3", b"1"], "SORT ... STORE")
+    c.close()
+    r.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     def run(name, fn, n):
         servers = []
@@ -218,6 +277,8 @@ def body():
         t_reserved_keys, 3)
     run("a client cannot rewind an id sequence: GENKEY never repeats an id", t_rewind, 3)
     run("the sequences still move with a reshard; ids stay unique", t_sequences_move, 3)
+    run("SORT/SORT_RO BY and GET patterns: the key's tag routes, others refused as Redis "
+        "Cluster does", t_sort, 3)
 
 if __name__ == "__main__":
     sys.exit(harness.main(body))
