@@ -503,6 +503,9 @@ void pubsub_client_gone(struct client *c);
  * or it left every ring (their connections to it close). */
 void pubsub_server_added(struct pool *p, uint32_t server);
 void pubsub_server_gone(struct pool *p, uint32_t server);
+/* p's ring was switched: shard channels whose owner changed are
+ * unsubscribed, their clients told (sunsubscribe). */
+void pubsub_ring_changed(struct pool *p);
 
 /* Multi-key commands split per backend: -2 not a split command, -1
  * handled (split and sent, or an error replied), else the one server that

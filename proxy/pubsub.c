@@ -43,6 +43,7 @@ static const char *const unsub_verb[] = {"unsubscribe", "punsubscribe", "sunsubs
 struct sub_name {
     char    *name;
     uint32_t len;
+    uint32_t server;            /* SUB_SHARD: the server it was subscribed on */
     uint8_t  kind;              /* enum sub_kind */
 };
 
@@ -205,6 +206,7 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
             s->names[s->n].name = xmalloc(len > 0 ? len : 1);
             memcpy(s->names[s->n].name, name, len);
             s->names[s->n].len = (uint32_t)len;
+            s->names[s->n].server = owner != NULL ? owner[i] : UINT32_MAX;
             s->names[s->n++].kind = (uint8_t)kind;
             s->count[kind]++;
         }
@@ -216,6 +218,27 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
         if (p->servers[server].active)
             send_names(c, r, a, 1, sub_verb[kind], server, owner);
     free(owner);
+}
+
+/* Tell every server s was subscribed on that name is gone: the owner of a
+ * channel may have changed since (a reload), and for a pattern that is
+ * every server. Nobody waits for the confirmations. */
+static void unsubscribe_servers(struct client *c, struct subs *s, int kind, const char *name,
+                                uint32_t len)
+{
+    for (uint32_t server = 0; server < s->nconns; server++) {
+        if (s->conns[server] == NULL)
+            continue;
+        struct req *q = req_get();
+        char hdr[32];
+        client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
+                      "*2\r\n$%zu\r\n%s\r\n$%u\r\n", strlen(unsub_verb[kind]),
+                      unsub_verb[kind], len));
+        client_append(c, &q->out, name, len);
+        client_append(c, &q->out, "\r\n", 2);
+        q->u.sub.left = 1;
+        backend_send(s->conns[server], q);
+    }
 }
 
 static void unsubscribe(struct client *c, struct req *r, struct args *a, int kind)
@@ -251,22 +274,7 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
         s->names[at] = s->names[--s->n];    /* order does not matter */
         s->count[kind]--;
         reply_frame(c, r, unsub_verb[kind], gone.name, gone.len, reported(s, kind));
-        /* Tell every server it was subscribed on: the owner of a channel
-         * may have changed since (a reload), and for a pattern that is
-         * every server. */
-        for (uint32_t server = 0; server < s->nconns; server++) {
-            if (s->conns[server] == NULL)
-                continue;
-            struct req *q = req_get();
-            char hdr[32];
-            client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
-                          "*2\r\n$%zu\r\n%s\r\n$%u\r\n", strlen(unsub_verb[kind]),
-                          unsub_verb[kind], gone.len));
-            client_append(c, &q->out, gone.name, gone.len);
-            client_append(c, &q->out, "\r\n", 2);
-            q->u.sub.left = 1;
-            backend_send(s->conns[server], q);
-        }
+        unsubscribe_servers(c, s, kind, gone.name, gone.len);
         free(gone.name);
     }
     if (!any)
@@ -523,3 +531,51 @@ void pubsub_server_gone(struct pool *p, uint32_t server)
         }
 }
 
+/* The ring changed (a reload switched it): a shard channel whose owner is
+ * now another server would miss every SPUBLISH from now on, which goes to
+ * the new owner. Its subscription ends where it was, and the client gets
+ * redis-server's own push for it, "sunsubscribe <channel> <count>", as
+ * Redis Cluster sends when a channel's slot moves to another node. The
+ * clients that use SSUBSCRIBE are written for Redis Cluster, where that
+ * push means "subscribe again": doing so here reaches the new owner. (Moving
+ * the subscription behind the client's back instead would hide the
+ * messages SPUBLISHed to the new owner before it was confirmed there, and
+ * would split a client's shard channels over servers, which SSUBSCRIBE
+ * refuses.) Plain channels and patterns hold on every server: nothing to
+ * do for them. */
+void pubsub_ring_changed(struct pool *p)
+{
+    struct subs *s;
+
+    TAILQ_FOREACH(s, &p->subscribers, link) {
+        struct client *c = s->client;
+        struct req *push = NULL;
+
+        if (c->closing || s->count[SUB_SHARD] == 0)
+            continue;
+        for (uint32_t i = 0; i < s->n; ) {
+            struct sub_name gone = s->names[i];
+            if (gone.kind != SUB_SHARD || pool_owner(p, gone.name, gone.len) == gone.server) {
+                i++;
+                continue;
+            }
+            s->names[i] = s->names[--s->n];
+            s->count[SUB_SHARD]--;
+            if (push == NULL)
+                push = req_get();
+            reply_frame(c, push, unsub_verb[SUB_SHARD], gone.name, gone.len,
+                        reported(s, SUB_SHARD));
+            unsubscribe_servers(c, s, SUB_SHARD, gone.name, gone.len);
+            free(gone.name);
+        }
+        if (push == NULL)
+            continue;
+        /* After whatever the client asked before (a confirmation still due). */
+        push->client = c;
+        TAILQ_INSERT_TAIL(&c->reqs, push, cq);
+        c->nreqs++;
+        req_done(push);
+        if (s->n == 0)
+            c->subscribed = 0;      /* as redis-server: out of subscriber mode */
+    }
+}

@@ -17,6 +17,10 @@ client names reaches only what it may, against real redis-servers.
 - SORT and SORT_RO BY/GET patterns whose keys may live on other servers
   are refused with Redis Cluster's texts; patterns with the key's hash
   tag, BY nosort and GET # answer what a redis-server answers;
+- SSUBSCRIBE after a reload that gives its channel another server: the
+  client is told with redis-server's sunsubscribe push (as Redis Cluster
+  does when a slot moves), subscribes again and gets what is SPUBLISHed;
+  a shard channel that stays keeps its subscription.
 
 Run: /usr/bin/python3 tests/integration/test_namespace.py --shardis build/shardis
 """
@@ -253,6 +257,45 @@ def t_sort(rs):
     harness.t_exit_clean(px)
 
 
+# ---- shard channels across a reload --------------------------------------------------------
+
+def t_ssubscribe_reload(rs):
+    px = Shardis("ssub", rs[:2], admin_commands="true")
+    names = ["ch:%d" % i for i in range(200)]
+    where = px.whereis(names)
+    before = {n: rs[where[n]].name for n in names}
+    write_servers(px, rs[:3])
+    after = locate(px.conf, names)
+    moving = next(n for n in names if before[n] != after[n]).encode()
+    staying = next(n for n in names if before[n] == after[n]).encode()
+    both = Raw(px.port)            # a moving channel and one that stays
+    alone = Raw(px.port)           # only the moving one
+    expect_eq(both.cmd("SSUBSCRIBE", moving), frame(b"ssubscribe", moving, 1), "SSUBSCRIBE")
+    expect_eq(both.cmd("SSUBSCRIBE", staying), frame(b"ssubscribe", staying, 2), "SSUBSCRIBE")
+    expect_eq(alone.cmd("SSUBSCRIBE", moving), frame(b"ssubscribe", moving, 1), "SSUBSCRIBE")
+    reload(px, 1)
+    expect_eq(both.reply(), frame(b"sunsubscribe", moving, 1), "the push for the moved channel")
+    expect_eq(alone.reply(), frame(b"sunsubscribe", moving, 0), "the push for the moved channel")
+    expect_eq(alone.cmd("PING"), b"+PONG\r\n", "no subscription left: out of subscriber mode")
+    expect_eq(px.client.execute_command("SPUBLISH", staying, "s1"), 1, "SPUBLISH staying")
+    expect_eq(both.reply(), frame(b"smessage", staying, b"s1"), "the staying channel's message")
+    for c, n in ((both, 2), (alone, 1)):
+        expect_eq(c.cmd("SSUBSCRIBE", moving), frame(b"ssubscribe", moving, n), "again")
+    expect_eq(px.client.execute_command("SPUBLISH", moving, "m1"), 2, "SPUBLISH moved")
+    for c in (both, alone):
+        expect_eq(c.reply(), frame(b"smessage", moving, b"m1"), "the moved channel's message")
+    expect_eq(rs[[s.name for s in rs].index(after[moving.decode()])].client
+              .execute_command("PUBSUB", "SHARDNUMSUB", moving), [moving, 2],
+              "subscribers on the new owner")
+    old = rs[[s.name for s in rs].index(before[moving.decode()])].client
+    until("the old owner has no subscriber left",
+          lambda: old.execute_command("PUBSUB", "SHARDNUMSUB", moving) == [moving, 0])
+    both.close()
+    alone.close()
+    wait_stable(px, servers=rs)
+    harness.t_exit_clean(px)
+
+
 def body():
     def run(name, fn, n):
         servers = []
@@ -279,6 +322,9 @@ def body():
     run("the sequences still move with a reshard; ids stay unique", t_sequences_move, 3)
     run("SORT/SORT_RO BY and GET patterns: the key's tag routes, others refused as Redis "
         "Cluster does", t_sort, 3)
+    run("SSUBSCRIBE across a reload that moves its channel: sunsubscribe push, subscribe "
+        "again, messages arrive", t_ssubscribe_reload, 3)
+
 
 if __name__ == "__main__":
     sys.exit(harness.main(body))
