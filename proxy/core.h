@@ -514,6 +514,9 @@ void pubsub_client_gone(struct client *c);
  * or it left every ring (their connections to it close). */
 void pubsub_server_added(struct pool *p, uint32_t server);
 void pubsub_server_gone(struct pool *p, uint32_t server);
+/* p's ring was switched: shard channels whose owner changed are
+ * unsubscribed, their clients told (sunsubscribe). */
+void pubsub_ring_changed(struct pool *p);
 
 /* Multi-key commands split per backend: -2 not a split command, -1
  * handled (split and sent, or an error replied), else the one server that
@@ -597,12 +600,24 @@ void mig_told_tryagain(struct pool *p);
  * (a file that differs is a reload request). 0, or a negative errno (err
  * says why) when the record cannot be followed. */
 int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen);
-/* Keys under this prefix are shardis's own: clients get an error. */
+/* shardis's own keys, out of every client's reach (an error names them):
+ * its bookkeeping under "__shardis:" (the migration record), which stays
+ * on its server, and idgen's sequences "$equence{LL}" (genkey.c), which
+ * move with their tag like any key. A client that could read or rewrite a
+ * sequence could make SHARD.GENKEY hand out an id twice. The check is on
+ * every request's keys: a byte or two when they are not shardis's. */
 #define SHARDIS_RESERVED "__shardis:"
-#define SHARDIS_RESERVED_ERR "ERR keys under '" SHARDIS_RESERVED "' are shardis's own"
-static inline bool route_reserved(const char *key, size_t len)
+#define SHARDIS_SEQUENCE "$equence{"
+#define SHARDIS_RESERVED_ERR "ERR keys under '" SHARDIS_RESERVED "' or '" SHARDIS_SEQUENCE \
+                             "' are shardis's own"
+static inline bool route_internal(const char *key, size_t len)
 {
     return len >= 10 && key[0] == '_' && key[1] == '_' && memcmp(key, SHARDIS_RESERVED, 10) == 0;
+}
+static inline bool route_reserved(const char *key, size_t len)
+{
+    return route_internal(key, len) ||
+           (len >= 9 && key[0] == '$' && key[1] == 'e' && memcmp(key, SHARDIS_SEQUENCE, 9) == 0);
 }
 /* Keep the drain closed (group.c: until every proxy has drained), or not. */
 void mig_hold(struct pool *p, bool hold);

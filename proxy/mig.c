@@ -924,7 +924,7 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
     for (unsigned long long i = 0; i < nkeys && read_bulk(buf, len, &at, &s, &slen); i++) {
         uint32_t owner;
         src->scanned++;
-        if (route_reserved(s, slen))
+        if (route_internal(s, slen))
             continue;                   /* shardis's own: stays where it is */
         owner = p->slot[ring_lookup(p->ring, s, slen)];
         if (owner == src->server)

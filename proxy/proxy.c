@@ -368,6 +368,7 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
     p->live_map = NULL;
     genkey_pool_free(p);
     genkey_pool_init(p);
+    pubsub_ring_changed(p);
     return old;
 }
 

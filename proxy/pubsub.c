@@ -17,7 +17,13 @@
  * flight for that name are dropped. Messages are relayed whole, as the
  * server's own bytes, so frames from several servers never interleave.
  * A subscriber connection that fails closes its client: its
- * subscriptions there are gone, and a client reconnects to restore them. */
+ * subscriptions there are gone, and a client reconnects to restore them.
+ *
+ * Channels under "__shardis:" are shardis's own (group.c registers each
+ * proxy there, WAIT publishes its marker there): a client can neither
+ * name one (PUBLISH, SPUBLISH, (S)SUBSCRIBE, or a pattern that starts
+ * there) nor receive one's messages through a pattern that happens to
+ * match it ("*", "__shard*"), which are dropped here on their way. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +38,12 @@ enum sub_kind { SUB_CHANNEL, SUB_PATTERN, SUB_SHARD };
 static const char *const sub_verb[] = {"subscribe", "psubscribe", "ssubscribe"};
 static const char *const unsub_verb[] = {"unsubscribe", "punsubscribe", "sunsubscribe"};
 
+#define PUBSUB_RESERVED_ERR "ERR channels under '" SHARDIS_RESERVED "' are shardis's own"
+
 struct sub_name {
     char    *name;
     uint32_t len;
+    uint32_t server;            /* SUB_SHARD: the server it was subscribed on */
     uint8_t  kind;              /* enum sub_kind */
 };
 
@@ -165,6 +174,15 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
         req_done(r);
         return;
     }
+    for (uint32_t i = 1; i < a->argc; i++) {
+        size_t len;
+        const char *name = args_get(a, i, &len);
+        if (route_internal(name, len)) {    /* a pattern too: it names the namespace */
+            client_reply_error(c, r, PUBSUB_RESERVED_ERR);
+            req_done(r);
+            return;
+        }
+    }
     /* SSUBSCRIBE's channels, like a command's keys, must share a server. */
     if (kind == SUB_SHARD && route_owner(c, r, a, cmd) < 0)
         return;
@@ -188,6 +206,7 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
             s->names[s->n].name = xmalloc(len > 0 ? len : 1);
             memcpy(s->names[s->n].name, name, len);
             s->names[s->n].len = (uint32_t)len;
+            s->names[s->n].server = owner != NULL ? owner[i] : UINT32_MAX;
             s->names[s->n++].kind = (uint8_t)kind;
             s->count[kind]++;
         }
@@ -199,6 +218,25 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
         if (p->servers[server].active)
             send_names(c, r, a, 1, sub_verb[kind], server, owner);
     free(owner);
+}
+
+/* Tell every server s was subscribed on that name is gone: the owner of a
+ * channel may have changed since (a reload), and for a pattern that is
+ * every server. Nobody waits for the confirmations. */
+static void unsubscribe_servers(struct client *c, struct subs *s, int kind, const char *name,
+                                uint32_t len)
+{
+    for (uint32_t server = 0; server < s->nconns; server++) {
+        if (s->conns[server] == NULL)
+            continue;
+        struct req *q = req_get();
+        char hdr[RESP_HEADER_MAX];
+        client_append(c, &q->out, hdr, resp_header(hdr, '*', 2));
+        msg_write_bulk(&q->out, &c->lbuf, unsub_verb[kind], strlen(unsub_verb[kind]));
+        msg_write_bulk(&q->out, &c->lbuf, name, len);
+        q->u.sub.left = 1;
+        backend_send(s->conns[server], q);
+    }
 }
 
 static void unsubscribe(struct client *c, struct req *r, struct args *a, int kind)
@@ -234,22 +272,7 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
         s->names[at] = s->names[--s->n];    /* order does not matter */
         s->count[kind]--;
         reply_frame(c, r, unsub_verb[kind], gone.name, gone.len, reported(s, kind));
-        /* Tell every server it was subscribed on: the owner of a channel
-         * may have changed since (a reload), and for a pattern that is
-         * every server. */
-        for (uint32_t server = 0; server < s->nconns; server++) {
-            if (s->conns[server] == NULL)
-                continue;
-            struct req *q = req_get();
-            char hdr[64];   /* 36 at most: "*2 $12 punsubscribe $4294967295", each + \r\n */
-            client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
-                          "*2\r\n$%zu\r\n%s\r\n$%u\r\n", strlen(unsub_verb[kind]),
-                          unsub_verb[kind], gone.len));
-            client_append(c, &q->out, gone.name, gone.len);
-            client_append(c, &q->out, "\r\n", 2);
-            q->u.sub.left = 1;
-            backend_send(s->conns[server], q);
-        }
+        unsubscribe_servers(c, s, kind, gone.name, gone.len);
         free(gone.name);
     }
     if (!any)
@@ -302,6 +325,11 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
             return 0;               /* pin.c refuses or queues it */
         size_t len;
         const char *channel = args_get(a, 1, &len);
+        if (route_internal(channel, len)) {
+            client_reply_error(c, r, PUBSUB_RESERVED_ERR);
+            req_done(r);
+            return 1;
+        }
         args_request(a, &r->out);
         /* Through the gate, like any command: not ahead of the client's
          * requests that wait there. */
@@ -360,8 +388,8 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     struct client *c = b->owner;
     struct msg g = {0};
     char head[1024], *text = head;
-    size_t tlen = end - start, vlen, nlen;
-    const char *verb, *name;
+    size_t tlen = end - start, vlen, nlen, clen;
+    const char *verb, *name, *channel;
     int kind;
 
     if (c == NULL || c->closing)
@@ -401,6 +429,13 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     if ((name = element(text, tlen, 1, &nlen)) == NULL ||
         find(c->rare->subs, kind, name, nlen) < 0)
         goto drop;
+    /* A pmessage's channel comes after the pattern. */
+    channel = name;
+    clen = nlen;
+    if (kind == SUB_PATTERN && (channel = element(text, tlen, 2, &clen)) == NULL)
+        goto drop;
+    if (route_internal(channel, clen))
+        goto drop;                  /* shardis's own (see the top) */
     struct req *r = req_get();
     client_queue(c, r);
     r->rsp = g;
@@ -492,4 +527,53 @@ void pubsub_server_gone(struct pool *p, uint32_t server)
             backend_release(s->conns[server], false);
             s->conns[server] = NULL;
         }
+}
+
+/* The ring changed (a reload switched it): a shard channel whose owner is
+ * now another server would miss every SPUBLISH from now on, which goes to
+ * the new owner. Its subscription ends where it was, and the client gets
+ * redis-server's own push for it, "sunsubscribe <channel> <count>", as
+ * Redis Cluster sends when a channel's slot moves to another node. The
+ * clients that use SSUBSCRIBE are written for Redis Cluster, where that
+ * push means "subscribe again": doing so here reaches the new owner. (Moving
+ * the subscription behind the client's back instead would hide the
+ * messages SPUBLISHed to the new owner before it was confirmed there, and
+ * would split a client's shard channels over servers, which SSUBSCRIBE
+ * refuses.) Plain channels and patterns hold on every server: nothing to
+ * do for them. */
+void pubsub_ring_changed(struct pool *p)
+{
+    struct subs *s;
+
+    TAILQ_FOREACH(s, &p->subscribers, link) {
+        struct client *c = s->client;
+        struct req *push = NULL;
+
+        if (c->closing || s->count[SUB_SHARD] == 0)
+            continue;
+        for (uint32_t i = 0; i < s->n; ) {
+            struct sub_name gone = s->names[i];
+            if (gone.kind != SUB_SHARD || pool_owner(p, gone.name, gone.len) == gone.server) {
+                i++;
+                continue;
+            }
+            s->names[i] = s->names[--s->n];
+            s->count[SUB_SHARD]--;
+            if (push == NULL)
+                push = req_get();
+            reply_frame(c, push, unsub_verb[SUB_SHARD], gone.name, gone.len,
+                        reported(s, SUB_SHARD));
+            unsubscribe_servers(c, s, SUB_SHARD, gone.name, gone.len);
+            free(gone.name);
+        }
+        if (push == NULL)
+            continue;
+        /* After whatever the client asked before (a confirmation still due). */
+        push->client = c;
+        TAILQ_INSERT_TAIL(&c->reqs, push, cq);
+        c->nreqs++;
+        req_done(push);
+        if (s->n == 0)
+            c->subscribed = 0;      /* as redis-server: out of subscriber mode */
+    }
 }

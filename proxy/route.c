@@ -153,6 +153,75 @@ static int stream_keys(struct client *c, struct req *r, struct args *a, struct k
     return 1;
 }
 
+/* Whether a key that starts with p[0 .. len) may be shardis's own. */
+static bool may_be_reserved(const char *p, size_t len)
+{
+    static const char *const prefixes[] = {SHARDIS_RESERVED, SHARDIS_SEQUENCE};
+
+    for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (memcmp(p, prefixes[i], len < n ? len : n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* SORT's BY and GET patterns name keys of their own (each element put in
+ * for the first '*'), read on the key's server. Redis Cluster (7.4's rule
+ * in sort.c) allows a pattern only when its hash tag, before any '*', is
+ * the key's, so that every key it forms lives with the key; so does
+ * shardis, by the pool's hash tag: the tag of the pattern's text up to
+ * its first '*' must be complete there and equal to what the key hashes
+ * by. A pattern without '*' (BY nosort, GET #, a constant) names no key.
+ * A pattern whose keys would be shardis's own is refused too. Options are
+ * read in redis-server's order, and reading stops where it would reply a
+ * syntax error (the server says so). False after replying an error. */
+static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bool ro)
+{
+    const struct ring *ring = c->pool->ring;
+    size_t klen, plen, kpart_len, ppart_len;
+    const char *key, *kpart, *pat, *ppart, *star;
+    long long v;
+
+    for (uint32_t j = 2; j < a->argc; j++) {
+        uint32_t left = a->argc - j - 1;
+        bool by = args_is(a, j, "by");
+        if (args_is(a, j, "asc") || args_is(a, j, "desc") || args_is(a, j, "alpha"))
+            continue;
+        if (args_is(a, j, "limit") && left >= 2) {
+            if (!arg_int(a, j + 1, &v) || !arg_int(a, j + 2, &v))
+                return true;
+            j += 2;
+            continue;
+        }
+        if (!ro && args_is(a, j, "store") && left >= 1) {
+            j++;
+            continue;
+        }
+        if (!(by || args_is(a, j, "get")) || left < 1)
+            return true;
+        pat = args_get(a, ++j, &plen);
+        if ((star = memchr(pat, '*', plen)) == NULL)
+            continue;
+        plen = (size_t)(star - pat);        /* what every key formed starts with */
+        ring_tag(ring, pat, plen, &ppart, &ppart_len);
+        key = args_get(a, 1, &klen);        /* here: args_get keeps 8 copies at most */
+        ring_tag(ring, key, klen, &kpart, &kpart_len);
+        if ((ppart == pat && ppart_len == plen) || ppart_len != kpart_len ||
+            memcmp(ppart, kpart, kpart_len) != 0) {
+            client_reply_error(c, r, "ERR %s option of SORT denied in Cluster mode when keys "
+                               "formed by the pattern may be in different slots.",
+                               by ? "BY" : "GET");
+            return false;
+        }
+        if (may_be_reserved(pat, plen)) {
+            client_reply_error(c, r, SHARDIS_RESERVED_ERR);
+            return false;
+        }
+    }
+    return true;
+}
+
 static int movable_keys(struct client *c, struct req *r, struct args *a,
                         const struct cmd *cmd, struct keyspan *ks)
 {
@@ -181,6 +250,8 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
         return stream_keys(c, r, a, ks);
     else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro") || !strcmp(n, "georadius") ||
              !strcmp(n, "georadiusbymember")) {
+        if (n[0] == 's' && !sort_patterns_ok(c, r, a, n[4] == '_'))
+            return -1;
         /* The key, and the destination of STORE (or GEORADIUS's STOREDIST). */
         ks->first = ks->last = ks->step = 1;
         for (uint32_t i = 2; i + 1 < a->argc; i++)
