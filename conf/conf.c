@@ -71,15 +71,22 @@ static const char *kind_name(const yaml_node_t *n)
 }
 
 /* The scalar's text, NUL-terminated by libyaml. Embedded NULs are refused
- * so that C string handling downstream sees the whole value. */
+ * so that C string handling downstream sees the whole value. Returns 0,
+ * or -EINVAL written out rather than fail()'s value: every caller uses *s
+ * when this returns 0, and only a constant lets gcc -O3 see that *s is
+ * then set (else -Wmaybe-uninitialized in each of them). */
 static int scalar(struct parser *p, const yaml_node_t *n, const char *what,
                   const char **s)
 {
-    if (n->type != YAML_SCALAR_NODE)
-        return fail(p, n, "%s must be a scalar, not %s", what, kind_name(n));
+    if (n->type != YAML_SCALAR_NODE) {
+        fail(p, n, "%s must be a scalar, not %s", what, kind_name(n));
+        return -EINVAL;
+    }
     *s = (const char *)n->data.scalar.value;
-    if (strlen(*s) != n->data.scalar.length)
-        return fail(p, n, "%s contains a NUL byte", what);
+    if (strlen(*s) != n->data.scalar.length) {
+        fail(p, n, "%s contains a NUL byte", what);
+        return -EINVAL;
+    }
     return 0;
 }
 

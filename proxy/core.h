@@ -144,9 +144,14 @@ void req_maybe_free(struct req *r);
 /* A reader's chunks: from the oldest byte still needed to the newest. */
 struct rstream {
     struct mbuf *head, *tail;
+    struct mbuf *seek;          /* the chunk rstream_find last found, or NULL */
     uint64_t     rx;            /* stream offset: bytes read so far */
 };
 
+/* The chunk that holds stream offset off (the first one after it if off
+ * is at a chunk's end), or NULL. Lookups in increasing order cost O(1)
+ * each: it starts from where the last one ended. */
+struct mbuf *rstream_find(struct rstream *s, uint64_t off);
 /* Append bytes [start, end) of the stream to g (references the chunks). */
 void rstream_slice(struct rstream *s, uint64_t start, uint64_t end, struct msg *g);
 /* Drop chunks wholly before offset keep; with keep == rx drop them all. */

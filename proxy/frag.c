@@ -394,7 +394,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
     client_reply(c, r, buf, resp_header(buf, '*', total));
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
-        array_header(g, &n, &body);
+        CHECK(array_header(g, &n, &body) == 0);     /* it parsed above */
         msg_sub(g, body, g->len - body, &r->rsp);
     }
 }

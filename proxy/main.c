@@ -33,7 +33,7 @@
  * then goes quiet (by default jemalloc purges only while allocating). */
 const char *malloc_conf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
-/* Idle: the thread cache keeps up to 20 freed chunks of 16 KiB and up to
+/* Idle: the thread cache keeps up to 20 freed chunks of 14 KiB and up to
  * 200 objects of each small size, and it is only trimmed while allocating;
  * flush it, then return every free page now rather than over the decay. */
 static void jemalloc_idle(void)

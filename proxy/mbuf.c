@@ -8,7 +8,7 @@
 #include "proxy/resp.h"
 #include "proxy/util.h"
 
-#define MBUF_FREE_MAX   256     /* 4 MiB of chunks kept for reuse */
+#define MBUF_FREE_MAX   256     /* 3.5 MiB of chunks kept for reuse */
 
 static struct mbuf *free_list;
 static size_t nfree, nalloc;

@@ -15,7 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MBUF_SIZE   (16 * 1024 - 32)   /* data bytes; the chunk is 16 KiB */
+/* A chunk is exactly jemalloc's largest small size class, 14 KiB: small
+ * sizes are carved from slabs with nothing between them. 16 KiB is the
+ * smallest large class, and jemalloc (cache_oblivious, its default) gives
+ * every large allocation a page more so that it can start at a random
+ * cache line: a 16 KiB chunk took 20 KiB, 1.25 times the bytes it held. */
+#define MBUF_CHUNK  (14 * 1024)
+#define MBUF_HEADER 24                      /* next, base, refs, len */
+#define MBUF_SIZE   (MBUF_CHUNK - MBUF_HEADER)  /* data bytes */
 
 struct mbuf {
     struct mbuf *next;      /* free list, or a reader's chunk list */
@@ -24,6 +31,8 @@ struct mbuf {
     uint32_t     len;       /* bytes filled */
     char         data[MBUF_SIZE];
 };
+
+_Static_assert(sizeof(struct mbuf) == MBUF_CHUNK, "a chunk is one allocator size class");
 
 /* Bytes [off, off+len) of a chunk; holds one reference. */
 struct slice {

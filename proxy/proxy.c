@@ -76,7 +76,7 @@ static void flush_cb(uv_check_t *h)
 }
 
 /* After a burst the chunk and request pools (and the allocator's own
- * caches) hold what the burst needed, up to MBUF_FREE_MAX chunks of 16
+ * caches) hold what the burst needed, up to MBUF_FREE_MAX chunks of 14
  * KiB: once no request has come for PROXY_IDLE_MS, let all of it go, so
  * an idle proxy is back to its idle size whatever came before. */
 static void idle_check(uint64_t now)

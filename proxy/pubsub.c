@@ -569,9 +569,7 @@ void pubsub_ring_changed(struct pool *p)
         if (push == NULL)
             continue;
         /* After whatever the client asked before (a confirmation still due). */
-        push->client = c;
-        TAILQ_INSERT_TAIL(&c->reqs, push, cq);
-        c->nreqs++;
+        client_queue(c, push);
         req_done(push);
         if (s->n == 0)
             c->subscribed = 0;      /* as redis-server: out of subscriber mode */

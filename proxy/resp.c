@@ -104,6 +104,10 @@ static void add_arg(struct resp_req *s, uint64_t off, uint32_t len)
         s->argcap = ARRAY_SIZE(s->argv_inl);
     }
     if (s->nargs == s->argcap) {
+        /* Double with what has arrived, never size from the announced
+         * count: "*2147483647" alone must not cost 32 GB. The count only
+         * caps the last step (argcap stays <= RESP_MAX_ARGS, so the
+         * doubling never wraps). */
         uint32_t cap = s->argcap * 2;
         if (cap > s->argc && s->argc > s->nargs && !s->is_inline)
             cap = s->argc;      /* the array said how many */

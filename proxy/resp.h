@@ -12,9 +12,10 @@
  *
  * Requests: arrays of bulk strings (`*N\r\n$L\r\n...`) or inline commands
  * (`SET a b\r\n`, split with redis-server's quoting rules). Limits as
- * redis-server: at most 1,048,576 elements, bulks of at most 512 MB,
+ * redis-server 7.0: at most INT_MAX elements, bulks of at most 512 MB,
  * inline lines of at most 64 KiB. Empty arrays and empty inline lines are
- * skipped, as redis-server does.
+ * skipped, as redis-server does. The announced element count costs
+ * nothing by itself: argv grows only as elements arrive.
  *
  * Replies: any RESP2 value, nested arrays included (depth <= 64).
  *
@@ -22,11 +23,12 @@
 #ifndef SHARDIS_RESP_H
 #define SHARDIS_RESP_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define RESP_MAX_ARGS       (1024 * 1024)
+#define RESP_MAX_ARGS       INT_MAX
 #define RESP_MAX_BULK       (512LL * 1024 * 1024)
 #define RESP_MAX_INLINE     (64 * 1024)
 #define RESP_MAX_DEPTH      64

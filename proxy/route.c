@@ -42,13 +42,10 @@ const char *args_get(struct args *a, uint32_t i, size_t *len)
     *len = arg->len;
     if (s->is_inline)
         return s->inl + arg->off;
-    for (struct mbuf *m = a->c->in.head; m != NULL; m = m->next) {
-        if (m->base + m->len <= arg->off)
-            continue;
-        if (end <= m->base + m->len)
-            return m->data + (arg->off - m->base);
-        break;                      /* it spans chunks: copy it */
-    }
+    struct mbuf *m = rstream_find(&a->c->in, arg->off);
+    if (m != NULL && end <= m->base + m->len)
+        return m->data + (arg->off - m->base);
+    /* it spans chunks: copy it */
     struct msg g = {0};
     char *copy = xmalloc(arg->len + 1);
     rstream_slice(&a->c->in, arg->off, end, &g);

@@ -6,6 +6,7 @@
 #include <criterion/parameterized.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proxy/resp.h"
@@ -74,7 +75,10 @@ ParameterizedTestParameters(resp, requests)
         {"SET a \"b\"c\r\n", 0, "ERR:Protocol error: unbalanced quotes in request"},
         {"*1\r\n$4\r\nPING\r\nPING\r\n*1\r\n$4\r\nPING\r\n", 0, "PING;PING;PING;"},
         {"*x\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
-        {"*1048577\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
+        /* redis-server 7.0: up to INT_MAX elements */
+        {"*1048577\r\n", 0, "PARTIAL"},
+        {"*2147483647\r\n", 0, "PARTIAL"},
+        {"*2147483648\r\n", 0, "ERR:Protocol error: invalid multibulk length"},
         {"*1\r\n:1\r\n", 0, "ERR:Protocol error: expected '$', got ':'"},
         {"*1\r\n$-1\r\n", 0, "ERR:Protocol error: invalid bulk length"},
         {"*1\r\n$536870913\r\n", 0, "ERR:Protocol error: invalid bulk length"},
@@ -152,6 +156,44 @@ Test(resp, many_pipelined_requests_byte_at_a_time)
         }
     }
     cr_assert(eq(sz, count, 100));
+    resp_req_free(&s);
+}
+
+Test(resp, over_a_million_elements)
+{
+    /* DEL of 1,048,577 keys: more than redis-server 6's limit, within 7's. */
+    const uint32_t nkeys = 1048577;
+    size_t cap = 32 + (size_t)nkeys * 16, n, used;
+    char *in = malloc(cap);
+    struct resp_req s = {0};
+
+    cr_assert(not(zero(ptr, in)));
+    n = (size_t)sprintf(in, "*%u\r\n$3\r\nDEL\r\n", nkeys + 1);
+    for (uint32_t i = 0; i < nkeys; i++)
+        n += (size_t)sprintf(in + n, "$7\r\n%07u\r\n", i);
+    resp_req_reset(&s);
+    cr_assert(eq(int, resp_req_feed(&s, in, n, 0, &used), 1));
+    cr_assert(eq(sz, used, n));
+    cr_assert(eq(u32, s.argc, nkeys + 1));
+    cr_assert(eq(int, memcmp(in + s.argv[nkeys].off, "1048576", 7), 0));
+    resp_req_free(&s);
+    free(in);
+}
+
+Test(resp, announced_count_allocates_nothing)
+{
+    /* argv grows with the elements that arrived, never from the count a
+     * client announced: INT_MAX of them would be 32 GB. */
+    const char in[] = "*2147483647\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+                      "$1\r\nd\r\n$1\r\ne\r\n";
+    struct resp_req s = {0};
+    size_t used;
+
+    resp_req_reset(&s);
+    cr_assert(eq(int, resp_req_feed(&s, in, sizeof(in) - 1, 0, &used), 0));
+    cr_assert(eq(u32, s.argc, 2147483647));
+    cr_assert(eq(u32, s.nargs, 5));
+    cr_assert(le(u32, s.argcap, 16));
     resp_req_free(&s);
 }
 
