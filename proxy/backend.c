@@ -306,7 +306,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         int rc = resp_rsp_feed(&b->scan, p, left, &used);
         if (rc < 0) {
             char why[128];
-            snprintf(why, sizeof(why), "protocol error: %s", b->scan.err);
+            snprintf(why, sizeof(why), "protocol error: %s", resp_error());
             backend_fail(b, why);
             return;
         }

@@ -270,8 +270,8 @@ static void client_protocol_error(struct client *c)
     struct req *r = req_get();
 
     client_queue(c, r);
-    log_info("client %llu: %s; closing", (unsigned long long)c->id, c->scan.err);
-    client_reply_error(c, r, "ERR %s", c->scan.err);
+    log_info("client %llu: %s; closing", (unsigned long long)c->id, resp_error());
+    client_reply_error(c, r, "ERR %s", resp_error());
     r->quit = 1;
     c->quitting = 1;
     client_pause(c);

@@ -88,12 +88,16 @@ void resp_req_free(struct resp_req *s)
 /* The text of the last error. The proxy is single-threaded and reports an
  * error before it frames anything else, so one buffer serves every framer
  * and no connection carries one. */
-static char err_buf[96];
+static _Thread_local char err_buf[96];
 
-static int req_error(struct resp_req *s, const char *what)
+const char *resp_error(void)
+{
+    return err_buf;
+}
+
+static int req_error(const char *what)
 {
     snprintf(err_buf, sizeof(err_buf), "Protocol error: %s", what);
-    s->err = err_buf;
     return -1;
 }
 
@@ -209,7 +213,7 @@ static int req_inline_done(struct resp_req *s)
         len--;
     s->nargs = 0;
     if (split_inline(s, len) < 0)
-        return req_error(s, "unbalanced quotes in request");
+        return req_error("unbalanced quotes in request");
     s->argc = s->nargs;
     return 0;
 }
@@ -246,7 +250,7 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
         case RQ_BLEN:
             switch (num_byte(&s->num, &s->neg, &s->digits, &s->cr, c)) {
             case NUM_BAD:
-                return req_error(s, s->state == RQ_ALEN ? "invalid multibulk length"
+                return req_error(s->state == RQ_ALEN ? "invalid multibulk length"
                                                         : "invalid bulk length");
             case NUM_MORE:
                 i++;
@@ -259,13 +263,13 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
                         break;
                     }
                     if (s->num > RESP_MAX_ARGS)
-                        return req_error(s, "invalid multibulk length");
+                        return req_error("invalid multibulk length");
                     s->argc = (uint32_t)s->num;
                     s->nargs = 0;
                     s->state = RQ_BHDR;
                 } else {
                     if (s->neg || s->num > RESP_MAX_BULK)
-                        return req_error(s, "invalid bulk length");
+                        return req_error("invalid bulk length");
                     add_arg(s, off + i, (uint32_t)s->num);
                     s->left = s->num;
                     s->state = RQ_BDATA;
@@ -276,8 +280,7 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
         case RQ_BHDR:
             if (c != '$') {
                 snprintf(err_buf, sizeof(err_buf), "Protocol error: expected '$', got '%c'", c);
-                s->err = err_buf;
-                return -1;
+                            return -1;
             }
             s->state = RQ_BLEN;
             req_num_start(s);
@@ -312,7 +315,7 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
             const char *nl = memchr(p + i, '\n', n - i);
             size_t take = nl != NULL ? (size_t)(nl - (p + i)) : n - i;
             if (s->inllen + take > RESP_MAX_INLINE)
-                return req_error(s, "too big inline request");
+                return req_error("too big inline request");
             if (s->inlcap < s->inllen + take + 1) {
                 s->inlcap = (uint32_t)(s->inllen + take + 1 > 64 ? s->inllen + take + 1 : 64);
                 s->inl = xrealloc(s->inl, s->inlcap);
@@ -352,10 +355,9 @@ void resp_rsp_reset(struct resp_rsp *s)
     s->left = 0;
 }
 
-static int rsp_error(struct resp_rsp *s, const char *what, char c)
+static int rsp_error(const char *what, char c)
 {
     snprintf(err_buf, sizeof(err_buf), "%s (byte 0x%02x)", what, (unsigned char)c);
-    s->err = err_buf;
     return -1;
 }
 
@@ -387,7 +389,7 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
                 s->left = 0;
             } else if (c == '$' || c == '*') {
                 if (c == '*' && s->depth == RESP_MAX_DEPTH)
-                    return rsp_error(s, "reply nested too deep", c);
+                    return rsp_error("reply nested too deep", c);
                 s->state = RS_NUM;
                 s->array = c == '*';
                 s->num = 0;
@@ -395,7 +397,7 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
                 s->cr = false;
                 s->digits = 0;
             } else {
-                return rsp_error(s, "bad reply type", c);
+                return rsp_error("bad reply type", c);
             }
             break;
 
@@ -416,7 +418,7 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
         case RS_NUM:
             switch (num_byte(&s->num, &s->neg, &s->digits, &s->cr, c)) {
             case NUM_BAD:
-                return rsp_error(s, "bad length in reply", c);
+                return rsp_error("bad length in reply", c);
             case NUM_MORE:
                 i++;
                 break;

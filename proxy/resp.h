@@ -58,14 +58,18 @@ struct resp_req {
     struct resp_arg argv_inl[4];  /* most requests: no allocation */
     char     *inl;          /* inline: the line, then its unquoted args */
     uint32_t  inllen, inlcap;     /* at most 2 * RESP_MAX_INLINE + 1 */
-    const char *err;        /* "Protocol error: ..." after -1 (static storage,
-                               valid until the next error of any framer) */
 };
+
+/* Why the last feed of any framer (of this thread) returned -1:
+ * "Protocol error: ..." for requests. Valid until the next error; a
+ * connection reports its error before it frames anything else, so none
+ * needs to carry one. */
+const char *resp_error(void);
 
 /* Feed n bytes at stream offset off. Returns 1 when a request completed
  * after *used bytes (its arguments are in argv[0..argc-1], its bytes span
  * [start, off + *used)); 0 when all n bytes were used and more are needed;
- * -1 on a protocol error (err says which; the connection must close).
+ * -1 on a protocol error (resp_error says which; the connection must close).
  * After 1, call resp_req_reset before feeding the rest. */
 int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, size_t *used);
 void resp_req_reset(struct resp_req *s);
@@ -85,7 +89,6 @@ struct resp_rsp {
     int       depth;
     long long stack[RESP_MAX_DEPTH];  /* elements left at each level */
     char      type;                   /* type byte of the top-level reply */
-    const char *err;                  /* after -1, as for requests */
 };
 
 /* Feed n bytes. Returns 1 when a whole reply ended after *used bytes, 0

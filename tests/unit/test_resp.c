@@ -27,7 +27,7 @@ static void frame(const char *in, size_t n, size_t cut, char *out, size_t outlen
             size_t used;
             int rc = resp_req_feed(&s, in + at, left, at, &used);
             if (rc < 0) {
-                o += (size_t)snprintf(out + o, outlen - o, "ERR:%s", s.err);
+                o += (size_t)snprintf(out + o, outlen - o, "ERR:%s", resp_error());
                 resp_req_free(&s);
                 return;
             }
@@ -115,7 +115,7 @@ Test(resp, inline_too_big)
     memset(big, 'a', sizeof(big));
     resp_req_reset(&s);
     cr_assert(eq(int, resp_req_feed(&s, big, sizeof(big), 0, &used), -1));
-    cr_assert(eq(str, (char *)s.err, "Protocol error: too big inline request"));
+    cr_assert(eq(str, (char *)resp_error(), "Protocol error: too big inline request"));
     resp_req_free(&s);
 }
 
@@ -128,7 +128,7 @@ Test(resp, huge_bulk_is_refused_from_its_header)
 
     resp_req_reset(&s);
     cr_assert(eq(int, resp_req_feed(&s, in, sizeof(in) - 1, 0, &used), -1));
-    cr_assert(eq(str, (char *)s.err, "Protocol error: invalid bulk length"));
+    cr_assert(eq(str, (char *)resp_error(), "Protocol error: invalid bulk length"));
     resp_req_free(&s);
 }
 
