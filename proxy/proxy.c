@@ -125,7 +125,7 @@ static void tick_cb(uv_timer_t *t)
         }
         if (p->conf->timeout <= 0)
             continue;
-        /* A failing one may be released to the head of the list. */
+        /* (next first: a failing one may be released and freed.) */
         for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
             next = TAILQ_NEXT(b, link);
             backend_check_timeout(b, now);
