@@ -107,8 +107,9 @@ static void tick_cb(uv_timer_t *t)
     idle_check(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
-        if (p->live != NULL)
-            pool_retry_ejected(p, now);
+        /* (Even with every server ejected, when the pool routes by the
+         * full ring and p->live is NULL.) */
+        pool_retry_ejected(p, now);
         if (p->group != NULL)
             group_tick(p, now);
         if (p->mig != NULL)
@@ -187,8 +188,12 @@ static void pool_rebuild(struct pool *p)
     if (live == NULL)
         free(map);
     free(sv);
-    log_notice("pool '%s': %u of %zu servers in the ring", pc->name,
-               live != NULL ? n : (uint32_t)nring, nring);
+    if (n == 0)
+        log_notice("pool '%s': every server is ejected: keys go to their own servers "
+                   "until one is retried", pc->name);
+    else
+        log_notice("pool '%s': %u of %zu servers in the ring", pc->name,
+                   live != NULL ? n : (uint32_t)nring, nring);
 }
 
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
