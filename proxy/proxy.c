@@ -253,23 +253,27 @@ static int listen_tcp(struct pool *p, char *err, size_t errlen)
     }
     uv_tcp_init(proxy.loop, &p->listener.tcp);
     if (p->conf->reuseport) {
-        /* libuv 1.44 has no flag for it: make the socket ourselves. */
+        /* libuv 1.44 has no flag for it: make the socket ourselves. Once
+         * uv_tcp_open took it the handle owns it; until then we do. */
         int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
             rc = -errno;
-            if (fd >= 0)
-                close(fd);
-        } else {
+        else
             rc = uv_tcp_open(&p->listener.tcp, fd);
-        }
+        if (rc < 0 && fd >= 0)
+            close(fd);
     }
     if (rc == 0)
         rc = uv_tcp_bind(&p->listener.tcp, ai->ai_addr, 0);
     freeaddrinfo(ai);
     if (rc == 0)
         rc = uv_listen(&p->listener.stream, p->conf->backlog, accept_cb);
-    if (rc < 0)
+    if (rc < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+        /* The socket goes now (uv_close closes it at once); the process
+         * is about to stop without running the loop again. */
+        uv_close(&p->listener.handle, NULL);
+    }
     if (rc == 0 && proxy.port == 0)
         proxy.port = a->port;
     return rc;
