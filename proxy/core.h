@@ -354,15 +354,15 @@ struct proxy {
     int               port;         /* first TCP listen port, for INFO */
     char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
     struct conf     **old_confs;    /* replaced by reloads while a pool still routed by
-                                       them (group.c); freed at exit */
+                                       them (group.c); freed once none does */
     size_t            nold_confs;
 };
 
 extern struct proxy proxy;
 
-/* A config the proxy no longer runs: freed, or kept until exit while a
- * pool still routes by one of its pools (a reload waiting for the other
- * proxies). */
+/* A config the proxy no longer runs: freed, or kept while a pool still
+ * routes by one of its pools (a reload waiting for the other proxies), and
+ * freed when the last such pool switches (pool_set_ring). */
 void proxy_conf_done(struct conf *cf);
 
 /* Write what it can of iov (total bytes) to s now: 1 if all of it, 0 if

@@ -298,18 +298,45 @@ static int listen_unix(struct pool *p, char *err, size_t errlen)
 
 /* ---- configs ------------------------------------------------------------------------ */
 
+/* Whether a pool routes by one of cf's pools. (A reload waiting for the
+ * other proxies, group.c, targets proxy.conf, which is never an old one.) */
+static bool conf_routed(const struct conf *cf)
+{
+    for (size_t i = 0; i < proxy.npools; i++)
+        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools)
+            return true;
+    return false;
+}
+
+static void proxy_conf_sweep(void);
+
 void proxy_conf_done(struct conf *cf)
 {
     if (cf == NULL)
         return;
-    for (size_t i = 0; i < proxy.npools; i++)
-        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools) {
-            proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
-                                       sizeof(*proxy.old_confs));
-            proxy.old_confs[proxy.nold_confs++] = cf;
-            return;
-        }
-    conf_free(cf);
+    proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
+                               sizeof(*proxy.old_confs));
+    proxy.old_confs[proxy.nold_confs++] = cf;
+    proxy_conf_sweep();             /* (a reload may have moved pools off older ones) */
+}
+
+/* Free the old configs no pool routes by now: called whenever a pool may
+ * have moved off one, so that reloads do not pile them up. */
+static void proxy_conf_sweep(void)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < proxy.nold_confs; i++) {
+        if (conf_routed(proxy.old_confs[i]))
+            proxy.old_confs[k++] = proxy.old_confs[i];
+        else
+            conf_free(proxy.old_confs[i]);
+    }
+    proxy.nold_confs = k;
+    if (k == 0) {
+        free(proxy.old_confs);
+        proxy.old_confs = NULL;
+    }
 }
 
 /* ---- servers ------------------------------------------------------------------------ */
@@ -368,6 +395,7 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
             for (uint32_t k = 0; k < p->nconns; k++)
                 backend_preconnect(&ps->conns[k]);
     }
+    proxy_conf_sweep();                 /* p may have left the last pool on one */
     /* Ejections belong to the old ring. */
     for (uint32_t s = 0; s < p->nservers; s++)
         p->servers[s].ejected_until = 0;
