@@ -365,6 +365,29 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
     return s;
 }
 
+/* The servers of ring that gain keys from old, which a SCAN walk spanning
+ * the change walks again (scan.c): those the diff moves arcs to, or all
+ * of them where it cannot tell. Random rings give keys no owner. */
+static void pool_mark_gains(struct pool *p, const struct ring *old, const struct ring *ring)
+{
+    struct ring_diff *d = NULL;
+    size_t n = ring_nservers(ring), nold = ring_nservers(old);
+    char err[256];
+    bool all;
+
+    if (ring_distribution(ring) == RING_DIST_RANDOM)
+        return;
+    all = ring_diff_create(&d, old, ring, err, sizeof(err)) < 0;
+    for (uint32_t i = 0; i < n; i++) {
+        bool gains = all;
+        for (uint32_t k = 0; k < nold && !gains; k++)
+            gains = ring_diff_share(d, k, i) > 0;
+        if (gains)
+            p->servers[p->slot[i]].gained = p->ring_changes;
+    }
+    ring_diff_free(d);
+}
+
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot)
 {
@@ -395,6 +418,9 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
             for (uint32_t k = 0; k < p->nconns; k++)
                 backend_preconnect(&ps->conns[k]);
     }
+    p->ring_changes++;
+    if (old != NULL)
+        pool_mark_gains(p, old, ring);
     proxy_conf_sweep();                 /* p may have left the last pool on one */
     /* Ejections belong to the old ring. */
     for (uint32_t s = 0; s < p->nservers; s++)
@@ -446,6 +472,11 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     int rc;
 
     p->conf = pc;
+    if (pc->nservers > POOL_SLOTS_MAX) {
+        snprintf(err, errlen, "%zu servers: a pool has at most %d", pc->nservers,
+                 POOL_SLOTS_MAX);
+        return -EINVAL;
+    }
     if ((rc = conf_pool_ring(pc, &ring, err, errlen)) < 0)
         return rc;
     p->nconns = (uint32_t)pc->server_connections;
