@@ -643,13 +643,16 @@ void backend_release(struct backend *b, bool clean)
     struct pool *p = b->pool;
 
     b->owner = NULL;
-    TAILQ_REMOVE(&p->dedicated, b, link);
-    TAILQ_INSERT_HEAD(&p->dedicated, b, link);
     /* One with a CLIENT UNBLOCK on its way (mig.c) is closed: the next
      * client's command there would be the one unblocked. */
     if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) && !b->unblocking &&
         p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && p->servers[b->server].active &&
         !proxy.stopping) {
+        /* Spares first: backend_acquire and backend_close_spares stop at
+         * the first one that is not. One that is not stays where it is,
+         * behind them, until it is closed and freed. */
+        TAILQ_REMOVE(&p->dedicated, b, link);
+        TAILQ_INSERT_HEAD(&p->dedicated, b, link);
         b->spare = 1;
         p->nspare++;
         return;

@@ -101,6 +101,7 @@ struct req {
             struct req *wait;   /* the client's request waiting for them, or NULL */
         } sub;
         struct req_kept *kept;  /* a blocking command's arguments (route.c) */
+        uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
         union {                 /* mig.c's internal requests */
             struct mig_op *op;  /* REQ_MIGRATE */
             struct {            /* REQ_MOVER: which source, of which epoch */
@@ -326,7 +327,12 @@ struct pool_server {
     struct backend  *mover;         /* mig.c's own connection, so that clients' requests
                                        never queue behind its batches; or NULL (owned) */
     uint64_t         ejected_until; /* loop ms; 0 when in the ring */
+    uint32_t         gained;        /* pool.ring_changes when a ring change last gave it
+                                       keys (scan.c walks it again) */
 };
+
+/* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
+#define POOL_SLOTS_MAX 1024
 
 struct pool {
     const struct conf_pool *conf;   /* borrowed from proxy.conf (swapped by reload) */
@@ -348,6 +354,7 @@ struct pool {
                                        rebuild (genkey_pool_init) when ring changes */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
+    uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */
     struct group     *group;        /* the proxies in front of these servers (group.c) */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
@@ -372,15 +379,15 @@ struct proxy {
     int               port;         /* first TCP listen port, for INFO */
     char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
     struct conf     **old_confs;    /* replaced by reloads while a pool still routed by
-                                       them (group.c); freed at exit */
+                                       them (group.c); freed once none does */
     size_t            nold_confs;
 };
 
 extern struct proxy proxy;
 
-/* A config the proxy no longer runs: freed, or kept until exit while a
- * pool still routes by one of its pools (a reload waiting for the other
- * proxies). */
+/* A config the proxy no longer runs: freed, or kept while a pool still
+ * routes by one of its pools (a reload waiting for the other proxies), and
+ * freed when the last such pool switches (pool_set_ring). */
 void proxy_conf_done(struct conf *cf);
 
 /* Write what it can of iov (total bytes) to s now: 1 if all of it, 0 if

@@ -571,7 +571,10 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
                 (unsigned long long)proxy.total_connections,
                 (unsigned long long)proxy.total_commands, mbuf_nalloc(), mbuf_nfree());
     if (want_section(a, "shardis", true)) {
-        fprintf(f, "# Shardis\r\npools:%zu\r\n", proxy.npools);
+        /* configs_held: the running config and the old ones a pool still
+         * routes by (bounded however many reloads came). */
+        fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", proxy.npools,
+                1 + proxy.nold_confs);
         for (size_t i = 0; i < proxy.npools; i++) {
             struct pool *p = &proxy.pools[i];
             fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"

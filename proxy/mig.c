@@ -64,6 +64,7 @@
 #define MIG_BIG_TIMEOUT     10          /* a big key's MIGRATE: migrate_timeout * this */
 #define MIG_SLOW_MS         10          /* a mover command slower than this: the source
                                            rests as long before the next */
+#define MIG_RETRY_MAX_MS    1000        /* a MIGRATE's retry backoff, at most */
 
 enum mig_state { MIG_DRAINING, MIG_MOVING };
 
@@ -1118,8 +1119,11 @@ void mig_reply(struct backend *b, struct req *r)
         return;
     }
     if (op->tries < (uint32_t)p->conf->migrate_retries && op->epoch == p->epoch) {
-        /* Backoff 0, 10, 20, 40 ... ms, as codis retries a key in flight. */
-        op->retry_at = uv_now(proxy.loop) + (op->tries == 0 ? 0 : 10u << (op->tries - 1));
+        /* Backoff 0, 10, 20, 40 ... ms, as codis retries a key in flight, up
+         * to MIG_RETRY_MAX_MS (migrate_retries may be 100). */
+        uint64_t backoff = op->tries == 0 ? 0 : 10ull << (op->tries < 20 ? op->tries - 1 : 19);
+        op->retry_at = uv_now(proxy.loop) +
+                       (backoff < MIG_RETRY_MAX_MS ? backoff : MIG_RETRY_MAX_MS);
         op->tries++;
         TAILQ_INSERT_TAIL(&m->retry, op, link);
         return;

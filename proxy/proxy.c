@@ -107,8 +107,9 @@ static void tick_cb(uv_timer_t *t)
     idle_check(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
-        if (p->live != NULL)
-            pool_retry_ejected(p, now);
+        /* (Even with every server ejected, when the pool routes by the
+         * full ring and p->live is NULL.) */
+        pool_retry_ejected(p, now);
         if (p->group != NULL)
             group_tick(p, now);
         if (p->mig != NULL)
@@ -125,7 +126,7 @@ static void tick_cb(uv_timer_t *t)
         }
         if (p->conf->timeout <= 0)
             continue;
-        /* A failing one may be released to the head of the list. */
+        /* (next first: a failing one may be released and freed.) */
         for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
             next = TAILQ_NEXT(b, link);
             backend_check_timeout(b, now);
@@ -187,8 +188,12 @@ static void pool_rebuild(struct pool *p)
     if (live == NULL)
         free(map);
     free(sv);
-    log_notice("pool '%s': %u of %zu servers in the ring", pc->name,
-               live != NULL ? n : (uint32_t)nring, nring);
+    if (n == 0)
+        log_notice("pool '%s': every server is ejected: keys go to their own servers "
+                   "until one is retried", pc->name);
+    else
+        log_notice("pool '%s': %u of %zu servers in the ring", pc->name,
+                   live != NULL ? n : (uint32_t)nring, nring);
 }
 
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
@@ -248,23 +253,27 @@ static int listen_tcp(struct pool *p, char *err, size_t errlen)
     }
     uv_tcp_init(proxy.loop, &p->listener.tcp);
     if (p->conf->reuseport) {
-        /* libuv 1.44 has no flag for it: make the socket ourselves. */
+        /* libuv 1.44 has no flag for it: make the socket ourselves. Once
+         * uv_tcp_open took it the handle owns it; until then we do. */
         int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
             rc = -errno;
-            if (fd >= 0)
-                close(fd);
-        } else {
+        else
             rc = uv_tcp_open(&p->listener.tcp, fd);
-        }
+        if (rc < 0 && fd >= 0)
+            close(fd);
     }
     if (rc == 0)
         rc = uv_tcp_bind(&p->listener.tcp, ai->ai_addr, 0);
     freeaddrinfo(ai);
     if (rc == 0)
         rc = uv_listen(&p->listener.stream, p->conf->backlog, accept_cb);
-    if (rc < 0)
+    if (rc < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+        /* The socket goes now (uv_close closes it at once); the process
+         * is about to stop without running the loop again. */
+        uv_close(&p->listener.handle, NULL);
+    }
     if (rc == 0 && proxy.port == 0)
         proxy.port = a->port;
     return rc;
@@ -289,18 +298,45 @@ static int listen_unix(struct pool *p, char *err, size_t errlen)
 
 /* ---- configs ------------------------------------------------------------------------ */
 
+/* Whether a pool routes by one of cf's pools. (A reload waiting for the
+ * other proxies, group.c, targets proxy.conf, which is never an old one.) */
+static bool conf_routed(const struct conf *cf)
+{
+    for (size_t i = 0; i < proxy.npools; i++)
+        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools)
+            return true;
+    return false;
+}
+
+static void proxy_conf_sweep(void);
+
 void proxy_conf_done(struct conf *cf)
 {
     if (cf == NULL)
         return;
-    for (size_t i = 0; i < proxy.npools; i++)
-        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools) {
-            proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
-                                       sizeof(*proxy.old_confs));
-            proxy.old_confs[proxy.nold_confs++] = cf;
-            return;
-        }
-    conf_free(cf);
+    proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
+                               sizeof(*proxy.old_confs));
+    proxy.old_confs[proxy.nold_confs++] = cf;
+    proxy_conf_sweep();             /* (a reload may have moved pools off older ones) */
+}
+
+/* Free the old configs no pool routes by now: called whenever a pool may
+ * have moved off one, so that reloads do not pile them up. */
+static void proxy_conf_sweep(void)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < proxy.nold_confs; i++) {
+        if (conf_routed(proxy.old_confs[i]))
+            proxy.old_confs[k++] = proxy.old_confs[i];
+        else
+            conf_free(proxy.old_confs[i]);
+    }
+    proxy.nold_confs = k;
+    if (k == 0) {
+        free(proxy.old_confs);
+        proxy.old_confs = NULL;
+    }
 }
 
 /* ---- servers ------------------------------------------------------------------------ */
@@ -327,6 +363,29 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
         backend_init(&ps->conns[k], p, s);
     p->nservers = s + 1;
     return s;
+}
+
+/* The servers of ring that gain keys from old, which a SCAN walk spanning
+ * the change walks again (scan.c): those the diff moves arcs to, or all
+ * of them where it cannot tell. Random rings give keys no owner. */
+static void pool_mark_gains(struct pool *p, const struct ring *old, const struct ring *ring)
+{
+    struct ring_diff *d = NULL;
+    size_t n = ring_nservers(ring), nold = ring_nservers(old);
+    char err[256];
+    bool all;
+
+    if (ring_distribution(ring) == RING_DIST_RANDOM)
+        return;
+    all = ring_diff_create(&d, old, ring, err, sizeof(err)) < 0;
+    for (uint32_t i = 0; i < n; i++) {
+        bool gains = all;
+        for (uint32_t k = 0; k < nold && !gains; k++)
+            gains = ring_diff_share(d, k, i) > 0;
+        if (gains)
+            p->servers[p->slot[i]].gained = p->ring_changes;
+    }
+    ring_diff_free(d);
 }
 
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
@@ -359,6 +418,10 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
             for (uint32_t k = 0; k < p->nconns; k++)
                 backend_preconnect(&ps->conns[k]);
     }
+    p->ring_changes++;
+    if (old != NULL)
+        pool_mark_gains(p, old, ring);
+    proxy_conf_sweep();                 /* p may have left the last pool on one */
     /* Ejections belong to the old ring. */
     for (uint32_t s = 0; s < p->nservers; s++)
         p->servers[s].ejected_until = 0;
@@ -410,6 +473,11 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     int rc;
 
     p->conf = pc;
+    if (pc->nservers > POOL_SLOTS_MAX) {
+        snprintf(err, errlen, "%zu servers: a pool has at most %d", pc->nservers,
+                 POOL_SLOTS_MAX);
+        return -EINVAL;
+    }
     if ((rc = conf_pool_ring(pc, &ring, err, errlen)) < 0)
         return rc;
     p->nconns = (uint32_t)pc->server_connections;

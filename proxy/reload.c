@@ -63,6 +63,21 @@ static const struct conf_server *server_at(const struct conf_pool *pc, const cha
     return NULL;
 }
 
+/* The server slots p has once it routes by pc (pool_server_at appends a
+ * slot for each address it has none for). */
+static size_t slots_after(const struct pool *p, const struct conf_pool *pc)
+{
+    size_t n = p->nservers;
+
+    for (size_t i = 0; i < pc->nservers; i++) {
+        uint32_t s = 0;
+        while (s < p->nservers && strcmp(p->servers[s].addr, pc->servers[i].addr.text) != 0)
+            s++;
+        n += s == p->nservers;
+    }
+    return n;
+}
+
 /* The summary lines of a pool whose servers changed: what was added,
  * removed and reweighted, and the share of keys that moves. */
 static int summarize(FILE *f, const struct conf_pool *old, const struct conf_pool *new,
@@ -136,6 +151,12 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
             fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
                     "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
             continue;
+        }
+        if (slots_after(p, b) > POOL_SLOTS_MAX) {
+            snprintf(err, errlen, "%s:%d:%d: pool '%s': it would have more than %d server "
+                     "slots (every address it ever routed to keeps one): restart shardis "
+                     "for that", cf->path, b->line, b->col, b->name, POOL_SLOTS_MAX);
+            goto fail;
         }
         if (mig_can_start(p, why, sizeof(why)) && group_switching(p)) {
             snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "

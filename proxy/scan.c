@@ -1,22 +1,41 @@
 /* scan.c -- SCAN over every backend with one cursor.
  *
- * The client's cursor says which server to ask and where that server is:
+ * The client's cursor says which server to ask, where that server is, and
+ * what the walk has seen of keys moving:
  *
- *   cursor = server_cursor * nservers + server
+ *   bits  0..9   server     the pool's server slot being walked
+ *   bit  10      moved      keys moved, or may have, during this pass
+ *   bit  11      again      this pass walks only servers that gained keys
+ *   bits 12..19  seen       pool.ring_changes (low 8 bits) at the last step
+ *   bits 20..27  since      the first ring change whose moves the walk covers
+ *   bits 28..63  position   that server's own SCAN cursor
  *
- * Cursor 0 starts server 0 at 0; when a server's own cursor comes back 0,
- * the next server starts (its cursor is just its index), and after the
- * last one the client gets 0. Each server's SCAN keeps Redis's guarantee
- * for its own keys, so the walk keeps it for all of them: a key present
- * from the first call to the last is returned at least once. MATCH, COUNT
- * and TYPE go to every server as they are; the elements of each reply are
- * forwarded, only the cursor is rewritten.
+ * Server slots keep their numbers across reconnects and reloads (a new
+ * server is appended), so a cursor keeps its meaning when the pool grows;
+ * a pool has at most POOL_SLOTS_MAX (1024) of them. Cursor 0 starts the
+ * first server; when a server's own cursor comes back 0 the next one
+ * starts, and after the last the client gets 0. MATCH, COUNT and TYPE go
+ * to every server as they are; the elements of each reply are forwarded,
+ * only the cursor is rewritten. Slots of servers that hold no keys (they
+ * left the ring) are skipped; a slot the pool does not have is an invalid
+ * cursor.
  *
- * Servers are the pool's server slots, which keep their numbers across
- * reconnects and reloads; slots of servers that hold no keys (they left
- * the ring) are skipped. While keys move after a reload a key can move
- * from a server not yet walked to one already walked, so a walk that
- * spans a migration may miss it. */
+ * Each server's SCAN keeps Redis's guarantee for its own keys, so a pass
+ * during which no key moved returns every key present throughout. Keys
+ * move only while a migration runs (mig.c), after a ring change
+ * (pool_set_ring); a pass during which one ran, or the ring changed, may
+ * miss a key that moved from a server not yet walked to one walked already.
+ * Such a pass is followed by another over the servers that gained keys in
+ * the ring changes from `since` on (pool_server.gained), and so on until a
+ * pass sees nothing move: a key present throughout either never moved
+ * (the first pass returned it) or last moved, before that last pass began,
+ * into one of the servers it walks. `since` is the ring change a migration
+ * running when the walk began may still be moving keys for (mig.c keeps
+ * two earlier rings: the last two changes), else the next one. Keys can
+ * come back more than once, as Redis's SCAN allows; a long migration makes
+ * a walk go round its destinations until it is over. Counters are
+ * compared mod 256: a walk spanning 256 ring changes is not covered, nor
+ * one spanning a restart of the proxy. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -26,12 +45,75 @@
 
 #include "proxy/core.h"
 
-/* The first server from s on that holds keys; nservers if none. */
-static uint64_t next_active(const struct pool *p, uint64_t s)
+#define SCAN_SERVER_BITS    10
+#define SCAN_MOVED          (1ull << 10)
+#define SCAN_AGAIN          (1ull << 11)
+#define SCAN_SEEN_SHIFT     12
+#define SCAN_SINCE_SHIFT    20
+#define SCAN_POS_SHIFT      28
+#define SCAN_POS_MAX        (UINT64_MAX >> SCAN_POS_SHIFT)
+#define SCAN_STATE_MASK     ((1ull << SCAN_POS_SHIFT) - 1)
+
+_Static_assert(POOL_SLOTS_MAX <= (1u << SCAN_SERVER_BITS), "a server slot fits the cursor");
+
+static uint32_t cur_server(uint64_t v) { return (uint32_t)(v & ((1u << SCAN_SERVER_BITS) - 1)); }
+static uint8_t cur_seen(uint64_t v)    { return (uint8_t)(v >> SCAN_SEEN_SHIFT); }
+static uint8_t cur_since(uint64_t v)   { return (uint8_t)(v >> SCAN_SINCE_SHIFT); }
+
+static uint64_t cur_make(uint64_t pos, uint64_t flags, uint8_t seen, uint8_t since,
+                         uint32_t server)
 {
-    while (s < p->nservers && !p->servers[s].active)
+    return pos << SCAN_POS_SHIFT | (uint64_t)since << SCAN_SINCE_SHIFT |
+           (uint64_t)seen << SCAN_SEEN_SHIFT | flags | server;
+}
+
+/* Whether this pass walks server s: one holding keys, and in a later pass
+ * one that gained keys in a ring change from since on (mod 256). */
+static bool walks(const struct pool *p, uint64_t v, uint64_t s)
+{
+    uint8_t now = (uint8_t)p->ring_changes;
+
+    if (!p->servers[s].active)
+        return false;
+    return !(v & SCAN_AGAIN) ||
+           (uint8_t)(now - (uint8_t)p->servers[s].gained) <= (uint8_t)(now - cur_since(v));
+}
+
+/* The first server from s on that this pass walks; nservers if none. */
+static uint64_t next_walked(const struct pool *p, uint64_t v, uint64_t s)
+{
+    while (s < p->nservers && !walks(p, v, s))
         s++;
     return s;
+}
+
+/* Move the walk in v to the start of the first server from s on that its
+ * pass walks; after the last, if keys moved during the pass, to the start
+ * of another over where they went. false: the walk is over. */
+static bool advance(const struct pool *p, uint64_t *v, uint64_t s)
+{
+    uint64_t w = *v & SCAN_STATE_MASK & ~(uint64_t)((1u << SCAN_SERVER_BITS) - 1);
+
+    if ((s = next_walked(p, w, s)) == p->nservers) {
+        if (!(w & SCAN_MOVED))
+            return false;
+        w = (w & ~SCAN_MOVED) | SCAN_AGAIN;
+        if ((s = next_walked(p, w, 0)) == p->nservers)
+            return false;
+    }
+    *v = w | s;
+    return true;
+}
+
+/* One step's look at the pool: keys move while a migration runs, or after
+ * the ring changed since the last step. The cursor's state, updated. */
+static uint64_t look(const struct pool *p, uint64_t v)
+{
+    uint8_t now = (uint8_t)p->ring_changes;
+
+    if (p->mig != NULL || cur_seen(v) != now)
+        v |= SCAN_MOVED;
+    return (v & ~(0xffull << SCAN_SEEN_SHIFT)) | (uint64_t)now << SCAN_SEEN_SHIFT;
 }
 
 /* A cursor as redis-server reads one (strtoul: a sign is allowed, "" is
@@ -53,7 +135,8 @@ static bool parse_cursor(const char *s, size_t len, uint64_t *v)
 static int scan_reply(struct req *r)
 {
     struct client *c = r->client;
-    uint64_t n = c->pool->nservers, server, cursor, next;
+    struct pool *p = c->pool;
+    uint64_t server, cursor, next, v = r->u.scan;
     char head[64], out[64];
     size_t len = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
     unsigned long clen;
@@ -70,19 +153,21 @@ static int scan_reply(struct req *r)
         memcmp(head + at + clen, "\r\n", 2) != 0) {
         msg_release(&r->rsp);
         client_reply_error(c, r, "ERR backend %s sent a SCAN reply shardis cannot read",
-                           c->pool->servers[server].label);
+                           p->servers[server].label);
         return 0;
     }
-    if (cursor > (UINT64_MAX - server) / n) {
-        /* Only a made-up cursor leads a server this far. */
+    if (cursor > SCAN_POS_MAX) {
+        /* A server's cursor stays below its key table's size. */
         msg_release(&r->rsp);
-        client_reply_error(c, r, "ERR invalid cursor");
+        client_reply_error(c, r, "ERR backend %s sent a SCAN cursor too large for shardis",
+                           p->servers[server].label);
         return 0;
     }
+    v = look(p, v);
     if (cursor != 0)
-        next = cursor * n + server;
-    else if ((next = next_active(c->pool, server + 1)) == n)
-        next = 0;
+        next = cursor << SCAN_POS_SHIFT | v;
+    else
+        next = advance(p, &v, server + 1) ? v : 0;
     len = (size_t)snprintf(out, sizeof(out), "%" PRIu64, next);
     len = (size_t)snprintf(out, sizeof(out), "*2\r\n$%zu\r\n%" PRIu64 "\r\n", len, next);
     rsp = r->rsp;
@@ -96,32 +181,36 @@ static int scan_reply(struct req *r)
 void scan_send(struct client *c, struct req *r, struct args *a)
 {
     struct pool *p = c->pool;
-    uint64_t cursor;
+    uint64_t v, server;
     size_t len;
     const char *arg = args_get(a, 1, &len);
     char buf[48];
-    uint64_t server;
 
-    if (!parse_cursor(arg, len, &cursor)) {
+    if (!parse_cursor(arg, len, &v) || cur_server(v) >= p->nservers) {
         client_reply_error(c, r, "ERR invalid cursor");
         req_done(r);
         return;
     }
-    server = cursor % p->nservers;
-    if (!p->servers[server].active) {
-        /* It left the ring since the cursor was made: the next one's start. */
-        if ((server = next_active(p, server)) == p->nservers) {
-            client_reply(c, r, "*2\r\n$1\r\n0\r\n*0\r\n", 18);
-            req_done(r);
-            return;
-        }
-        cursor = server;
+    if (v == 0) {
+        /* A walk begins: it covers the moves of a migration running now. */
+        uint8_t now = (uint8_t)p->ring_changes;
+        v = cur_make(0, 0, now, (uint8_t)(p->mig != NULL ? now - 1 : now + 1), 0);
     }
+    v = look(p, v);
+    if (!walks(p, v, cur_server(v)) && !advance(p, &v, cur_server(v))) {
+        /* Its server left the ring since the cursor was made, and no
+         * server is left to walk. */
+        client_reply(c, r, "*2\r\n$1\r\n0\r\n*0\r\n", 18);
+        req_done(r);
+        return;
+    }
+    server = cur_server(v);
+    r->u.scan = v & SCAN_STATE_MASK;
     /* "SCAN <server cursor>" and the client's options, re-encoded. */
-    len = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64, cursor / p->nservers);
+    len = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64, v >> SCAN_POS_SHIFT);
     client_append(c, &r->out, buf, (size_t)snprintf(buf, sizeof(buf),
                   "*%u\r\n$4\r\nSCAN\r\n$%zu\r\n%" PRIu64 "\r\n", a->argc, len,
-                  cursor / p->nservers));
+                  v >> SCAN_POS_SHIFT));
     for (uint32_t i = 2; i < a->argc; i++) {
         arg = args_get(a, i, &len);
         client_append(c, &r->out, buf, (size_t)snprintf(buf, sizeof(buf), "$%zu\r\n", len));
