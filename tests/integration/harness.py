@@ -89,13 +89,13 @@ def wait_port(port, proc, what, logs, timeout=10.0):
                        % (what, port, proc.poll(), text))
 
 
-def rss(pid):
-    """Resident set size in bytes, from /proc/PID/status."""
+def rss(pid, field="VmRSS"):
+    """Resident set size in bytes (VmHWM: its peak), from /proc/PID/status."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS for pid %d" % pid)
+    raise RuntimeError("no %s for pid %d" % (field, pid))
 
 
 class RedisServer:
@@ -205,6 +205,27 @@ class Shardis:
         if len(got) < n:
             raise Fail("could not find %d keys on server %d" % (n, server))
         return got
+
+
+def fresh_servers(n):
+    """n new redis-servers, named redis1..redisN as Shardis configs call them."""
+    out = []
+    for i in range(n):
+        s = RedisServer("r%d-%d" % (len(os.listdir(TMP)), i))
+        s.name = "redis%d" % (i + 1)
+        out.append(s)
+    return out
+
+
+def run_with_servers(name, fn, n):
+    """check(name, fn, servers) on n fresh redis-servers, killed after."""
+    servers = fresh_servers(n)
+    try:
+        check(name, fn, servers)
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.kill()
 
 
 # ---- checks ------------------------------------------------------------------------

@@ -261,22 +261,7 @@ def t_publish_waits(rs):
 
 
 def body():
-    def fresh(n):
-        out = []
-        for i in range(n):
-            s = RedisServer("l%d-%d" % (len(os.listdir(harness.TMP)), i))
-            s.name = "redis%d" % (i + 1)
-            out.append(s)
-        return out
-
-    def run(name, fn, n):
-        servers = fresh(n)
-        try:
-            check(name, fn, servers)
-        finally:
-            for s in servers:
-                if s.proc.poll() is None:
-                    s.kill()
+    run = harness.run_with_servers
 
     run("a client that writes its whole pipeline before reading completes",
         t_pipeline_before_reading, 4)

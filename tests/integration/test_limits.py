@@ -49,15 +49,6 @@ def read_exactly(c, n, timeout=120.0):
     return bytes(out)
 
 
-def peak_rss(pid):
-    """The process's peak resident set size (VmHWM), in bytes."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM for pid %d" % pid)
-
-
 def while_pinging(port, fn):
     """fn()'s value, and the longest PING round trip another client saw
     while fn ran (PINGs one after the other, from a thread)."""
@@ -115,7 +106,7 @@ def t_mset_mget_1_1m(px, R):
         mset += [k, v]
     mset = request(mset)
     mget = request([b"MGET"] + keys)
-    rss0 = harness.rss(px.pid)
+    rss0 = harness.rss(px.pid, "VmHWM")
     c = Raw(px.port, timeout=300)
     try:
         c.send(mset)
@@ -128,7 +119,7 @@ def t_mset_mget_1_1m(px, R):
         got = read_exactly(c, len(want))
         expect(got == want, "MGET of %d keys: %d bytes, want %d; starts %s"
                % (n, len(got), len(want), short(got[:80])))
-        peak = peak_rss(px.pid)
+        peak = harness.rss(px.pid, "VmHWM")
         c.send(request([b"DEL"] + keys))
         expect_eq(c.reply(), b":%d\r\n" % n, "DEL of them")
         expect_eq(sum(r.client.dbsize() for r in R), 0, "keys left")
@@ -160,7 +151,7 @@ def t_int_max_announced(px, direct, other):
     head = b"*2147483647\r\n" + b"".join(b"$3\r\nk:%d\r\n" % i for i in range(9))
     q, out, eof = silent_open(direct.port, head)
     expect(q, "test premise: redis-server answered %s eof=%s" % (short(out), eof))
-    rss0 = harness.rss(px.pid)
+    rss0 = harness.rss(px.pid, "VmHWM")
     conns = []
     try:
         for _ in range(8):
@@ -175,7 +166,7 @@ def t_int_max_announced(px, direct, other):
                 raise harness.Fail("proxy answered %s (eof=%s)" % (short(d), d == b""))
             except TimeoutError:
                 pass
-        grew = (harness.rss(px.pid) - rss0) / MB
+        grew = (harness.rss(px.pid, "VmHWM") - rss0) / MB
     finally:
         for c in conns:
             c.close()

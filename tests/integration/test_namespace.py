@@ -297,18 +297,7 @@ def t_ssubscribe_reload(rs):
 
 
 def body():
-    def run(name, fn, n):
-        servers = []
-        for i in range(n):
-            s = RedisServer("r%d-%d" % (len(os.listdir(harness.TMP)), i))
-            s.name = "redis%d" % (i + 1)
-            servers.append(s)
-        try:
-            check(name, fn, servers)
-        finally:
-            for s in servers:
-                if s.proc.poll() is None:
-                    s.kill()
+    run = harness.run_with_servers
 
     run("client channels cannot reach __shardis: (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, "
         "PUBLISH, SPUBLISH)", t_channels, 2)

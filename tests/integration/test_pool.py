@@ -37,37 +37,16 @@ import redis
 
 import harness
 from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, until
+from test_reshard import locate, status, write_servers
+from test_reshard import reload as reload_switch
 
 HOST = "127.0.0.1"
 
 
-def write_servers(px, servers, extra=""):
-    """Rewrite px's config with this server list (names follow the server)."""
-    text = open(px.conf).read()
-    head = text[:text.index("  servers:")]
-    lines = ["  servers:"] + ["    - %s:%d:1 %s" % (HOST, s.port, s.name) for s in servers]
-    with open(px.conf, "w") as f:
-        f.write(head + extra + "\n".join(lines) + "\n")
-
-
-def status(px):
-    text = px.client.execute_command("SHARD.MIGRATION", "STATUS").decode()
-    return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l)
-
-
 def reload(px, epoch):
     """SHARD.RELOAD, then wait until the keys it moves have moved."""
-    px.client.execute_command("SHARD.RELOAD")
-    until("the reload switched (epoch %d)" % epoch, lambda: int(status(px)["epoch"]) >= epoch)
+    reload_switch(px, epoch)
     until("the migration finished", lambda: status(px)["state"] == "stable", 30)
-
-
-def locate(conf, keys):
-    """key -> owner name on the ring of a config file (shardis locate)."""
-    out = subprocess.run([harness.ARGS.shardis, "locate", "-c", conf],
-                         input="\n".join(keys) + "\n", capture_output=True, text=True,
-                         check=True).stdout
-    return dict(line.split("\t") for line in out.splitlines())
 
 
 def fill(c, keys):
@@ -298,22 +277,7 @@ def t_reuseport_failed_listen(rs):
 
 
 def body():
-    def fresh(n):
-        out = []
-        for i in range(n):
-            s = RedisServer("r%d-%d" % (len(os.listdir(harness.TMP)), i))
-            s.name = "redis%d" % (i + 1)
-            out.append(s)
-        return out
-
-    def run(name, fn, n):
-        servers = fresh(n)
-        try:
-            check(name, fn, servers)
-        finally:
-            for s in servers:
-                if s.proc.poll() is None:
-                    s.kill()
+    run = harness.run_with_servers
 
     run("SCAN begun before a reload that adds a server returns every key", t_scan_pool_grows, 3)
     run("SCAN spanning a migration that moves keys behind it returns every key",

@@ -857,22 +857,7 @@ def t_stalled_destination(rs):
 
 
 def body():
-    def fresh(n):
-        out = []
-        for i in range(n):
-            s = RedisServer("r%d-%d" % (len(os.listdir(harness.TMP)), i))
-            s.name = "redis%d" % (i + 1)
-            out.append(s)
-        return out
-
-    def run(name, fn, n):
-        servers = fresh(n)
-        try:
-            check(name, fn, servers)
-        finally:
-            for s in servers:
-                if s.proc.poll() is None:
-                    s.kill()
+    run = harness.run_with_servers
 
     run("reload refusals: bad file, listen, server_connections, hash, no admin",
         t_refusals, 2)
