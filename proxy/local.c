@@ -169,10 +169,25 @@ static void cmd_auth(struct client *c, struct req *r, struct args *a)
     }
 }
 
+/* Set c's name as CLIENT SETNAME and HELLO SETNAME do, or answer r with
+ * redis-server's error for a name it refuses: false then. An empty name
+ * removes it. */
+static bool set_name(struct client *c, struct req *r, const char *n, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (n[i] < '!' || n[i] > '~') {
+            client_reply_error(c, r, "ERR Client names cannot contain spaces, newlines "
+                               "or special characters.");
+            return false;
+        }
+    free(client_rare(c)->name);
+    c->rare->name = len > 0 ? xstrndup(n, len) : NULL;
+    return true;
+}
+
 static void cmd_hello(struct client *c, struct req *r, struct args *a)
 {
     long long ver = 2;
-    char *setname = NULL;
 
     if (a->argc >= 2 && !parse_ll(a, 1, &ver)) {
         client_reply_error(c, r, "ERR Protocol version is not an integer or out of range");
@@ -187,22 +202,22 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
             if (c->pool->conf->redis_auth != NULL ? !password_ok(c, a, i + 1, i + 2)
                                                   : !args_is(a, i + 1, "default")) {
                 client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
-                free(setname);
                 return;
             }
             c->authed = 1;
             i += 2;
         } else if (args_is(a, i, "setname") && i + 1 < a->argc) {
+            /* As redis-server 7.0: each name is checked and set as it comes,
+             * even before AUTH (it is the client's own connection's). */
             size_t len;
             const char *n = args_get(a, ++i, &len);
-            free(setname);
-            setname = xstrndup(n, len);
+            if (!set_name(c, r, n, len))
+                return;
         } else {
             size_t len;
             const char *opt = args_get(a, i, &len);
             client_reply_error(c, r, "ERR Syntax error in HELLO option '%.*s'",
                                (int)(len < 128 ? len : 128), opt);
-            free(setname);
             return;
         }
     }
@@ -211,18 +226,13 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
                            "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
                            "option can be used to authenticate the client and select the "
                            "RESP protocol version at the same time");
-        free(setname);
         return;
     }
     if (ver == 3) {
         client_reply_error(c, r, "NOPROTO shardis speaks RESP2 only: use HELLO 2");
-        free(setname);
         return;
     }
-    if (setname != NULL) {
-        free(client_rare(c)->name);
-        c->rare->name = setname;
-    }
+
     reply_fmt(c, r, "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$%zu\r\n%s\r\n"
               "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:%llu\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
               "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n",
@@ -259,15 +269,8 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             return;
         }
         const char *n = args_get(a, 2, &len);
-        for (size_t i = 0; i < len; i++)
-            if (n[i] < '!' || n[i] > '~') {
-                client_reply_error(c, r, "ERR Client names cannot contain spaces, newlines "
-                                   "or special characters.");
-                return;
-            }
-        free(client_rare(c)->name);
-        c->rare->name = len > 0 ? xstrndup(n, len) : NULL;
-        reply_ok(c, r);
+        if (set_name(c, r, n, len))
+            reply_ok(c, r);
     } else if (args_is(a, 1, "getname")) {
         if (client_name(c) == NULL)
             client_reply(c, r, "$-1\r\n", 5);

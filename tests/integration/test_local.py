@@ -95,6 +95,27 @@ def t_hello_time(rs):
     harness.t_exit_clean(px)
 
 
+def t_hello_setname_checked(rs):
+    """HELLO ... SETNAME checks the name as CLIENT SETNAME does (a name with
+    a space or a newline would break CLIENT INFO and CLIENT LIST), each as
+    it comes, with redis-server's replies; an empty name removes it."""
+    px = Shardis("helloname", [rs])
+    for args in (["HELLO", "2", "SETNAME", "a b"], ["HELLO", "2", "SETNAME", "x\ny"],
+                 ["HELLO", "2", "SETNAME", "ok", "SETNAME", "no good"],
+                 ["HELLO", "2", "SETNAME", "fine"], ["HELLO", "2", "SETNAME", ""]):
+        c, d = Raw(px.port), Raw(rs.port)
+        got, want = c.cmd(*args), d.cmd(*args)
+        if want.startswith(b"-"):
+            expect_eq(got, want, "%r" % (args,))
+        else:
+            expect(got.startswith(b"*14\r\n"), "%r: %r" % (args, got[:40]))
+        expect_eq(c.cmd("CLIENT", "GETNAME"), d.cmd("CLIENT", "GETNAME"),
+                  "CLIENT GETNAME after %r" % (args,))
+        c.close()
+        d.close()
+    harness.t_exit_clean(px)
+
+
 # ---- PUNSUBSCRIBE of a long pattern ----------------------------------------------------
 
 def t_punsubscribe_long(rs):
@@ -241,6 +262,8 @@ def body():
     check("CLIENT INFO after a 600-byte (and 100 KB) CLIENT SETNAME: exact, as redis-server",
           t_client_info, rs)
     check("HELLO 2 SETNAME of 5 KB and TIME: whole replies", t_hello_time, rs)
+    check("HELLO SETNAME refuses what CLIENT SETNAME refuses, as redis-server",
+          t_hello_setname_checked, rs)
     check("PUNSUBSCRIBE / UNSUBSCRIBE of a 1 MB name reach the server well formed",
           t_punsubscribe_long, rs)
     check("COMMAND LIST FILTERBY PATTERN matches as redis-server does", t_pattern_like_redis, rs)
