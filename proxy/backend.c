@@ -32,6 +32,7 @@
 
 #include "idgen/idgen.h"
 #include "proxy/core.h"
+#include "proxy/gate.h"
 #include "proxy/log.h"
 #include "proxy/util.h"
 
@@ -114,6 +115,8 @@ static void dedicated_free(struct backend *b)
 {
     struct pool *p = b->pool;
 
+    if (b->transient && b->owner != NULL)
+        gate_conn_gone(b->owner, b);    /* requests waiting to go on it */
     TAILQ_REMOVE(&p->dedicated, b, link);
     p->ndedicated--;
     if (b->spare)

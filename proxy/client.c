@@ -13,9 +13,11 @@
  * read: a client may write its whole pipeline before it reads a reply (a
  * bulk loader does), and holding back its reads while it is blocked
  * writing to us would leave neither side moving. Like redis-server, the
- * proxy reads on and keeps the replies, and a client with more than
- * CLIENT_HARD_BYTES of them unread is closed, with a log line, as
- * redis-server's client-output-buffer-limit does. Waiting replies cost
+ * proxy reads on and keeps the replies. What one client may make it keep
+ * is bounded the way redis-server's client-output-buffer-limit bounds it
+ * (client_over_limit): a client with more than CLIENT_HARD_BYTES unread,
+ * or more than CLIENT_SOFT_BYTES for CLIENT_SOFT_MS on end, is closed with
+ * a log line; one reply of any size is always let through. Waiting replies cost
  * their bytes and little more: each one done behind another done one
  * joins it (client_fold), so a million waiting "+OK"s are one request
  * object and a few chunks, not a million of each.
@@ -35,7 +37,9 @@
 
 #define CLIENT_PAUSE_REQS    4096        /* stop reading above this many in flight */
 #define CLIENT_RESUME_REQS   1024
-#define CLIENT_HARD_BYTES    (256u << 20) /* unread replies beyond one: close */
+#define CLIENT_SOFT_BYTES    (256u << 20) /* unread replies: close if over this ... */
+#define CLIENT_SOFT_MS       10000       /* ... this long on end, */
+#define CLIENT_HARD_BYTES    (1024u << 20) /* or over this at once */
 #define CLIENT_IOV_MAX       1024
 #define CLIENT_FOLD_COPY     512         /* waiting replies up to this long are copied */
 
@@ -333,6 +337,28 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- writing ------------------------------------------------------------------ */
 
+/* Whether c keeps more unread replies than a client may: checked when a
+ * reply is added, as redis-server checks its limits. A client reading
+ * behind a pipeline of large values goes over the soft limit for a while;
+ * one that does not read stays over it. */
+static bool client_over_limit(struct client *c)
+{
+    uint64_t now = uv_now(proxy.loop);
+
+    if (c->rsp_bytes <= CLIENT_SOFT_BYTES) {
+        if (c->rare != NULL)
+            c->rare->soft_since = 0;
+        return false;
+    }
+    if (c->rsp_bytes > CLIENT_HARD_BYTES)
+        return true;
+    if (client_rare(c)->soft_since == 0) {
+        c->rare->soft_since = now;
+        return false;
+    }
+    return now - c->rare->soft_since >= CLIENT_SOFT_MS;
+}
+
 static void client_fold(struct client *c, struct req *r);
 
 void req_done(struct req *r)
@@ -355,12 +381,11 @@ void req_done(struct req *r)
     if (c->pin != NULL && r->backend == c->pin)
         pin_check(c);
     c->rsp_bytes += r->rsp.len;
-    if (c->rsp_bytes > CLIENT_HARD_BYTES && c->rsp_bytes > r->rsp.len) {
-        /* One reply of any size is let through (a 512 MB value must be
-         * readable); more than the limit of them is not. */
-        log_warn("client %llu: %zu reply bytes unread, over the %u MiB limit; closing it "
-                 "(as redis-server's client-output-buffer-limit)",
-                 (unsigned long long)c->id, c->rsp_bytes, CLIENT_HARD_BYTES >> 20);
+    if (c->rsp_bytes > r->rsp.len && client_over_limit(c)) {
+        log_warn("client %llu: %zu reply bytes unread, over the limit (%u MiB for %d s, or "
+                 "%u MiB); closing it, as redis-server's client-output-buffer-limit does",
+                 (unsigned long long)c->id, c->rsp_bytes, CLIENT_SOFT_BYTES >> 20,
+                 CLIENT_SOFT_MS / 1000, CLIENT_HARD_BYTES >> 20);
         client_close(c);
         return;
     }
@@ -407,12 +432,14 @@ static void client_fold(struct client *c, struct req *r)
 {
     struct req *prev = TAILQ_PREV(r, req_list, cq), *next;
 
-    if (prev != NULL && prev->done && !prev->in_write &&
+    /* Nothing joins a reply after which the client is closed (QUIT): what
+     * comes after it is never written. */
+    if (prev != NULL && prev->done && !prev->in_write && !prev->quit &&
         prev->rsp.n + r->rsp.n + 1 <= CLIENT_IOV_MAX) {
         fold(c, prev, r);
         r = prev;
     }
-    while ((next = TAILQ_NEXT(r, cq)) != NULL && next->done &&
+    while (!r->quit && (next = TAILQ_NEXT(r, cq)) != NULL && next->done &&
            r->rsp.n + next->rsp.n + 1 <= CLIENT_IOV_MAX)
         fold(c, r, next);
 }

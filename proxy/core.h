@@ -128,6 +128,7 @@ struct req {
     unsigned        pinned:1;   /* must run on its client's pinned connection */
     unsigned        front:1;    /* gate.c: sent again, ahead of what waits */
     unsigned        before_hold:1; /* gate.c: later requests of its client wait for it */
+    unsigned        hold_on_send:1;/* gate.c: ... from when it is sent */
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
@@ -207,6 +208,7 @@ struct client_rare {
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
     struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
     uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
+    uint64_t     soft_since;    /* client.c: loop ms since over the soft limit; 0 not */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
 };

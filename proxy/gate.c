@@ -5,13 +5,17 @@
  *
  *   moving    its keys are moving after a reload (mig.c) and must reach
  *             their new owner first (r->migs > 0);
- *   hold      the client has requests that everything after them must wait
- *             for (rare->hold_waits): a blocking command it sent (on one
- *             redis-server nothing a client sends after BLPOP runs before
- *             BLPOP returns, whatever server it would run on here), and,
- *             when it is given a connection of its own (a transaction, WAIT),
- *             its requests still unanswered on other connections, which
- *             must not run after what it sends on the new one;
+ *   hold      the client has requests sent and not answered that everything
+ *             after them must wait for (rare->hold_waits): a blocking
+ *             command (on one redis-server nothing a client sends after
+ *             BLPOP runs before BLPOP returns, whatever server it would run
+ *             on here), and, when it is given a connection of its own (a
+ *             transaction, WAIT), its requests still unanswered elsewhere,
+ *             which must not run after what it sends on the new one. Only
+ *             what has been sent is held (a request still waiting here
+ *             joins the hold when it goes: r->hold_on_send), so what the
+ *             hold waits for is always on its way to an answer; a request
+ *             is never held back by its own split request;
  *   unblock   the connection it goes to has a CLIENT UNBLOCK aimed at the
  *             command waiting there (mig.c): nothing new runs there before
  *             that lands, or the new command would be the one unblocked;
@@ -27,11 +31,12 @@
  * the client's usual connection for that server (the client's own pinned
  * one if it has one there by then, else a shared one), the client's pinned
  * connection and no other (a transaction's or a blocking command's), or a
- * one-off connection of the request's own (WAIT's). The connection is
- * looked up when the request is sent, so a waiting request never holds a
- * pointer to a connection its client may give back meanwhile (and another
- * client then take). A one-off connection is only released once idle after
- * a reply, which cannot come while its request still waits here.
+ * one-off connection of the request's own (WAIT's, SCRIPT KILL's). The
+ * first two are looked up when the request is sent, so a waiting request
+ * never holds a pointer to a connection its client may give back
+ * meanwhile (and another client then take). A one-off connection belongs
+ * to its client until released; if it fails and is freed while requests
+ * wait for it, gate_conn_gone answers them first.
  *
  * A request routed by a ring that a reload has since replaced is not sent
  * by that route: it is told -TRYAGAIN (its transaction is discarded). */
@@ -59,20 +64,45 @@ static void hold_add(struct client *c, struct req *r)
     }
 }
 
+static void hold_remove(struct client *c, struct req *r)
+{
+    if (r->before_hold) {
+        r->before_hold = 0;
+        c->rare->hold_waits--;
+    }
+}
+
+/* Whether r, or a fragment of it, still waits here (not all of it sent). */
+static bool waiting(const struct client *c, const struct req *r)
+{
+    struct req *x;
+
+    if (!c->gated)
+        return false;
+    TAILQ_FOREACH(x, &c->rare->gate, bq)
+        if (x == r || x->parent == r)
+            return true;
+    return false;
+}
+
 void gate_hold(struct client *c, struct req *r)
 {
-    for (struct req *x = TAILQ_FIRST(&c->reqs); x != NULL && x != r; x = TAILQ_NEXT(x, cq))
-        if (!x->done)
+    for (struct req *x = TAILQ_FIRST(&c->reqs); x != NULL && x != r; x = TAILQ_NEXT(x, cq)) {
+        if (x->done)
+            continue;
+        if (waiting(c, x))
+            x->hold_on_send = 1;    /* held from when it goes */
+        else
             hold_add(c, x);
+    }
 }
 
 void gate_answered(struct client *c, struct req *r)
 {
     if (!r->before_hold)
         return;
-    r->before_hold = 0;
-    if (--c->rare->hold_waits == 0)
-        gate_kick(c);
+    hold_remove(c, r);
+    gate_kick(c);                   /* a fragment of a held request may go now */
 }
 
 /* ---- sending ----------------------------------------------------------------------- */
@@ -92,12 +122,12 @@ static struct backend *target(struct client *c, struct req *r)
 }
 
 /* Send r on b now. A blocking command holds every later request of its
- * client until it returns. */
+ * client until it returns, and so does one a hold was taken behind. */
 static void go(struct client *c, struct req *r, struct backend *b)
 {
     struct req *t = top(r);
 
-    if (t->blocking && t->client == c)
+    if (t->client == c && (t->blocking || t->hold_on_send))
         hold_add(c, t);
     backend_send(b, r);
 }
@@ -108,8 +138,8 @@ static bool may_go(struct client *c, struct req *r, struct backend *b)
 
     if (r->migs > 0)
         return false;
-    /* What the hold waits for, other than r itself (a blocking command
-     * sent again after a reload is in its own hold). */
+    /* What the hold waits for, but r's own request (the rest of a split
+     * request whose first fragments went). */
     if (rare != NULL && rare->hold_waits > top(r)->before_hold)
         return false;
     return b == NULL || !b->unblocking;
@@ -132,11 +162,14 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
     c->gated = 1;
     r->gated = 1;
     /* A request sent again (a blocking command after a reload) is older
-     * than everything waiting. */
-    if (front)
+     * than everything waiting, and not on its way any more: it leaves the
+     * hold until it goes again. */
+    if (front) {
+        hold_remove(c, r);
         TAILQ_INSERT_HEAD(&rare->gate, r, bq);
-    else
+    } else {
         TAILQ_INSERT_TAIL(&rare->gate, r, bq);
+    }
     gate_kick(c);
 }
 
@@ -145,7 +178,7 @@ void gate_tryagain(struct client *c, struct req *r)
     if (c != NULL && !c->closing) {
         client_reply_error(c, r, "TRYAGAIN resharding, retry");
         mig_told_tryagain(c->pool);
-        if (c->multi)
+        if (r->in_tx)               /* a command queued in the open transaction */
             c->tx_abort = 1;
     }
     req_done(r);
@@ -214,6 +247,30 @@ void gate_kick(struct client *c)
         c->gated = 0;
         pin_check(c);
     }
+}
+
+void gate_conn_gone(struct client *c, struct backend *b)
+{
+    struct req *r, *next;
+
+    if (!c->gated || c->closing)
+        return;
+    for (r = TAILQ_FIRST(&c->rare->gate); r != NULL; r = next) {
+        next = TAILQ_NEXT(r, bq);
+        if (r->via != GATE_CONN || r->backend != b)
+            continue;
+        TAILQ_REMOVE(&c->rare->gate, r, bq);
+        r->gated = 0;
+        r->backend = NULL;
+        if (r->client == NULL && r->parent == NULL) {
+            req_maybe_free(r);      /* the proxy's own (WAIT's marker) */
+            continue;
+        }
+        client_reply_error(c, r, "ERR backend %s unavailable: %s",
+                           c->pool->servers[b->server].label, b->reason);
+        req_done(r);
+    }
+    gate_kick(c);
 }
 
 /* A request of a client that went away: done with it. */

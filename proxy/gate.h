@@ -27,6 +27,9 @@ void gate_answered(struct client *c, struct req *r);
 void gate_kick(struct client *c);
 /* r cannot go as routed: -TRYAGAIN (its transaction aborts). */
 void gate_tryagain(struct client *c, struct req *r);
+/* b, a one-off connection of c's, fails and is freed: what waits for it
+ * is answered with its failure. */
+void gate_conn_gone(struct client *c, struct backend *b);
 /* A waiting request whose client went away, once nothing else holds it. */
 void gate_drop(struct req *r);
 void gate_client_gone(struct client *c);

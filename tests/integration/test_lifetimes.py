@@ -93,15 +93,20 @@ def t_pipeline_before_reading(rs):
 
 
 def t_unread_replies_limit(rs):
-    """A client that pipelines GETs of a 1 MB value and never reads is
-    closed past the limit (256 MiB), with a log line; the proxy gives the
-    memory back."""
+    """A client that pipelines GETs of a 1 MB value and never reads keeps
+    over 256 MiB unread: closed once that has lasted 10 s (redis-server's
+    soft client-output-buffer-limit), with a log line, when its next reply
+    comes; the proxy goes on."""
     px = Shardis("hog", rs)
     px.client.set("big", b"x" * (1 << 20))
     s = small_rcvbuf_socket(px.port)
-    s.sendall(harness.enc("GET", "big") * 400)
+    s.sendall(harness.enc("GET", "big") * 300)
+    time.sleep(3)
+    expect("over the limit" not in log_text(px), "closed before 10 s over the soft limit")
+    time.sleep(8)
+    s.sendall(harness.enc("GET", "big"))
     until("the proxy closes the client that does not read",
-          lambda: "over the 256 MiB limit" in log_text(px), timeout=30)
+          lambda: "over the limit" in log_text(px), timeout=10)
     s.settimeout(5)
     closed = False
     try:
@@ -260,6 +265,86 @@ def t_publish_waits(rs):
     harness.t_exit_clean(px)
 
 
+def replies_of(port, cmds, timeout=4.0):
+    """Pipeline cmds on a fresh connection; every reply, or Fail naming
+    what came before the one that did not."""
+    c = harness.Raw(port, timeout=timeout)
+    c.send(b"".join(harness.enc(*x) for x in cmds))
+    out = []
+    try:
+        for _ in cmds:
+            out.append(c.reply())
+    except Fail as e:
+        raise Fail("%r: got %r, then %s" % (cmds, out, e))
+    finally:
+        c.close()
+    return out
+
+
+def t_pipelines_answered(rs):
+    """Blocking commands, WAIT, transactions and plain commands pipelined in
+    one write are all answered: the hold waits only for what was sent (a
+    request still waiting at the gate once held everything behind it)."""
+    px = Shardis("pipes", rs)
+    for cmds in ([("BLPOP", "nolist", "1"), ("GET", "a"), ("WAIT", "0", "0")],
+                 [("WAIT", "1", "300"), ("GET", "a"), ("MULTI",), ("SET", "k", "v"), ("EXEC",)],
+                 [("WAIT", "1", "300"), ("GET", "a"), ("BLPOP", "l", "1")],
+                 [("BLPOP", "l", "1"), ("GET", "a"), ("GET", "b"), ("WAIT", "0", "0")],
+                 [("GET", "a"), ("MGET", "a", "b", "c", "d"), ("WAIT", "0", "0"), ("GET", "b")]):
+        replies_of(px.port, cmds)
+    harness.t_exit_clean(px)
+
+
+def t_moving_then_multi(rs):
+    """While keys move (the mover paused, so they move on touch): two GETs of
+    moving keys then a transaction, pipelined: every reply comes."""
+    px = Shardis("movmulti", rs[:2], admin_commands="true", migration_rate=1)
+    keys = ["k:%d" % i for i in range(300)]
+    pipe = px.client.pipeline(transaction=False)
+    for k in keys:
+        pipe.set(k, "v")
+    pipe.execute()
+    before = {k: px.client.execute_command("SHARD.WHEREIS", k).decode() for k in keys}
+    write_servers(px, rs[:3])
+    after = locate(px.conf, keys)
+    moving = [k for k in keys if before[k] != after[k]]
+    reload(px, 1)
+    px.client.execute_command("SHARD.MIGRATION", "PAUSE")
+    out = replies_of(px.port, [("GET", moving[0]), ("GET", moving[1]), ("MULTI",),
+                               ("SET", "{t}x", "1"), ("EXEC",)])
+    expect_eq(out[:2], [harness.bulk(b"v")] * 2, "the moving keys")
+    expect_eq(out[4], b"*1\r\n+OK\r\n", "EXEC")
+    px.client.execute_command("SHARD.MIGRATION", "RESUME")
+    wait_stable(px, servers=rs)
+    harness.t_exit_clean(px)
+
+
+BUSY = ("local s = tonumber(redis.call('TIME')[1]) "
+        "while tonumber(redis.call('TIME')[1]) - s < 2 do end return 1")
+
+
+def t_wait_conn_dies(rs):
+    """WAIT behind a 2 s script waits at the gate for connections of its
+    own; one of their servers dies meanwhile: WAIT gets that server's
+    error, and the proxy reads no freed connection (ASan)."""
+    px = Shardis("waitdies", rs, timeout=10000)
+    ka = px.keys_on("a", 0)[0]
+    kb = px.keys_on("b", 1)[0]
+    for k in (ka, kb):                  # spare connections to both, for WAIT
+        replies_of(px.port, [("MULTI",), ("SET", k, "1"), ("EXEC",)])
+    c = harness.Raw(px.port, timeout=8)
+    c.send(harness.enc("EVAL", BUSY, "1", ka) + harness.enc("WAIT", "0", "0"))
+    time.sleep(0.5)
+    rs[1].kill()
+    expect_eq(c.reply(), b":1\r\n", "the script")
+    w = c.reply()
+    expect(w.startswith(b"-ERR backend redis2 unavailable") or w.startswith(b":"),
+           "WAIT: %r" % w)
+    c.close()
+    expect_eq(px.client.get(ka), b"1", "another command, after")
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
 
@@ -273,6 +358,12 @@ def body():
         t_blpop_many_keys_reissued, 4)
     run("a PUBLISH pipelined after a SET waiting for its key to move waits too",
         t_publish_waits, 4)
+    run("blocking commands, WAIT and transactions pipelined together are all answered",
+        t_pipelines_answered, 2)
+    run("two GETs of moving keys then a transaction, pipelined: all answered",
+        t_moving_then_multi, 3)
+    run("WAIT waiting for connections of its own whose server dies gets its error",
+        t_wait_conn_dies, 2)
 
 
 if __name__ == "__main__":
