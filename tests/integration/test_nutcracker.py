@@ -166,27 +166,39 @@ def shardis_locate(shardis, conf, keys, servers, ports):
 def run_variant(args, tmp, ports, backends, variant, keys, shardis_servers=None):
     """Returns the keys shardis places elsewhere than nutcracker did."""
     servers = variant[3]
-    listen, stats = free_port(), free_port()
-    conf = os.path.join(tmp, "nutcracker.yml")
-    with open(conf, "w") as f:
-        f.write(conf_text(variant, listen, servers, ports))
-    shardis_conf = conf
-    if shardis_servers is not None:  # --self-check: shardis gets a wrong yml
-        shardis_conf = os.path.join(tmp, "shardis.yml")
-        with open(shardis_conf, "w") as f:
-            f.write(conf_text(variant, listen, shardis_servers, ports))
-    for c in {conf, shardis_conf}:
-        p = subprocess.run([args.shardis, "-c", c, "-t"], capture_output=True, timeout=30)
-        if p.returncode != 0:
-            raise RuntimeError("shardis -t rejects %s: %s" % (c, p.stderr.decode()))
     for r in backends:
         r.flushall()
     log = os.path.join(tmp, "nutcracker.log")
-    open(log, "w").close()
-    nc = start([args.nutcracker, "-c", conf, "-s", str(stats), "-a", HOST,
-                "-o", log, "-v", "4"], log)
+    # A free port can be taken by another process between the probe and
+    # nutcracker's bind: then try another (and say so if all are lost).
+    for attempt in range(3):
+        listen, stats = free_port(), free_port()
+        conf = os.path.join(tmp, "nutcracker.yml")
+        with open(conf, "w") as f:
+            f.write(conf_text(variant, listen, servers, ports))
+        shardis_conf = conf
+        if shardis_servers is not None:  # --self-check: shardis gets a wrong yml
+            shardis_conf = os.path.join(tmp, "shardis.yml")
+            with open(shardis_conf, "w") as f:
+                f.write(conf_text(variant, listen, shardis_servers, ports))
+        if attempt == 0:
+            for c in {conf, shardis_conf}:
+                p = subprocess.run([args.shardis, "-c", c, "-t"], capture_output=True,
+                                   timeout=30)
+                if p.returncode != 0:
+                    raise RuntimeError("shardis -t rejects %s: %s" % (c, p.stderr.decode()))
+        open(log, "w").close()
+        nc = start([args.nutcracker, "-c", conf, "-s", str(stats), "-a", HOST,
+                    "-o", log, "-v", "4"], log)
+        try:
+            wait_port(listen, nc, "nutcracker", [log])
+            break
+        except RuntimeError:
+            stop(nc)
+            with open(log, errors="replace") as f:
+                if attempt == 2 or "Address already in use" not in f.read():
+                    raise
     try:
-        wait_port(listen, nc, "nutcracker", [log])
         bad = set_all(listen, keys)
         if bad:
             raise RuntimeError("nutcracker refused %d SETs, e.g. %r" % (len(bad), bad[:3]))
