@@ -8,16 +8,21 @@
  * their replies arrive.
  *
  * Backpressure: a client stops being read while too many of its requests
- * are in flight (forwarded, or waiting to be), and is read again as the
- * backends answer them. Replies it has not read yet never stop it being
+ * are in flight (forwarded, or waiting to be: 1,024), and is read again as
+ * the backends answer them. Replies it has not read yet never stop it being
  * read: a client may write its whole pipeline before it reads a reply (a
  * bulk loader does), and holding back its reads while it is blocked
  * writing to us would leave neither side moving. Like redis-server, the
- * proxy reads on and keeps the replies. What one client may make it keep
- * is bounded the way redis-server's client-output-buffer-limit bounds it
- * (client_over_limit): a client with more than CLIENT_HARD_BYTES unread,
- * or more than CLIENT_SOFT_BYTES for CLIENT_SOFT_MS on end, is closed with
- * a log line; one reply of any size is always let through. Waiting replies cost
+ * proxy reads on and keeps the replies, up to a bound: a client with more
+ * than CLIENT_STALL_BYTES of replies unread is no longer read from (it
+ * asks for no more), and is read again below CLIENT_RESUME_BYTES. One that
+ * takes no byte of them for CLIENT_STALL_MS meanwhile is closed, with a
+ * log line (client_check_stalled): it does not read, or it is blocked
+ * writing to us, and either way waiting longer helps nobody. Over
+ * CLIENT_HARD_BYTES it is closed at once. This is redis-server's
+ * client-output-buffer-limit, which leaves normal clients unbounded by
+ * default; a client reading behind a pipeline of large values is never
+ * closed, and one reply of any size always passes. Waiting replies cost
  * their bytes and little more: each one done behind another done one
  * joins it (client_fold), so a million waiting "+OK"s are one request
  * object and a few chunks, not a million of each.
@@ -35,11 +40,12 @@
 #include "proxy/log.h"
 #include "proxy/util.h"
 
-#define CLIENT_PAUSE_REQS    4096        /* stop reading above this many in flight */
-#define CLIENT_RESUME_REQS   1024
-#define CLIENT_SOFT_BYTES    (256u << 20) /* unread replies: close if over this ... */
-#define CLIENT_SOFT_MS       10000       /* ... this long on end, */
-#define CLIENT_HARD_BYTES    (1024u << 20) /* or over this at once */
+#define CLIENT_PAUSE_REQS    1024        /* stop reading above this many in flight */
+#define CLIENT_RESUME_REQS   256
+#define CLIENT_STALL_BYTES   (256u << 20) /* unread replies: stop reading the client */
+#define CLIENT_RESUME_BYTES  (128u << 20) /* ... read it again below this */
+#define CLIENT_STALL_MS      10000       /* stopped, and took nothing this long: close */
+#define CLIENT_HARD_BYTES    (1024u << 20) /* unread replies beyond one: close */
 #define CLIENT_IOV_MAX       1024
 #define CLIENT_FOLD_COPY     512         /* waiting replies up to this long are copied */
 
@@ -253,9 +259,18 @@ static void client_pause(struct client *c)
 
 static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
+/* Whether c has as many requests in flight as it may. Their replies are
+ * what may still come once it stops being read for unread replies, so
+ * this also bounds how far past CLIENT_STALL_BYTES it can go. */
+static bool client_busy(const struct client *c, bool resuming)
+{
+    return c->inflight > (resuming ? CLIENT_RESUME_REQS : CLIENT_PAUSE_REQS);
+}
+
 static void client_resume(struct client *c)
 {
-    if (!c->reading && !c->closing && !c->quitting && c->inflight <= CLIENT_RESUME_REQS) {
+    if (!c->reading && !c->closing && !c->quitting && !client_busy(c, true) &&
+        (c->rare == NULL || c->rare->stalled_ms == 0)) {
         if (uv_read_start(&c->h.stream, client_alloc_cb, client_read_cb) == 0)
             c->reading = 1;
     }
@@ -331,32 +346,47 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     rstream_trim(&c->in, resp_req_idle(&c->scan) ? c->in.rx : c->scan.start);
     if (resp_req_idle(&c->scan))
         resp_req_free(&c->scan);
-    if (c->inflight > CLIENT_PAUSE_REQS)
+    if (client_busy(c, false))
         client_pause(c);
 }
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* Whether c keeps more unread replies than a client may: checked when a
- * reply is added, as redis-server checks its limits. A client reading
- * behind a pipeline of large values goes over the soft limit for a while;
- * one that does not read stays over it. */
-static bool client_over_limit(struct client *c)
+/* c has more unread replies than it may: read it no more (it asks for no
+ * more replies) and watch that it takes some (client_check_stalled). */
+static void client_stall(struct client *c)
 {
-    uint64_t now = uv_now(proxy.loop);
+    struct client_rare *rare = client_rare(c);
 
-    if (c->rsp_bytes <= CLIENT_SOFT_BYTES) {
-        if (c->rare != NULL)
-            c->rare->soft_since = 0;
-        return false;
+    client_pause(c);
+    rare->stalled_ms = uv_now(proxy.loop);
+    rare->client = c;
+    TAILQ_INSERT_TAIL(&proxy.stalled, rare, stalled);
+}
+
+static void client_unstall(struct client *c)
+{
+    if (c->rare != NULL && c->rare->stalled_ms != 0) {
+        TAILQ_REMOVE(&proxy.stalled, c->rare, stalled);
+        c->rare->stalled_ms = 0;
     }
-    if (c->rsp_bytes > CLIENT_HARD_BYTES)
-        return true;
-    if (client_rare(c)->soft_since == 0) {
-        c->rare->soft_since = now;
-        return false;
+}
+
+void client_check_stalled(uint64_t now)
+{
+    struct client_rare *rare, *next;
+
+    for (rare = TAILQ_FIRST(&proxy.stalled); rare != NULL; rare = next) {
+        next = TAILQ_NEXT(rare, stalled);
+        struct client *c = rare->client;
+        if (now - rare->stalled_ms < CLIENT_STALL_MS)
+            continue;
+        log_warn("client %llu: %zu reply bytes unread, over the limit (%u MiB), and none "
+                 "taken for %d s; closing it, as redis-server's client-output-buffer-limit "
+                 "does", (unsigned long long)c->id, c->rsp_bytes, CLIENT_STALL_BYTES >> 20,
+                 CLIENT_STALL_MS / 1000);
+        client_close(c);            /* (takes it off the list) */
     }
-    return now - c->rare->soft_since >= CLIENT_SOFT_MS;
 }
 
 static void client_fold(struct client *c, struct req *r);
@@ -381,16 +411,17 @@ void req_done(struct req *r)
     if (c->pin != NULL && r->backend == c->pin)
         pin_check(c);
     c->rsp_bytes += r->rsp.len;
-    if (c->rsp_bytes > r->rsp.len && client_over_limit(c)) {
-        log_warn("client %llu: %zu reply bytes unread, over the limit (%u MiB for %d s, or "
-                 "%u MiB); closing it, as redis-server's client-output-buffer-limit does",
-                 (unsigned long long)c->id, c->rsp_bytes, CLIENT_SOFT_BYTES >> 20,
-                 CLIENT_SOFT_MS / 1000, CLIENT_HARD_BYTES >> 20);
+    if (c->rsp_bytes > CLIENT_HARD_BYTES && c->rsp_bytes > r->rsp.len) {
+        log_warn("client %llu: %zu reply bytes unread, over the limit (%u MiB); closing it, "
+                 "as redis-server's client-output-buffer-limit does",
+                 (unsigned long long)c->id, c->rsp_bytes, CLIENT_HARD_BYTES >> 20);
         client_close(c);
         return;
     }
+    if (c->rsp_bytes > CLIENT_STALL_BYTES && (c->rare == NULL || c->rare->stalled_ms == 0))
+        client_stall(c);
     client_fold(c, r);
-    if (!c->reading && c->inflight <= CLIENT_RESUME_REQS)
+    if (!c->reading)
         client_resume(c);
     client_ready(c);
 }
@@ -458,6 +489,12 @@ static void client_written(struct client *c, int status)
         r->client = NULL;
         msg_release(&r->rsp);
         req_maybe_free(r);
+    }
+    if (c->rare != NULL && c->rare->stalled_ms != 0) {
+        if (c->rsp_bytes <= CLIENT_RESUME_BYTES)
+            client_unstall(c);      /* read again below */
+        else
+            c->rare->stalled_ms = uv_now(proxy.loop);   /* it takes them: not stuck */
     }
     if (TAILQ_EMPTY(&c->reqs) && c->lbuf != NULL) {
         /* Idle: keep no chunk for local replies (the next takes one from the pool). */
@@ -567,6 +604,7 @@ void client_close(struct client *c)
     }
     c->pool->nclients--;
     proxy.nclients--;
+    client_unstall(c);
     gate_client_gone(c);
     pin_client_gone(c);
     pubsub_client_gone(c);

@@ -208,7 +208,10 @@ struct client_rare {
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
     struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
     uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
-    uint64_t     soft_since;    /* client.c: loop ms since over the soft limit; 0 not */
+    uint64_t     stalled_ms;    /* client.c: not read for unread replies, since (or
+                                   since it last took some); 0 when read */
+    TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while stalled_ms != 0 */
+    struct client *client;      /* its client (set while on proxy.stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
 };
@@ -218,6 +221,9 @@ struct client_rare *client_rare(struct client *c);
 const char *client_name(const struct client *c);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
+/* Close the clients that have taken none of their unread replies for too
+ * long (client.c's limits), from the proxy's tick. */
+void client_check_stalled(uint64_t now);
 /* Append r to c's requests, in flight until req_done. */
 void client_queue(struct client *c, struct req *r);
 /* r's reply is complete in r->rsp: account for it and write when its turn
@@ -371,6 +377,7 @@ struct proxy {
     uv_timer_t        ticker;       /* request deadlines */
     uv_signal_t       sigterm, sigint, sighup;
     TAILQ_HEAD(, client)  dirty_clients;
+    TAILQ_HEAD(, client_rare) stalled;  /* clients not read for their unread replies */
     TAILQ_HEAD(, backend) dirty_backends;
     uint64_t          next_client_id;
     uint64_t          started_ms;

@@ -105,6 +105,7 @@ static void tick_cb(uv_timer_t *t)
 
     (void)t;
     idle_check(now);
+    client_check_stalled(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         /* (Even with every server ejected, when the pool routes by the
@@ -611,6 +612,7 @@ int proxy_run(struct conf *cf)
     proxy.started_ms = uv_now(proxy.loop);
     TAILQ_INIT(&proxy.dirty_clients);
     TAILQ_INIT(&proxy.dirty_backends);
+    TAILQ_INIT(&proxy.stalled);
     signal(SIGPIPE, SIG_IGN);
 
     proxy.npools = cf->npools;
