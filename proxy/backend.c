@@ -9,12 +9,12 @@
  * Every client's requests for a server share its connection: requests are
  * queued (sendq), written together once per loop turn (writeq while the
  * write is in flight), and wait in pendq for their replies, which arrive
- * in the same order. The handshake is queued ahead of everything as
- * internal requests whose replies the proxy reads itself: AUTH and SELECT
- * (refused: the connection is no good), then INFO server (the run_id, which
- * SHARD.GENKEY's allocator uses to notice a restarted server) and SCRIPT
- * LOAD of that allocator (its SHA1, for EVALSHA). The last two may fail
- * harmlessly: GENKEY then falls back to EVAL, which reads the run_id itself.
+ * in the same order. The handshake is queued ahead of everything as the
+ * proxy's own requests (backend_queue_own): AUTH and SELECT (refused: the
+ * connection is no good), then what other modules ask of a new connection
+ * (genkey.c: its script; CLIENT ID of a dedicated one, for mig.c). The
+ * proxy's own requests carry their reply callback (req.on_reply): this
+ * file forwards bytes and never learns what a request was for.
  *
  * A failure answers every queued request with
  * "-ERR backend <server> unavailable: <reason>" and closes the connection
@@ -30,10 +30,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "idgen/idgen.h"
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/gate.h"
+#include "proxy/genkey.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
+#include "proxy/pin.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/util.h"
 
 #define BACKEND_IOV_MAX     1024
@@ -68,33 +74,18 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     TAILQ_INIT(&b->pendq);
 }
 
-/* mig.c's and group.c's own requests: their reply (empty if r failed)
- * goes to them. 1 if r was one. */
-static int elsewhere(struct backend *b, struct req *r)
-{
-    switch ((enum req_internal)r->internal) {
-    case REQ_MARKER:
-    case REQ_MIGRATE:
-    case REQ_MOVER:
-    case REQ_RECORD:
-        mig_reply(b, r);
-        return 1;
-    case REQ_GROUP:
-    case REQ_GROUP_SUB:
-        group_reply(b, r);
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/* Answer r with the backend's failure (internal requests need none). */
+/* Answer r with the backend's failure; the proxy's own requests are told
+ * with an empty reply. */
 static void answer_failed(struct backend *b, struct req *r)
 {
     struct client *c = r->parent != NULL ? r->parent->client : r->client;
 
-    if (r->internal || (c == NULL && r->parent == NULL)) {
-        elsewhere(b, r);            /* told, with no reply: it failed */
+    if (r->on_reply != NULL) {
+        r->on_reply(b, r);          /* told, with no reply: it failed */
+        req_maybe_free(r);
+        return;
+    }
+    if (c == NULL && r->parent == NULL) {
         req_maybe_free(r);
         return;
     }
@@ -230,57 +221,36 @@ static void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     rstream_buf(&b->in, buf);
 }
 
-/* Copy the value of "name:" in an INFO reply g into out (outlen bytes
- * with the NUL), or "" if it is not there. */
-static void info_field(const struct msg *g, const char *name, char *out, size_t outlen)
-{
-    char text[4096];
-    size_t n = g->len < sizeof(text) - 1 ? g->len : sizeof(text) - 1;
-    const char *at;
-
-    msg_copy(g, 0, n, text);
-    text[n] = '\0';
-    out[0] = '\0';
-    if (text[0] != '$' || (at = strstr(text, name)) == NULL)
-        return;
-    at += strlen(name);
-    n = strcspn(at, "\r\n");
-    if (n < outlen)
-        snprintf(out, outlen, "%.*s", (int)n, at);
-}
-
-/* The handshake's replies. Returns -1 if the connection is no good. */
-static int check_internal(struct backend *b, struct req *r)
+/* AUTH or SELECT: +OK, or the connection is no good. */
+static int handshake_reply(struct backend *b, struct req *r)
 {
     char first[96];
     size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
+    char why[128];
 
-    if (elsewhere(b, r))
-        return 0;
+    if (n == 0)
+        return 0;                   /* failed: the connection has failed already */
     msg_copy(&r->rsp, 0, n, first);
     first[n] = '\0';
-    switch ((enum req_internal)r->internal) {
-    case REQ_RUN_ID:
-        info_field(&r->rsp, "run_id:", b->run_id, sizeof(b->run_id));
-        return 0;
-    case REQ_SCRIPT_LOAD:
-        if (!strncmp(first, "$40\r\n", 5) && n >= 45)
-            snprintf(proxy.idgen_sha, sizeof(proxy.idgen_sha), "%.40s", first + 5);
-        return 0;
-    case REQ_CLIENT_ID:
-        if (first[0] == ':')
-            b->client_id = strtoull(first + 1, NULL, 10);
-        return 0;
-    default:
-        break;
-    }
     if (first[0] == '+')
         return 0;
     first[strcspn(first, "\r\n")] = '\0';
-    char why[128];
     snprintf(why, sizeof(why), "handshake refused: %s", first + 1);
     backend_fail(b, why);
     return -1;
+}
+
+/* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
+static int client_id_reply(struct backend *b, struct req *r)
+{
+    char first[32];
+    size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
+
+    msg_copy(&r->rsp, 0, n, first);
+    first[n] = '\0';
+    if (n > 0 && first[0] == ':')
+        b->client_id = strtoull(first + 1, NULL, 10);
+    return 0;
 }
 
 static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -320,7 +290,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             break;
 
         struct req *r = TAILQ_FIRST(&b->pendq);
-        if (b->sub && (r == NULL || !r->internal)) {
+        if (b->sub && (r == NULL || r->on_reply == NULL)) {
             pubsub_frame(b, b->framed, off);  /* a message, or a confirmation */
             b->framed = off;
             resp_rsp_reset(&b->scan);
@@ -335,9 +305,9 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         rstream_slice(&b->in, b->framed, off, &r->rsp);
         b->framed = off;
         resp_rsp_reset(&b->scan);
-        if (r->internal) {
-            if (check_internal(b, r) < 0)
-                return;
+        if (r->on_reply != NULL) {
+            if (r->on_reply(b, r) < 0)
+                return;                 /* b failed: r with it */
             msg_release(&r->rsp);
             req_maybe_free(r);
             continue;
@@ -439,17 +409,15 @@ void backend_flush(struct backend *b)
 
 /* ---- connecting ------------------------------------------------------------------ */
 
-/* Queue the proxy's own command argv[0..argc) on b, ahead of everything
- * queued (front) or behind it. */
-static void queue_internal(struct backend *b, enum req_internal kind, bool front,
-                           int argc, const char *const *argv)
+void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, int argc,
+                       const char *const *argv)
 {
     struct req *r = req_get();
     struct mbuf *m = NULL;
 
     msg_write_command(&r->out, &m, argc, argv);
     mbuf_unref(m);
-    r->internal = kind;
+    r->on_reply = on_reply;
     r->queued = 1;
     r->backend = b;
     r->deadline = b->pool->conf->timeout > 0
@@ -498,19 +466,16 @@ static void backend_connect(struct backend *b)
      * script; without a run_id the script reads it itself). */
     b->client_id = 0;
     if (b->dedicated)       /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
-        queue_internal(b, REQ_CLIENT_ID, true, 2, (const char *const[]){"CLIENT", "ID"});
-    if (!b->dedicated) {
-        queue_internal(b, REQ_SCRIPT_LOAD, true, 3,
-                       (const char *const[]){"SCRIPT", "LOAD", idgen_script});
-        queue_internal(b, REQ_RUN_ID, true, 2, (const char *const[]){"INFO", "server"});
-    }
+        backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
+    else
+        genkey_connecting(b);
     if (pc->redis_db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", pc->redis_db);
-        queue_internal(b, REQ_HANDSHAKE, true, 2, (const char *const[]){"SELECT", db});
+        backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"SELECT", db});
     }
     if (pc->redis_auth != NULL)
-        queue_internal(b, REQ_HANDSHAKE, true, 2,
+        backend_queue_own(b, handshake_reply, true, 2,
                        (const char *const[]){"AUTH", pc->redis_auth});
 
     if (sv->unix_socket) {

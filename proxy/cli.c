@@ -11,7 +11,7 @@
 #include "conf/conf.h"
 #include "proxy/cli.h"
 #include "proxy/cmd.h"
-#include "proxy/core.h"
+#include "proxy/route.h"
 #include "ring/ring.h"
 
 static struct conf *load(const char *path)

@@ -35,9 +35,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/core.h"
+#include "proxy/client.h"
+#include "proxy/frag.h"
 #include "proxy/gate.h"
 #include "proxy/log.h"
+#include "proxy/pin.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/pubsub.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 #define CLIENT_PAUSE_REQS    1024        /* stop reading above this many in flight */
@@ -48,54 +54,6 @@
 #define CLIENT_HARD_BYTES    (1024u << 20) /* unread replies beyond one: close */
 #define CLIENT_IOV_MAX       1024
 #define CLIENT_FOLD_COPY     512         /* waiting replies up to this long are copied */
-
-/* ---- request objects --------------------------------------------------------- */
-
-#define REQ_FREE_MAX 4096
-
-static struct req *req_free_list;
-static size_t req_nfree;
-
-struct req *req_get(void)
-{
-    struct req *r = req_free_list;
-
-    if (r != NULL) {
-        req_free_list = (struct req *)r->client;
-        req_nfree--;
-    } else {
-        r = xmalloc(sizeof(*r));
-    }
-    memset(r, 0, sizeof(*r));
-    return r;
-}
-
-void req_maybe_free(struct req *r)
-{
-    if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
-        r->gated || r->migs > 0)
-        return;
-    msg_release(&r->out);
-    msg_release(&r->rsp);
-    route_kept_free(r);
-    if (req_nfree < REQ_FREE_MAX) {
-        r->client = (struct client *)req_free_list;
-        req_free_list = r;
-        req_nfree++;
-    } else {
-        free(r);
-    }
-}
-
-void req_pool_trim(void)
-{
-    while (req_free_list != NULL) {
-        struct req *r = req_free_list;
-        req_free_list = (struct req *)r->client;
-        free(r);
-    }
-    req_nfree = 0;
-}
 
 /* ---- clients' rare state ------------------------------------------------------- */
 
@@ -111,99 +69,6 @@ struct client_rare *client_rare(struct client *c)
 const char *client_name(const struct client *c)
 {
     return c->rare != NULL ? c->rare->name : NULL;
-}
-
-/* ---- read streams ------------------------------------------------------------ */
-
-void rstream_buf(struct rstream *s, uv_buf_t *buf)
-{
-    struct mbuf *t = s->tail;
-
-    if (t == NULL || t->len == MBUF_SIZE) {
-        t = mbuf_get();
-        t->base = s->rx;
-        if (s->tail != NULL)
-            s->tail->next = t;
-        else
-            s->head = t;
-        s->tail = t;
-    }
-    *buf = uv_buf_init(t->data + t->len, MBUF_SIZE - t->len);
-}
-
-/* A request's arguments are looked up one after the other; walking from
- * the head each time made a request of n arguments over c chunks cost
- * n * c (seconds for a DEL of a million keys). */
-struct mbuf *rstream_find(struct rstream *s, uint64_t off)
-{
-    struct mbuf *m = s->seek != NULL && s->seek->base <= off ? s->seek : s->head;
-
-    while (m != NULL && m->base + m->len <= off)
-        m = m->next;
-    if (m != NULL)
-        s->seek = m;
-    return m;
-}
-
-void rstream_slice(struct rstream *s, uint64_t start, uint64_t end, struct msg *g)
-{
-    for (struct mbuf *m = rstream_find(s, start); m != NULL && start < end; m = m->next) {
-        uint64_t mend = m->base + m->len;
-        if (mend <= start)
-            continue;
-        uint64_t to = end < mend ? end : mend;
-        msg_append(g, m, (uint32_t)(start - m->base), (uint32_t)(to - start));
-        start = to;
-    }
-}
-
-void rstream_trim(struct rstream *s, uint64_t keep)
-{
-    while (s->head != NULL) {
-        struct mbuf *m = s->head;
-        if (keep < s->rx && m->base + m->len > keep)
-            break;
-        s->head = m->next;
-        if (s->head == NULL)
-            s->tail = NULL;
-        if (s->seek == m)
-            s->seek = NULL;
-        m->next = NULL;
-        mbuf_unref(m);
-    }
-}
-
-/* ---- writes -------------------------------------------------------------------- */
-
-int stream_try_write(uv_stream_t *s, uv_buf_t **iov, unsigned *niov, size_t total)
-{
-    int n = uv_try_write(s, *iov, *niov);
-
-    if (n == UV_EAGAIN || n == UV_ENOSYS)
-        n = 0;
-    if (n < 0)
-        return n;
-    if ((size_t)n == total)
-        return 1;
-    /* Skip what went out; the rest waits for the socket. */
-    size_t skip = (size_t)n;
-    while (skip >= (*iov)->len) {
-        skip -= (*iov)->len;
-        (*iov)++;
-        (*niov)--;
-    }
-    (*iov)->base += skip;
-    (*iov)->len -= skip;
-    return 0;
-}
-
-unsigned msg_bufs(struct msg *g, uv_buf_t *out)
-{
-    for (uint32_t i = 0; i < g->n; i++) {
-        const struct slice *s = msg_slice(g, i);
-        out[i] = uv_buf_init(s->m->data + s->off, s->len);
-    }
-    return g->n;
 }
 
 /* ---- replies made here --------------------------------------------------------- */

@@ -32,8 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/core.h"
+#include "proxy/frag.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 enum frag_merge { MERGE_VALUES, MERGE_OK, MERGE_SUM, MERGE_BROADCAST };

@@ -42,9 +42,12 @@
  * by that route: it is told -TRYAGAIN (its transaction is discarded). */
 #include <string.h>
 
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/gate.h"
-#include "proxy/util.h"
+#include "proxy/mig.h"
+#include "proxy/pin.h"
+#include "proxy/pool.h"
 
 /* The client's request r stands for: r itself, or the split request a
  * fragment is part of. */

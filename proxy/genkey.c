@@ -20,8 +20,14 @@
 #include <unistd.h>
 
 #include "idgen/idgen.h"
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
+#include "proxy/genkey.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 #define GENKEY_MAX_COUNT 100000
@@ -235,6 +241,57 @@ static enum idgen_format decode(struct client *c, const char *key, size_t len,
                                 struct idgen_info *info)
 {
     return idgen_decode(key, len, c->pool->conf->idgen.epoch_ms, unix_ms(), info);
+}
+
+/* ---- the allocator script on each server ------------------------------------------- */
+
+/* Copy the value of "name:" in an INFO reply g into out (outlen bytes
+ * with the NUL), or "" if it is not there. */
+static void info_field(const struct msg *g, const char *name, char *out, size_t outlen)
+{
+    char text[4096];
+    size_t n = g->len < sizeof(text) - 1 ? g->len : sizeof(text) - 1;
+    const char *at;
+
+    msg_copy(g, 0, n, text);
+    text[n] = '\0';
+    out[0] = '\0';
+    if (text[0] != '$' || (at = strstr(text, name)) == NULL)
+        return;
+    at += strlen(name);
+    n = strcspn(at, "\r\n");
+    if (n < outlen)
+        snprintf(out, outlen, "%.*s", (int)n, at);
+}
+
+/* INFO server: the run_id, by which the allocator notices a restarted server. */
+static int run_id_reply(struct backend *b, struct req *r)
+{
+    info_field(&r->rsp, "run_id:", b->run_id, sizeof(b->run_id));
+    return 0;
+}
+
+/* SCRIPT LOAD: the allocator's SHA1, for EVALSHA. */
+static int script_reply(struct backend *b, struct req *r)
+{
+    char first[48];
+    size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
+
+    (void)b;
+    msg_copy(&r->rsp, 0, n, first);
+    first[n] = '\0';
+    if (!strncmp(first, "$40\r\n", 5) && n >= 45)
+        snprintf(proxy.idgen_sha, sizeof(proxy.idgen_sha), "%.40s", first + 5);
+    return 0;
+}
+
+/* Both may fail harmlessly: GENKEY then sends the script's text (EVAL),
+ * and without a run_id the script reads it itself. */
+void genkey_connecting(struct backend *b)
+{
+    backend_queue_own(b, script_reply, true, 3,
+                      (const char *const[]){"SCRIPT", "LOAD", idgen_script});
+    backend_queue_own(b, run_id_reply, true, 2, (const char *const[]){"INFO", "server"});
 }
 
 /* ---- SHARD.GENKEY [type] [COUNT n] [NEAR key] ------------------------------------- */

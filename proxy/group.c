@@ -45,8 +45,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/group.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
 #include "proxy/util.h"
 
 #define GROUP_POLL_MS       100     /* while a reload waits for the group */
@@ -138,15 +142,17 @@ void group_free(struct pool *p)
     p->group = NULL;
 }
 
+static req_reply_cb subscribed, listed;
+
 /* ---- a round ----------------------------------------------------------------------- */
 
-static void send_cmd(struct group *g, struct backend *b, enum req_internal kind, int argc,
+static void send_cmd(struct group *g, struct backend *b, req_reply_cb *on_reply, int argc,
                      const char *const *argv)
 {
     struct req *r = req_get();
 
     msg_write_command(&r->out, &g->buf, argc, argv);
-    r->internal = kind;
+    r->on_reply = on_reply;
     backend_send(b, r);
 }
 
@@ -187,14 +193,14 @@ static void poll_round(struct pool *p, struct group *g)
         if (gs->conn->state != BACKEND_UP && gs->conn->state != BACKEND_CONNECTING)
             gs->channel[0] = '\0';     /* a new connection subscribes to nothing */
         if (strcmp(gs->channel, channel) != 0) {
-            send_cmd(g, gs->conn, REQ_GROUP_SUB, 2, (const char *[]){"SUBSCRIBE", channel});
+            send_cmd(g, gs->conn, subscribed, 2, (const char *[]){"SUBSCRIBE", channel});
             if (gs->channel[0] != '\0')
-                send_cmd(g, gs->conn, REQ_GROUP_SUB, 2,
+                send_cmd(g, gs->conn, subscribed, 2,
                          (const char *[]){"UNSUBSCRIBE", gs->channel});
             snprintf(gs->channel, sizeof(gs->channel), "%s", channel);
         }
         g->polls++;
-        send_cmd(g, &p->servers[s].conns[0], REQ_GROUP, 3,
+        send_cmd(g, &p->servers[s].conns[0], listed, 3,
                  (const char *[]){"PUBSUB", "CHANNELS", pattern});
     }
     g->poll_ms = uv_now(proxy.loop);
@@ -230,7 +236,18 @@ static void merge_line(struct pool *p, struct group *g, const char *line, size_t
 static void advance(struct pool *p, struct group *g);
 static void advance_phase(struct pool *p, struct group *g);
 
-void group_reply(struct backend *b, struct req *r)
+/* (UN)SUBSCRIBE of the proxy's own channel. */
+static int subscribed(struct backend *b, struct req *r)
+{
+    struct group *g = b->pool->group;
+
+    if (g != NULL && r->rsp.len == 0 && g->nsubs > b->server)
+        g->subs[b->server].channel[0] = '\0';  /* lost: subscribe again */
+    return 0;
+}
+
+/* PUBSUB CHANNELS: the proxies this server lists. */
+static int listed(struct backend *b, struct req *r)
 {
     struct pool *p = b->pool;
     struct group *g = p->group;
@@ -238,12 +255,7 @@ void group_reply(struct backend *b, struct req *r)
     size_t len = r->rsp.len;
 
     if (g == NULL)
-        return;
-    if (r->internal == REQ_GROUP_SUB) {
-        if (len == 0 && g->nsubs > b->server)
-            g->subs[b->server].channel[0] = '\0';  /* lost: subscribe again */
-        return;
-    }
+        return 0;
     text = xmalloc(len + 1);
     msg_copy(&r->rsp, 0, len, text);
     text[len] = '\0';
@@ -267,6 +279,7 @@ void group_reply(struct backend *b, struct req *r)
     }
     free(text);
     round_end(p, g);
+    return 0;
 }
 
 /* One reply (or the end of sending) less; when none is left the round is

@@ -12,8 +12,16 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/core.h"
+#include "proxy/genkey.h"
+#include "proxy/local.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/reload.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 /* ---- reply builders ------------------------------------------------------------- */

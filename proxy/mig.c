@@ -52,9 +52,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/gate.h"
+#include "proxy/group.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 #define MIG_MAX_PRIOR       2
@@ -171,6 +177,9 @@ bool mig_drained(const struct pool *p)
                          !m->record_due);
 }
 
+/* Where the replies of mig.c's own requests go (see "replies" below). */
+static req_reply_cb marker_reply, record_reply, mover_reply, migrate_reply;
+
 /* ---- the record on the backends ------------------------------------------------------
  *
  * While keys move, "__shardis:ctl:<pool>" on every server involved holds
@@ -243,7 +252,7 @@ static void record_send(struct pool *p, struct mig *m, bool set)
             msg_write(&r->out, &m->buf, text, tlen);
         }
         msg_write(&r->out, &m->buf, "\r\n", 2);
-        r->internal = REQ_RECORD;
+        r->on_reply = record_reply;
         m->writes += set;
         backend_send(&p->servers[s].conns[0], r);
     }
@@ -270,7 +279,7 @@ static void marker(struct mig *m, struct backend *b)
     struct req *r = req_get();
 
     msg_write(&r->out, &m->buf, "*1\r\n$4\r\nPING\r\n", 14);
-    r->internal = REQ_MARKER;
+    r->on_reply = marker_reply;
     m->markers++;
     backend_send(b, r);
 }
@@ -305,7 +314,7 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
 
     /* The command the connection runs: the first that is the client's. The
      * connection's CLIENT ID may still be on its way: then at a later tick. */
-    for (r = TAILQ_FIRST(&b->pendq); r != NULL && r->internal; r = TAILQ_NEXT(r, pq))
+    for (r = TAILQ_FIRST(&b->pendq); r != NULL && r->on_reply != NULL; r = TAILQ_NEXT(r, pq))
         ;
     if (r == NULL || !r->blocking || r->unblocked || r->epoch == p->epoch ||
         b->client_id == 0)
@@ -319,7 +328,7 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
     b->unblocking = 1;
     struct req *u = req_get();
     msg_write(&u->out, &m->buf, buf, (size_t)n);
-    u->internal = REQ_MARKER;           /* the drain waits for it too */
+    u->on_reply = marker_reply;         /* the drain waits for it too */
     u->u.mig.unblock_id = b->client_id;
     m->markers++;
     backend_send(&p->servers[b->server].conns[0], u);
@@ -327,7 +336,7 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
 
 /* The CLIENT UNBLOCK aimed at the dedicated connection to server whose
  * id there is id has landed (or failed): what waits for it may go. */
-static void unblock_landed(struct pool *p, uint32_t server, uint64_t id)
+void mig_unblock_landed(struct pool *p, uint32_t server, uint64_t id)
 {
     struct backend *b;
 
@@ -710,7 +719,7 @@ static void op_send(struct mig *m, struct mig_op *op)
     struct req *r = req_get();
 
     msg_sub(&op->cmd, 0, op->cmd.len, &r->out);
-    r->internal = REQ_MIGRATE;
+    r->on_reply = migrate_reply;
     r->u.mig.op = op;
     m->inflight++;
     send_by(op->src >= 0 ? mover_conn(p, op->from) : &p->servers[op->from].conns[0], r,
@@ -796,7 +805,7 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
                      nc, cur, nn, cnt);
 
     msg_write(&r->out, &m->buf, buf, (size_t)n);
-    r->internal = REQ_MOVER;
+    r->on_reply = mover_reply;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
     src->resume = src->cursor;          /* every earlier page is done (ops == 0) */
@@ -885,7 +894,7 @@ static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
     msg_write_bulk(&r->out, &m->buf, hdr, (size_t)n);
     for (uint32_t i = 0; i < src->npage; i++)
         msg_write_bulk(&r->out, &m->buf, src->page[i].key, src->page[i].len);
-    r->internal = REQ_MOVER;
+    r->on_reply = mover_reply;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
     r->u.mig.mv.sizing = 1;
@@ -1038,65 +1047,95 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
 
 /* ---- replies ------------------------------------------------------------------------ */
 
-void mig_reply(struct backend *b, struct req *r)
+/* The first line of r's reply, NUL-terminated, in head (headlen bytes);
+ * its length, 0 when r failed (b->reason says why). */
+static size_t reply_head(const struct req *r, char *head, size_t headlen)
 {
-    struct pool *p = b->pool;
-    struct mig *m = p->mig;
-    char head[64] = "";
-    size_t n = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
+    size_t n = r->rsp.len < headlen - 1 ? r->rsp.len : headlen - 1;
 
     msg_copy(&r->rsp, 0, n, head);
     head[n] = '\0';
-    if (r->internal == REQ_MARKER && r->u.mig.unblock_id != 0)
-        unblock_landed(p, b->server, r->u.mig.unblock_id);
+    return n;
+}
+
+/* A drain marker (PING), or a CLIENT UNBLOCK the drain waits for too. */
+static int marker_reply(struct backend *b, struct req *r)
+{
+    struct pool *p = b->pool;
+
+    if (r->u.mig.unblock_id != 0)
+        mig_unblock_landed(p, b->server, r->u.mig.unblock_id);
+    if (p->mig != NULL)
+        p->mig->markers--;
+    return 0;
+}
+
+/* SET or DEL of the migration's record. */
+static int record_reply(struct backend *b, struct req *r)
+{
+    struct pool *p = b->pool;
+    struct mig *m = p->mig;
+    char head[64];
+    size_t n = reply_head(r, head, sizeof(head));
+
     if (m == NULL)
-        return;
-    switch ((enum req_internal)r->internal) {
-    case REQ_MARKER:
-        m->markers--;
-        return;
-    case REQ_RECORD:
-        if (strncmp(head, "+OK", 3) != 0 && strncmp(head, ":", 1) != 0) {
-            head[strcspn(head, "\r\n")] = '\0';
-            log_warn("pool '%s': cannot write the migration record on %s: %s", p->conf->name,
-                     p->servers[b->server].label,
-                     n == 0 ? b->reason : head + 1);
-        }
-        if (m->writes > 0)
-            m->writes--;
-        return;
-    case REQ_MOVER: {
-        if (r->u.mig.mv.epoch != p->epoch)
-            return;                     /* walked anew since */
-        struct mig_source *src = &m->src[r->u.mig.mv.src];
-        if (n == 0 || head[0] == '-') {
-            head[strcspn(head, "\r\n")] = '\0';
-            src->errors++;
-            free_keys(src->page, src->npage);
-            src->page = NULL;
-            src->npage = 0;
-            if (r->u.mig.mv.sizing)
-                src->again = true;      /* the page's keys: on the next pass */
-            src->busy = false;          /* the page is asked again, in a second */
-            src->wait_until = uv_now(proxy.loop) + 1000;
-            log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
-                     p->servers[src->server].label,
-                     n == 0 ? (b != NULL ? b->reason : "?") : head + 1);
-            return;
-        }
-        uint64_t rtt = uv_now(proxy.loop) - src->sent_ms;
-        if (rtt > MIG_SLOW_MS)          /* the server is slow: rest as long */
-            src->wait_until = uv_now(proxy.loop) + rtt;
+        return 0;
+    if (strncmp(head, "+OK", 3) != 0 && strncmp(head, ":", 1) != 0) {
+        head[strcspn(head, "\r\n")] = '\0';
+        log_warn("pool '%s': cannot write the migration record on %s: %s", p->conf->name,
+                 p->servers[b->server].label,
+                 n == 0 ? b->reason : head + 1);
+    }
+    if (m->writes > 0)
+        m->writes--;
+    return 0;
+}
+
+/* The mover's SCAN page, or the MEMORY USAGE of its keys. */
+static int mover_reply(struct backend *b, struct req *r)
+{
+    struct pool *p = b->pool;
+    struct mig *m = p->mig;
+    char head[64];
+    size_t n = reply_head(r, head, sizeof(head));
+
+    if (m == NULL || r->u.mig.mv.epoch != p->epoch)
+        return 0;                       /* walked anew since */
+    struct mig_source *src = &m->src[r->u.mig.mv.src];
+    if (n == 0 || head[0] == '-') {
+        head[strcspn(head, "\r\n")] = '\0';
+        src->errors++;
+        free_keys(src->page, src->npage);
+        src->page = NULL;
+        src->npage = 0;
         if (r->u.mig.mv.sizing)
-            sizing_reply(p, m, src, &r->rsp);
-        else
-            scan_reply(p, m, src, &r->rsp);
-        return;
+            src->again = true;          /* the page's keys: on the next pass */
+        src->busy = false;              /* the page is asked again, in a second */
+        src->wait_until = uv_now(proxy.loop) + 1000;
+        log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
+                 p->servers[src->server].label, n == 0 ? b->reason : head + 1);
+        return 0;
     }
-    default:
-        break;
-    }
-    /* REQ_MIGRATE */
+    uint64_t rtt = uv_now(proxy.loop) - src->sent_ms;
+    if (rtt > MIG_SLOW_MS)              /* the server is slow: rest as long */
+        src->wait_until = uv_now(proxy.loop) + rtt;
+    if (r->u.mig.mv.sizing)
+        sizing_reply(p, m, src, &r->rsp);
+    else
+        scan_reply(p, m, src, &r->rsp);
+    return 0;
+}
+
+/* A MIGRATE, for a request's keys or the mover's. */
+static int migrate_reply(struct backend *b, struct req *r)
+{
+    struct pool *p = b->pool;
+    struct mig *m = p->mig;
+    char head[64];
+    size_t n = reply_head(r, head, sizeof(head));
+
+    if (m == NULL)
+        return 0;
     struct mig_op *op = r->u.mig.op;
     bool ok = !strncmp(head, "+OK", 3), nokey = !strncmp(head, "+NOKEY", 6);
     m->inflight--;
@@ -1107,16 +1146,15 @@ void mig_reply(struct backend *b, struct req *r)
             m->touched += ok ? op->nkeys : 0;
             op_done(m, op, true);
         }
-        return;
+        return 0;
     }
     head[strcspn(head, "\r\n")] = '\0';
     log_warn("pool '%s': MIGRATE of %u key%s from %s to their new owner failed: %s",
                  p->conf->name, op->nkeys, op->nkeys > 1 ? "s" : "",
-                 p->servers[op->from].label,
-                 n == 0 ? (b != NULL ? b->reason : "?") : head + 1);
+                 p->servers[op->from].label, n == 0 ? b->reason : head + 1);
     if (op->src >= 0) {
         mover_op_done(p, m, op, false, false);
-        return;
+        return 0;
     }
     if (op->tries < (uint32_t)p->conf->migrate_retries && op->epoch == p->epoch) {
         /* Backoff 0, 10, 20, 40 ... ms, as codis retries a key in flight, up
@@ -1126,9 +1164,10 @@ void mig_reply(struct backend *b, struct req *r)
                        (backoff < MIG_RETRY_MAX_MS ? backoff : MIG_RETRY_MAX_MS);
         op->tries++;
         TAILQ_INSERT_TAIL(&m->retry, op, link);
-        return;
+        return 0;
     }
     op_done(m, op, false);
+    return 0;
 }
 
 /* ---- the clock ------------------------------------------------------------------------ */

@@ -26,9 +26,14 @@
  * its transaction, WATCH or waiting pop ends with it and takes nothing. */
 #include <string.h>
 
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/core.h"
+#include "proxy/frag.h"
 #include "proxy/gate.h"
+#include "proxy/pin.h"
+#include "proxy/pool.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 #define MULTI_REQUEST   "*1\r\n$5\r\nMULTI\r\n"

@@ -18,9 +18,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
+#include "proxy/genkey.h"
+#include "proxy/group.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
 #include "proxy/proxy.h"
+#include "proxy/reload.h"
 #include "proxy/util.h"
 
 #define PROXY_DRAIN_MS  5000
@@ -30,8 +36,6 @@
 struct proxy proxy;
 void (*proxy_idle_hook)(void);
 
-static void pool_retry_ejected(struct pool *p, uint64_t now);
-static void pool_retire_idle(struct pool *p);
 
 void proxy_mark_client(struct client *c)
 {
@@ -108,15 +112,11 @@ static void tick_cb(uv_timer_t *t)
     client_check_stalled(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
-        /* (Even with every server ejected, when the pool routes by the
-         * full ring and p->live is NULL.) */
-        pool_retry_ejected(p, now);
+        pool_tick(p, now);
         if (p->group != NULL)
             group_tick(p, now);
         if (p->mig != NULL)
             mig_tick(p, now);
-        else
-            pool_retire_idle(p);
         /* (MIGRATE and the mover's commands have deadlines of their own,
          * even where the pool has no timeout.) */
         for (uint32_t s = 0; s < p->nservers; s++) {
@@ -134,100 +134,6 @@ static void tick_cb(uv_timer_t *t)
         }
     }
 }
-
-struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c)
-{
-    /* A client's requests to one server run in the order it sent them, as
-     * on one Redis connection: while it has a connection of its own to the
-     * server, all of them go there. */
-    if (c->pin != NULL && c->pin->server == server)
-        return c->pin;
-    return &p->servers[server].conns[c->id % p->nconns];
-}
-
-/* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
-
-uint32_t pool_owner(const struct pool *p, const void *key, size_t len)
-{
-    if (p->live == NULL)
-        return p->slot[ring_lookup(p->ring, key, len)];
-    return p->live_map[ring_lookup(p->live, key, len)];
-}
-
-static bool rehashes(const struct pool *p)
-{
-    return p->conf->eject_mode == CONF_EJECT_REHASH && p->conf->auto_eject_hosts;
-}
-
-/* Rebuild the routing ring from the servers not ejected (twemproxy's
- * server_pool_update). With none left, route on the full ring: requests
- * then fail fast on their own servers rather than all on one. */
-static void pool_rebuild(struct pool *p)
-{
-    const struct conf_pool *pc = p->conf;
-    size_t nring = ring_nservers(p->ring);
-    struct ring_options opt = *ring_options(p->ring);
-    struct ring_server *sv = xcalloc(nring, sizeof(*sv));
-    uint32_t *map = xcalloc(nring, sizeof(*map)), n = 0;
-    struct ring *live = NULL;
-    char err[256];
-
-    /* Ring index i is the config's server i (conf_pool_ring). */
-    for (uint32_t i = 0; i < nring; i++) {
-        if (p->servers[p->slot[i]].ejected_until != 0)
-            continue;
-        sv[n] = (struct ring_server){pc->servers[i].name, pc->servers[i].addr.text,
-                                     pc->servers[i].addr.port, pc->servers[i].weight};
-        map[n++] = p->slot[i];
-    }
-    if (n > 0 && n < nring && ring_create(&live, &opt, sv, n, err, sizeof(err)) < 0)
-        log_error("pool '%s': cannot rebuild the ring: %s", pc->name, err);
-    ring_free(p->live);
-    free(p->live_map);
-    p->live = live;
-    p->live_map = live != NULL ? map : NULL;
-    if (live == NULL)
-        free(map);
-    free(sv);
-    if (n == 0)
-        log_notice("pool '%s': every server is ejected: keys go to their own servers "
-                   "until one is retried", pc->name);
-    else
-        log_notice("pool '%s': %u of %zu servers in the ring", pc->name,
-                   live != NULL ? n : (uint32_t)nring, nring);
-}
-
-void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
-{
-    struct pool_server *ps = &p->servers[server];
-
-    /* Never while keys move: the ring is what they move by. */
-    if (!rehashes(p) || ps->ejected_until != 0 || p->mig != NULL || !pool_in_ring(p, server) ||
-        failures < (uint32_t)p->conf->server_failure_limit)
-        return;
-    ps->ejected_until = uv_now(proxy.loop) + (uint64_t)p->conf->server_retry_timeout;
-    log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
-             "other servers meanwhile", p->conf->name, ps->label,
-             p->conf->server_retry_timeout, failures);
-    pool_rebuild(p);
-}
-
-static void pool_retry_ejected(struct pool *p, uint64_t now)
-{
-    bool changed = false;
-
-    for (uint32_t s = 0; s < p->nservers; s++)
-        if (p->servers[s].ejected_until != 0 && now >= p->servers[s].ejected_until) {
-            p->servers[s].ejected_until = 0;
-            for (uint32_t k = 0; k < p->nconns; k++)
-                p->servers[s].conns[k].failures = 0;
-            changed = true;
-        }
-    if (changed)
-        pool_rebuild(p);
-}
-
-/* ---- listening ------------------------------------------------------------------- */
 
 static void accept_cb(uv_stream_t *listener, int status)
 {
@@ -309,8 +215,6 @@ static bool conf_routed(const struct conf *cf)
     return false;
 }
 
-static void proxy_conf_sweep(void);
-
 void proxy_conf_done(struct conf *cf)
 {
     if (cf == NULL)
@@ -323,7 +227,7 @@ void proxy_conf_done(struct conf *cf)
 
 /* Free the old configs no pool routes by now: called whenever a pool may
  * have moved off one, so that reloads do not pile them up. */
-static void proxy_conf_sweep(void)
+void proxy_conf_sweep(void)
 {
     size_t k = 0;
 
@@ -337,134 +241,6 @@ static void proxy_conf_sweep(void)
     if (k == 0) {
         free(proxy.old_confs);
         proxy.old_confs = NULL;
-    }
-}
-
-/* ---- servers ------------------------------------------------------------------------ */
-
-uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
-{
-    struct pool_server *ps;
-    uint32_t s;
-
-    for (s = 0; s < p->nservers; s++)
-        if (!strcmp(p->servers[s].addr, sv->addr.text))
-            return s;
-    p->servers = xrealloc(p->servers, (s + 1) * sizeof(*p->servers));
-    ps = &p->servers[s];
-    memset(ps, 0, sizeof(*ps));
-    ps->addr = xstrdup(sv->addr.text);
-    ps->host = xstrdup(sv->addr.host);
-    ps->label = xstrdup(sv->addr.text);
-    ps->port = sv->addr.port;
-    ps->unix_socket = sv->addr.unix_socket;
-    ps->ring_idx = UINT32_MAX;
-    ps->conns = xcalloc(p->nconns, sizeof(*ps->conns));
-    for (uint32_t k = 0; k < p->nconns; k++)
-        backend_init(&ps->conns[k], p, s);
-    p->nservers = s + 1;
-    return s;
-}
-
-/* The servers of ring that gain keys from old, which a SCAN walk spanning
- * the change walks again (scan.c): those the diff moves arcs to, or all
- * of them where it cannot tell. Random rings give keys no owner. */
-static void pool_mark_gains(struct pool *p, const struct ring *old, const struct ring *ring)
-{
-    struct ring_diff *d = NULL;
-    size_t n = ring_nservers(ring), nold = ring_nservers(old);
-    char err[256];
-    bool all;
-
-    if (ring_distribution(ring) == RING_DIST_RANDOM)
-        return;
-    all = ring_diff_create(&d, old, ring, err, sizeof(err)) < 0;
-    for (uint32_t i = 0; i < n; i++) {
-        bool gains = all;
-        for (uint32_t k = 0; k < nold && !gains; k++)
-            gains = ring_diff_share(d, k, i) > 0;
-        if (gains)
-            p->servers[p->slot[i]].gained = p->ring_changes;
-    }
-    ring_diff_free(d);
-}
-
-struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
-                           uint32_t **old_slot)
-{
-    struct ring *old = p->ring;
-    size_t n = ring_nservers(ring);
-
-    p->conf = pc;
-    p->ring = ring;
-    if (old_slot != NULL)
-        *old_slot = p->slot;
-    else
-        free(p->slot);
-    p->slot = xmalloc(n * sizeof(*p->slot));
-    for (uint32_t s = 0; s < p->nservers; s++)
-        p->servers[s].ring_idx = UINT32_MAX;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = pool_server_at(p, &pc->servers[i]);
-        struct pool_server *ps = &p->servers[s];
-        p->slot[i] = s;
-        ps->ring_idx = i;
-        if (!ps->active) {
-            ps->active = true;
-            pubsub_server_added(p, s);
-        }
-        free(ps->label);
-        ps->label = xstrdup(ring_server_label(ring, i));
-        if (pc->preconnect)
-            for (uint32_t k = 0; k < p->nconns; k++)
-                backend_preconnect(&ps->conns[k]);
-    }
-    p->ring_changes++;
-    if (old != NULL)
-        pool_mark_gains(p, old, ring);
-    proxy_conf_sweep();                 /* p may have left the last pool on one */
-    /* Ejections belong to the old ring. */
-    for (uint32_t s = 0; s < p->nservers; s++)
-        p->servers[s].ejected_until = 0;
-    ring_free(p->live);
-    free(p->live_map);
-    p->live = NULL;
-    p->live_map = NULL;
-    genkey_pool_free(p);
-    genkey_pool_init(p);
-    pubsub_ring_changed(p);
-    return old;
-}
-
-void pool_retire(struct pool *p, uint32_t server)
-{
-    struct pool_server *ps = &p->servers[server];
-
-    ps->active = false;
-    for (uint32_t k = 0; k < p->nconns; k++)
-        backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
-    if (ps->mover != NULL)
-        backend_close(ps->mover);
-    group_server_gone(p, server);
-    pubsub_server_gone(p, server);
-    backend_close_spares(p, server);
-    log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
-               p->conf->name, ps->label, ps->addr);
-}
-
-/* Servers that left the ring and hold no keys any more: closed once
- * nothing is in flight to them (what was sent finishes first). */
-static void pool_retire_idle(struct pool *p)
-{
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        struct pool_server *ps = &p->servers[s];
-        bool idle = ps->mover == NULL || backend_idle(ps->mover);
-        if (!ps->active || pool_in_ring(p, s))
-            continue;
-        for (uint32_t k = 0; k < p->nconns && idle; k++)
-            idle = backend_idle(&ps->conns[k]);
-        if (idle)
-            pool_retire(p, s);
     }
 }
 

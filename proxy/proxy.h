@@ -1,8 +1,55 @@
-/* proxy.h -- run the proxy for a loaded config until a signal stops it. */
+/* proxy.h -- the process (proxy.c): its one event loop and everything that
+ * loop owns, and running it for a loaded config until a signal stops it. */
 #ifndef SHARDIS_PROXY_H
 #define SHARDIS_PROXY_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
 #include "conf/conf.h"
+
+struct backend;
+struct client;
+struct pool;
+
+/* Everything the event loop owns, and the process's state. */
+struct proxy {
+    uv_loop_t        *loop;
+    struct conf      *conf;
+    struct pool      *pools;
+    size_t            npools;
+    uv_check_t        flusher;      /* one writev per connection per loop turn */
+    uv_timer_t        ticker;       /* request deadlines */
+    uv_signal_t       sigterm, sigint, sighup;
+    TAILQ_HEAD(, client)  dirty_clients;
+    TAILQ_HEAD(, client_rare) stalled;  /* clients not read for their unread replies */
+    TAILQ_HEAD(, backend) dirty_backends;
+    uint64_t          next_client_id;
+    uint64_t          started_ms;
+    uint32_t          nclients;
+    uint64_t          total_connections, total_commands;
+    bool              stopping;
+    uint64_t          stop_ms;      /* when the stop signal came */
+    int               port;         /* first TCP listen port, for INFO */
+    char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
+    struct conf     **old_confs;    /* replaced by reloads while a pool still routed by
+                                       them (group.c); freed once none does */
+    size_t            nold_confs;
+};
+
+extern struct proxy proxy;
+
+/* A config the proxy no longer runs: freed, or kept while a pool still
+ * routes by one of its pools (a reload waiting for the other proxies), and
+ * freed when the last such pool switches (pool_set_ring). */
+void proxy_conf_done(struct conf *cf);
+/* Free the old configs no pool routes by now (pool_set_ring). */
+void proxy_conf_sweep(void);
+
+void proxy_mark_client(struct client *c);
+void proxy_mark_backend(struct backend *b);
 
 /* Start every pool of cf and run the event loop. The proxy takes cf (a
  * reload replaces it) and frees it before returning; a reload reads

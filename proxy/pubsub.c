@@ -28,9 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/core.h"
 #include "proxy/log.h"
+#include "proxy/pool.h"
+#include "proxy/pubsub.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 enum sub_kind { SUB_CHANNEL, SUB_PATTERN, SUB_SHARD };

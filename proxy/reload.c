@@ -18,8 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/core.h"
+#include "proxy/client.h"
+#include "proxy/group.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/reload.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 /* What a reload cannot change in pool a -> b; NULL if nothing. */

@@ -19,10 +19,19 @@
 #include <string.h>
 #include <strings.h>
 
+#include "proxy/backend.h"
+#include "proxy/client.h"
 #include "proxy/cmd.h"
-#include "proxy/core.h"
+#include "proxy/frag.h"
 #include "proxy/gate.h"
-#include "proxy/log.h"
+#include "proxy/local.h"
+#include "proxy/mig.h"
+#include "proxy/pin.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/pubsub.h"
+#include "proxy/route.h"
+#include "proxy/scan.h"
 #include "proxy/util.h"
 
 /* ---- arguments -------------------------------------------------------------------- */

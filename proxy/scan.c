@@ -43,7 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/core.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
+#include "proxy/pool.h"
+#include "proxy/route.h"
+#include "proxy/scan.h"
 
 #define SCAN_SERVER_BITS    10
 #define SCAN_MOVED          (1ull << 10)

@@ -7,8 +7,12 @@
 #include <criterion/new/assert.h>
 #include <string.h>
 
-#include "proxy/core.h"
-#include "proxy/gate.h"
+#include "proxy/backend.h"
+#include "proxy/client.h"
+#include "proxy/mig.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 static const char conf_text[] =
@@ -151,7 +155,7 @@ Test(gate, nothing_goes_to_a_connection_with_an_unblock_in_flight)
 {
     struct client *c = client_new(1);
     struct backend *p = pin(c, 0);
-    struct req *again = request(c), *u = req_get();
+    struct req *again = request(c);
 
     p->client_id = 7;
     p->unblocking = 1;              /* as mig.c's unblock() sets it */
@@ -159,13 +163,10 @@ Test(gate, nothing_goes_to_a_connection_with_an_unblock_in_flight)
     route_send(c, again, NULL, p);
     cr_assert(not(queued_on(p, again)), "a BLPOP waits while the UNBLOCK is on its way");
 
-    /* The UNBLOCK's reply comes back, on the server's shared connection. */
-    u->internal = REQ_MARKER;
-    u->u.mig.unblock_id = 7;
-    mig_reply(&pool.servers[0].conns[0], u);
+    /* The UNBLOCK's reply comes back (mig.c's marker_reply). */
+    mig_unblock_landed(&pool, 0, 7);
     cr_assert(eq(int, p->unblocking, 0));
     cr_assert(queued_on(p, again), "the BLPOP goes once the UNBLOCK has landed");
-    req_maybe_free(u);
 }
 
 /* ... and a connection given back while an UNBLOCK for it is on its way is

@@ -1,0 +1,100 @@
+/* backend.h -- connections to the redis-servers (backend.c): shared
+ * pipelined ones, and dedicated ones of one client each. */
+#ifndef SHARDIS_BACKEND_H
+#define SHARDIS_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "proxy/req.h"
+#include "proxy/resp.h"
+#include "proxy/stream.h"
+
+struct backend;
+struct client;
+struct pool;
+struct pool_server;
+struct req;
+
+enum backend_state {
+    BACKEND_DOWN,               /* not connected; connects on first use */
+    BACKEND_CONNECTING,
+    BACKEND_UP,
+    BACKEND_FAILED,             /* failed recently: fail fast until retry_at */
+};
+
+struct backend {
+    union stream     h;
+    uv_connect_t     creq;
+    uv_write_t       wreq;
+    struct pool     *pool;
+    uint32_t         server;    /* index in the pool's servers */
+    enum backend_state state;
+    TAILQ_HEAD(, req) sendq;    /* waiting to be written */
+    TAILQ_HEAD(, req) writeq;   /* in the write in flight */
+    TAILQ_HEAD(, req) pendq;    /* written, waiting for their replies */
+    TAILQ_ENTRY(backend) dirty; /* on proxy.dirty_backends */
+    struct rstream   in;
+    struct resp_rsp  scan;
+    uint64_t         framed;    /* stream offset: replies framed up to here */
+    uint64_t         retry_at;  /* loop ms */
+    uint64_t         rx_ms;     /* loop ms of the last byte read; 0 none yet */
+    uint32_t         failures;  /* consecutive */
+    char             reason[96];/* why it last failed */
+    char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
+    uint64_t         client_id; /* dedicated: its CLIENT ID on the server; 0 unknown */
+    struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
+    TAILQ_ENTRY(backend) link;  /* dedicated: on pool.dedicated */
+    unsigned         writing:1;
+    unsigned         is_dirty:1;
+    unsigned         closing:1;
+    unsigned         dedicated:1; /* one client's (transaction, blocking command) */
+    unsigned         spare:1;   /* dedicated, idle, kept for the next client */
+    unsigned         sub:1;     /* dedicated, in subscriber mode (pubsub.c) */
+    unsigned         transient:1; /* dedicated for one request (WAIT): released idle */
+    unsigned         unblocking:1;/* dedicated: a CLIENT UNBLOCK for it is in flight (mig.c) */
+    /* stats */
+    uint64_t         requests, errors, timeouts;
+};
+
+void backend_init(struct backend *b, struct pool *p, uint32_t server);
+/* Connect now rather than on first use (preconnect: true). */
+void backend_preconnect(struct backend *b);
+/* Queue r to b, or fail it at once if b is failed. */
+void backend_send(struct backend *b, struct req *r);
+void backend_flush(struct backend *b);
+/* Deadline check: fail a backend whose oldest request timed out. */
+void backend_check_timeout(struct backend *b, uint64_t now);
+void backend_close(struct backend *b);
+/* Queue the proxy's own command argv[0..argc) on b, ahead of everything
+ * queued (front) or behind it; its reply goes to on_reply. */
+void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, int argc,
+                       const char *const *argv);
+const char *backend_state_name(const struct backend *b);
+
+/* Dedicated connections: a client whose commands hold state on a server
+ * (MULTI ... EXEC, WATCH, a blocking pop) gets a connection of its own to
+ * it while the state lasts (pin.c). Released clean (EXEC, DISCARD, the
+ * pop answered) it waits as a spare for the next client; released dirty
+ * (the client left mid-transaction or mid-pop) it is closed, so no state
+ * leaks to anyone and a pop that was waiting takes nothing. The pool
+ * frees them. */
+struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner);
+void backend_release(struct backend *b, bool clean);
+/* Nothing queued, in flight or awaiting a reply. */
+bool backend_idle(const struct backend *b);
+/* At start, before the loop runs: argv on the server ps, over a blocking
+ * connection of its own (AUTH and SELECT as the pool says), a second's
+ * timeout at each step. The reply's bulk string, or the bulks of an array
+ * reply one per line (the caller frees it); NULL: nil, an error reply, or
+ * no answer. */
+char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
+                        const char *const *argv, size_t *len);
+/* Close p's spare dedicated connections to server (UINT32_MAX: to every
+ * server), when the proxy is idle or the server leaves. */
+void backend_close_spares(struct pool *p, uint32_t server);
+
+#endif

@@ -1,0 +1,93 @@
+/* client.h -- client connections (client.c): reading and framing their
+ * requests, and writing replies back in request order. */
+#ifndef SHARDIS_CLIENT_H
+#define SHARDIS_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "proxy/req.h"
+#include "proxy/resp.h"
+#include "proxy/stream.h"
+
+struct backend;
+struct client;
+struct pool;
+struct req;
+
+/* The stream handle comes last: a TCP client is allocated without the
+ * bytes only a unix-socket client's uv_pipe_t needs, which keeps the
+ * struct in jemalloc's 512-byte size class. */
+struct client {
+    struct pool     *pool;
+    struct rstream   in;
+    struct resp_req  scan;
+    struct req_list  reqs;      /* requests whose replies are not written yet, in order */
+    TAILQ_ENTRY(client) dirty;  /* on proxy.dirty_clients */
+    struct mbuf     *lbuf;      /* chunk that local replies are written into */
+    struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
+    struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
+    uint64_t         id;
+    uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
+    /* 16-bit flags fill the 4 bytes after inflight, which keeps a TCP
+     * client at 512 bytes. */
+    unsigned short   authed:1;
+    unsigned short   closing:1;
+    unsigned short   reading:1;
+    unsigned short   writing:1;
+    unsigned short   is_dirty:1;
+    unsigned short   quitting:1;/* QUIT or a protocol error: no more requests */
+    unsigned short   multi:1;   /* between MULTI and EXEC/DISCARD */
+    unsigned short   tx_started:1; /* MULTI was sent to the pin */
+    unsigned short   tx_abort:1;/* an error while queuing: EXEC aborts */
+    unsigned short   watching:1;/* WATCH sent to the pin */
+    unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
+    unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
+    unsigned short   kicking:1; /* gate.c: sending from the gate now */
+    size_t           rsp_bytes; /* reply bytes held for this client */
+    union stream     h;         /* last: see above */
+};
+
+/* State that only some clients have, kept out of struct client so that
+ * every client stays small; allocated by client_rare on first use. */
+struct client_rare {
+    char        *name;          /* CLIENT SETNAME, or NULL */
+    struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
+    struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
+    uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
+    uint64_t     stalled_ms;    /* client.c: not read for unread replies, since (or
+                                   since it last took some); 0 when read */
+    TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while stalled_ms != 0 */
+    struct client *client;      /* its client (set while on proxy.stalled) */
+    uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
+    bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
+};
+
+struct client_rare *client_rare(struct client *c);
+/* CLIENT SETNAME's name, or NULL. */
+const char *client_name(const struct client *c);
+
+void client_accept(struct pool *p, uv_stream_t *listener);
+/* Close the clients that have taken none of their unread replies for too
+ * long (client.c's limits), from the proxy's tick. */
+void client_check_stalled(uint64_t now);
+/* Append r to c's requests, in flight until req_done. */
+void client_queue(struct client *c, struct req *r);
+/* r's reply is complete in r->rsp: account for it and write when its turn
+ * comes. Safe when the client is gone. */
+void req_done(struct req *r);
+/* Schedule a write if the reply at the head of the queue is ready. */
+void client_ready(struct client *c);
+/* Queue a reply made by the proxy (bytes are copied into c's chunks). */
+void client_reply(struct client *c, struct req *r, const char *data, size_t len);
+/* Copy bytes into c's chunks and append them to g. */
+void client_append(struct client *c, struct msg *g, const char *data, size_t len);
+void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void client_flush(struct client *c);
+void client_close(struct client *c);
+
+#endif

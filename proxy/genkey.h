@@ -1,0 +1,26 @@
+/* genkey.h -- SHARD.GENKEY and the other generated-key commands, and
+ * the allocator script they run on the servers (genkey.c). */
+#ifndef SHARDIS_GENKEY_H
+#define SHARDIS_GENKEY_H
+
+struct args;
+struct backend;
+struct client;
+struct pool;
+struct req;
+
+/* SHARD.GENKEY, SHARD.CHANGETYPE, SHARD.KEYINFO, SHARD.FIXEDKEY (genkey.c).
+ * Each replies to r, or (GENKEY) sends it to a backend. */
+void genkey_genkey(struct client *c, struct req *r, struct args *a);
+/* Map the logical shards of p's ring to their servers (for GENKEY's choice
+ * of shard); genkey_pool_free releases the map. */
+void genkey_pool_init(struct pool *p);
+void genkey_pool_free(struct pool *p);
+void genkey_changetype(struct client *c, struct req *r, struct args *a);
+void genkey_keyinfo(struct client *c, struct req *r, struct args *a);
+void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
+/* A shared connection to a server is being opened: load the allocator
+ * script there and learn the server's run_id (the handshake's tail). */
+void genkey_connecting(struct backend *b);
+
+#endif

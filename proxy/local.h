@@ -1,0 +1,17 @@
+/* local.h -- commands the proxy answers itself (local.c). */
+#ifndef SHARDIS_LOCAL_H
+#define SHARDIS_LOCAL_H
+
+#include <stdbool.h>
+
+struct args;
+struct client;
+struct req;
+
+/* Whether the command (or parent command) called name is answered here. */
+bool local_has(const char *name);
+/* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
+ * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */
+int local_exec(struct client *c, struct req *r, struct args *a);
+
+#endif

@@ -1,0 +1,64 @@
+/* mig.h -- moving keys after a ring change (mig.c). */
+#ifndef SHARDIS_MIG_H
+#define SHARDIS_MIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ring/ring.h"
+
+struct args;
+struct backend;
+struct client;
+struct pool;
+struct req;
+
+/* Keys move after pool p's ring changed from old (with old_slot, its ring
+ * index -> server map, and old_text the config it came from) to the ring
+ * of new_text: the ring and the map are the migration's from now on. Requests
+ * for moving keys MIGRATE them first; a background mover walks every
+ * earlier owner. Returns -EBUSY (err says why) when two earlier rings are
+ * pending already; the caller then keeps old. */
+int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *old_text,
+              const char *new_text, char *err, size_t errlen);
+/* Whether another ring change can be taken now (err says why not). */
+bool mig_can_start(const struct pool *p, char *err, size_t errlen);
+void mig_free(struct pool *p);
+void mig_tick(struct pool *p, uint64_t now);
+/* Sending r to b (its keys' owner), where r has the keys given by
+ * mig_key just before: move each key the ring change moved to b's server
+ * from every earlier owner first. r waits for that (on c's parked queue,
+ * and c's later requests behind it, so they keep their order); a key that
+ * cannot be moved answers r -TRYAGAIN and r never reaches b. */
+void mig_key(struct client *c, uint32_t to, const char *key, size_t len);
+void mig_send(struct client *c, struct req *r, struct backend *b);
+/* End of a loop turn: send the MIGRATEs its requests share. */
+void mig_flush(struct pool *p);
+/* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
+/* The reply of a blocking command mig.c unblocked (r->unblocked): if the
+ * unblocking answered it, it is sent again by the new ring (1: r is not
+ * done), or the client is told -TRYAGAIN. */
+int mig_unblocked(struct req *r);
+/* The CLIENT UNBLOCK aimed at the dedicated connection to server whose
+ * CLIENT ID there is id has landed (or failed): what waits to go on that
+ * connection may go (gate.c). */
+void mig_unblock_landed(struct pool *p, uint32_t server, uint64_t id);
+/* A request was told -TRYAGAIN because of a reload (for the status). */
+void mig_told_tryagain(struct pool *p);
+/* At start, before the loop runs: a migration recorded on p's servers (a
+ * proxy stopped while keys moved) is taken up again: the record's config
+ * replaces proxy.conf and *taken is set; the caller then reloads the file
+ * (a file that differs is a reload request). 0, or a negative errno (err
+ * says why) when the record cannot be followed. */
+int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen);
+/* Keep the drain closed (group.c: until every proxy has drained), or not. */
+void mig_hold(struct pool *p, bool hold);
+/* Whether what was sent before the switch is answered and the record
+ * written. */
+bool mig_drained(const struct pool *p);
+
+/* SHARD.MIGRATION STATUS | PAUSE | RESUME (local.c dispatches). */
+void mig_command(struct client *c, struct req *r, struct args *a);
+
+#endif

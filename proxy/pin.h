@@ -1,0 +1,31 @@
+/* pin.h -- transactions, WATCH, blocking commands and WAIT on a client's
+ * dedicated connection (pin.c). */
+#ifndef SHARDIS_PIN_H
+#define SHARDIS_PIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct args;
+struct client;
+struct cmd;
+struct req;
+
+/* Transactions, WATCH and blocking commands on a dedicated connection
+ * (pin.c). pin_route takes MULTI/EXEC/DISCARD/WATCH/UNWATCH, and refuses
+ * what cannot be queued in a transaction (cmd NULL: a SHARD.* command):
+ * 1 if it did. pin_send sends a keyed command of a transaction, or a
+ * blocking one, to server on c's dedicated connection. pin_check gives the
+ * connection back once nothing holds it; pin_client_gone when c closes. */
+int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking);
+void pin_check(struct client *c);
+/* WAIT numreplicas timeout on every server (see pin.c). */
+void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* A command for a server busy with a script (SCRIPT KILL, FUNCTION KILL or
+ * STATS): on every server (or the first), over connections of its own. */
+void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+              bool first_only);
+void pin_client_gone(struct client *c);
+
+#endif

@@ -1,0 +1,100 @@
+/* pool.h -- a pool: its servers, the ring keys are routed by, and the
+ * connections to each server (pool.c). The one place the ring is swapped. */
+#ifndef SHARDIS_POOL_H
+#define SHARDIS_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "conf/conf.h"
+#include "proxy/stream.h"
+#include "ring/ring.h"
+
+struct backend;
+struct client;
+struct mig;
+struct pool;
+struct pool_server;
+
+/* A server the pool has known since it started. Its index (the "server"
+ * of backends, pins, subscriptions and the scan cursor) never changes, so
+ * a reload keeps every connection to a server that stays; one that leaves
+ * every ring is retired (its connections drained and closed) and its slot
+ * is reused if its address comes back. */
+struct pool_server {
+    char            *label;         /* name, else host:port (owned) */
+    char            *addr;          /* host:port or path, as written (owned) */
+    char            *host;          /* host or unix path (owned) */
+    uint16_t         port;          /* 0 for a unix socket */
+    bool             unix_socket;
+    bool             active;        /* in the ring, or holds keys still moving */
+    uint32_t         ring_idx;      /* its index in pool.ring; UINT32_MAX: not in it */
+    struct backend  *conns;         /* [pool.nconns] shared, pipelined (owned) */
+    struct backend  *mover;         /* mig.c's own connection, so that clients' requests
+                                       never queue behind its batches; or NULL (owned) */
+    uint64_t         ejected_until; /* loop ms; 0 when in the ring */
+    uint32_t         gained;        /* pool.ring_changes when a ring change last gave it
+                                       keys (scan.c walks it again) */
+};
+
+/* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
+#define POOL_SLOTS_MAX 1024
+
+struct pool {
+    const struct conf_pool *conf;   /* borrowed from proxy.conf (swapped by reload) */
+    struct ring      *ring;         /* the servers keys are routed by: names,
+                                       shares, SHARD.WHEREIS */
+    uint32_t         *slot;         /* ring index -> server (index in servers) */
+    struct ring      *live;         /* eject_mode rehash: the servers not ejected,
+                                       or NULL when that is all of them */
+    uint32_t         *live_map;     /* live ring index -> server */
+    union stream      listener;
+    struct pool_server *servers;    /* [nservers]: every server ever in a ring */
+    uint32_t          nservers;
+    uint32_t          nconns;       /* server_connections */
+    uint32_t          nclients;
+    TAILQ_HEAD(, backend) dedicated;/* spares first, then those in use */
+    TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
+    uint32_t          ndedicated, nspare;
+    struct genkey_shards *shards;   /* the logical shards each server owns on ring:
+                                       rebuild (genkey_pool_init) when ring changes */
+    struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
+    uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
+    uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */
+    struct group     *group;        /* the proxies in front of these servers (group.c) */
+    /* stats */
+    uint64_t          accepted, rejected, requests, errors;
+};
+
+/* The server that owns key now: the pool's ring, minus servers ejected by
+ * twemproxy-style auto_eject_hosts (eject_mode: rehash). */
+uint32_t pool_owner(const struct pool *p, const void *key, size_t len);
+/* Backend b failed again: eject its server if the pool says so. */
+void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures);
+/* Whether server is in the ring keys are routed by. */
+static inline bool pool_in_ring(const struct pool *p, uint32_t server)
+{
+    return p->servers[server].ring_idx != UINT32_MAX;
+}
+/* The server at a config server's address: its index, added now (not yet
+ * active, its connections not opened) if the pool has none there. */
+uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
+/* Route by ring (built from pc, which becomes p->conf): the pool takes
+ * ring; the one it had is returned, and its ring index -> server map in
+ * *old_slot (or freed, with old_slot NULL), for the caller to keep or
+ * free. Servers of ring become active; others stay as they were (mig.c
+ * retires them once their keys have moved). */
+struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
+                           uint32_t **old_slot);
+/* From the proxy's tick: bring ejected servers back when their time is
+ * up, and retire servers that left the ring once nothing is in flight. */
+void pool_tick(struct pool *p, uint64_t now);
+/* Close a server's connections and mark it inactive: it is in no ring. */
+void pool_retire(struct pool *p, uint32_t server);
+
+/* The backend that serves c's requests for server: its dedicated
+ * connection to it if it has one, else a shared one. */
+struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
+
+#endif

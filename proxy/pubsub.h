@@ -1,0 +1,31 @@
+/* pubsub.h -- publish and subscribe across the servers (pubsub.c). */
+#ifndef SHARDIS_PUBSUB_H
+#define SHARDIS_PUBSUB_H
+
+#include <stdint.h>
+
+struct args;
+struct backend;
+struct client;
+struct cmd;
+struct pool;
+struct req;
+
+/* Publish and subscribe (pubsub.c). pubsub_route takes PUBLISH, SPUBLISH,
+ * (P|S)SUBSCRIBE and (P|S)UNSUBSCRIBE, and every command of a client in
+ * subscriber mode: 1 if it did. pubsub_frame gets each frame [start, end)
+ * read on a subscriber connection; pubsub_failed is told when one fails,
+ * pubsub_client_gone when its client closes. */
+int pubsub_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+void pubsub_frame(struct backend *b, uint64_t start, uint64_t end);
+void pubsub_failed(struct backend *b);
+void pubsub_client_gone(struct client *c);
+/* A reload made server hold keys (every subscriber subscribes there too),
+ * or it left every ring (their connections to it close). */
+void pubsub_server_added(struct pool *p, uint32_t server);
+void pubsub_server_gone(struct pool *p, uint32_t server);
+/* p's ring was switched: shard channels whose owner changed are
+ * unsubscribed, their clients told (sunsubscribe). */
+void pubsub_ring_changed(struct pool *p);
+
+#endif

@@ -1,0 +1,55 @@
+/* req.c -- request objects: a free list of them, and the one rule for
+ * when one is freed (req.h says who keeps a request alive). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/req.h"
+#include "proxy/route.h"
+#include "proxy/util.h"
+
+#define REQ_FREE_MAX 4096
+
+static struct req *req_free_list;
+static size_t req_nfree;
+
+struct req *req_get(void)
+{
+    struct req *r = req_free_list;
+
+    if (r != NULL) {
+        req_free_list = (struct req *)r->client;
+        req_nfree--;
+    } else {
+        r = xmalloc(sizeof(*r));
+    }
+    memset(r, 0, sizeof(*r));
+    return r;
+}
+
+void req_maybe_free(struct req *r)
+{
+    if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
+        r->gated || r->migs > 0)
+        return;
+    msg_release(&r->out);
+    msg_release(&r->rsp);
+    route_kept_free(r);
+    if (req_nfree < REQ_FREE_MAX) {
+        r->client = (struct client *)req_free_list;
+        req_free_list = r;
+        req_nfree++;
+    } else {
+        free(r);
+    }
+}
+
+void req_pool_trim(void)
+{
+    while (req_free_list != NULL) {
+        struct req *r = req_free_list;
+        req_free_list = (struct req *)r->client;
+        free(r);
+    }
+    req_nfree = 0;
+}
+

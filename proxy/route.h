@@ -1,0 +1,108 @@
+/* route.h -- deciding where each request goes (route.c), and the
+ * arguments of the request being routed. */
+#ifndef SHARDIS_ROUTE_H
+#define SHARDIS_ROUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "proxy/mbuf.h"
+
+struct args;
+struct backend;
+struct client;
+struct cmd;
+struct req;
+
+/* Decide what to do with the request c's framer just completed; r is the
+ * request, already queued on c. Sends it, or replies. */
+void route_request(struct client *c, struct req *r);
+
+/* Where a command's keys are among its arguments. */
+struct keyspan {
+    uint32_t first, last, step;     /* a range of positions, step > 0 (0: no keys) */
+    uint32_t extra;                 /* one more position (STORE dest), or 0 */
+};
+
+/* The arguments of the request being routed: in the client's read chunks
+ * (array requests) or its framer's inline buffer. */
+struct args {
+    struct client *c;
+    uint32_t       argc;
+    struct keyspan ks;          /* its keys, once route_owner found them */
+    char          *copies[8];   /* arguments that spanned chunks, copied */
+    int            ncopies;
+    char         **av;          /* a kept request's own arguments (route_reissue), or
+                                   NULL: the client's framer has them */
+    size_t        *avlen;
+};
+
+/* Argument i; *len gets its length. Valid until args_release. */
+const char *args_get(struct args *a, uint32_t i, size_t *len);
+void args_release(struct args *a);
+/* True if argument i equals s, ignoring case. */
+bool args_is(struct args *a, uint32_t i, const char *s);
+/* Append the request's bytes to g: the client's own (array requests), or
+ * encoded as RESP (inline ones). */
+void args_request(struct args *a, struct msg *g);
+
+/* What shardis does with a command (route.c decides by it, and `shardis
+ * commands` prints it for README.md, so the two cannot differ). */
+enum route_kind {
+    ROUTE_LOCAL,            /* answered by shardis */
+    ROUTE_KEY,              /* one key: its server */
+    ROUTE_SAME_SERVER,      /* several keys: their server if they share one */
+    ROUTE_SPLIT,            /* keys grouped per server, replies merged */
+    ROUTE_BLOCKING,         /* its keys' server, on the client's own connection */
+    ROUTE_EVERY,            /* every server, replies merged */
+    ROUTE_EVERY_ADMIN,      /* the same, with admin_commands */
+    ROUTE_FIRST_ADMIN,      /* the first server, with admin_commands */
+    ROUTE_SCAN,             /* one server after another */
+    ROUTE_WAIT,             /* WAIT: every server, after a write of its own (pin.c) */
+    ROUTE_TX,               /* MULTI ... EXEC, WATCH (pin.c) */
+    ROUTE_PUBSUB,           /* publish and subscribe (pubsub.c) */
+    ROUTE_KEYLESS,          /* refused: no key to route by */
+    ROUTE_UNSUPPORTED,      /* refused */
+};
+
+enum route_kind route_kind(const struct cmd *cmd);
+
+/* The server owning every key of r (cmd's key positions, left in a->ks),
+ * or -1 after replying an error (-CROSSSLOT, bad numkeys, no key to route
+ * by). */
+int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* A blocking command waiting on an old owner was unblocked (mig.c): send r
+ * again by the current ring, with what is left of its timeout. 1 if it
+ * was (or an error answered it), 0 if it cannot be (its arguments were not
+ * kept, or c's connection still has other requests). */
+int route_reissue(struct client *c, struct req *r);
+/* Free what route.c kept for r (req_maybe_free). */
+void route_kept_free(struct req *r);
+
+/* Send r (its bytes in r->out) to b for client c: at once, or after the
+ * keys in a->ks (a may be NULL: none) have moved to b's server while a
+ * reload's migration runs, and after c's requests already waiting. */
+void route_send(struct client *c, struct req *r, struct args *a, struct backend *b);
+
+/* shardis's own keys, out of every client's reach (an error names them):
+ * its bookkeeping under "__shardis:" (the migration record), which stays
+ * on its server, and idgen's sequences "$equence{LL}" (genkey.c), which
+ * move with their tag like any key. A client that could read or rewrite a
+ * sequence could make SHARD.GENKEY hand out an id twice. The check is on
+ * every request's keys: a byte or two when they are not shardis's. */
+#define SHARDIS_RESERVED "__shardis:"
+#define SHARDIS_SEQUENCE "$equence{"
+#define SHARDIS_RESERVED_ERR "ERR keys under '" SHARDIS_RESERVED "' or '" SHARDIS_SEQUENCE \
+                             "' are shardis's own"
+static inline bool route_internal(const char *key, size_t len)
+{
+    return len >= 10 && key[0] == '_' && key[1] == '_' && memcmp(key, SHARDIS_RESERVED, 10) == 0;
+}
+static inline bool route_reserved(const char *key, size_t len)
+{
+    return route_internal(key, len) ||
+           (len >= 9 && key[0] == '$' && key[1] == 'e' && memcmp(key, SHARDIS_SEQUENCE, 9) == 0);
+}
+
+#endif
