@@ -106,11 +106,11 @@ static void dedicated_free(struct backend *b)
 {
     struct pool *p = b->pool;
 
-    if (b->transient && b->owner != NULL)
+    if (b->role == BACKEND_ONE_OFF && b->owner != NULL)
         gate_conn_gone(b->owner, b);    /* requests waiting to go on it */
     TAILQ_REMOVE(&p->dedicated, b, link);
     p->ndedicated--;
-    if (b->spare)
+    if (b->role == BACKEND_SPARE)
         p->nspare--;
     free(b);
 }
@@ -132,8 +132,8 @@ static void backend_close_cb(uv_handle_t *h)
     b->in.rx = 0;
     if (b->state != BACKEND_FAILED)
         b->state = BACKEND_DOWN;
-    if (b->dedicated) {
-        if (b->owner == NULL || b->transient) {
+    if (backend_dedicated(b)) {
+        if (b->owner == NULL || b->role == BACKEND_ONE_OFF) {
             dedicated_free(b);          /* released, a spare or a one-off that failed */
             return;
         }
@@ -198,8 +198,8 @@ static void backend_fail(struct backend *b, const char *reason)
     if (b->state != BACKEND_FAILED)
         log_warn("backend %s (%s)%s failed: %s", label(b),
                  b->pool->servers[b->server].addr,
-                 b->dedicated ? ", a dedicated connection," : "", reason);
-    if (!b->dedicated) {
+                 backend_dedicated(b) ? ", a dedicated connection," : "", reason);
+    if (!backend_dedicated(b)) {
         b->failures++;
         pool_backend_failed(b->pool, b->server, b->failures);
         backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
@@ -208,7 +208,7 @@ static void backend_fail(struct backend *b, const char *reason)
     }
     b->state = BACKEND_FAILED;
     backend_abort(b);
-    if (b->sub && b->owner != NULL)
+    if (b->role == BACKEND_SUBSCRIBER && b->owner != NULL)
         pubsub_failed(b);
 }
 
@@ -290,7 +290,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             break;
 
         struct req *r = TAILQ_FIRST(&b->pendq);
-        if (b->sub && (r == NULL || r->on_reply == NULL)) {
+        if (b->role == BACKEND_SUBSCRIBER && (r == NULL || r->on_reply == NULL)) {
             pubsub_frame(b, b->framed, off);  /* a message, or a confirmation */
             b->framed = off;
             resp_rsp_reset(&b->scan);
@@ -321,7 +321,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             req_maybe_free(r);
     }
     rstream_trim(&b->in, b->framed);
-    if (b->transient && backend_idle(b))
+    if (b->role == BACKEND_ONE_OFF && backend_idle(b))
         backend_release(b, true);   /* its one request is answered */
     else if (b->owner != NULL)
         pin_check(b->owner);        /* the last reply its client waited for? */
@@ -465,7 +465,7 @@ static void backend_connect(struct backend *b)
      * connections skip what only GENKEY needs (the shared ones load the
      * script; without a run_id the script reads it itself). */
     b->client_id = 0;
-    if (b->dedicated)       /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
+    if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
     else
         genkey_connecting(b);
@@ -511,7 +511,7 @@ void backend_send(struct backend *b, struct req *r)
     r->backend = b;
     b->requests++;
     if (b->state == BACKEND_FAILED) {
-        if (b->dedicated || uv_now(proxy.loop) < b->retry_at || b->closing) {
+        if (backend_dedicated(b) || uv_now(proxy.loop) < b->retry_at || b->closing) {
             fail_req(b, r);
             return;
         }
@@ -576,27 +576,26 @@ void backend_close(struct backend *b)
  * for a connect; bounded, and closed when the pool goes idle. */
 #define BACKEND_SPARES_PER_SERVER 64
 
-struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner)
+struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
+                                enum backend_role role)
 {
     struct backend *b;
 
     TAILQ_FOREACH(b, &p->dedicated, link) {
-        if (!b->spare)
+        if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
         if (b->server == server && b->state == BACKEND_UP && !b->closing) {
             TAILQ_REMOVE(&p->dedicated, b, link);
-            b->spare = 0;
             p->nspare--;
             goto take;
         }
     }
     b = xmalloc(sizeof(*b));
     backend_init(b, p, server);
-    b->dedicated = 1;
     p->ndedicated++;
 take:
     b->owner = owner;
-    b->sub = b->transient = 0;
+    b->role = role;
     TAILQ_INSERT_TAIL(&p->dedicated, b, link);
     return b;
 }
@@ -621,10 +620,11 @@ void backend_release(struct backend *b, bool clean)
          * behind them, until it is closed and freed. */
         TAILQ_REMOVE(&p->dedicated, b, link);
         TAILQ_INSERT_HEAD(&p->dedicated, b, link);
-        b->spare = 1;
+        b->role = BACKEND_SPARE;
         p->nspare++;
         return;
     }
+    b->role = BACKEND_LEFT;
     if (b->h.handle.loop == NULL || (uv_is_closing(&b->h.handle) && !b->closing)) {
         dedicated_free(b);          /* never connected, or failed and closed */
         return;
@@ -640,11 +640,11 @@ void backend_close_spares(struct pool *p, uint32_t server)
 {
     struct backend *b, *next;
 
-    for (b = TAILQ_FIRST(&p->dedicated); b != NULL && b->spare; b = next) {
+    for (b = TAILQ_FIRST(&p->dedicated); b != NULL && b->role == BACKEND_SPARE; b = next) {
         next = TAILQ_NEXT(b, link);
         if (server != UINT32_MAX && b->server != server)
             continue;
-        b->spare = 0;
+        b->role = BACKEND_LEFT;
         p->nspare--;
         snprintf(b->reason, sizeof(b->reason), "idle");
         b->state = BACKEND_FAILED;

@@ -26,6 +26,29 @@ enum backend_state {
     BACKEND_FAILED,             /* failed recently: fail fast until retry_at */
 };
 
+/* What a connection is for. A shared one is the pool's for its life. A
+ * dedicated one is one client's while it holds state on a server, and
+ * goes through these, backend.c making every transition:
+ *
+ *   backend_acquire --> PIN | SUBSCRIBER | ONE_OFF   (owner: its client)
+ *        ^                  |
+ *        |                  +--backend_release, clean and wanted--> SPARE
+ *        +----------------------------------------------------------+
+ *                           +--backend_release, dirty or not wanted--> LEFT
+ *                                (closed; freed by its close callback)
+ *
+ * A PIN or ONE_OFF that fails stays its client's, failed, until released;
+ * a SPARE or LEFT one that fails is freed. Only SPARE ones are on the head
+ * of pool.dedicated (backend_acquire stops at the first that is not). */
+enum backend_role {
+    BACKEND_SHARED,             /* pipelined, every client's (pool_server.conns, mover) */
+    BACKEND_PIN,                /* a client's transaction, WATCH or blocking commands */
+    BACKEND_SUBSCRIBER,         /* a client's subscriptions on one server (pubsub.c) */
+    BACKEND_ONE_OFF,            /* one request (WAIT, SCRIPT KILL): released once idle */
+    BACKEND_SPARE,              /* idle, kept for the next client */
+    BACKEND_LEFT,               /* released and closing */
+};
+
 struct backend {
     union stream     h;
     uv_connect_t     creq;
@@ -51,11 +74,8 @@ struct backend {
     unsigned         writing:1;
     unsigned         is_dirty:1;
     unsigned         closing:1;
-    unsigned         dedicated:1; /* one client's (transaction, blocking command) */
-    unsigned         spare:1;   /* dedicated, idle, kept for the next client */
-    unsigned         sub:1;     /* dedicated, in subscriber mode (pubsub.c) */
-    unsigned         transient:1; /* dedicated for one request (WAIT): released idle */
-    unsigned         unblocking:1;/* dedicated: a CLIENT UNBLOCK for it is in flight (mig.c) */
+    unsigned         role:3;    /* enum backend_role */
+    unsigned         unblocking:1;/* a pin: a CLIENT UNBLOCK for it is in flight (mig.c) */
     /* stats */
     uint64_t         requests, errors, timeouts;
 };
@@ -82,7 +102,10 @@ const char *backend_state_name(const struct backend *b);
  * (the client left mid-transaction or mid-pop) it is closed, so no state
  * leaks to anyone and a pop that was waiting takes nothing. The pool
  * frees them. */
-struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner);
+struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
+                                enum backend_role role);
+/* Whether b is one client's (any role but BACKEND_SHARED). */
+#define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
 void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);

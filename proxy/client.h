@@ -18,6 +18,29 @@ struct client;
 struct pool;
 struct req;
 
+/* A client's transaction state. pin.c makes every transition (its tx_*
+ * functions and pin_send); others only read it, or set tx_abort.
+ *
+ *   NONE --WATCH--> WATCHING --MULTI (sent)--> QUEUED --EXEC, DISCARD--> NONE
+ *     |                |                         ^
+ *     |                +--UNWATCH, EXEC----> NONE|
+ *     +--MULTI (answered here)--> MULTI --the first keyed command: MULTI sent--+
+ *                                   |
+ *                                   +--EXEC (*0), DISCARD--> NONE
+ *
+ * In MULTI no server is known yet; in WATCHING and QUEUED the client's
+ * pin holds the state. tx_abort (an error while queuing) only has a
+ * meaning in MULTI and QUEUED: EXEC then answers -EXECABORT. */
+enum client_tx {
+    TX_NONE,
+    TX_WATCHING,        /* WATCH sent to the pin */
+    TX_MULTI,           /* MULTI answered here: the first key picks the server */
+    TX_QUEUED,          /* MULTI sent to the pin: commands queue there */
+};
+
+/* Between MULTI and EXEC or DISCARD. */
+#define client_in_multi(c) ((c)->tx >= TX_MULTI)
+
 /* The stream handle comes last: a TCP client is allocated without the
  * bytes only a unix-socket client's uv_pipe_t needs, which keeps the
  * struct in jemalloc's 512-byte size class. */
@@ -40,10 +63,8 @@ struct client {
     unsigned short   writing:1;
     unsigned short   is_dirty:1;
     unsigned short   quitting:1;/* QUIT or a protocol error: no more requests */
-    unsigned short   multi:1;   /* between MULTI and EXEC/DISCARD */
-    unsigned short   tx_started:1; /* MULTI was sent to the pin */
-    unsigned short   tx_abort:1;/* an error while queuing: EXEC aborts */
-    unsigned short   watching:1;/* WATCH sent to the pin */
+    unsigned short   tx:2;      /* enum client_tx (pin.c) */
+    unsigned short   tx_abort:1;/* in MULTI: an error while queuing, EXEC aborts */
     unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
     unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
     unsigned short   kicking:1; /* gate.c: sending from the gate now */

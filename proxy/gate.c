@@ -159,7 +159,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
         return;
     }
     r->server = b->server;
-    r->via = r->pinned ? GATE_PIN : b->dedicated && b != c->pin ? GATE_CONN : GATE_SERVER;
+    r->via = r->pinned ? GATE_PIN : backend_dedicated(b) && b != c->pin ? GATE_CONN : GATE_SERVER;
     r->backend = r->via == GATE_CONN ? b : NULL;
     rare = client_rare(c);
     c->gated = 1;
@@ -192,10 +192,12 @@ static void release(struct client *c, struct req *r, struct backend *b)
 {
     struct client_rare *rare = c->rare;
     bool own = r->client != NULL || r->parent != NULL;
-    /* Routed before a later reload: its owner may have changed (a WATCH
-     * may go on: its EXEC will be refused). */
+    /* Routed before a later reload: its owner may have changed (what goes
+     * to a pin holding WATCH or MULTI state may go on: its EXEC will be
+     * refused, tx_exec). */
     bool stale = own && r->epoch != c->pool->epoch &&
-                 !(r->pinned && !r->is_exec && !r->in_tx && c->watching);
+                 !(r->pinned && !r->is_exec && !r->in_tx &&
+                   (c->tx == TX_WATCHING || c->tx == TX_QUEUED));
 
     r->backend = NULL;
     if (own && r->is_exec && (rare->tx_broken || stale)) {

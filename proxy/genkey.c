@@ -44,13 +44,12 @@ static int64_t unix_ms(void)
 /* xorshift64*: the spread of new ids needs to be even, not secret. */
 static uint64_t random64(void)
 {
-    static uint64_t x;
+    uint64_t x = proxy.rng != 0 ? proxy.rng : 0x9e3779b97f4a7c15ULL;
 
-    if (x == 0)
-        x = ((uint64_t)unix_ms() << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ULL;
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
+    proxy.rng = x;
     return x * 0x2545f4914f6cdd1dULL;
 }
 
@@ -162,18 +161,15 @@ static uint32_t random_shard(const struct pool *p)
 }
 
 /* Test hook: SHARDIS_TEST_CLOCK_SKEW_MS shifts the allocator's clock, to
- * simulate a backend whose clock was stepped. 0 in production. */
-static long long clock_skew_ms(void)
-{
-    static int read;
-    static long long skew;
+ * simulate a backend whose clock was stepped. 0 in production. Read once,
+ * at start (genkey_init): configuration, not state. */
+static long long clock_skew;
 
-    if (!read) {
-        const char *s = getenv("SHARDIS_TEST_CLOCK_SKEW_MS");
-        skew = s != NULL ? strtoll(s, NULL, 10) : 0;
-        read = 1;
-    }
-    return skew;
+void genkey_init(void)
+{
+    const char *s = getenv("SHARDIS_TEST_CLOCK_SKEW_MS");
+
+    clock_skew = s != NULL ? strtoll(s, NULL, 10) : 0;
 }
 
 static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
@@ -316,7 +312,7 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
     snprintf(epoch, sizeof(epoch), "%lld", (long long)ig->epoch_ms);
     snprintf(ahead, sizeof(ahead), "%lld", (long long)ig->max_ahead_ms);
     snprintf(guard, sizeof(guard), "%lld", (long long)ig->restart_guard_ms);
-    snprintf(skew, sizeof(skew), "%lld", clock_skew_ms());
+    snprintf(skew, sizeof(skew), "%lld", clock_skew);
     msg_write_command(&r->out, &c->lbuf, 10, (const char *const[]){
         sha ? "EVALSHA" : "EVAL", sha ? proxy.idgen_sha : idgen_script, "1", seq,
         n, epoch, ahead, guard, b->run_id, skew});

@@ -19,6 +19,8 @@ void genkey_pool_free(struct pool *p);
 void genkey_changetype(struct client *c, struct req *r, struct args *a);
 void genkey_keyinfo(struct client *c, struct req *r, struct args *a);
 void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
+/* At start, before any loop runs: read the test hooks. */
+void genkey_init(void);
 /* A shared connection to a server is being opened: load the allocator
  * script there and learn the server's run_id (the handshake's tail). */
 void genkey_connecting(struct backend *b);

@@ -544,7 +544,7 @@ static uint32_t blocked_clients(void)
         struct backend *b;
         TAILQ_FOREACH(b, &proxy.pools[i].dedicated, link) {
             struct req *r = TAILQ_FIRST(&b->pendq);
-            n += b->owner != NULL && !b->transient && r != NULL && r->blocking;
+            n += b->role == BACKEND_PIN && r != NULL && r->blocking;
         }
     }
     return n;

@@ -289,7 +289,7 @@ static bool waits_long(const struct backend *b)
 {
     const struct req *r;
 
-    if (b->sub || b->transient)
+    if (b->role != BACKEND_PIN)
         return true;
     TAILQ_FOREACH(r, &b->pendq, pq)
         if (r->blocking)
@@ -377,11 +377,11 @@ static void drain(struct pool *p, struct mig *m)
                 marker(m, b);
         }
     TAILQ_FOREACH(b, &p->dedicated, link) {
-        if (b->spare || backend_idle(b) || b->state != BACKEND_UP)
+        if (b->role == BACKEND_SPARE || backend_idle(b) || b->state != BACKEND_UP)
             continue;
         if (!waits_long(b))
             marker(m, b);
-        else if (!b->sub && !b->transient)
+        else if (b->role == BACKEND_PIN)
             unblock(p, m, b);
     }
 }
@@ -393,7 +393,7 @@ static void unblock_late(struct pool *p, struct mig *m)
     struct backend *b;
 
     TAILQ_FOREACH(b, &p->dedicated, link)
-        if (!b->spare && !b->sub && !b->transient && b->state == BACKEND_UP &&
+        if (b->role == BACKEND_PIN && b->state == BACKEND_UP &&
             !TAILQ_EMPTY(&b->pendq))
             unblock(p, m, b);
 }

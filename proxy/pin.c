@@ -46,7 +46,7 @@
 static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
 {
     if (c->pin == NULL) {
-        c->pin = backend_acquire(c->pool, server, c);
+        c->pin = backend_acquire(c->pool, server, c, BACKEND_PIN);
         gate_hold(c, r);
     }
     return c->pin->server == server ? c->pin : NULL;
@@ -99,7 +99,7 @@ static void reply_crossslot(struct client *c, struct req *r)
 
 void pin_check(struct client *c)
 {
-    if (c->pin != NULL && !c->multi && !c->watching && !c->gated && backend_idle(c->pin)) {
+    if (c->pin != NULL && c->tx == TX_NONE && !c->gated && backend_idle(c->pin)) {
         backend_release(c->pin, true);
         c->pin = NULL;
     }
@@ -115,7 +115,7 @@ void pin_client_gone(struct client *c)
     }
     for (b = TAILQ_FIRST(&c->pool->dedicated); b != NULL; b = next) {
         next = TAILQ_NEXT(b, link);
-        if (b->owner == c && b->transient)
+        if (b->owner == c && b->role == BACKEND_ONE_OFF)
             backend_release(b, false);      /* a WAIT still waiting */
     }
 }
@@ -124,37 +124,38 @@ void pin_client_gone(struct client *c)
 
 static void tx_multi(struct client *c, struct req *r, struct args *a)
 {
-    if (c->multi) {
+    if (client_in_multi(c)) {
         refuse(c, r, "ERR MULTI calls can not be nested");
         return;
     }
-    if (!c->watching)
-        client_rare(c)->tx_epoch = c->pool->epoch;
-    c->multi = 1;
     c->tx_abort = 0;
-    if (!c->watching) {             /* the first key will choose the server */
+    if (c->tx == TX_NONE) {         /* the first key will choose the server */
+        client_rare(c)->tx_epoch = c->pool->epoch;
+        c->tx = TX_MULTI;
         reply(c, r, "+OK\r\n");
         return;
     }
-    c->tx_started = 1;              /* WATCH chose it */
+    c->tx = TX_QUEUED;              /* WATCH chose it */
     forward(c, r, a);
 }
 
 static void tx_exec(struct client *c, struct req *r, struct args *a)
 {
-    if (!c->multi) {
+    enum client_tx was = c->tx;
+
+    if (!client_in_multi(c)) {
         refuse(c, r, "ERR EXEC without MULTI");
         return;
     }
-    c->multi = 0;
+    c->tx = TX_NONE;
     if (c->tx_abort) {
+        c->tx_abort = 0;
         if (c->pin != NULL)
-            send_quiet(c, c->tx_started ? DISCARD_REQUEST : UNWATCH_REQUEST);
-        c->tx_started = c->watching = c->tx_abort = 0;
+            send_quiet(c, was == TX_QUEUED ? DISCARD_REQUEST : UNWATCH_REQUEST);
         refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
-    if (!c->tx_started) {           /* nothing was queued anywhere */
+    if (was == TX_MULTI) {          /* nothing was queued anywhere */
         reply(c, r, "*0\r\n");
         return;
     }
@@ -162,30 +163,27 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         /* Keys moved since it began: what it queued or watched on its
          * server may no longer live there. */
         send_quiet(c, DISCARD_REQUEST);
-        c->tx_started = c->watching = 0;
         refuse(c, r, "TRYAGAIN resharding: the transaction began before a reload, retry");
         return;
     }
-    c->tx_started = c->watching = 0;
     r->in_tx = r->is_exec = 1;
     forward(c, r, a);
 }
 
 static void tx_discard(struct client *c, struct req *r, struct args *a)
 {
-    if (!c->multi) {
+    enum client_tx was = c->tx;
+
+    if (!client_in_multi(c)) {
         refuse(c, r, "ERR DISCARD without MULTI");
         return;
     }
-    c->multi = c->tx_abort = 0;
-    if (c->tx_started) {
-        c->tx_started = c->watching = 0;
+    c->tx = TX_NONE;
+    c->tx_abort = 0;
+    if (was == TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
         forward(c, r, a);
         return;
     }
-    if (c->watching)                /* DISCARD unwatches, as in Redis */
-        send_quiet(c, UNWATCH_REQUEST);
-    c->watching = 0;
     reply(c, r, "+OK\r\n");
 }
 
@@ -193,38 +191,43 @@ static void tx_watch(struct client *c, struct req *r, struct args *a, const stru
 {
     int owner;
 
-    if (c->multi) {
+    if (client_in_multi(c)) {
         refuse(c, r, "ERR WATCH inside MULTI is not allowed");
         return;
     }
     if ((owner = route_owner(c, r, a, cmd)) < 0)
         return;                     /* -CROSSSLOT was sent */
-    if (!c->watching)
+    if (c->tx == TX_NONE)
         client_rare(c)->tx_epoch = c->pool->epoch;
     if (pin_to(c, r, (uint32_t)owner) == NULL) {
         reply_crossslot(c, r);      /* watching keys of another server */
         return;
     }
-    c->watching = 1;
+    c->tx = TX_WATCHING;
     forward(c, r, a);
 }
 
 static void tx_unwatch(struct client *c, struct req *r, struct args *a)
 {
-    if (c->multi && !c->tx_started) {
+    switch ((enum client_tx)c->tx) {
+    case TX_MULTI:
         /* Nowhere to queue it: no key has picked the server yet. */
         client_reply_error(c, r, "ERR UNWATCH in a transaction without a key yet is not "
                            "supported by shardis");
         c->tx_abort = 1;
         req_done(r);
         return;
-    }
-    if (c->multi || c->watching) {
-        c->watching = c->multi;     /* queued in MULTI: EXEC will end it */
+    case TX_QUEUED:                 /* queued in MULTI: EXEC will end it */
         forward(c, r, a);
         return;
+    case TX_WATCHING:
+        c->tx = TX_NONE;
+        forward(c, r, a);
+        return;
+    case TX_NONE:
+        reply(c, r, "+OK\r\n");
+        return;
     }
-    reply(c, r, "+OK\r\n");
 }
 
 int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
@@ -246,11 +249,11 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
         if (!strcmp(n, "unwatch"))
             return tx_unwatch(c, r, a), 1;
     }
-    if (!c->multi || (cmd != NULL && (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))
+    if (!client_in_multi(c) || (cmd != NULL && (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))
         return 0;
     /* PING and ECHO mean the same on any server: once the transaction has
      * one, they are queued there. */
-    if (c->tx_started && cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
+    if (c->tx == TX_QUEUED && cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
         forward(c, r, a);
         return 1;
     }
@@ -268,18 +271,18 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
 
 void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking)
 {
-    if (c->multi && !c->tx_started) {
+    if (c->tx == TX_MULTI) {
         if (pin_to(c, r, server) == NULL) {
             c->tx_abort = 1;
             reply_crossslot(c, r);
             return;
         }
         send_quiet(c, MULTI_REQUEST);
-        c->tx_started = 1;
+        c->tx = TX_QUEUED;
     } else if (pin_to(c, r, server) == NULL) {
-        if (c->multi)
+        if (client_in_multi(c))
             c->tx_abort = 1;
-        if (c->multi || c->watching)
+        if (c->tx != TX_NONE)
             reply_crossslot(c, r);
         else {
             client_reply_error(c, r, "ERR a client's blocking commands run one server at a "
@@ -288,8 +291,8 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
         }
         return;
     }
-    r->blocking = blocking && !c->multi;    /* it may wait as long as it asked to */
-    r->in_tx = c->multi;
+    r->blocking = blocking && !client_in_multi(c);  /* it may wait as long as it asked */
+    r->in_tx = client_in_multi(c);
     forward(c, r, a);
 }
 
@@ -319,8 +322,7 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active)
             continue;
-        via[s] = backend_acquire(p, s, c);
-        via[s]->transient = 1;
+        via[s] = backend_acquire(p, s, c, BACKEND_ONE_OFF);
         send_quiet_on(c, via[s], WAIT_MARKER);
     }
     frag_broadcast(c, r, a, cmd, via, true);
@@ -338,8 +340,7 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active || (first_only && s != p->slot[0]))
             continue;
-        via[s] = backend_acquire(p, s, c);
-        via[s]->transient = 1;
+        via[s] = backend_acquire(p, s, c, BACKEND_ONE_OFF);
     }
     if (first_only) {
         args_request(a, &r->out);

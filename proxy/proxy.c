@@ -27,6 +27,7 @@
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
+#include "proxy/route.h"
 #include "proxy/util.h"
 
 #define PROXY_DRAIN_MS  5000
@@ -85,21 +86,18 @@ static void flush_cb(uv_check_t *h)
  * an idle proxy is back to its idle size whatever came before. */
 static void idle_check(uint64_t now)
 {
-    static uint64_t seen_commands, active_ms;
-    static bool trimmed = true;
-
-    if (proxy.total_commands != seen_commands) {
-        seen_commands = proxy.total_commands;
-        active_ms = now;
-        trimmed = false;
-    } else if (!trimmed && now - active_ms >= PROXY_IDLE_MS) {
+    if (proxy.total_commands != proxy.idle_seen) {
+        proxy.idle_seen = proxy.total_commands;
+        proxy.idle_since = now;
+        proxy.idle_trimmed = false;
+    } else if (!proxy.idle_trimmed && now - proxy.idle_since >= PROXY_IDLE_MS) {
         for (size_t i = 0; i < proxy.npools; i++)
             backend_close_spares(&proxy.pools[i], UINT32_MAX);
         mbuf_pool_trim();
         req_pool_trim();
         if (proxy_idle_hook != NULL)
             proxy_idle_hook();
-        trimmed = true;
+        proxy.idle_trimmed = true;
     }
 }
 
@@ -278,8 +276,6 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
 
 /* ---- stopping ------------------------------------------------------------------- */
 
-static uv_timer_t drain_timer;
-
 static void close_walk_cb(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -357,8 +353,8 @@ static void stop_cb(uv_signal_t *s, int signum)
     log_notice("signal %d: stopping; finishing requests in flight", signum);
     for (size_t i = 0; i < proxy.npools; i++)
         uv_close(&proxy.pools[i].listener.handle, NULL);
-    uv_timer_init(proxy.loop, &drain_timer);
-    uv_timer_start(&drain_timer, drain_cb, 0, 20);
+    uv_timer_init(proxy.loop, &proxy.drainer);
+    uv_timer_start(&proxy.drainer, drain_cb, 0, 20);
 }
 
 static void hup_cb(uv_signal_t *s, int signum)
@@ -389,6 +385,10 @@ int proxy_run(struct conf *cf)
     TAILQ_INIT(&proxy.dirty_clients);
     TAILQ_INIT(&proxy.dirty_backends);
     TAILQ_INIT(&proxy.stalled);
+    proxy.idle_trimmed = true;
+    proxy.rng = ((uint64_t)uv_hrtime() << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ULL;
+    route_init();
+    genkey_init();
     signal(SIGPIPE, SIG_IGN);
 
     proxy.npools = cf->npools;

@@ -34,6 +34,13 @@ struct proxy {
     uint64_t          stop_ms;      /* when the stop signal came */
     int               port;         /* first TCP listen port, for INFO */
     char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
+    uint64_t          rng;          /* genkey.c's xorshift64* state (never 0) */
+    struct req       *req_free;     /* req.c: request objects kept for reuse */
+    size_t            req_nfree;
+    uv_timer_t        drainer;      /* the stop: waits for requests in flight */
+    uint64_t          idle_seen;    /* total_commands at the last tick ... */
+    uint64_t          idle_since;   /* ... and when it last changed */
+    bool              idle_trimmed; /* pools trimmed since (idle_check) */
     struct conf     **old_confs;    /* replaced by reloads while a pool still routed by
                                        them (group.c); freed once none does */
     size_t            nold_confs;

@@ -120,8 +120,7 @@ static struct backend *conn(struct client *c, uint32_t server)
     struct subs *s = subs_of(c);
 
     if (s->conns[server] == NULL) {
-        s->conns[server] = backend_acquire(c->pool, server, c);
-        s->conns[server]->sub = 1;
+        s->conns[server] = backend_acquire(c->pool, server, c, BACKEND_SUBSCRIBER);
     }
     return s->conns[server];
 }
@@ -171,10 +170,10 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
     uint32_t *owner = NULL;
     struct subs *s;
 
-    if (c->multi || c->pin != NULL) {
+    if (client_in_multi(c) || c->pin != NULL) {
         client_reply_error(c, r, "ERR %s inside a transaction, or with WATCH or a blocking "
                            "command waiting, is not supported by shardis", sub_verb[kind]);
-        c->tx_abort = c->multi;
+        c->tx_abort = client_in_multi(c);
         req_done(r);
         return;
     }
@@ -325,7 +324,7 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
     if (!strcmp(n, "publish") || !strcmp(n, "spublish")) {
         if (c->subscribed)
             return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
-        if (c->multi)
+        if (client_in_multi(c))
             return 0;               /* pin.c refuses or queues it */
         size_t len;
         const char *channel = args_get(a, 1, &len);

@@ -3,22 +3,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/proxy.h"
 #include "proxy/req.h"
 #include "proxy/route.h"
 #include "proxy/util.h"
 
 #define REQ_FREE_MAX 4096
 
-static struct req *req_free_list;
-static size_t req_nfree;
 
 struct req *req_get(void)
 {
-    struct req *r = req_free_list;
+    struct req *r = proxy.req_free;
 
     if (r != NULL) {
-        req_free_list = (struct req *)r->client;
-        req_nfree--;
+        proxy.req_free = (struct req *)r->client;
+        proxy.req_nfree--;
     } else {
         r = xmalloc(sizeof(*r));
     }
@@ -34,10 +33,10 @@ void req_maybe_free(struct req *r)
     msg_release(&r->out);
     msg_release(&r->rsp);
     route_kept_free(r);
-    if (req_nfree < REQ_FREE_MAX) {
-        r->client = (struct client *)req_free_list;
-        req_free_list = r;
-        req_nfree++;
+    if (proxy.req_nfree < REQ_FREE_MAX) {
+        r->client = (struct client *)proxy.req_free;
+        proxy.req_free = r;
+        proxy.req_nfree++;
     } else {
         free(r);
     }
@@ -45,11 +44,11 @@ void req_maybe_free(struct req *r)
 
 void req_pool_trim(void)
 {
-    while (req_free_list != NULL) {
-        struct req *r = req_free_list;
-        req_free_list = (struct req *)r->client;
+    while (proxy.req_free != NULL) {
+        struct req *r = proxy.req_free;
+        proxy.req_free = (struct req *)r->client;
         free(r);
     }
-    req_nfree = 0;
+    proxy.req_nfree = 0;
 }
 

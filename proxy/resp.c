@@ -85,9 +85,9 @@ void resp_req_free(struct resp_req *s)
     resp_req_reset(s);
 }
 
-/* The text of the last error. The proxy is single-threaded and reports an
- * error before it frames anything else, so one buffer serves every framer
- * and no connection carries one. */
+/* The text of the last error. A connection reports its error before it
+ * frames anything else, so one buffer per thread (per loop) serves every
+ * framer of that loop and no connection carries one. */
 static _Thread_local char err_buf[96];
 
 const char *resp_error(void)

@@ -399,7 +399,7 @@ int route_reissue(struct client *c, struct req *r)
 
     /* Not while its connection holds anything else of the client's: a
      * transaction, a WATCH, a request still waiting for it. */
-    if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->multi || c->watching)
+    if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->tx != TX_NONE)
         return 0;
     elapsed = uv_now(proxy.loop) - k->started_ms;
     n = k->cmd->name;
@@ -601,20 +601,32 @@ static enum route_kind classify(const struct cmd *cmd)
     return ROUTE_SAME_SERVER;
 }
 
-/* Decided once per command: the strcmp calls behind it were the largest
- * item in the proxy's profile when made on every request. */
-enum route_kind route_kind(const struct cmd *cmd)
+/* Decided once per command, at start: the strcmp calls behind it were the
+ * largest item in the proxy's profile when made on every request. The
+ * table is written before any loop runs and only read after, so every
+ * loop shares it. */
+static unsigned char *kinds;
+
+void route_init(void)
 {
-    static unsigned char *memo;         /* kind + 1; 0 not yet */
     size_t n;
     const struct cmd *table = cmd_table(&n);
-    size_t i = (size_t)(cmd - table);
 
-    if (memo == NULL)
-        memo = xcalloc(n, 1);
-    if (memo[i] == 0)
-        memo[i] = (unsigned char)(classify(cmd) + 1);
-    return (enum route_kind)(memo[i] - 1);
+    if (kinds != NULL)
+        return;
+    kinds = xmalloc(n);
+    for (size_t i = 0; i < n; i++)
+        kinds[i] = (unsigned char)classify(&table[i]);
+}
+
+enum route_kind route_kind(const struct cmd *cmd)
+{
+    size_t n;
+    const struct cmd *table = cmd_table(&n);
+
+    if (kinds == NULL)                  /* `shardis commands`, tests: no start */
+        return classify(cmd);
+    return (enum route_kind)kinds[cmd - table];
 }
 
 /* An error was sent for r: count it, and a transaction it was queued in
@@ -622,7 +634,7 @@ enum route_kind route_kind(const struct cmd *cmd)
 static void refused(struct client *c, struct req *r)
 {
     c->pool->errors++;
-    if (c->multi)
+    if (client_in_multi(c))
         c->tx_abort = 1;
     req_done(r);
 }
@@ -732,7 +744,7 @@ void route_request(struct client *c, struct req *r)
         goto reply;
     case ROUTE_SPLIT:
         /* In a transaction every key must be on its server: nothing is split. */
-        if (!c->multi && (owner = frag_route(c, r, &a, cmd)) != -2) {
+        if (!client_in_multi(c) && (owner = frag_route(c, r, &a, cmd)) != -2) {
             if (owner >= 0) {
                 a.ks = (struct keyspan){1, a.argc - 1, (uint32_t)cmd->step, 0};
                 goto forward;
@@ -747,8 +759,8 @@ void route_request(struct client *c, struct req *r)
         goto done;
 
 forward:
-    if (c->multi || (cmd->flags & CMD_BLOCKING)) {
-        if (!c->multi && (cmd->flags & CMD_BLOCKING))
+    if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
+        if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
             keep(r, &a, cmd);
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
     }

@@ -67,6 +67,8 @@ enum route_kind {
 };
 
 enum route_kind route_kind(const struct cmd *cmd);
+/* At start, before any loop runs: decide every command's kind once. */
+void route_init(void);
 
 /* The server owning every key of r (cmd's key positions, left in a->ks),
  * or -1 after replying an error (-CROSSSLOT, bad numkeys, no key to route

@@ -101,7 +101,7 @@ static struct req *request(struct client *c)
 
 static struct backend *pin(struct client *c, uint32_t server)
 {
-    struct backend *b = backend_acquire(&pool, server, c);
+    struct backend *b = backend_acquire(&pool, server, c, BACKEND_PIN);
 
     b->state = BACKEND_UP;
     c->pin = b;
@@ -141,7 +141,7 @@ Test(gate, a_waiting_request_never_goes_to_a_connection_given_away)
     blpop->queued = 0;
     backend_release(p, true);
     c->pin = NULL;
-    cr_assert(eq(ptr, backend_acquire(&pool, 0, d), p), "d gets c's old connection");
+    cr_assert(eq(ptr, backend_acquire(&pool, 0, d, BACKEND_PIN), p), "d gets c's old connection");
     d->pin = p;
 
     req_done(blpop);                /* the BLPOP answered: the GET may go */
@@ -180,7 +180,7 @@ Test(gate, a_connection_being_unblocked_is_no_spare)
     backend_release(p, true);
     c->pin = NULL;
     cr_assert(eq(u32, pool.nspare, 0), "not kept as a spare");
-    struct backend *q = backend_acquire(&pool, 0, d);
+    struct backend *q = backend_acquire(&pool, 0, d, BACKEND_PIN);
     cr_assert(eq(int, q->state, BACKEND_DOWN), "d gets a new connection");
     cr_assert(eq(int, q->unblocking, 0));
 }
