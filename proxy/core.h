@@ -221,6 +221,10 @@ struct client_rare *client_rare(struct client *c);
 const char *client_name(const struct client *c);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
+/* A client of p over fd, a connected stream socket of the process's own
+ * (one end of a unit test's socketpair), as if accepted: the client owns
+ * fd from then on. NULL if it cannot be read (fd is left open). */
+struct client *client_open(struct pool *p, uv_file fd);
 /* Close the clients that have taken none of their unread replies for too
  * long (client.c's limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);
@@ -393,6 +397,14 @@ struct proxy {
 };
 
 extern struct proxy proxy;
+
+/* Start the loop's flush and tick handles (proxy.flusher, proxy.ticker):
+ * proxy_run does, and so does a unit test that runs pools of its own on
+ * proxy.loop. */
+void proxy_loop_start(void);
+/* Free what pool p holds, once its handles are closed and the loop has
+ * run their close callbacks (the end of proxy_run, or of such a test). */
+void pool_free(struct pool *p);
 
 /* A config the proxy no longer runs: freed, or kept while a pool still
  * routes by one of its pools (a reload waiting for the other proxies), and
