@@ -7,6 +7,12 @@
  * every handle closed and uv_loop_close returning 0, so a handle left
  * open fails it, and (in the ASan build) nothing leaked.
  *
+ * The cases: the order of replies (a pipeline, two clients interleaved),
+ * split commands' merged replies, a client gone while its requests wait
+ * at a server, a server refusing or killed, the ordering gate behind a
+ * BLPOP, and a request for a key moving after a reload (mig.c's switch,
+ * done directly as group.c does it, without the reload's coordination).
+ *
  * Every wait on the loop is bounded (LOOP_WAIT_MS, by a uv_timer): a case
  * that would hang fails instead. A server is held still with SIGSTOP
  * where a case needs requests to stay queued at it, never with a sleep.
@@ -207,6 +213,7 @@ static uv_loop_t loop;
 static uv_timer_t guard;        /* bounds every wait (RUN_UNTIL) */
 static bool timed_out;
 static struct conf *cf;
+static struct conf *old_cf;     /* the one a reload replaced, or NULL */
 static struct pool pool;
 
 static void guard_cb(uv_timer_t *t)
@@ -225,7 +232,7 @@ static void guard_cb(uv_timer_t *t)
         while (!(cond) && !timed_out)                                              \
             uv_run(&loop, UV_RUN_ONCE);                                            \
         uv_timer_stop(&guard);                                                     \
-        cr_assert(holds(cond), "timed out waiting for " __VA_ARGS__);                   \
+        cr_assert(holds(cond), "timed out waiting for " __VA_ARGS__);              \
     } while (0)
 
 static void setup(void)
@@ -260,14 +267,13 @@ static void teardown(void)
 
 TestSuite(loop, .init = setup, .fini = teardown, .timeout = 20);
 
-/* The pool "alpha" over servers on ports[0 .. n), named one, two, three,
- * as proxy_run starts one (its listener aside), and the loop's flush and
- * tick handles. */
-static void pool_up(size_t n, const uint16_t *ports)
+/* The config of pool "alpha" over servers on ports[0 .. n), named one,
+ * two, three. */
+static struct conf *conf_of(size_t n, const uint16_t *ports)
 {
     static const char *const names[] = {"one", "two", "three"};
     char text[1024], err[CONF_ERRLEN];
-    struct ring *ring;
+    struct conf *c;
     int len;
 
     len = snprintf(text, sizeof(text),
@@ -279,8 +285,19 @@ static void pool_up(size_t n, const uint16_t *ports)
     for (size_t i = 0; i < n; i++)
         len += snprintf(text + len, sizeof(text) - (size_t)len, "    - 127.0.0.1:%u:1 %s\n",
                         ports[i], names[i]);
-    cr_assert(eq(int, conf_parse(&cf, "test", text, (size_t)len, err, sizeof(err)), 0), "%s",
+    cr_assert(eq(int, conf_parse(&c, "test", text, (size_t)len, err, sizeof(err)), 0), "%s",
               err);
+    return c;
+}
+
+/* The pool over servers on ports[0 .. n), as proxy_run starts one (its
+ * listener aside), and the loop's flush and tick handles. */
+static void pool_up(size_t n, const uint16_t *ports)
+{
+    char err[CONF_ERRLEN];
+    struct ring *ring;
+
+    cf = conf_of(n, ports);
     proxy.conf = cf;
     cr_assert(eq(int, conf_pool_ring(&cf->pools[0], &ring, err, sizeof(err)), 0), "%s", err);
     memset(&pool, 0, sizeof(pool));
@@ -433,7 +450,7 @@ static void end_send(struct end *e, const char *fmt, ...)
     free(req);
 }
 
-/* want, with \r and \n shown, for a failure's message. */
+/* s, with \r and \n shown, for a failure's message. */
 static const char *shown(const char *s, size_t len)
 {
     static char out[2][8192];
@@ -506,9 +523,12 @@ static void loop_finish(void)
     RUN_UNTIL(proxy.nclients == 0, "the proxy to close its clients");
     proxy.stopping = true;
     backend_close_spares(&pool, UINT32_MAX);
-    for (uint32_t s = 0; s < pool.nservers; s++)
+    for (uint32_t s = 0; s < pool.nservers; s++) {
         for (uint32_t k = 0; k < pool.nconns; k++)
             backend_close(&pool.servers[s].conns[k]);
+        if (pool.servers[s].mover != NULL)
+            backend_close(pool.servers[s].mover);
+    }
     uv_close((uv_handle_t *)&proxy.flusher, NULL);
     uv_close((uv_handle_t *)&proxy.ticker, NULL);
     timed_out = false;
@@ -524,7 +544,8 @@ static void loop_finish(void)
     cr_assert(eq(int, uv_loop_close(&loop), 0), "the loop closes: no live handle");
     pool_free(&pool);
     conf_free(cf);
-    cf = NULL;
+    conf_free(old_cf);
+    cf = old_cf = NULL;
     proxy.conf = NULL;
     mbuf_pool_trim();
     req_pool_trim();
@@ -812,5 +833,97 @@ Test(loop, a_command_after_a_blocking_one_waits_for_it)
     expect(x, want);
     end_send(y, "GET %s", kb);
     expect(y, "$5\r\nafter\r\n");
+    loop_finish();
+}
+
+/* ---- a request for a moving key ---------------------------------------------------------- */
+
+/* What a redis-server on port answers to the inline command cmd, compared
+ * with want, over a connection of the case's own. */
+static bool server_says(uint16_t port, const char *cmd, const char *want)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {.tv_sec = 1};
+    char buf[256] = "";
+    size_t len = 0, n = strlen(want);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    cr_assert(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    cr_assert(eq(int, connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0));
+    cr_assert(eq(sz, (size_t)write(fd, cmd, strlen(cmd)), strlen(cmd)));
+    while (len < n && len < sizeof(buf) - 1) {
+        ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    return len == n && memcmp(buf, want, n) == 0;
+}
+
+/* The k-th key "<prefix><i>" that ring r places on its server idx. */
+static const char *key_in(const struct ring *r, uint32_t idx, const char *prefix, int k)
+{
+    static char keys[8][32];
+    static int next;
+    char *key = keys[next++ % 8];
+
+    for (int i = 0;; i++) {
+        snprintf(key, 32, "%s%d", prefix, i);
+        if (ring_lookup(r, key, strlen(key)) == idx && k-- == 0)
+            return key;
+    }
+}
+
+/* The pool gains a second server as a reload does once every proxy has
+ * it (group.c's switch): it routes by the new ring, and a key whose owner
+ * changed is moved (MIGRATE from the first server) before a request for
+ * it goes on. The first server is held still meanwhile: the request, and
+ * the client's later ones, wait; once it goes on they are answered in
+ * order, the moved key with the value it had. */
+Test(loop, a_request_for_a_moving_key_waits_for_it_and_the_rest_keep_their_order)
+{
+    char err[CONF_ERRLEN], cmd[64];
+    struct ring *ring, *old;
+    uint32_t *old_slot;
+
+    server_start(0, NULL);
+    server_start(1, NULL);
+    pool_up_servers(1);
+    uint16_t ports[2] = {servers[0].port, servers[1].port};
+    struct conf *next = conf_of(2, ports);
+    cr_assert(eq(int, conf_pool_ring(&next->pools[0], &ring, err, sizeof(err)), 0), "%s", err);
+    const char *km = key_in(ring, 1, "m", 0), *ka = key_in(ring, 0, "m", 0);
+    struct end *x = end_open(0);
+
+    end_send(x, "SET %s old", km);
+    end_send(x, "SET %s a", ka);
+    expect(x, "+OK\r\n+OK\r\n");            /* both on the first server */
+
+    old = pool_set_ring(&pool, &next->pools[0], ring, &old_slot);
+    cr_assert(eq(int, mig_start(&pool, old, old_slot, cf->text, next->text, err, sizeof(err)),
+                 0), "%s", err);
+    old_cf = cf;
+    proxy.conf = cf = next;
+    server_signal(0, SIGSTOP);
+    end_send(x, "GET %s", km);
+    end_send(x, "SET %s new", km);
+    end_send(x, "GET %s", km);
+    end_send(x, "GET %s", ka);
+    RUN_UNTIL(x->c->inflight == 4, "x's four requests routed");
+    for (int i = 0; i < 5; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert(eq(sz, x->len, 0), "nothing is answered while the key cannot move");
+    cr_assert(x->c->rare != NULL && !TAILQ_EMPTY(&x->c->rare->gate), "they wait, parked");
+    snprintf(cmd, sizeof(cmd), "EXISTS %s\r\n", km);
+    cr_assert(server_says(servers[1].port, cmd, ":0\r\n"), "the new owner has nothing yet");
+
+    server_signal(0, SIGCONT);
+    expect(x, "$3\r\nold\r\n+OK\r\n$3\r\nnew\r\n$1\r\na\r\n");
+    cr_assert(server_says(servers[0].port, cmd, ":0\r\n"), "the key left the first server");
+    snprintf(cmd, sizeof(cmd), "GET %s\r\n", km);
+    cr_assert(server_says(servers[1].port, cmd, "$3\r\nnew\r\n"), "and is on the second");
     loop_finish();
 }
