@@ -476,36 +476,39 @@ void client_close(struct client *c)
     uv_close(&c->h.handle, client_close_cb);
 }
 
-void client_accept(struct pool *p, uv_stream_t *listener)
+/* A client of p over a handle of its own kind (pipe: a uv_pipe_t, else a
+ * uv_tcp_t), initialised but not connected yet; NULL if it cannot be. */
+static struct client *client_new(struct pool *p, bool pipe)
 {
-    bool unix_socket = p->conf->listen.unix_socket;
     struct client *c = xcalloc(1, offsetof(struct client, h) +
-                                  (unix_socket ? sizeof(uv_pipe_t) : sizeof(uv_tcp_t)));
+                                  (pipe ? sizeof(uv_pipe_t) : sizeof(uv_tcp_t)));
     int rc;
 
-    if (unix_socket)
+    if (pipe)
         rc = uv_pipe_init(proxy.loop, &c->h.pipe, 0);
     else
         rc = uv_tcp_init(proxy.loop, &c->h.tcp);
     if (rc < 0) {
         free(c);
-        return;
+        return NULL;
     }
     c->pool = p;
     TAILQ_INIT(&c->reqs);
     resp_req_reset(&c->scan);
-    if (uv_accept(listener, &c->h.stream) < 0) {
-        c->closing = 1;
-        uv_close(&c->h.handle, client_close_cb);
-        return;
-    }
+    return c;
+}
+
+/* c is connected: count it, and read it (or refuse it, over the pool's
+ * client_connections). */
+static void client_start(struct pool *p, struct client *c)
+{
     c->id = ++proxy.next_client_id;
     c->authed = p->conf->redis_auth == NULL;
     p->nclients++;
     p->accepted++;
     proxy.nclients++;
     proxy.total_connections++;
-    if (!p->conf->listen.unix_socket) {
+    if (c->h.handle.type == UV_TCP) {
         uv_tcp_nodelay(&c->h.tcp, 1);
         if (p->conf->tcpkeepalive)
             uv_tcp_keepalive(&c->h.tcp, 1, 60);
@@ -527,4 +530,33 @@ void client_accept(struct pool *p, uv_stream_t *listener)
         c->reading = 1;
     else
         client_close(c);
+}
+
+void client_accept(struct pool *p, uv_stream_t *listener)
+{
+    struct client *c = client_new(p, p->conf->listen.unix_socket);
+
+    if (c == NULL)
+        return;
+    if (uv_accept(listener, &c->h.stream) < 0) {
+        c->closing = 1;
+        uv_close(&c->h.handle, client_close_cb);
+        return;
+    }
+    client_start(p, c);
+}
+
+struct client *client_open(struct pool *p, uv_file fd)
+{
+    struct client *c = client_new(p, true);
+
+    if (c == NULL)
+        return NULL;
+    if (uv_pipe_open(&c->h.pipe, fd) < 0) {
+        c->closing = 1;
+        uv_close(&c->h.handle, client_close_cb);
+        return NULL;
+    }
+    client_start(p, c);
+    return c;
 }

@@ -92,6 +92,10 @@ struct client_rare *client_rare(struct client *c);
 const char *client_name(const struct client *c);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
+/* A client of p over fd, a connected stream socket of the process's own
+ * (one end of a unit test's socketpair), as if accepted: the client owns
+ * fd from then on. NULL if it cannot be read (fd is left open). */
+struct client *client_open(struct pool *p, uv_file fd);
 /* Close the clients that have taken none of their unread replies for too
  * long (client.c's limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);

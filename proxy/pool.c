@@ -21,6 +21,7 @@
 #include "proxy/genkey.h"
 #include "proxy/group.h"
 #include "proxy/log.h"
+#include "proxy/mig.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
@@ -249,6 +250,25 @@ static void pool_retire_idle(struct pool *p)
         if (idle)
             pool_retire(p, s);
     }
+}
+
+void pool_free(struct pool *p)
+{
+    mig_free(p);
+    group_free(p);
+    genkey_pool_free(p);
+    ring_free(p->ring);
+    ring_free(p->live);
+    free(p->live_map);
+    free(p->slot);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        free(p->servers[s].label);
+        free(p->servers[s].addr);
+        free(p->servers[s].host);
+        free(p->servers[s].conns);
+        free(p->servers[s].mover);
+    }
+    free(p->servers);
 }
 
 void pool_tick(struct pool *p, uint64_t now)

@@ -87,6 +87,9 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
  * retires them once their keys have moved). */
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot);
+/* Free what pool p holds, once its handles are closed and the loop has
+ * run their close callbacks (the end of proxy_run, or of a unit test). */
+void pool_free(struct pool *p);
 /* From the proxy's tick: bring ejected servers back when their time is
  * up, and retire servers that left the ring once nothing is in flight. */
 void pool_tick(struct pool *p, uint64_t now);

@@ -373,6 +373,14 @@ static void hup_cb(uv_signal_t *s, int signum)
 
 /* ---- running ------------------------------------------------------------------ */
 
+void proxy_loop_start(void)
+{
+    uv_check_init(proxy.loop, &proxy.flusher);
+    uv_check_start(&proxy.flusher, flush_cb);
+    uv_timer_init(proxy.loop, &proxy.ticker);
+    uv_timer_start(&proxy.ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
+}
+
 int proxy_run(struct conf *cf)
 {
     char err[CONF_ERRLEN];
@@ -425,10 +433,7 @@ int proxy_run(struct conf *cf)
     char out[4096];
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
         log_warn("the config file is not applied while the recorded migration runs: %s", err);
-    uv_check_init(proxy.loop, &proxy.flusher);
-    uv_check_start(&proxy.flusher, flush_cb);
-    uv_timer_init(proxy.loop, &proxy.ticker);
-    uv_timer_start(&proxy.ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
+    proxy_loop_start();
     uv_signal_init(proxy.loop, &proxy.sigterm);
     uv_signal_start(&proxy.sigterm, stop_cb, SIGTERM);
     uv_signal_init(proxy.loop, &proxy.sigint);
@@ -442,21 +447,7 @@ int proxy_run(struct conf *cf)
         struct pool *p = &proxy.pools[i];
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
-        mig_free(p);
-        group_free(p);
-        genkey_pool_free(p);
-        ring_free(p->ring);
-        ring_free(p->live);
-        free(p->live_map);
-        free(p->slot);
-        for (uint32_t s = 0; s < p->nservers; s++) {
-            free(p->servers[s].label);
-            free(p->servers[s].addr);
-            free(p->servers[s].host);
-            free(p->servers[s].conns);
-            free(p->servers[s].mover);
-        }
-        free(p->servers);
+        pool_free(p);
     }
     free(proxy.pools);
     conf_free(proxy.conf);

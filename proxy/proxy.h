@@ -48,6 +48,11 @@ struct proxy {
 
 extern struct proxy proxy;
 
+/* Start the loop's flush and tick handles (proxy.flusher, proxy.ticker):
+ * proxy_run does, and so does a unit test that runs pools of its own on
+ * proxy.loop. */
+void proxy_loop_start(void);
+
 /* A config the proxy no longer runs: freed, or kept while a pool still
  * routes by one of its pools (a reload waiting for the other proxies), and
  * freed when the last such pool switches (pool_set_ring). */
