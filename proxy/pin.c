@@ -31,9 +31,6 @@
 #include "proxy/gate.h"
 #include "proxy/util.h"
 
-#define MULTI_REQUEST   "*1\r\n$5\r\nMULTI\r\n"
-#define DISCARD_REQUEST "*1\r\n$7\r\nDISCARD\r\n"
-#define UNWATCH_REQUEST "*1\r\n$7\r\nUNWATCH\r\n"
 
 /* c's dedicated connection to server for r: the one it has, or a new one
  * (nothing sent on it runs before c's earlier requests are answered); NULL
@@ -57,26 +54,32 @@ static void forward(struct client *c, struct req *r, struct args *a)
 /* A request of the proxy's own on b, one of c's connections, whose reply
  * nobody reads (the MULTI ahead of a transaction, a DISCARD after an
  * abort, WAIT's marker). */
-static void send_quiet_on(struct client *c, struct backend *b, const char *request)
+static void send_quiet_on(struct client *c, struct backend *b, int argc,
+                          const char *const *argv)
 {
     struct req *r = req_get();
+    struct resp_w w = client_cmd_w(c, &r->out);
 
-    client_append(c, &r->out, request, strlen(request));
+    resp_w_command(&w, argc, argv, NULL);
     route_send(c, r, NULL, b);
 }
 
-static void send_quiet(struct client *c, const char *request)
+/* The same on c's pinned connection, of a command without arguments. */
+static void send_quiet(struct client *c, const char *verb)
 {
     struct req *r = req_get();
+    struct resp_w w = client_cmd_w(c, &r->out);
 
-    client_append(c, &r->out, request, strlen(request));
+    resp_w_command(&w, 1, &verb, NULL);
     r->pinned = 1;
     route_send(c, r, NULL, c->pin);
 }
 
-static void reply(struct client *c, struct req *r, const char *s)
+static void reply_ok(struct client *c, struct req *r)
 {
-    client_reply(c, r, s, strlen(s));
+    struct resp_w w = client_w(c, &r->rsp);
+
+    resp_w_simple(&w, "OK");
     req_done(r);
 }
 
@@ -128,7 +131,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
     c->multi = 1;
     c->tx_abort = 0;
     if (!c->watching) {             /* the first key will choose the server */
-        reply(c, r, "+OK\r\n");
+        reply_ok(c, r);
         return;
     }
     c->tx_started = 1;              /* WATCH chose it */
@@ -144,19 +147,21 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     c->multi = 0;
     if (c->tx_abort) {
         if (c->pin != NULL)
-            send_quiet(c, c->tx_started ? DISCARD_REQUEST : UNWATCH_REQUEST);
+            send_quiet(c, c->tx_started ? "DISCARD" : "UNWATCH");
         c->tx_started = c->watching = c->tx_abort = 0;
         refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
     if (!c->tx_started) {           /* nothing was queued anywhere */
-        reply(c, r, "*0\r\n");
+        struct resp_w w = client_w(c, &r->rsp);
+        resp_w_array(&w, 0);
+        req_done(r);
         return;
     }
     if (c->rare->tx_epoch != c->pool->epoch) {
         /* Keys moved since it began: what it queued or watched on its
          * server may no longer live there. */
-        send_quiet(c, DISCARD_REQUEST);
+        send_quiet(c, "DISCARD");
         c->tx_started = c->watching = 0;
         refuse(c, r, "TRYAGAIN resharding: the transaction began before a reload, retry");
         return;
@@ -179,9 +184,9 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (c->watching)                /* DISCARD unwatches, as in Redis */
-        send_quiet(c, UNWATCH_REQUEST);
+        send_quiet(c, "UNWATCH");
     c->watching = 0;
-    reply(c, r, "+OK\r\n");
+    reply_ok(c, r);
 }
 
 static void tx_watch(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
@@ -219,7 +224,7 @@ static void tx_unwatch(struct client *c, struct req *r, struct args *a)
         forward(c, r, a);
         return;
     }
-    reply(c, r, "+OK\r\n");
+    reply_ok(c, r);
 }
 
 int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
@@ -269,7 +274,7 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
             reply_crossslot(c, r);
             return;
         }
-        send_quiet(c, MULTI_REQUEST);
+        send_quiet(c, "MULTI");
         c->tx_started = 1;
     } else if (pin_to(c, r, server) == NULL) {
         if (c->multi)
@@ -292,12 +297,12 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
 
 /* "PUBLISH __shardis:wait ''": a write that replicas receive (Redis
  * propagates PUBLISH), to a channel nobody listens to. */
-#define WAIT_MARKER "*3\r\n$7\r\nPUBLISH\r\n$14\r\n__shardis:wait\r\n$0\r\n\r\n"
+static const char *const wait_marker[] = {"PUBLISH", "__shardis:wait", ""};
 
 /* WAIT numreplicas timeout: how many replicas have every write the client
  * made before it. Redis counts the writes of the calling connection, but
  * the client's went over shared connections. So on every server a
- * connection of its own first makes a write of its own (WAIT_MARKER),
+ * connection of its own first makes a write of its own (wait_marker),
  * held until the client's earlier requests are answered, so that it comes
  * after all of them on that server; WAIT on that connection then waits
  * for replicas to have everything up to the marker. The reply is the
@@ -316,7 +321,7 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
             continue;
         via[s] = backend_acquire(p, s, c);
         via[s]->transient = 1;
-        send_quiet_on(c, via[s], WAIT_MARKER);
+        send_quiet_on(c, via[s], 3, wait_marker);
     }
     frag_broadcast(c, r, a, cmd, via, true);
     free(via);
