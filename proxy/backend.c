@@ -414,8 +414,9 @@ void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, in
 {
     struct req *r = req_get();
     struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&r->out, &m, RESP2);
 
-    msg_write_command(&r->out, &m, argc, argv);
+    resp_w_command(&w, argc, argv, NULL);
     mbuf_unref(m);
     r->on_reply = on_reply;
     r->queued = 1;
@@ -784,41 +785,35 @@ fail:
     return -1;
 }
 
-static void sync_put(FILE *f, const char *arg)
-{
-    fprintf(f, "$%zu\r\n%s\r\n", strlen(arg), arg);
-}
-
+/* The request is written as every other (resp_w, into chunks), then
+ * copied out once: write(2) on this blocking socket wants one buffer. */
 char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
                         const char *const *argv, size_t *len)
 {
-    char *req = NULL, *val = NULL, db[16];
-    size_t reqlen;
+    char *req, *val = NULL, db[16];
+    struct msg g = {0};
+    struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&g, &m, RESP2);
     int n = 1, fd = sync_connect(ps);
-    FILE *f;
 
     if (fd < 0)
         return NULL;
-    f = xopen_memstream(&req, &reqlen);
     if (pc->redis_auth != NULL) {
-        fputs("*2\r\n", f);
-        sync_put(f, "AUTH");
-        sync_put(f, pc->redis_auth);
+        resp_w_command(&w, 2, (const char *const[]){"AUTH", pc->redis_auth}, NULL);
         n++;
     }
     if (pc->redis_db != 0) {
         snprintf(db, sizeof(db), "%d", pc->redis_db);
-        fputs("*2\r\n", f);
-        sync_put(f, "SELECT");
-        sync_put(f, db);
+        resp_w_command(&w, 2, (const char *const[]){"SELECT", db}, NULL);
         n++;
     }
-    fprintf(f, "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++)
-        sync_put(f, argv[i]);
-    fclose(f);
-    if (write(fd, req, reqlen) == (ssize_t)reqlen)
+    resp_w_command(&w, argc, argv, NULL);
+    req = xmalloc(g.len);
+    msg_copy(&g, 0, g.len, req);
+    if (write(fd, req, g.len) == (ssize_t)g.len)
         sync_replies(fd, n, &val, len);
+    msg_release(&g);
+    mbuf_unref(m);
     free(req);
     close(fd);
     return val;

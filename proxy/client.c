@@ -73,36 +73,26 @@ const char *client_name(const struct client *c)
 
 /* ---- replies made here --------------------------------------------------------- */
 
-void client_reply(struct client *c, struct req *r, const char *data, size_t len)
+/* Every client speaks RESP2 until HELLO 3 (issue #14) records its
+ * protocol on it: then only this changes. */
+struct resp_w client_w(struct client *c, struct msg *g)
 {
-    client_append(c, &r->rsp, data, len);
+    return resp_w_on(g, &c->lbuf, RESP2);
 }
 
-void client_append(struct client *c, struct msg *g, const char *data, size_t len)
+struct resp_w client_cmd_w(struct client *c, struct msg *g)
 {
-    msg_write(g, &c->lbuf, data, len);
+    return resp_w_on(g, &c->lbuf, RESP2);
 }
 
 void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
 {
-    char buf[512];
+    struct resp_w w = client_w(c, &r->rsp);
     va_list ap;
-    int n;
 
-    buf[0] = '-';
     va_start(ap, fmt);
-    n = vsnprintf(buf + 1, sizeof(buf) - 3, fmt, ap);
+    resp_w_verror(&w, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        n = 0;
-    if ((size_t)n > sizeof(buf) - 4)
-        n = (int)sizeof(buf) - 4;
-    /* An error is one line: newlines in it would break the protocol. */
-    for (int i = 1; i <= n; i++)
-        if (buf[i] == '\r' || buf[i] == '\n')
-            buf[i] = ' ';
-    memcpy(buf + 1 + n, "\r\n", 2);
-    client_reply(c, r, buf, (size_t)n + 3);
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -516,11 +506,10 @@ static void client_start(struct pool *p, struct client *c)
     if (p->conf->client_connections > 0 &&
         p->nclients > (uint32_t)p->conf->client_connections) {
         /* Say why, then close, as redis-server does at maxclients. */
-        static const char full[] = "-ERR max number of clients reached\r\n";
         struct req *r = req_get();
         p->rejected++;
         client_queue(c, r);
-        client_reply(c, r, full, sizeof(full) - 1);
+        client_reply_error(c, r, "ERR max number of clients reached");
         r->quit = 1;
         c->quitting = 1;
         req_done(r);

@@ -106,10 +106,11 @@ void client_queue(struct client *c, struct req *r);
 void req_done(struct req *r);
 /* Schedule a write if the reply at the head of the queue is ready. */
 void client_ready(struct client *c);
-/* Queue a reply made by the proxy (bytes are copied into c's chunks). */
-void client_reply(struct client *c, struct req *r, const char *data, size_t len);
-/* Copy bytes into c's chunks and append them to g. */
-void client_append(struct client *c, struct msg *g, const char *data, size_t len);
+/* A RESP writer into g, in c's chunks: of values for c (c's protocol), or
+ * of a request c's traffic sends a backend (RESP2, as backends are spoken
+ * to). */
+struct resp_w client_w(struct client *c, struct msg *g);
+struct resp_w client_cmd_w(struct client *c, struct msg *g);
 void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void client_flush(struct client *c);

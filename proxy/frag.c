@@ -75,35 +75,24 @@ static int merge_kind(const struct cmd *cmd)
 #define FRAG_COPY_MAX   512     /* arguments and values up to this long are copied */
 #define FRAG_INLINE     64      /* keys, servers or elements handled on the stack */
 
-/* Append argument i, as a bulk string, to g. A short one is copied with
- * its header into the client's local chunk, so that a fragment of short
- * keys and values is one contiguous run, one iovec when written, rather
- * than two slices per argument; a long one is forwarded as slices of the
- * client's own chunks. */
-static void append_arg(struct client *c, struct msg *g, struct args *a, uint32_t i)
+/* Append argument i, as a bulk string, to w. A short one is copied with
+ * its header into the client's local chunk (resp_w_bulk does), so that a
+ * fragment of short keys and values is one contiguous run, one iovec when
+ * written, rather than two slices per argument; a long one is forwarded as
+ * slices of the client's own chunks, its CRLF included. */
+static void append_arg(struct client *c, struct resp_w *w, struct args *a, uint32_t i)
 {
-    char hdr[RESP_HEADER_MAX];
-    size_t n, len;
+    size_t len;
     const char *p;
 
     if (a->av == NULL && !c->scan.is_inline && c->scan.argv[i].len > FRAG_COPY_MAX) {
         const struct resp_arg *arg = &c->scan.argv[i];
-        client_append(c, g, hdr, resp_header(hdr, '$', arg->len));
-        rstream_slice(&c->in, arg->off, arg->off + arg->len + 2, g);
+        resp_w_bulk_header(w, arg->len);
+        rstream_slice(&c->in, arg->off, arg->off + arg->len + 2, w->g);
         return;
     }
     p = args_get(a, i, &len);
-    n = resp_header(hdr, '$', (long long)len);
-    if (len > FRAG_COPY_MAX) {          /* a long inline or kept argument */
-        client_append(c, g, hdr, n);
-        client_append(c, g, p, len);
-        client_append(c, g, "\r\n", 2);
-        return;
-    }
-    char *w = msg_reserve(g, &c->lbuf, n + len + 2);
-    memcpy(w, hdr, n);
-    memcpy(w + n, p, len);
-    memcpy(w + n + len, "\r\n", 2);
+    resp_w_bulk(w, p, len);     /* a long inline or kept argument is copied */
 }
 
 /* A frag with room for nfrags requests and, for MGET, nkeys positions:
@@ -193,14 +182,14 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         if (head[s] == NONE)
             continue;
         struct req *fr = req_get();
-        char hdr[RESP_HEADER_MAX];
+        struct resp_w w = client_cmd_w(c, &fr->out);
         fr->parent = r;
-        client_append(c, &fr->out, hdr, resp_header(hdr, '*', 1 + (long long)count[s] * step));
-        append_arg(c, &fr->out, a, 0);
+        resp_w_array(&w, 1 + (long long)count[s] * step);
+        append_arg(c, &w, a, 0);
         uint32_t elem = 0;
         for (uint32_t k = head[s]; k != NONE; k = next[k]) {
             for (uint32_t j = 0; j < step; j++)
-                append_arg(c, &fr->out, a, 1 + k * step + j);
+                append_arg(c, &w, a, 1 + k * step + j);
             if (f->keys != NULL)
                 f->keys[k] = (struct frag_key){i, elem++};
         }
@@ -333,7 +322,8 @@ static void merge_and(struct client *c, struct req *r, struct frag *f)
 {
     long long n = -1, len;
     size_t body, *offs = NULL;
-    char *all = NULL, buf[32];
+    char *all = NULL;
+    struct resp_w w = client_w(c, &r->rsp);
 
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
@@ -358,9 +348,9 @@ bad:
         reply_malformed(c, r, f->reqs[i]);
         goto out;
     }
-    client_reply(c, r, buf, resp_header(buf, '*', n));
+    resp_w_array(&w, n);
     for (long long e = 0; e < n; e++)
-        client_reply(c, r, all[e] ? ":1\r\n" : ":0\r\n", 4);
+        resp_w_int(&w, all[e]);
 out:
     free(offs);
     free(all);
@@ -372,7 +362,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
 {
     long long n, total = 0;
     size_t body;
-    char buf[RESP_HEADER_MAX];
+    struct resp_w w = client_w(c, &r->rsp);
     uint32_t have = 0, pick;
 
     if (first_byte(&f->reqs[0]->rsp) != '*') {
@@ -396,7 +386,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
         }
         total += n;
     }
-    client_reply(c, r, buf, resp_header(buf, '*', total));
+    resp_w_array(&w, total);
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
         CHECK(array_header(g, &n, &body) == 0);     /* it parsed above */
@@ -408,7 +398,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
 {
     struct req *err = NULL, *ok = NULL;
     long long acc = 0, v;
-    char buf[RESP_HEADER_MAX];
+    struct resp_w w = client_w(c, &r->rsp);
 
     for (uint32_t i = 0; i < f->nfrags; i++) {
         if (first_byte(&f->reqs[i]->rsp) == '-')
@@ -443,7 +433,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
             }
             acc = f->reply == CMD_REPLY_SUM ? acc + v : i == 0 || v < acc ? v : acc;
         }
-        client_reply(c, r, buf, resp_header(buf, ':', acc));
+        resp_w_int(&w, acc);
         return;
     case CMD_REPLY_AND:
         merge_and(c, r, f);
@@ -460,7 +450,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
 static void merge(struct req *r, struct client *c)
 {
     struct frag *f = r->frag;
-    char buf[RESP_HEADER_MAX];
+    struct resp_w w = client_w(c, &r->rsp);
     long long sum = 0, v;
 
     if (f->merge == MERGE_BROADCAST) {
@@ -478,7 +468,7 @@ static void merge(struct req *r, struct client *c)
     }
     switch (f->merge) {
     case MERGE_OK:
-        client_reply(c, r, "+OK\r\n", 5);
+        resp_w_simple(&w, "OK");
         return;
     case MERGE_SUM:
         for (uint32_t i = 0; i < f->nfrags; i++) {
@@ -488,7 +478,7 @@ static void merge(struct req *r, struct client *c)
             }
             sum += v;
         }
-        client_reply(c, r, buf, resp_header(buf, ':', sum));
+        resp_w_int(&w, sum);
         return;
     default:                    /* MERGE_VALUES */
         break;
@@ -528,7 +518,7 @@ static void merge(struct req *r, struct client *c)
             goto out;
         }
     }
-    client_reply(c, r, buf, resp_header(buf, '*', f->nkeys));
+    resp_w_array(&w, f->nkeys);
     /* Short values are copied next to each other: one iovec for the whole
      * reply rather than one per value. */
     for (uint32_t k = 0; k < f->nkeys; k++) {

@@ -204,7 +204,8 @@ static void release(struct client *c, struct req *r, struct backend *b)
         /* A command of its transaction was not queued: none runs. */
         if (b != NULL) {
             struct req *d = req_get();
-            client_append(c, &d->out, "*1\r\n$7\r\nDISCARD\r\n", 17);
+            struct resp_w w = client_cmd_w(c, &d->out);
+            resp_w_command(&w, 1, (const char *const[]){"DISCARD"}, NULL);
             backend_send(b, d);
         }
         rare->tx_broken = false;

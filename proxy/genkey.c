@@ -172,22 +172,6 @@ void genkey_init(void)
     clock_skew = s != NULL ? strtoll(s, NULL, 10) : 0;
 }
 
-static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
-{
-    msg_write_bulk(&r->rsp, &c->lbuf, s, len);
-}
-
-static void reply_str(struct client *c, struct req *r, const char *s)
-{
-    reply_bulk(c, r, s, strlen(s));
-}
-
-static void reply_int(struct client *c, struct req *r, long long v)
-{
-    char buf[RESP_HEADER_MAX];
-    client_reply(c, r, buf, resp_header(buf, ':', v));
-}
-
 /* An argument for an error message: at most 64 bytes of it. */
 #define ARG_FMT "%.*s"
 #define ARG_VAL(p, len) (int)((len) < 64 ? (len) : 64), (p)
@@ -313,9 +297,10 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
     snprintf(ahead, sizeof(ahead), "%lld", (long long)ig->max_ahead_ms);
     snprintf(guard, sizeof(guard), "%lld", (long long)ig->restart_guard_ms);
     snprintf(skew, sizeof(skew), "%lld", clock_skew);
-    msg_write_command(&r->out, &c->lbuf, 10, (const char *const[]){
+    struct resp_w w = client_cmd_w(c, &r->out);
+    resp_w_command(&w, 10, (const char *const[]){
         sha ? "EVALSHA" : "EVAL", sha ? proxy.idgen_sha : idgen_script, "1", seq,
-        n, epoch, ahead, guard, b->run_id, skew});
+        n, epoch, ahead, guard, b->run_id, skew}, NULL);
 }
 
 /* Read ":<integer>\r\n" at *p and step past it. */
@@ -337,7 +322,7 @@ static bool read_integer(const char **p, long long *v)
 static int genkey_reply(struct req *r)
 {
     struct client *c = r->client;
-    char head[96], buf[4096];
+    char head[96], key[IDGEN_KEY_LEN];
     size_t len = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
     struct idgen_id id;
     const char *p = head + 4;
@@ -370,20 +355,16 @@ static int genkey_reply(struct req *r)
         client_reply_error(c, r, "ERR id time out of range: check idgen.epoch_ms");
         return 0;
     }
-    /* Each key is "$16\r\n<key>\r\n": 23 bytes, encoded in batches. */
-    len = r->u.genkey.array ? resp_header(buf, '*', r->u.genkey.n) : 0;
+    /* Each key goes next to the one before in c's chunk: one iovec for
+     * a chunk's worth of keys. */
+    struct resp_w w = client_w(c, &r->rsp);
+    if (r->u.genkey.array)
+        resp_w_array(&w, r->u.genkey.n);
     for (uint32_t i = 0; i < r->u.genkey.n; i++) {
-        if (len + 23 > sizeof(buf)) {
-            client_reply(c, r, buf, len);
-            len = 0;
-        }
-        memcpy(buf + len, "$16\r\n", 5);
-        idgen_encode(&id, buf + len + 5);
-        memcpy(buf + len + 21, "\r\n", 2);
-        len += 23;
+        idgen_encode(&id, key);
+        resp_w_bulk(&w, key, sizeof(key));
         idgen_next(&id);
     }
-    client_reply(c, r, buf, len);
     return 0;
 }
 
@@ -491,7 +472,8 @@ void genkey_changetype(struct client *c, struct req *r, struct args *a)
     char *out = xmalloc(klen);
     memcpy(out, key, klen);
     idgen_b62_encode((uint64_t)type, out + info.type_at, 2);
-    reply_bulk(c, r, out, klen);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_bulk(&w, out, klen);
     free(out);
 }
 
@@ -502,7 +484,8 @@ void genkey_keyinfo(struct client *c, struct req *r, struct args *a)
     static const char *const formats[] = {"unknown", "shardis", "shardjs", "fixed"};
     const struct conf_pool *pc = c->pool->conf;
     struct idgen_info info;
-    char iso[32], hdr[RESP_HEADER_MAX];
+    struct resp_w w = client_w(c, &r->rsp);
+    char iso[32];
     size_t klen;
     const char *key;
     uint32_t pairs;
@@ -515,43 +498,43 @@ void genkey_keyinfo(struct client *c, struct req *r, struct args *a)
     decode(c, key, klen, &info);
     pairs = info.format == IDGEN_FORMAT_UNKNOWN ? 2 : info.format == IDGEN_FORMAT_SHARDJS ? 7
           : info.format == IDGEN_FORMAT_FIXED ? 6 : 8;
-    client_reply(c, r, hdr, resp_header(hdr, '*', pairs * 2));
-    reply_str(c, r, "format");
-    reply_str(c, r, formats[info.format]);
+    resp_w_map(&w, pairs);
+    resp_w_bulk_str(&w, "format");
+    resp_w_bulk_str(&w, formats[info.format]);
     if (info.format == IDGEN_FORMAT_SHARDIS || info.format == IDGEN_FORMAT_SHARDJS) {
-        reply_str(c, r, "ms");
-        reply_int(c, r, info.ms + pc->idgen.epoch_ms);
+        resp_w_bulk_str(&w, "ms");
+        resp_w_int(&w, info.ms + pc->idgen.epoch_ms);
         idgen_iso_time(info.ms + pc->idgen.epoch_ms, iso);
-        reply_str(c, r, "time");
-        reply_str(c, r, iso);
+        resp_w_bulk_str(&w, "time");
+        resp_w_bulk_str(&w, iso);
     }
     if (info.format == IDGEN_FORMAT_FIXED) {
-        reply_str(c, r, "name");
-        reply_bulk(c, r, key + info.name_at, klen - info.name_at);
+        resp_w_bulk_str(&w, "name");
+        resp_w_bulk(&w, key + info.name_at, klen - info.name_at);
     }
     if (info.format == IDGEN_FORMAT_SHARDIS || info.format == IDGEN_FORMAT_FIXED) {
-        reply_str(c, r, "shard");
-        reply_int(c, r, info.shard);
+        resp_w_bulk_str(&w, "shard");
+        resp_w_int(&w, info.shard);
     }
     if (info.format == IDGEN_FORMAT_SHARDIS || info.format == IDGEN_FORMAT_SHARDJS) {
-        reply_str(c, r, info.format == IDGEN_FORMAT_SHARDIS ? "slot" : "variant");
-        reply_int(c, r, info.slot);
+        resp_w_bulk_str(&w, info.format == IDGEN_FORMAT_SHARDIS ? "slot" : "variant");
+        resp_w_int(&w, info.slot);
     }
     if (info.format != IDGEN_FORMAT_UNKNOWN) {
         const char *name = type_name(pc, info.type);
-        reply_str(c, r, "type");
-        reply_int(c, r, info.type);
-        reply_str(c, r, "type_name");
+        resp_w_bulk_str(&w, "type");
+        resp_w_int(&w, info.type);
+        resp_w_bulk_str(&w, "type_name");
         if (name != NULL)
-            reply_str(c, r, name);
+            resp_w_bulk_str(&w, name);
         else
-            client_reply(c, r, "$-1\r\n", 5);
+            resp_w_null(&w);
     }
-    reply_str(c, r, "server");
+    resp_w_bulk_str(&w, "server");
     if (ring_distribution(c->pool->ring) == RING_DIST_RANDOM)
-        client_reply(c, r, "$-1\r\n", 5);
+        resp_w_null(&w);
     else
-        reply_str(c, r, ring_server_label(c->pool->ring, ring_lookup(c->pool->ring, key, klen)));
+        resp_w_bulk_str(&w, ring_server_label(c->pool->ring, ring_lookup(c->pool->ring, key, klen)));
 }
 
 /* ---- SHARD.FIXEDKEY name [type] ------------------------------------------------------- */
@@ -588,5 +571,6 @@ void genkey_fixedkey(struct client *c, struct req *r, struct args *a)
                            "characters, without spaces", IDGEN_NAME_MAX);
         return;
     }
-    reply_bulk(c, r, out, outlen);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_bulk(&w, out, outlen);
 }

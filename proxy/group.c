@@ -150,8 +150,9 @@ static void send_cmd(struct group *g, struct backend *b, req_reply_cb *on_reply,
                      const char *const *argv)
 {
     struct req *r = req_get();
+    struct resp_w w = resp_w_on(&r->out, &g->buf, RESP2);
 
-    msg_write_command(&r->out, &g->buf, argc, argv);
+    resp_w_command(&w, argc, argv, NULL);
     r->on_reply = on_reply;
     backend_send(b, r);
 }
@@ -521,6 +522,8 @@ void group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring
                                            flight, whose counts it would reset) */
 }
 
+/* Lines of SHARD.MIGRATION STATUS's text: a bulk's payload, its lines
+ * ended by CRLF as INFO's are, not RESP. */
 void group_status(const struct pool *p, FILE *f)
 {
     const struct group *g = p->group;

@@ -26,36 +26,16 @@
 
 /* ---- reply builders ------------------------------------------------------------- */
 
-static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Never cut short: a reply cut short would be malformed, and the length
- * vsnprintf returns is that of the whole text, not of what fit. */
-static void reply_fmt(struct client *c, struct req *r, const char *fmt, ...)
+/* Every value goes through the encoder, in the client's protocol. */
+static struct resp_w out(struct client *c, struct req *r)
 {
-    char buf[512], *out = buf;
-    va_list ap, again;
-
-    va_start(ap, fmt);
-    va_copy(again, ap);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    if (n >= (int)sizeof(buf)) {
-        out = xmalloc((size_t)n + 1);
-        vsnprintf(out, (size_t)n + 1, fmt, again);
-    }
-    va_end(again);
-    if (n > 0)
-        client_reply(c, r, out, (size_t)n);
-    if (out != buf)
-        free(out);
+    return client_w(c, &r->rsp);
 }
 
 static void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
 {
-    reply_fmt(c, r, "$%zu\r\n", len);
-    client_reply(c, r, s, len);
-    client_reply(c, r, "\r\n", 2);
+    struct resp_w w = out(c, r);
+    resp_w_bulk(&w, s, len);
 }
 
 static void reply_str(struct client *c, struct req *r, const char *s)
@@ -65,7 +45,8 @@ static void reply_str(struct client *c, struct req *r, const char *s)
 
 static void reply_ok(struct client *c, struct req *r)
 {
-    client_reply(c, r, "+OK\r\n", 5);
+    struct resp_w w = out(c, r);
+    resp_w_simple(&w, "OK");
 }
 
 static void reply_arity(struct client *c, struct req *r, const char *name)
@@ -78,7 +59,8 @@ static void reply_arity(struct client *c, struct req *r, const char *name)
 static void cmd_ping(struct client *c, struct req *r, struct args *a)
 {
     if (a->argc == 1) {
-        client_reply(c, r, "+PONG\r\n", 7);
+        struct resp_w w = out(c, r);
+        resp_w_simple(&w, "PONG");
     } else if (a->argc == 2) {
         size_t len;
         const char *msg = args_get(a, 1, &len);
@@ -241,10 +223,22 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
         return;
     }
 
-    reply_fmt(c, r, "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$%zu\r\n%s\r\n"
-              "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:%llu\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
-              "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n",
-              strlen(cmd_redis_version), cmd_redis_version, (unsigned long long)c->id);
+    struct resp_w w = out(c, r);
+    resp_w_map(&w, 7);
+    resp_w_bulk_str(&w, "server");
+    resp_w_bulk_str(&w, "redis");
+    resp_w_bulk_str(&w, "version");
+    resp_w_bulk_str(&w, cmd_redis_version);
+    resp_w_bulk_str(&w, "proto");
+    resp_w_int(&w, w.proto);
+    resp_w_bulk_str(&w, "id");
+    resp_w_int(&w, (long long)c->id);
+    resp_w_bulk_str(&w, "mode");
+    resp_w_bulk_str(&w, "standalone");
+    resp_w_bulk_str(&w, "role");
+    resp_w_bulk_str(&w, "master");
+    resp_w_bulk_str(&w, "modules");
+    resp_w_array(&w, 0);
 }
 
 static void peer_name(struct client *c, char *buf, size_t len)
@@ -267,6 +261,7 @@ static void peer_name(struct client *c, char *buf, size_t len)
 
 static void cmd_client(struct client *c, struct req *r, struct args *a)
 {
+    struct resp_w w = out(c, r);
     size_t len;
 
     if (a->argc < 2) {
@@ -281,11 +276,11 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             reply_ok(c, r);
     } else if (args_is(a, 1, "getname")) {
         if (client_name(c) == NULL)
-            client_reply(c, r, "$-1\r\n", 5);
+            resp_w_null(&w);
         else
             reply_str(c, r, client_name(c));
     } else if (args_is(a, 1, "id")) {
-        reply_fmt(c, r, ":%llu\r\n", (unsigned long long)c->id);
+        resp_w_int(&w, (long long)c->id);
     } else if (args_is(a, 1, "setinfo")) {
         if (a->argc != 4)
             reply_arity(c, r, "client|setinfo");
@@ -306,11 +301,11 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
                          (unsigned long long)c->id, peer);
         CHECK(n > 0 && (size_t)n < sizeof(head));
-        reply_fmt(c, r, "$%zu\r\n", (size_t)n + nlen + sizeof(tail) - 1);
-        client_reply(c, r, head, (size_t)n);
-        client_reply(c, r, name, nlen);
-        client_reply(c, r, tail, sizeof(tail) - 1);
-        client_reply(c, r, "\r\n", 2);
+        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + sizeof(tail) - 1);
+        resp_w_raw(&w, head, (size_t)n);
+        resp_w_raw(&w, name, nlen);
+        resp_w_raw(&w, tail, sizeof(tail) - 1);
+        resp_w_bulk_end(&w);
     } else {
         const char *sub = args_get(a, 1, &len);
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",
@@ -320,14 +315,14 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
 
 static void cmd_time(struct client *c, struct req *r, struct args *a)
 {
+    struct resp_w w = out(c, r);
     struct timeval tv;
-    char s[24], us[16];
 
     (void)a;
     gettimeofday(&tv, NULL);
-    int n = snprintf(s, sizeof(s), "%lld", (long long)tv.tv_sec);
-    int m = snprintf(us, sizeof(us), "%ld", (long)tv.tv_usec);
-    reply_fmt(c, r, "*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", n, s, m, us);
+    resp_w_array(&w, 2);
+    resp_w_bulk_ull(&w, (unsigned long long)tv.tv_sec);
+    resp_w_bulk_ull(&w, (unsigned long long)tv.tv_usec);
 }
 
 /* ---- COMMAND --------------------------------------------------------------------- */
@@ -339,18 +334,27 @@ static void command_entry(struct client *c, struct req *r, const struct cmd *cmd
         "loading", "stale", "fast", "no_auth", "movablekeys", "no_multi",
         "no_mandatory_keys", "allow_busy",
     };
+    struct resp_w w = out(c, r);
     int nflags = 0;
 
     for (size_t i = 0; i < ARRAY_SIZE(flag_names); i++)
         nflags += (cmd->flags >> i) & 1;
-    reply_fmt(c, r, "*10\r\n");
-    reply_str(c, r, cmd->name);
-    reply_fmt(c, r, ":%d\r\n*%d\r\n", cmd->arity, nflags);
+    /* redis-server 7.0's shape: flags and ACL categories are sets; no
+     * tips, key specs or subcommands. */
+    resp_w_array(&w, 10);
+    resp_w_bulk_str(&w, cmd->name);
+    resp_w_int(&w, cmd->arity);
+    resp_w_set(&w, nflags);
     for (size_t i = 0; i < ARRAY_SIZE(flag_names); i++)
         if ((cmd->flags >> i) & 1)
-            reply_fmt(c, r, "+%s\r\n", flag_names[i]);
-    reply_fmt(c, r, ":%d\r\n:%d\r\n:%d\r\n*0\r\n*0\r\n*0\r\n*0\r\n", cmd->first, cmd->last,
-              cmd->step);
+            resp_w_simple(&w, flag_names[i]);
+    resp_w_int(&w, cmd->first);
+    resp_w_int(&w, cmd->last);
+    resp_w_int(&w, cmd->step);
+    resp_w_set(&w, 0);
+    resp_w_array(&w, 0);
+    resp_w_array(&w, 0);
+    resp_w_array(&w, 0);
 }
 
 /* tolower in the C locale, for any char value (a plain char may be
@@ -460,6 +464,7 @@ static bool glob(const char *p, size_t plen, const char *s, size_t slen)
  * and subcommand name, as redis-server lists them. */
 static void command_list(struct client *c, struct req *r, struct args *a)
 {
+    struct resp_w w = out(c, r);
     size_t n, len, count = 0;
     const struct cmd *t = cmd_table(&n);
     const char *arg = NULL;
@@ -491,12 +496,13 @@ static void command_list(struct client *c, struct req *r, struct args *a)
                 reply_str(c, r, t[i].name);
         }
         if (pass == 0)
-            reply_fmt(c, r, "*%zu\r\n", count);   /* no modules: MODULE lists nothing */
+            resp_w_array(&w, (long long)count);     /* no modules: MODULE lists nothing */
     }
 }
 
 static void cmd_command(struct client *c, struct req *r, struct args *a)
 {
+    struct resp_w w = out(c, r);
     size_t n, top = 0;
     const struct cmd *t = cmd_table(&n);
 
@@ -505,25 +511,25 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
     if (a->argc > 1 && args_is(a, 1, "list")) {
         command_list(c, r, a);
     } else if (a->argc == 1) {
-        reply_fmt(c, r, "*%zu\r\n", top);
+        resp_w_array(&w, (long long)top);
         for (size_t i = 0; i < n; i++)
             if (strchr(t[i].name, '|') == NULL)
                 command_entry(c, r, &t[i]);
     } else if (args_is(a, 1, "count")) {
-        reply_fmt(c, r, ":%zu\r\n", top);
+        resp_w_int(&w, (long long)top);
     } else if (args_is(a, 1, "info")) {
-        reply_fmt(c, r, "*%u\r\n", a->argc - 2);
+        resp_w_array(&w, a->argc - 2);
         for (uint32_t i = 2; i < a->argc; i++) {
             size_t len;
             const char *name = args_get(a, i, &len);
             const struct cmd *cmd = cmd_lookup(name, len);
             if (cmd == NULL)
-                client_reply(c, r, "*-1\r\n", 5);
+                resp_w_null_array(&w);
             else
                 command_entry(c, r, cmd);
         }
     } else if (args_is(a, 1, "docs")) {
-        client_reply(c, r, "*0\r\n", 4);     /* no docs: clients fall back */
+        resp_w_map(&w, 0);          /* no docs: clients fall back */
     } else {
         size_t len;
         const char *sub = args_get(a, 1, &len);
@@ -561,6 +567,7 @@ static bool want_section(struct args *a, const char *name, bool in_default)
     return false;
 }
 
+/* INFO's text is lines ended by CRLF: a payload, not RESP. */
 static void cmd_info(struct client *c, struct req *r, struct args *a)
 {
     char *buf = NULL;
@@ -606,7 +613,8 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
         }
     }
     fclose(f);
-    reply_bulk(c, r, buf, len);
+    struct resp_w w = out(c, r);
+    resp_w_verbatim(&w, "txt", buf, len);
     free(buf);
 }
 
@@ -631,6 +639,7 @@ static void cmd_whereis(struct client *c, struct req *r, struct args *a)
 
 static void cmd_nodes(struct client *c, struct req *r, struct args *a)
 {
+    struct resp_w w = out(c, r);
     struct pool *p = c->pool;
 
     if (a->argc != 1) {
@@ -639,7 +648,7 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
     }
     /* The servers of the ring keys are routed by, in the config's order. */
     uint32_t n = (uint32_t)ring_nservers(p->ring);
-    reply_fmt(c, r, "*%u\r\n", n);
+    resp_w_array(&w, n);
     for (uint32_t i = 0; i < n; i++) {
         const struct pool_server *ps = &p->servers[p->slot[i]];
         const char *state = "up";
@@ -650,13 +659,13 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         if (ps->ejected_until != 0)
             state = "ejected";      /* eject_mode rehash: out of the routing ring */
         snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, i) * 100);
-        reply_fmt(c, r, "*6\r\n");
-        reply_str(c, r, ring_server_label(p->ring, i));
-        reply_str(c, r, ring_server_addr(p->ring, i));
-        reply_fmt(c, r, ":%u\r\n:%u\r\n", ring_server_weight(p->ring, i),
-                  ring_server_points(p->ring, i));
-        reply_str(c, r, share);
-        reply_str(c, r, state);
+        resp_w_array(&w, 6);
+        resp_w_bulk_str(&w, ring_server_label(p->ring, i));
+        resp_w_bulk_str(&w, ring_server_addr(p->ring, i));
+        resp_w_int(&w, ring_server_weight(p->ring, i));
+        resp_w_int(&w, ring_server_points(p->ring, i));
+        resp_w_bulk_str(&w, share);
+        resp_w_bulk_str(&w, state);
     }
 }
 

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "proxy/mbuf.h"
-#include "proxy/resp.h"
 #include "proxy/util.h"
 
 #define MBUF_FREE_MAX   256     /* 3.5 MiB of chunks kept for reuse */
@@ -173,22 +172,4 @@ char *msg_reserve(struct msg *g, struct mbuf **cur, size_t len)
     msg_append(g, m, m->len, (uint32_t)len);
     m->len += (uint32_t)len;
     return at;
-}
-
-void msg_write_bulk(struct msg *g, struct mbuf **cur, const void *data, size_t len)
-{
-    char hdr[RESP_HEADER_MAX];
-
-    msg_write(g, cur, hdr, resp_header(hdr, '$', (long long)len));
-    msg_write(g, cur, data, len);
-    msg_write(g, cur, "\r\n", 2);
-}
-
-void msg_write_command(struct msg *g, struct mbuf **cur, int argc, const char *const *argv)
-{
-    char hdr[RESP_HEADER_MAX];
-
-    msg_write(g, cur, hdr, resp_header(hdr, '*', argc));
-    for (int i = 0; i < argc; i++)
-        msg_write_bulk(g, cur, argv[i], strlen(argv[i]));
 }

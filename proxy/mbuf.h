@@ -77,9 +77,5 @@ void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len);
  * the caller writes them. Appends that follow each other in one chunk
  * merge into one slice: one iovec when written. */
 char *msg_reserve(struct msg *g, struct mbuf **cur, size_t len);
-/* The same, as a RESP bulk string: "$<len>\r\n<data>\r\n". */
-void msg_write_bulk(struct msg *g, struct mbuf **cur, const void *data, size_t len);
-/* The same, as a RESP command of the C strings argv[0..argc). */
-void msg_write_command(struct msg *g, struct mbuf **cur, int argc, const char *const *argv);
 
 #endif

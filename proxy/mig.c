@@ -230,9 +230,8 @@ static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
 /* SET the record (or DEL it: set false) on every server that holds keys. */
 static void record_send(struct pool *p, struct mig *m, bool set)
 {
-    char key[300], hdr[64], *text = NULL;
+    char key[300], *text = NULL;
     size_t klen, tlen = 0;
-    int n;
 
     record_key(p, key, sizeof(key));
     klen = strlen(key);
@@ -242,16 +241,9 @@ static void record_send(struct pool *p, struct mig *m, bool set)
         if (!p->servers[s].active)
             continue;
         struct req *r = req_get();
-        n = snprintf(hdr, sizeof(hdr), "*%d\r\n$3\r\n%s\r\n$%zu\r\n", set ? 3 : 2,
-                     set ? "SET" : "DEL", klen);
-        msg_write(&r->out, &m->buf, hdr, (size_t)n);
-        msg_write(&r->out, &m->buf, key, klen);
-        if (set) {
-            n = snprintf(hdr, sizeof(hdr), "\r\n$%zu\r\n", tlen);
-            msg_write(&r->out, &m->buf, hdr, (size_t)n);
-            msg_write(&r->out, &m->buf, text, tlen);
-        }
-        msg_write(&r->out, &m->buf, "\r\n", 2);
+        struct resp_w w = resp_w_on(&r->out, &m->buf, RESP2);
+        resp_w_command(&w, set ? 3 : 2, (const char *const[]){set ? "SET" : "DEL", key, text},
+                       (const size_t[]){3, klen, tlen});
         r->on_reply = record_reply;
         m->writes += set;
         backend_send(&p->servers[s].conns[0], r);
@@ -277,8 +269,9 @@ bool mig_can_start(const struct pool *p, char *err, size_t errlen)
 static void marker(struct mig *m, struct backend *b)
 {
     struct req *r = req_get();
+    struct resp_w w = resp_w_on(&r->out, &m->buf, RESP2);
 
-    msg_write(&r->out, &m->buf, "*1\r\n$4\r\nPING\r\n", 14);
+    resp_w_command(&w, 1, (const char *const[]){"PING"}, NULL);
     r->on_reply = marker_reply;
     m->markers++;
     backend_send(b, r);
@@ -308,8 +301,6 @@ static bool waits_long(const struct backend *b)
 static void unblock(struct pool *p, struct mig *m, struct backend *b)
 {
     struct req *r;
-    char buf[96];
-    int n, nid;
     char id[24];
 
     /* The command the connection runs: the first that is the client's. The
@@ -319,15 +310,14 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
     if (r == NULL || !r->blocking || r->unblocked || r->epoch == p->epoch ||
         b->client_id == 0)
         return;
-    nid = snprintf(id, sizeof(id), "%" PRIu64, b->client_id);
-    n = snprintf(buf, sizeof(buf), "*4\r\n$6\r\nCLIENT\r\n$7\r\nUNBLOCK\r\n$%d\r\n%s\r\n"
-                 "$5\r\nERROR\r\n", nid, id);
+    snprintf(id, sizeof(id), "%" PRIu64, b->client_id);
     r->unblocked = 1;
     /* Nothing new goes to b until the UNBLOCK has landed: it aims at the
      * connection, and must find this command there, not a later one. */
     b->unblocking = 1;
     struct req *u = req_get();
-    msg_write(&u->out, &m->buf, buf, (size_t)n);
+    struct resp_w w = resp_w_on(&u->out, &m->buf, RESP2);
+    resp_w_command(&w, 4, (const char *const[]){"CLIENT", "UNBLOCK", id, "ERROR"}, NULL);
     u->on_reply = marker_reply;         /* the drain waits for it too */
     u->u.mig.unblock_id = b->client_id;
     m->markers++;
@@ -571,36 +561,29 @@ static void op_header(struct mig *m, struct pool *p, struct mig_op *op, long lon
 {
     const struct pool_server *d = &p->servers[op->to];
     const struct conf_pool *pc = p->conf;
-    struct msg *g = &op->cmd;
+    struct resp_w w = resp_w_on(&op->cmd, &m->buf, RESP2);
     uint32_t nkeys = op->nkeys;
-    char buf[256], port[8], db[16], tmo[24];
-    int n, np = snprintf(port, sizeof(port), "%u", d->port);
-    int nd = snprintf(db, sizeof(db), "%d", pc->redis_db);
-    int nt = snprintf(tmo, sizeof(tmo), "%lld", timeout);
 
     op->timeout = (uint64_t)timeout;
-    uint32_t argc = 8 + nkeys + (pc->redis_auth != NULL ? 2 : 0);
-    size_t hl = strlen(d->host);
-
-    n = snprintf(buf, sizeof(buf), "*%u\r\n$7\r\nMIGRATE\r\n$%zu\r\n", argc, hl);
-    msg_write(g, &m->buf, buf, (size_t)n);
-    msg_write(g, &m->buf, d->host, hl);
-    n = snprintf(buf, sizeof(buf), "\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
-                 "$7\r\nREPLACE\r\n", np, port, nd, db, nt, tmo);
-    msg_write(g, &m->buf, buf, (size_t)n);
+    resp_w_array(&w, 8 + nkeys + (pc->redis_auth != NULL ? 2 : 0));
+    resp_w_bulk_str(&w, "MIGRATE");
+    resp_w_bulk_str(&w, d->host);
+    resp_w_bulk_ull(&w, d->port);
+    resp_w_bulk(&w, "", 0);
+    resp_w_bulk_ull(&w, (unsigned long long)pc->redis_db);
+    resp_w_bulk_ull(&w, (unsigned long long)timeout);
+    resp_w_bulk_str(&w, "REPLACE");
     if (pc->redis_auth != NULL) {
-        size_t al = strlen(pc->redis_auth);
-        n = snprintf(buf, sizeof(buf), "$4\r\nAUTH\r\n$%zu\r\n", al);
-        msg_write(g, &m->buf, buf, (size_t)n);
-        msg_write(g, &m->buf, pc->redis_auth, al);
-        msg_write(g, &m->buf, "\r\n", 2);
+        resp_w_bulk_str(&w, "AUTH");
+        resp_w_bulk_str(&w, pc->redis_auth);
     }
-    msg_write(g, &m->buf, "$4\r\nKEYS\r\n", 10);
+    resp_w_bulk_str(&w, "KEYS");
 }
 
 static void put_key(struct mig *m, struct msg *g, const char *key, size_t len)
 {
-    msg_write_bulk(g, &m->buf, key, len);
+    struct resp_w w = resp_w_on(g, &m->buf, RESP2);
+    resp_w_bulk(&w, key, len);
 }
 
 /* The open MIGRATE from -> to, made if there is none. */
@@ -798,13 +781,13 @@ static struct backend *mover_conn(struct pool *p, uint32_t server)
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
 {
     struct req *r = req_get();
-    char cur[24], cnt[16], buf[96];
-    int nc = snprintf(cur, sizeof(cur), "%" PRIu64, src->cursor);
-    int nn = snprintf(cnt, sizeof(cnt), "%d", p->conf->migration_batch * MIG_SCAN_FACTOR);
-    int n = snprintf(buf, sizeof(buf), "*4\r\n$4\r\nSCAN\r\n$%d\r\n%s\r\n$5\r\nCOUNT\r\n$%d\r\n%s\r\n",
-                     nc, cur, nn, cnt);
+    struct resp_w w = resp_w_on(&r->out, &m->buf, RESP2);
 
-    msg_write(&r->out, &m->buf, buf, (size_t)n);
+    resp_w_array(&w, 4);
+    resp_w_bulk_str(&w, "SCAN");
+    resp_w_bulk_ull(&w, src->cursor);
+    resp_w_bulk_str(&w, "COUNT");
+    resp_w_bulk_ull(&w, (unsigned long long)(p->conf->migration_batch * MIG_SCAN_FACTOR));
     r->on_reply = mover_reply;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
@@ -885,15 +868,14 @@ static const char size_script[] =
 static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
 {
     struct req *r = req_get();
-    char hdr[64];
-    int n = snprintf(hdr, sizeof(hdr), "*%u\r\n$4\r\nEVAL\r\n", src->npage + 3);
+    struct resp_w w = resp_w_on(&r->out, &m->buf, RESP2);
 
-    msg_write(&r->out, &m->buf, hdr, (size_t)n);
-    msg_write_bulk(&r->out, &m->buf, size_script, sizeof(size_script) - 1);
-    n = snprintf(hdr, sizeof(hdr), "%u", src->npage);
-    msg_write_bulk(&r->out, &m->buf, hdr, (size_t)n);
+    resp_w_array(&w, (long long)src->npage + 3);
+    resp_w_bulk_str(&w, "EVAL");
+    resp_w_bulk(&w, size_script, sizeof(size_script) - 1);
+    resp_w_bulk_ull(&w, src->npage);
     for (uint32_t i = 0; i < src->npage; i++)
-        msg_write_bulk(&r->out, &m->buf, src->page[i].key, src->page[i].len);
+        resp_w_bulk(&w, src->page[i].key, src->page[i].len);
     r->on_reply = mover_reply;
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
@@ -1288,13 +1270,15 @@ void mig_command(struct client *c, struct req *r, struct args *a)
         }
         m->paused = args_is(a, 1, "pause");
         log_notice("pool '%s': migration %s", p->conf->name, m->paused ? "paused" : "resumed");
-        client_reply(c, r, "+OK\r\n", 5);
+        struct resp_w w = client_w(c, &r->rsp);
+        resp_w_simple(&w, "OK");
         return;
     }
     if (!args_is(a, 1, "status")) {
         client_reply_error(c, r, "ERR SHARD.MIGRATION STATUS | PAUSE | RESUME");
         return;
     }
+    /* The text is INFO-like lines ended by CRLF: a payload, not RESP. */
     char *buf = NULL;
     size_t len = 0;
     FILE *f = xopen_memstream(&buf, &len);
@@ -1339,11 +1323,8 @@ void mig_command(struct client *c, struct req *r, struct args *a)
             fprintf(f, "eta_s:?\r\n");
     }
     fclose(f);
-    char hdr[32];
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-    client_reply(c, r, hdr, (size_t)n);
-    client_reply(c, r, buf, len);
-    client_reply(c, r, "\r\n", 2);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_verbatim(&w, "txt", buf, len);
     free(buf);
 }
 

@@ -36,9 +36,6 @@
 #include "proxy/route.h"
 #include "proxy/util.h"
 
-#define MULTI_REQUEST   "*1\r\n$5\r\nMULTI\r\n"
-#define DISCARD_REQUEST "*1\r\n$7\r\nDISCARD\r\n"
-#define UNWATCH_REQUEST "*1\r\n$7\r\nUNWATCH\r\n"
 
 /* c's dedicated connection to server for r: the one it has, or a new one
  * (nothing sent on it runs before c's earlier requests are answered); NULL
@@ -62,26 +59,32 @@ static void forward(struct client *c, struct req *r, struct args *a)
 /* A request of the proxy's own on b, one of c's connections, whose reply
  * nobody reads (the MULTI ahead of a transaction, a DISCARD after an
  * abort, WAIT's marker). */
-static void send_quiet_on(struct client *c, struct backend *b, const char *request)
+static void send_quiet_on(struct client *c, struct backend *b, int argc,
+                          const char *const *argv)
 {
     struct req *r = req_get();
+    struct resp_w w = client_cmd_w(c, &r->out);
 
-    client_append(c, &r->out, request, strlen(request));
+    resp_w_command(&w, argc, argv, NULL);
     route_send(c, r, NULL, b);
 }
 
-static void send_quiet(struct client *c, const char *request)
+/* The same on c's pinned connection, of a command without arguments. */
+static void send_quiet(struct client *c, const char *verb)
 {
     struct req *r = req_get();
+    struct resp_w w = client_cmd_w(c, &r->out);
 
-    client_append(c, &r->out, request, strlen(request));
+    resp_w_command(&w, 1, &verb, NULL);
     r->pinned = 1;
     route_send(c, r, NULL, c->pin);
 }
 
-static void reply(struct client *c, struct req *r, const char *s)
+static void reply_ok(struct client *c, struct req *r)
 {
-    client_reply(c, r, s, strlen(s));
+    struct resp_w w = client_w(c, &r->rsp);
+
+    resp_w_simple(&w, "OK");
     req_done(r);
 }
 
@@ -132,7 +135,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
     if (c->tx == TX_NONE) {         /* the first key will choose the server */
         client_rare(c)->tx_epoch = c->pool->epoch;
         c->tx = TX_MULTI;
-        reply(c, r, "+OK\r\n");
+        reply_ok(c, r);
         return;
     }
     c->tx = TX_QUEUED;              /* WATCH chose it */
@@ -151,18 +154,20 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     if (c->tx_abort) {
         c->tx_abort = 0;
         if (c->pin != NULL)
-            send_quiet(c, was == TX_QUEUED ? DISCARD_REQUEST : UNWATCH_REQUEST);
+            send_quiet(c, was == TX_QUEUED ? "DISCARD" : "UNWATCH");
         refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
     if (was == TX_MULTI) {          /* nothing was queued anywhere */
-        reply(c, r, "*0\r\n");
+        struct resp_w w = client_w(c, &r->rsp);
+        resp_w_array(&w, 0);
+        req_done(r);
         return;
     }
     if (c->rare->tx_epoch != c->pool->epoch) {
         /* Keys moved since it began: what it queued or watched on its
          * server may no longer live there. */
-        send_quiet(c, DISCARD_REQUEST);
+        send_quiet(c, "DISCARD");
         refuse(c, r, "TRYAGAIN resharding: the transaction began before a reload, retry");
         return;
     }
@@ -184,7 +189,7 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
         forward(c, r, a);
         return;
     }
-    reply(c, r, "+OK\r\n");
+    reply_ok(c, r);
 }
 
 static void tx_watch(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
@@ -225,7 +230,7 @@ static void tx_unwatch(struct client *c, struct req *r, struct args *a)
         forward(c, r, a);
         return;
     case TX_NONE:
-        reply(c, r, "+OK\r\n");
+        reply_ok(c, r);
         return;
     }
 }
@@ -277,7 +282,7 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
             reply_crossslot(c, r);
             return;
         }
-        send_quiet(c, MULTI_REQUEST);
+        send_quiet(c, "MULTI");
         c->tx = TX_QUEUED;
     } else if (pin_to(c, r, server) == NULL) {
         if (client_in_multi(c))
@@ -300,12 +305,12 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
 
 /* "PUBLISH __shardis:wait ''": a write that replicas receive (Redis
  * propagates PUBLISH), to a channel nobody listens to. */
-#define WAIT_MARKER "*3\r\n$7\r\nPUBLISH\r\n$14\r\n__shardis:wait\r\n$0\r\n\r\n"
+static const char *const wait_marker[] = {"PUBLISH", "__shardis:wait", ""};
 
 /* WAIT numreplicas timeout: how many replicas have every write the client
  * made before it. Redis counts the writes of the calling connection, but
  * the client's went over shared connections. So on every server a
- * connection of its own first makes a write of its own (WAIT_MARKER),
+ * connection of its own first makes a write of its own (wait_marker),
  * held until the client's earlier requests are answered, so that it comes
  * after all of them on that server; WAIT on that connection then waits
  * for replicas to have everything up to the marker. The reply is the
@@ -323,7 +328,7 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
         if (!p->servers[s].active)
             continue;
         via[s] = backend_acquire(p, s, c, BACKEND_ONE_OFF);
-        send_quiet_on(c, via[s], WAIT_MARKER);
+        send_quiet_on(c, via[s], 3, wait_marker);
     }
     frag_broadcast(c, r, a, cmd, via, true);
     free(via);

@@ -97,22 +97,20 @@ static uint32_t reported(const struct subs *s, int kind)
     return kind == SUB_SHARD ? s->count[SUB_SHARD] : s->count[SUB_CHANNEL] + s->count[SUB_PATTERN];
 }
 
-/* "*3\r\n$<n>\r\n<verb>\r\n$<len>\r\n<name>\r\n:<count>\r\n" (name NULL: nil). */
+/* [verb, name (NULL: nil), count]: a push, as redis-server's (un)subscribe
+ * confirmations are. */
 static void reply_frame(struct client *c, struct req *r, const char *verb, const char *name,
                         size_t len, uint32_t count)
 {
-    char buf[64];
+    struct resp_w w = client_w(c, &r->rsp);
 
-    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "*3\r\n$%zu\r\n%s\r\n",
-                                              strlen(verb), verb));
-    if (name == NULL) {
-        client_reply(c, r, "$-1\r\n", 5);
-    } else {
-        client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), "$%zu\r\n", len));
-        client_reply(c, r, name, len);
-        client_reply(c, r, "\r\n", 2);
-    }
-    client_reply(c, r, buf, (size_t)snprintf(buf, sizeof(buf), ":%u\r\n", count));
+    resp_w_push(&w, 3);
+    resp_w_bulk_str(&w, verb);
+    if (name == NULL)
+        resp_w_null(&w);
+    else
+        resp_w_bulk(&w, name, len);
+    resp_w_int(&w, count);
 }
 
 static struct backend *conn(struct client *c, uint32_t server)
@@ -132,7 +130,7 @@ static void send_names(struct client *c, struct req *r, struct args *a, uint32_t
                        const char *verb, uint32_t server, const uint32_t *owner)
 {
     struct req *q = req_get();
-    char hdr[32];
+    struct resp_w w = client_cmd_w(c, &q->out);
     uint32_t n = 0;
 
     for (uint32_t i = first; i < a->argc; i++)
@@ -141,18 +139,14 @@ static void send_names(struct client *c, struct req *r, struct args *a, uint32_t
         req_maybe_free(q);
         return;
     }
-    client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr), "*%u\r\n$%zu\r\n",
-                                                      n + 1, strlen(verb)));
-    client_append(c, &q->out, verb, strlen(verb));
-    client_append(c, &q->out, "\r\n", 2);
+    resp_w_array(&w, (long long)n + 1);
+    resp_w_bulk_str(&w, verb);
     for (uint32_t i = first; i < a->argc; i++) {
         if (owner != NULL && owner[i] != server)
             continue;
         size_t len;
         const char *name = args_get(a, i, &len);
-        client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", len));
-        client_append(c, &q->out, name, len);
-        client_append(c, &q->out, "\r\n", 2);
+        resp_w_bulk(&w, name, len);
     }
     q->u.sub.left = n;              /* a confirmation for each name */
     q->u.sub.wait = r;
@@ -233,10 +227,9 @@ static void unsubscribe_servers(struct client *c, struct subs *s, int kind, cons
         if (s->conns[server] == NULL)
             continue;
         struct req *q = req_get();
-        char hdr[RESP_HEADER_MAX];
-        client_append(c, &q->out, hdr, resp_header(hdr, '*', 2));
-        msg_write_bulk(&q->out, &c->lbuf, unsub_verb[kind], strlen(unsub_verb[kind]));
-        msg_write_bulk(&q->out, &c->lbuf, name, len);
+        struct resp_w w = client_cmd_w(c, &q->out);
+        resp_w_command(&w, 2, (const char *const[]){unsub_verb[kind], name},
+                       (const size_t[]){strlen(unsub_verb[kind]), len});
         q->u.sub.left = 1;
         backend_send(s->conns[server], q);
     }
@@ -297,11 +290,10 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
         if (cmd != NULL && !strcmp(cmd->name, "ping")) {
             size_t len = 0;
             const char *msg = a->argc > 1 ? args_get(a, 1, &len) : "";
-            char hdr[32];
-            client_reply(c, r, "*2\r\n$4\r\npong\r\n", 14);
-            client_reply(c, r, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", len));
-            client_reply(c, r, msg, len);
-            client_reply(c, r, "\r\n", 2);
+            struct resp_w w = client_w(c, &r->rsp);
+            resp_w_array(&w, 2);
+            resp_w_bulk_str(&w, "pong");
+            resp_w_bulk(&w, msg, len);
             req_done(r);
             return 1;
         }
@@ -495,22 +487,18 @@ void pubsub_server_added(struct pool *p, uint32_t server)
             continue;
         for (int kind = SUB_CHANNEL; kind <= SUB_PATTERN; kind++) {
             struct req *q = req_get();
-            char hdr[32];
+            struct resp_w w = client_cmd_w(c, &q->out);
             uint32_t n = 0;
             if (s->count[kind] == 0) {
                 req_maybe_free(q);
                 continue;
             }
-            client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr),
-                          "*%u\r\n$%zu\r\n%s\r\n", s->count[kind] + 1, strlen(sub_verb[kind]),
-                          sub_verb[kind]));
+            resp_w_array(&w, (long long)s->count[kind] + 1);
+            resp_w_bulk_str(&w, sub_verb[kind]);
             for (uint32_t i = 0; i < s->n; i++) {
                 if (s->names[i].kind != kind)
                     continue;
-                client_append(c, &q->out, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%u\r\n",
-                                                                  s->names[i].len));
-                client_append(c, &q->out, s->names[i].name, s->names[i].len);
-                client_append(c, &q->out, "\r\n", 2);
+                resp_w_bulk(&w, s->names[i].name, s->names[i].len);
                 n++;
             }
             q->u.sub.left = n;

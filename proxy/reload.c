@@ -85,7 +85,8 @@ static size_t slots_after(const struct pool *p, const struct conf_pool *pc)
 }
 
 /* The summary lines of a pool whose servers changed: what was added,
- * removed and reweighted, and the share of keys that moves. */
+ * removed and reweighted, and the share of keys that moves. Lines of
+ * SHARD.RELOAD's text, ended by CRLF as INFO's are: a payload, not RESP. */
 static int summarize(FILE *f, const struct conf_pool *old, const struct conf_pool *new,
                      const struct ring *ro, const struct ring *rn, char *err, size_t errlen)
 {
@@ -224,7 +225,7 @@ fail:
 
 void reload_command(struct client *c, struct req *r, struct args *a)
 {
-    char out[4096], err[CONF_ERRLEN + 128], hdr[32];
+    char out[4096], err[CONF_ERRLEN + 128];
 
     if (a->argc != 1) {
         client_reply_error(c, r, "ERR wrong number of arguments for 'shard.reload' command");
@@ -241,8 +242,6 @@ void reload_command(struct client *c, struct req *r, struct args *a)
         return;
     }
     log_notice("SHARD.RELOAD from client %llu applied", (unsigned long long)c->id);
-    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", strlen(out));
-    client_reply(c, r, hdr, (size_t)n);
-    client_reply(c, r, out, strlen(out));
-    client_reply(c, r, "\r\n", 2);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_verbatim(&w, "txt", out, strlen(out));
 }

@@ -19,14 +19,20 @@
  *
  * Replies: any RESP2 value, nested arrays included (depth <= 64).
  *
- * And the one piece of encoding the proxy does itself: header lines. */
+ * And the encoder: every RESP value shardis writes itself (as opposed to
+ * the bytes it forwards) goes through resp_w_* (resp_write.c), which
+ * knows the protocol version of whoever reads it. */
 #ifndef SHARDIS_RESP_H
 #define SHARDIS_RESP_H
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct msg;
+struct mbuf;
 
 #define RESP_MAX_ARGS       INT_MAX
 #define RESP_MAX_BULK       (512LL * 1024 * 1024)
@@ -102,5 +108,88 @@ void resp_rsp_reset(struct resp_rsp *s);
  * rest of a split request. */
 #define RESP_HEADER_MAX 24
 size_t resp_header(char *out, char type, long long n);
+
+/* ---- The encoder ------------------------------------------------------------
+ *
+ * A writer appends RESP values to a struct msg, copying them into the chunk
+ * *cur (a client's lbuf, a migration's buf ...; the caller holds the
+ * reference, as with msg_write). It carries the protocol of its reader, so
+ * that a RESP3 client (HELLO 3) gets maps, sets, pushes, nulls, doubles and
+ * booleans as such and a RESP2 one their RESP2 spelling, with the same call:
+ *
+ *     call                  RESP2                  RESP3
+ *     resp_w_map(w, n)      *<2n>                  %<n>
+ *     resp_w_set(w, n)      *<n>                   ~<n>
+ *     resp_w_push(w, n)     *<n>                   ><n>
+ *     resp_w_null(w)        $-1                    _
+ *     resp_w_null_array(w)  *-1                    _
+ *     resp_w_double(w, d)   $<len> <%.17g>         ,<%.17g>
+ *     resp_w_bool(w, b)     :1 / :0                #t / #f
+ *     resp_w_verbatim(...)  $<len> <text>          =<len+4> txt:<text>
+ *
+ * Commands sent to backends are arrays of bulks in both; backends are
+ * always spoken to in RESP2.
+ *
+ * Writing never fails (chunks come from the aborting allocator) and never
+ * allocates per value: a value is copied into the current chunk, a short
+ * one in one piece so that a run of short values is one iovec when
+ * written. A value that does not fit the rest of the chunk goes on in the
+ * next one (a msg may span chunks), so a 1 MB bulk is ~75 chunk-sized
+ * copies, not a 1 MB buffer. Zero-copy callers write a bulk's header with
+ * resp_w_bulk_header, append the payload (and its CRLF) as slices of their
+ * own chunks, or resp_w_bulk_end after payload slices without one. */
+
+enum resp_proto { RESP2 = 2, RESP3 = 3 };
+
+struct resp_w {
+    struct msg   *g;        /* appended to */
+    struct mbuf **cur;      /* the chunk written into (caller's reference) */
+    int           proto;    /* RESP2 or RESP3: the reader's */
+};
+
+static inline struct resp_w resp_w_on(struct msg *g, struct mbuf **cur, int proto)
+{
+    return (struct resp_w){.g = g, .cur = cur, .proto = proto};
+}
+
+/* Aggregates: n elements follow (n pairs for a map). */
+void resp_w_array(struct resp_w *w, long long n);
+void resp_w_map(struct resp_w *w, long long npairs);
+void resp_w_set(struct resp_w *w, long long n);
+void resp_w_push(struct resp_w *w, long long n);
+void resp_w_null(struct resp_w *w);             /* a nil value */
+void resp_w_null_array(struct resp_w *w);       /* a nil aggregate */
+
+void resp_w_int(struct resp_w *w, long long v);
+void resp_w_bool(struct resp_w *w, bool v);
+void resp_w_double(struct resp_w *w, double d);
+/* "+<s>": s must hold no CR or LF. */
+void resp_w_simple(struct resp_w *w, const char *s);
+/* "-<text>": printf-style, one line (CR and LF become spaces), at most
+ * RESP_W_ERROR_MAX bytes; a longer text is cut and ends in "..." so that
+ * the cut shows. */
+#define RESP_W_ERROR_MAX 1024
+void resp_w_error(struct resp_w *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void resp_w_verror(struct resp_w *w, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+void resp_w_bulk(struct resp_w *w, const void *data, size_t len);
+void resp_w_bulk_str(struct resp_w *w, const char *s);
+/* A bulk of the decimal digits of v (cursors, ports, timestamps). */
+void resp_w_bulk_ull(struct resp_w *w, unsigned long long v);
+/* A bulk in pieces: its header "$<len>\r\n", then the caller's len bytes
+ * (resp_w_raw, or slices appended to w->g), then resp_w_bulk_end. */
+void resp_w_bulk_header(struct resp_w *w, size_t len);
+void resp_w_bulk_end(struct resp_w *w);
+/* A verbatim string of format fmt ("txt", "mkd": three bytes); and its
+ * header only, for one written in pieces (then resp_w_bulk_end). */
+void resp_w_verbatim(struct resp_w *w, const char *fmt, const void *data, size_t len);
+void resp_w_verbatim_header(struct resp_w *w, const char *fmt, size_t len);
+
+/* The command argv[0..argc) (lens NULL: C strings) as an array of bulks. */
+void resp_w_command(struct resp_w *w, int argc, const char *const *argv, const size_t *lens);
+
+/* Bytes that are already RESP, or a piece of a value begun above. */
+void resp_w_raw(struct resp_w *w, const void *data, size_t len);
 
 #endif

@@ -495,7 +495,7 @@ static bool unsupported_name(const struct cmd *cmd)
 void args_request(struct args *a, struct msg *g)
 {
     struct client *c = a->c;
-    char hdr[RESP_HEADER_MAX];
+    struct resp_w w;
 
     if (!c->scan.is_inline && a->av == NULL) {
         rstream_slice(&c->in, c->scan.start, c->scan.end, g);
@@ -503,11 +503,12 @@ void args_request(struct args *a, struct msg *g)
     }
     /* Inline: the arguments are already unquoted, and a backend pipelines
      * arrays unambiguously. */
-    client_append(c, g, hdr, resp_header(hdr, '*', a->argc));
+    w = client_cmd_w(c, g);
+    resp_w_array(&w, a->argc);
     for (uint32_t i = 0; i < a->argc; i++) {
         size_t len;
         const char *p = args_get(a, i, &len);
-        msg_write_bulk(g, &c->lbuf, p, len);
+        resp_w_bulk(&w, p, len);
     }
 }
 

@@ -141,7 +141,7 @@ static int scan_reply(struct req *r)
     struct client *c = r->client;
     struct pool *p = c->pool;
     uint64_t server, cursor, next, v = r->u.scan;
-    char head[64], out[64];
+    char head[64];
     size_t len = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
     unsigned long clen;
     int at = 0;
@@ -172,11 +172,11 @@ static int scan_reply(struct req *r)
         next = cursor << SCAN_POS_SHIFT | v;
     else
         next = advance(p, &v, server + 1) ? v : 0;
-    len = (size_t)snprintf(out, sizeof(out), "%" PRIu64, next);
-    len = (size_t)snprintf(out, sizeof(out), "*2\r\n$%zu\r\n%" PRIu64 "\r\n", len, next);
     rsp = r->rsp;
     memset(&r->rsp, 0, sizeof(r->rsp));
-    client_reply(c, r, out, len);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_array(&w, 2);
+    resp_w_bulk_ull(&w, next);
     msg_sub(&rsp, (size_t)at + clen + 2, rsp.len - (size_t)at - clen - 2, &r->rsp);
     msg_release(&rsp);
     return 0;
@@ -188,7 +188,6 @@ void scan_send(struct client *c, struct req *r, struct args *a)
     uint64_t v, server;
     size_t len;
     const char *arg = args_get(a, 1, &len);
-    char buf[48];
 
     if (!parse_cursor(arg, len, &v) || cur_server(v) >= p->nservers) {
         client_reply_error(c, r, "ERR invalid cursor");
@@ -204,22 +203,23 @@ void scan_send(struct client *c, struct req *r, struct args *a)
     if (!walks(p, v, cur_server(v)) && !advance(p, &v, cur_server(v))) {
         /* Its server left the ring since the cursor was made, and no
          * server is left to walk. */
-        client_reply(c, r, "*2\r\n$1\r\n0\r\n*0\r\n", 18);
+        struct resp_w w = client_w(c, &r->rsp);
+        resp_w_array(&w, 2);
+        resp_w_bulk_str(&w, "0");
+        resp_w_array(&w, 0);
         req_done(r);
         return;
     }
     server = cur_server(v);
     r->u.scan = v & SCAN_STATE_MASK;
     /* "SCAN <server cursor>" and the client's options, re-encoded. */
-    len = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64, v >> SCAN_POS_SHIFT);
-    client_append(c, &r->out, buf, (size_t)snprintf(buf, sizeof(buf),
-                  "*%u\r\n$4\r\nSCAN\r\n$%zu\r\n%" PRIu64 "\r\n", a->argc, len,
-                  v >> SCAN_POS_SHIFT));
+    struct resp_w w = client_cmd_w(c, &r->out);
+    resp_w_array(&w, a->argc);
+    resp_w_bulk_str(&w, "SCAN");
+    resp_w_bulk_ull(&w, v >> SCAN_POS_SHIFT);
     for (uint32_t i = 2; i < a->argc; i++) {
         arg = args_get(a, i, &len);
-        client_append(c, &r->out, buf, (size_t)snprintf(buf, sizeof(buf), "$%zu\r\n", len));
-        client_append(c, &r->out, arg, len);
-        client_append(c, &r->out, "\r\n", 2);
+        resp_w_bulk(&w, arg, len);
     }
     r->hook = scan_reply;
     route_send(c, r, NULL, pool_backend(p, (uint32_t)server, c));

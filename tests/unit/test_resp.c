@@ -275,3 +275,208 @@ Test(resp_header, matches_printf)
         }
     }
 }
+
+/* ---- the encoder ------------------------------------------------------------------- */
+
+#include "proxy/mbuf.h"
+
+/* A writer of proto into a fresh msg; enc_bytes takes its bytes out. */
+struct enc {
+    struct msg g;
+    struct mbuf *cur;
+    struct resp_w w;
+};
+
+static void enc_init(struct enc *e, int proto)
+{
+    memset(e, 0, sizeof(*e));
+    e->w = resp_w_on(&e->g, &e->cur, proto);
+}
+
+/* The bytes written (malloc'd, NUL-ended), and the writer's state freed. */
+static char *enc_bytes(struct enc *e, size_t *len)
+{
+    char *out = malloc(e->g.len + 1);
+    msg_copy(&e->g, 0, e->g.len, out);
+    out[e->g.len] = '\0';
+    *len = e->g.len;
+    msg_release(&e->g);
+    if (e->cur != NULL)
+        mbuf_unref(e->cur);
+    return out;
+}
+
+/* Write every kind of value once, under proto. */
+static void write_all(struct resp_w *w)
+{
+    resp_w_array(w, 3);
+    resp_w_map(w, 2);
+    resp_w_set(w, 4);
+    resp_w_push(w, 3);
+    resp_w_null(w);
+    resp_w_null_array(w);
+    resp_w_int(w, -42);
+    resp_w_int(w, LLONG_MAX);
+    resp_w_bool(w, true);
+    resp_w_bool(w, false);
+    resp_w_double(w, 1.5);
+    resp_w_double(w, -0.1);
+    resp_w_double(w, 1.0 / 0.0);
+    resp_w_double(w, -1.0 / 0.0);
+    resp_w_simple(w, "OK");
+    resp_w_error(w, "ERR bad %s %d", "thing", 7);
+    resp_w_bulk(w, "a\r\nb", 4);
+    resp_w_bulk(w, "", 0);
+    resp_w_bulk_str(w, "foo");
+    resp_w_bulk_ull(w, 0);
+    resp_w_bulk_ull(w, UINT64_MAX);
+    resp_w_bulk_header(w, 3);
+    resp_w_raw(w, "xyz", 3);
+    resp_w_bulk_end(w);
+    resp_w_verbatim(w, "txt", "a:b", 3);
+    resp_w_verbatim_header(w, "mkd", 2);
+    resp_w_raw(w, "hi", 2);
+    resp_w_bulk_end(w);
+    resp_w_command(w, 2, (const char *const[]){"GET", "k"}, NULL);
+    resp_w_command(w, 2, (const char *const[]){"SET", "k\0v"}, (const size_t[]){3, 3});
+}
+
+Test(resp_w, every_type_resp2)
+{
+    static const char want[] =
+        "*3\r\n" "*4\r\n" "*4\r\n" "*3\r\n" "$-1\r\n" "*-1\r\n"
+        ":-42\r\n" ":9223372036854775807\r\n" ":1\r\n" ":0\r\n"
+        "$3\r\n1.5\r\n" "$20\r\n-0.10000000000000001\r\n" "$3\r\ninf\r\n" "$4\r\n-inf\r\n"
+        "+OK\r\n" "-ERR bad thing 7\r\n"
+        "$4\r\na\r\nb\r\n" "$0\r\n\r\n" "$3\r\nfoo\r\n" "$1\r\n0\r\n"
+        "$20\r\n18446744073709551615\r\n" "$3\r\nxyz\r\n"
+        "$3\r\na:b\r\n" "$2\r\nhi\r\n"
+        "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" "*2\r\n$3\r\nSET\r\n$3\r\nk\0v\r\n";
+    struct enc e;
+    size_t len;
+
+    enc_init(&e, RESP2);
+    write_all(&e.w);
+    char *got = enc_bytes(&e, &len);
+    cr_assert(eq(sz, len, sizeof(want) - 1));
+    cr_assert(eq(int, memcmp(got, want, len), 0), "got %s", got);
+    free(got);
+}
+
+Test(resp_w, every_type_resp3)
+{
+    static const char want[] =
+        "*3\r\n" "%2\r\n" "~4\r\n" ">3\r\n" "_\r\n" "_\r\n"
+        ":-42\r\n" ":9223372036854775807\r\n" "#t\r\n" "#f\r\n"
+        ",1.5\r\n" ",-0.10000000000000001\r\n" ",inf\r\n" ",-inf\r\n"
+        "+OK\r\n" "-ERR bad thing 7\r\n"
+        "$4\r\na\r\nb\r\n" "$0\r\n\r\n" "$3\r\nfoo\r\n" "$1\r\n0\r\n"
+        "$20\r\n18446744073709551615\r\n" "$3\r\nxyz\r\n"
+        "=7\r\ntxt:a:b\r\n" "=6\r\nmkd:hi\r\n"
+        "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" "*2\r\n$3\r\nSET\r\n$3\r\nk\0v\r\n";
+    struct enc e;
+    size_t len;
+
+    enc_init(&e, RESP3);
+    write_all(&e.w);
+    char *got = enc_bytes(&e, &len);
+    cr_assert(eq(sz, len, sizeof(want) - 1));
+    cr_assert(eq(int, memcmp(got, want, len), 0), "got %s", got);
+    free(got);
+}
+
+Test(resp_w, nan_is_spelled_out)
+{
+    struct enc e;
+    size_t len;
+
+    enc_init(&e, RESP3);
+    resp_w_double(&e.w, 0.0 / 0.0);
+    char *got = enc_bytes(&e, &len);
+    cr_assert(eq(str, got, ",nan\r\n"));
+    free(got);
+}
+
+/* An error is one line whatever its text holds, and a long one is cut
+ * visibly, still one valid line. */
+Test(resp_w, errors_stay_one_line)
+{
+    struct enc e;
+    size_t len;
+    char *big = malloc(5000);
+
+    enc_init(&e, RESP2);
+    resp_w_error(&e.w, "ERR a\r\nb\nc");
+    char *got = enc_bytes(&e, &len);
+    cr_assert(eq(str, got, "-ERR a  b c\r\n"));
+    free(got);
+
+    memset(big, 'x', 4999);
+    big[4999] = '\0';
+    enc_init(&e, RESP2);
+    resp_w_error(&e.w, "ERR %s", big);
+    got = enc_bytes(&e, &len);
+    cr_assert(eq(sz, len, 1 + RESP_W_ERROR_MAX + 2));
+    cr_assert(eq(int, memcmp(got, "-ERR xxx", 8), 0));
+    cr_assert(eq(int, memcmp(got + len - 5, "...\r\n", 5), 0));
+    cr_assert(eq(ptr, memchr(got, '\r', len - 2), NULL));
+    free(got);
+
+    /* Exactly at the cap: whole, no "...". */
+    big[RESP_W_ERROR_MAX - 4] = '\0';
+    enc_init(&e, RESP2);
+    resp_w_error(&e.w, "ERR %s", big);
+    got = enc_bytes(&e, &len);
+    cr_assert(eq(sz, len, 1 + RESP_W_ERROR_MAX + 2));
+    cr_assert(eq(int, memcmp(got + len - 5, "xxx\r\n", 5), 0));
+    free(got);
+    free(big);
+}
+
+/* Bulks of every length around the short-value limit and the chunk size,
+ * and of 1 MB: header, bytes and CRLF exact, across chunks. */
+Test(resp_w, long_bulks)
+{
+    const size_t sizes[] = {0, 1, 511, 512, 513, 4096, MBUF_SIZE - 8, MBUF_SIZE, MBUF_SIZE + 1,
+                            3 * MBUF_SIZE + 17, 1024 * 1024};
+    char *data = malloc(1024 * 1024);
+
+    for (size_t i = 0; i < 1024 * 1024; i++)
+        data[i] = (char)('a' + i % 26);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        for (int proto = RESP2; proto <= RESP3; proto++) {
+            struct enc e;
+            size_t len, n = sizes[k];
+            char hdr[32];
+            int hl = snprintf(hdr, sizeof(hdr), "$%zu\r\n", n);
+
+            enc_init(&e, proto);
+            resp_w_simple(&e.w, "before");      /* the bulk starts mid-chunk */
+            resp_w_bulk(&e.w, data, n);
+            resp_w_int(&e.w, 7);
+            char *got = enc_bytes(&e, &len);
+            cr_assert(eq(sz, len, 9 + (size_t)hl + n + 2 + 4), "size %zu", n);
+            cr_assert(eq(int, memcmp(got, "+before\r\n", 9), 0));
+            cr_assert(eq(int, memcmp(got + 9, hdr, (size_t)hl), 0), "size %zu", n);
+            cr_assert(eq(int, memcmp(got + 9 + hl, data, n), 0), "size %zu", n);
+            cr_assert(eq(int, memcmp(got + 9 + hl + n, "\r\n:7\r\n", 6), 0), "size %zu", n);
+            free(got);
+        }
+    }
+    free(data);
+}
+
+/* Short values written one after another share one slice (one iovec). */
+Test(resp_w, short_values_are_contiguous)
+{
+    struct enc e;
+    size_t len;
+
+    enc_init(&e, RESP2);
+    resp_w_array(&e.w, 100);
+    for (int i = 0; i < 100; i++)
+        resp_w_bulk(&e.w, "0123456789abcdef", 16);
+    cr_assert(eq(u32, e.g.n, 1));
+    free(enc_bytes(&e, &len));
+    cr_assert(eq(sz, len, 6 + 100 * 23));
+}
