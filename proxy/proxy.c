@@ -1,5 +1,14 @@
-/* proxy.c -- the process: pools, listeners, the loop's flush and timer
- * handles, signals, and an orderly stop.
+/* proxy.c -- the process: its one loop and what the loop owns (struct
+ * proxy), listeners, the loop's flush and timer handles, signals, and an
+ * orderly stop.
+ *
+ * Time is enforced in one place, tick_cb, every PROXY_TICK_MS: request
+ * deadlines (backend_check_timeout: a request's deadline is set when it is
+ * queued, and a backend still sending is not timed out), clients that take
+ * none of their unread replies (client_check_stalled), ejected servers
+ * coming back and idle ones retired (pool_tick), the group's rounds and
+ * the migration's retries and mover (group_tick, mig_tick), and the idle
+ * trim. The only other timer is the stop's (drain_cb).
  *
  * Writes are batched: callbacks only mark connections dirty; a uv_check
  * handle, which runs once per loop turn after all I/O callbacks, writes
