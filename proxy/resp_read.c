@@ -173,11 +173,45 @@ static bool parse_ll(const char *s, size_t len, int max_digits, long long *out)
     return true;
 }
 
+/* The common header, read in place: 1 to 18 digits (or "-1" where nil
+ * is allowed) and CRLF, wholly in the current slice. 1 if it was (then
+ * rd->pos is past it), 0 for anything else: read_count then reads it
+ * the long way, and finds the error if there is one. This path is what
+ * a merged MGET costs per value. */
+static int fast_count(struct resp_rd *rd, struct resp_val *v, bool nil_ok)
+{
+    size_t at = rd->pos - rd->seg_off;
+    const char *p = rd->seg + at, *end = rd->seg + rd->seg_len, *q = p;
+    long long n = 0;
+
+    if (rd->pos < rd->seg_off || at >= rd->seg_len)
+        return 0;
+    if (*q == '-') {
+        if (!nil_ok || end - q < 4 || q[1] != '1' || q[2] != '\r' || q[3] != '\n')
+            return 0;
+        v->n = -1;
+        v->nil = true;
+        rd->pos += 4;
+        return 1;
+    }
+    if (*q == '0' && end - q > 1 && q[1] != '\r')
+        return 0;                       /* a leading zero */
+    while (q < end && *q >= '0' && *q <= '9' && q - p < 18)
+        n = n * 10 + (*q++ - '0');
+    if (q == p || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        return 0;
+    v->n = n;
+    rd->pos += (size_t)(q + 2 - p);
+    return 1;
+}
+
 /* A header number: a length or a count, or -1 where nil is allowed. */
 static int read_count(struct resp_rd *rd, struct resp_val *v, bool nil_ok)
 {
     char buf[24];
 
+    if (fast_count(rd, v, nil_ok))
+        return 0;
     if (read_line(rd, v) < 0)
         return -1;
     if (!line_text(rd, v, buf, sizeof(buf)) || !parse_ll(buf, v->len, 18, &v->n) ||
@@ -197,6 +231,16 @@ static int read_bulk(struct resp_rd *rd, struct resp_val *v, char type)
     if (n > rd->len - at || rd->len - at - n < 2)
         return fail(rd, "truncated reply");
     seek(rd, at);
+    if (type == '$' && at + n + 2 <= rd->seg_off + rd->seg_len) {
+        const char *p = rd->seg + (at - rd->seg_off);    /* all in this slice */
+        if (p[n] != '\r' || p[n + 1] != '\n')
+            return fail(rd, "bulk without CRLF in reply");
+        v->off = at;
+        v->len = n;
+        v->p = p;
+        rd->pos = at + n + 2;
+        return 0;
+    }
     v->off = at;
     v->len = n;
     v->p = at + n <= rd->seg_off + rd->seg_len ? rd->seg + (at - rd->seg_off) : NULL;
