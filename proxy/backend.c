@@ -225,17 +225,13 @@ static void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static int handshake_reply(struct backend *b, struct req *r)
 {
     char first[96];
-    size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
     char why[128];
 
-    if (n == 0)
+    if (r->rsp.len == 0)
         return 0;                   /* failed: the connection has failed already */
-    msg_copy(&r->rsp, 0, n, first);
-    first[n] = '\0';
-    if (first[0] == '+')
+    if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_SIMPLE)
         return 0;
-    first[strcspn(first, "\r\n")] = '\0';
-    snprintf(why, sizeof(why), "handshake refused: %s", first + 1);
+    snprintf(why, sizeof(why), "handshake refused: %s", first);
     backend_fail(b, why);
     return -1;
 }
@@ -243,13 +239,12 @@ static int handshake_reply(struct backend *b, struct req *r)
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
 static int client_id_reply(struct backend *b, struct req *r)
 {
-    char first[32];
-    size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
+    struct resp_rd rd;
+    struct resp_val v;
 
-    msg_copy(&r->rsp, 0, n, first);
-    first[n] = '\0';
-    if (n > 0 && first[0] == ':')
-        b->client_id = strtoull(first + 1, NULL, 10);
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_next(&rd, &v) == 0 && v.type == RESP_INTEGER && v.n >= 0)
+        b->client_id = (uint64_t)v.n;
     return 0;
 }
 
@@ -692,81 +687,75 @@ fail:
     return -1;
 }
 
-/* One reply at buf[*at..len): 1 and *at past it if it is whole (a simple
- * line, a bulk, or an array of bulks; the value of a bulk or the elements
- * of an array, one per line, into *out when out is given), 0 if more must
- * be read, -1 for an error reply. */
-static int sync_reply(const char *buf, size_t len, size_t *at, char **out, size_t *outlen)
+/* The value of one whole reply, the len bytes at p: 0, and into *out
+ * (when out is given) a bulk's bytes or an array of bulks' elements one
+ * per line (nil ones left out), else NULL; -1 for an error reply, or
+ * anything else in an array. */
+static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
 {
-    const char *eol = memchr(buf + *at, '\n', len - *at);
-    size_t p, n = 1;
+    struct resp_rd rd;
+    struct resp_val v, e;
     char *val = NULL;
     size_t vlen = 0;
-    bool array = false;
 
-    if (eol == NULL)
-        return 0;
-    if (buf[*at] == '-')
+    resp_rd_init_flat(&rd, p, len);
+    if (resp_rd_next(&rd, &v) < 0 || v.type == RESP_ERROR || v.type == RESP_BLOBERR)
         return -1;
-    if (buf[*at] == '*') {
-        long long cnt = strtoll(buf + *at + 1, NULL, 10);
-        n = cnt > 0 ? (size_t)cnt : 0;
-        array = true;
-        p = (size_t)(eol - buf) + 1;
-    } else if (buf[*at] != '$') {
-        *at = (size_t)(eol - buf) + 1;
-        return 1;
-    } else {
-        p = *at;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *e = memchr(buf + p, '\n', len - p);
-        if (e == NULL || buf[p] != '$')
-            goto more;
-        long long blen = strtoll(buf + p + 1, NULL, 10);
-        size_t start = (size_t)(e - buf) + 1;
-        if (blen < 0) {                 /* nil */
-            p = start;
-            continue;
-        }
-        if (len < start + (size_t)blen + 2)
-            goto more;
-        if (out != NULL) {
-            val = xrealloc(val, vlen + (size_t)blen + 2);
-            if (array && i > 0)
+    if (v.type == RESP_BULK && !v.nil) {
+        val = xmalloc(v.len + 1);
+        memcpy(val, v.p, v.len);
+        vlen = v.len;
+        val[vlen] = '\0';
+    } else if (v.type == RESP_ARRAY || v.type == RESP_SET) {
+        val = xstrdup("");              /* nil or empty: "" */
+        for (long long i = 0; i < v.n; i++) {
+            if (resp_rd_next(&rd, &e) < 0 || e.type != RESP_BULK) {
+                free(val);
+                return -1;
+            }
+            if (e.nil)
+                continue;
+            val = xrealloc(val, vlen + e.len + 2);
+            if (i > 0)
                 val[vlen++] = '\n';
-            memcpy(val + vlen, buf + start, (size_t)blen);
-            vlen += (size_t)blen;
+            memcpy(val + vlen, e.p, e.len);
+            vlen += e.len;
             val[vlen] = '\0';
         }
-        p = start + (size_t)blen + 2;
     }
-    if (out != NULL && (val != NULL || array)) {
-        *out = val != NULL ? val : xstrdup("");
+    if (out != NULL && val != NULL) {
+        *out = val;
         *outlen = vlen;
+    } else {
+        free(val);
     }
-    *at = p;
-    return 1;
-more:
-    free(val);
     return 0;
 }
 
-/* Read n replies; the last one's value (sync_reply) into *out, or NULL. */
+/* Read n replies, each framed as it arrives; the last one's value
+ * (sync_value) into *out, or NULL. */
 static int sync_replies(int fd, int n, char **out, size_t *outlen)
 {
-    size_t cap = 4096, len = 0, at = 0;
+    size_t cap = 4096, len = 0, at = 0, fed = 0, used;
     char *buf = xmalloc(cap);
     int got = 0, rc;
+    struct resp_rsp scan;
 
     *out = NULL;
+    resp_rsp_reset(&scan);
     while (got < n) {
-        rc = sync_reply(buf, len, &at, got == n - 1 ? out : NULL, outlen);
-        if (rc < 0)
-            goto fail;
-        if (rc == 1) {
-            got++;
-            continue;
+        if (fed < len) {
+            if ((rc = resp_rsp_feed(&scan, buf + fed, len - fed, &used)) < 0)
+                goto fail;
+            fed += used;
+            if (rc == 1) {
+                if (sync_value(buf + at, fed - at, got == n - 1 ? out : NULL, outlen) < 0)
+                    goto fail;
+                at = fed;
+                got++;
+                resp_rsp_reset(&scan);
+                continue;
+            }
         }
         if (len == cap)
             buf = xrealloc(buf, cap *= 2);

@@ -241,74 +241,64 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, const struc
 
 /* ---- merging ---------------------------------------------------------------- */
 
+/* The type byte a reply starts with, 0 if it is empty. */
 static char first_byte(const struct msg *g)
 {
-    char b = 0;
-    if (g->len > 0)
-        msg_copy(g, 0, 1, &b);
-    return b;
+    struct resp_rd rd;
+
+    resp_rd_init(&rd, g);
+    return resp_rd_peek(&rd);
 }
 
-/* The reply's header "*N\r\n": N, and where the elements start. */
-static int array_header(const struct msg *g, long long *n, size_t *body)
+/* Start reading the array reply g: its count (-1: nil), and where its
+ * elements start. */
+static int array_header(struct resp_rd *rd, const struct msg *g, long long *n, size_t *body)
 {
-    char buf[32];
-    size_t len = g->len < sizeof(buf) - 1 ? g->len : sizeof(buf) - 1;
-    char *end;
+    struct resp_val v;
 
-    msg_copy(g, 0, len, buf);
-    buf[len] = '\0';
-    if (buf[0] != '*')
+    resp_rd_init(rd, g);
+    if (resp_rd_next(rd, &v) < 0 || v.type != RESP_ARRAY)
         return -1;
-    *n = strtoll(buf + 1, &end, 10);
-    if (end[0] != '\r' || end[1] != '\n')
-        return -1;
-    *body = (size_t)(end + 2 - buf);
+    *n = v.n;
+    *body = v.end;
     return 0;
 }
 
-/* Element e of the array reply g, as [*off, *off + *len). Elements are
- * framed with the reply framer, one value at a time. */
-static int array_elements(const struct msg *g, size_t body, size_t *offs, uint32_t n)
+/* The next n elements, as offsets: element e is [offs[e], offs[e + 1]). */
+static int array_elements(struct resp_rd *rd, size_t *offs, uint32_t n)
 {
-    struct resp_rsp s;
-    size_t pos = 0, count = 0;
+    struct resp_val v;
 
-    resp_rsp_reset(&s);
-    offs[0] = body;
-    for (uint32_t i = 0; i < g->n && count < n; i++) {
-        const struct slice *sl = i < 2 ? &g->inl[i] : &g->more[i - 2];
-        size_t at = pos < body ? (body - pos < sl->len ? body - pos : sl->len) : 0;
-        pos += sl->len;
-        while (at < sl->len && count < n) {
-            size_t used;
-            int rc = resp_rsp_feed(&s, sl->m->data + sl->off + at, sl->len - at, &used);
-            if (rc < 0)
-                return -1;
-            at += used;
-            if (rc == 1) {
-                offs[++count] = pos - sl->len + at;
-                resp_rsp_reset(&s);
-            }
-        }
+    offs[0] = rd->pos;
+    for (uint32_t e = 0; e < n; e++) {
+        if (resp_rd_skip(rd, &v) < 0)
+            return -1;
+        offs[e + 1] = v.end;
     }
-    return count == n ? 0 : -1;
+    return 0;
 }
 
-/* The integer reply ":<n>\r\n" at offset off of g, or false. */
-static bool integer_at(const struct msg *g, size_t off, long long *v)
+/* The integer reply ":<n>\r\n" g, or false. */
+static bool integer_reply(const struct msg *g, long long *n)
 {
-    char buf[32], *end;
-    size_t len = g->len - off < sizeof(buf) - 1 ? g->len - off : sizeof(buf) - 1;
+    struct resp_rd rd;
+    struct resp_val v;
 
-    if (off >= g->len)
+    resp_rd_init(&rd, g);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_INTEGER)
         return false;
-    msg_copy(g, off, len, buf);
-    buf[len] = '\0';
-    if (buf[0] != ':')
-        return false;
-    *v = strtoll(buf + 1, &end, 10);
-    return end > buf + 1 && end[0] == '\r' && end[1] == '\n';
+    *n = v.n;
+    return true;
+}
+
+/* Whether the reply g is nil ("$-1", or RESP3's null). */
+static bool nil_reply(const struct msg *g)
+{
+    struct resp_rd rd;
+    struct resp_val v;
+
+    resp_rd_init(&rd, g);
+    return resp_rd_next(&rd, &v) == 0 && v.nil;
 }
 
 static void reply_malformed(struct client *c, struct req *r, const struct req *fr)
@@ -321,27 +311,25 @@ static void reply_malformed(struct client *c, struct req *r, const struct req *f
 static void merge_and(struct client *c, struct req *r, struct frag *f)
 {
     long long n = -1, len;
-    size_t body, *offs = NULL;
+    size_t body;
     char *all = NULL;
     struct resp_w w = client_w(c, &r->rsp);
+    struct resp_rd rd;
+    struct resp_val v;
 
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
-        if (array_header(g, &len, &body) < 0 || len < 0 || (n >= 0 && len != n))
+        if (array_header(&rd, g, &len, &body) < 0 || len < 0 || (n >= 0 && len != n))
             goto bad;
         if (n < 0) {
             n = len;
             all = xmalloc((size_t)n + 1);
             memset(all, 1, (size_t)n + 1);
         }
-        offs = xrealloc(offs, ((size_t)n + 1) * sizeof(*offs));
-        if (array_elements(g, body, offs, (uint32_t)n) < 0)
-            goto bad;
         for (long long e = 0; e < n; e++) {
-            long long v;
-            if (!integer_at(g, offs[e], &v))
+            if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_INTEGER)
                 goto bad;
-            all[e] &= v != 0;
+            all[e] &= v.n != 0;
         }
         continue;
 bad:
@@ -352,7 +340,6 @@ bad:
     for (long long e = 0; e < n; e++)
         resp_w_int(&w, all[e]);
 out:
-    free(offs);
     free(all);
 }
 
@@ -364,15 +351,15 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
     size_t body;
     struct resp_w w = client_w(c, &r->rsp);
     uint32_t have = 0, pick;
+    struct resp_rd rd;
 
     if (first_byte(&f->reqs[0]->rsp) != '*') {
         for (uint32_t i = 0; i < f->nfrags; i++)
-            have += first_byte(&f->reqs[i]->rsp) != '$' || f->reqs[i]->rsp.len != 5;
+            have += !nil_reply(&f->reqs[i]->rsp);
         pick = have > 0 ? (uint32_t)rand() % have : 0;
         for (uint32_t i = 0; i < f->nfrags; i++) {
             const struct msg *g = &f->reqs[i]->rsp;
-            bool nil = first_byte(g) == '$' && g->len == 5;     /* "$-1\r\n" */
-            if (have == 0 || (!nil && pick-- == 0)) {
+            if (have == 0 || (!nil_reply(g) && pick-- == 0)) {
                 msg_sub(g, 0, g->len, &r->rsp);
                 return;
             }
@@ -380,7 +367,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
         return;
     }
     for (uint32_t i = 0; i < f->nfrags; i++) {
-        if (array_header(&f->reqs[i]->rsp, &n, &body) < 0 || n < 0) {
+        if (array_header(&rd, &f->reqs[i]->rsp, &n, &body) < 0 || n < 0) {
             reply_malformed(c, r, f->reqs[i]);
             return;
         }
@@ -389,7 +376,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
     resp_w_array(&w, total);
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
-        CHECK(array_header(g, &n, &body) == 0);     /* it parsed above */
+        CHECK(array_header(&rd, g, &n, &body) == 0);    /* it parsed above */
         msg_sub(g, body, g->len - body, &r->rsp);
     }
 }
@@ -410,9 +397,9 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         /* No server succeeded: say why, rather than that one had nothing
          * to do (a failed server's error over another's -NOTBUSY). */
         for (uint32_t i = 0; i < f->nfrags; i++) {
-            char head[9];
-            msg_copy(&f->reqs[i]->rsp, 0, f->reqs[i]->rsp.len < 8 ? f->reqs[i]->rsp.len : 8, head);
-            if (f->reqs[i]->rsp.len < 8 || memcmp(head, "-NOTBUSY", 8) != 0) {
+            char head[8];
+            if (resp_rd_head(&f->reqs[i]->rsp, head, sizeof(head)) != RESP_ERROR ||
+                strcmp(head, "NOTBUSY") != 0) {
                 err = f->reqs[i];
                 break;
             }
@@ -427,7 +414,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
     case CMD_REPLY_SUM:
     case CMD_REPLY_MIN:
         for (uint32_t i = 0; i < f->nfrags; i++) {
-            if (!integer_at(&f->reqs[i]->rsp, 0, &v)) {
+            if (!integer_reply(&f->reqs[i]->rsp, &v)) {
                 reply_malformed(c, r, f->reqs[i]);
                 return;
             }
@@ -472,7 +459,7 @@ static void merge(struct req *r, struct client *c)
         return;
     case MERGE_SUM:
         for (uint32_t i = 0; i < f->nfrags; i++) {
-            if (!integer_at(&f->reqs[i]->rsp, 0, &v)) {
+            if (!integer_reply(&f->reqs[i]->rsp, &v)) {
                 reply_malformed(c, r, f->reqs[i]);
                 return;
             }
@@ -487,6 +474,7 @@ static void merge(struct req *r, struct client *c)
     /* The element offsets of every fragment's reply, one run after the
      * other (n elements: n + 1 offsets); fragment i's run starts at at[i]. */
     size_t inl[FRAG_INLINE + 1], *offs = inl, used = 0, cap = ARRAY_SIZE(inl);
+    struct resp_rd rd;
     size_t at_inl[FRAG_INLINE], *at = at_inl;
     if (f->nfrags > FRAG_INLINE)
         at = xmalloc(f->nfrags * sizeof(*at));
@@ -494,7 +482,7 @@ static void merge(struct req *r, struct client *c)
         struct req *fr = f->reqs[i];
         long long n;
         size_t body;
-        if (array_header(&fr->rsp, &n, &body) < 0 || n < 0 || n > (long long)f->nkeys) {
+        if (array_header(&rd, &fr->rsp, &n, &body) < 0 || n < 0 || n > (long long)f->nkeys) {
             reply_malformed(c, r, fr);
             goto out;
         }
@@ -504,7 +492,7 @@ static void merge(struct req *r, struct client *c)
                                : xrealloc(offs, cap * sizeof(*offs));
         }
         at[i] = used;
-        if (array_elements(&fr->rsp, body, offs + used, (uint32_t)n) < 0) {
+        if (array_elements(&rd, offs + used, (uint32_t)n) < 0) {
             reply_malformed(c, r, fr);
             goto out;
         }

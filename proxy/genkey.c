@@ -230,13 +230,18 @@ static enum idgen_format decode(struct client *c, const char *key, size_t len,
 static void info_field(const struct msg *g, const char *name, char *out, size_t outlen)
 {
     char text[4096];
-    size_t n = g->len < sizeof(text) - 1 ? g->len : sizeof(text) - 1;
+    size_t n;
     const char *at;
+    struct resp_rd rd;
+    struct resp_val v;
 
-    msg_copy(g, 0, n, text);
-    text[n] = '\0';
     out[0] = '\0';
-    if (text[0] != '$' || (at = strstr(text, name)) == NULL)
+    resp_rd_init(&rd, g);
+    if (resp_rd_next(&rd, &v) < 0 || (v.type != RESP_BULK && v.type != RESP_VERBATIM) || v.nil)
+        return;
+    n = resp_rd_copy(&rd, &v, text, sizeof(text) - 1);
+    text[n] = '\0';
+    if ((at = strstr(text, name)) == NULL)
         return;
     at += strlen(name);
     n = strcspn(at, "\r\n");
@@ -254,14 +259,15 @@ static int run_id_reply(struct backend *b, struct req *r)
 /* SCRIPT LOAD: the allocator's SHA1, for EVALSHA. */
 static int script_reply(struct backend *b, struct req *r)
 {
-    char first[48];
-    size_t n = r->rsp.len < sizeof(first) - 1 ? r->rsp.len : sizeof(first) - 1;
+    struct resp_rd rd;
+    struct resp_val v;
 
     (void)b;
-    msg_copy(&r->rsp, 0, n, first);
-    first[n] = '\0';
-    if (!strncmp(first, "$40\r\n", 5) && n >= 45)
-        snprintf(proxy.idgen_sha, sizeof(proxy.idgen_sha), "%.40s", first + 5);
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_next(&rd, &v) == 0 && v.type == RESP_BULK && v.len == 40) {
+        resp_rd_copy(&rd, &v, proxy.idgen_sha, 40);
+        proxy.idgen_sha[40] = '\0';
+    }
     return 0;
 }
 
@@ -303,35 +309,20 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
         n, epoch, ahead, guard, b->run_id, skew}, NULL);
 }
 
-/* Read ":<integer>\r\n" at *p and step past it. */
-static bool read_integer(const char **p, long long *v)
-{
-    char *end;
-
-    if (**p != ':')
-        return false;
-    errno = 0;
-    *v = strtoll(*p + 1, &end, 10);
-    if (end == *p + 1 || errno != 0 || end[0] != '\r' || end[1] != '\n')
-        return false;
-    *p = end + 2;
-    return true;
-}
-
 /* The allocator answered r: make the keys, or retry as EVAL. */
 static int genkey_reply(struct req *r)
 {
     struct client *c = r->client;
-    char head[96], key[IDGEN_KEY_LEN];
-    size_t len = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
+    char key[IDGEN_KEY_LEN];
     struct idgen_id id;
-    const char *p = head + 4;
     long long ms, slot;
+    struct resp_rd rd;
+    struct resp_val v, vms, vslot;
 
-    msg_copy(&r->rsp, 0, len, head);
-    head[len] = '\0';
-    if (head[0] == '-') {
-        if (!strncmp(head, "-NOSCRIPT", 9) && !r->u.genkey.evaled) {
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_peek(&rd) == '-') {
+        if (resp_rd_next(&rd, &v) == 0 && resp_rd_is(&rd, &v, "NOSCRIPT", 8, true) &&
+            !r->u.genkey.evaled) {
             r->u.genkey.evaled = 1;             /* flushed: send the text */
             msg_release(&r->rsp);
             genkey_command(c, r, r->backend);
@@ -341,13 +332,16 @@ static int genkey_reply(struct req *r)
         return 0;                               /* the backend's error, as it is */
     }
     /* Exactly "*2\r\n:<ms>\r\n:<slot>\r\n". */
-    if (strncmp(head, "*2\r\n", 4) != 0 || !read_integer(&p, &ms) ||
-        !read_integer(&p, &slot) || (size_t)(p - head) != r->rsp.len) {
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_ARRAY || v.n != 2 ||
+        resp_rd_next(&rd, &vms) < 0 || vms.type != RESP_INTEGER ||
+        resp_rd_next(&rd, &vslot) < 0 || vslot.type != RESP_INTEGER || !resp_rd_end(&rd)) {
         msg_release(&r->rsp);
         client_reply_error(c, r, "ERR backend %s sent a malformed allocator reply",
                            c->pool->servers[r->backend->server].label);
         return 0;
     }
+    ms = vms.n;
+    slot = vslot.n;
     msg_release(&r->rsp);
     id = (struct idgen_id){ms, r->u.genkey.shard, (uint32_t)slot, r->u.genkey.type};
     if (ms < 0 || slot < 0 || slot >= IDGEN_SLOTS ||

@@ -252,33 +252,30 @@ static int listed(struct backend *b, struct req *r)
 {
     struct pool *p = b->pool;
     struct group *g = p->group;
-    char *text, *at, *end;
-    size_t len = r->rsp.len;
+    struct resp_rd rd;
+    struct resp_val top, v;
 
     if (g == NULL)
         return 0;
-    text = xmalloc(len + 1);
-    msg_copy(&r->rsp, 0, len, text);
-    text[len] = '\0';
-    if (len > 0 && text[0] == '*') {
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_peek(&rd) == '*' && resp_rd_next(&rd, &top) == 0) {
         g->listed++;
-        /* "*N\r\n" then N "$L\r\n<name>\r\n" */
-        for (at = strstr(text, "\r\n"); at != NULL && at + 2 < text + len; ) {
-            at += 2;
-            if (*at != '$' || (end = strstr(at, "\r\n")) == NULL)
-                break;
-            size_t l = strtoul(at + 1, NULL, 10);
-            if (end + 2 + l > text + len)
-                break;
-            merge_line(p, g, end + 2, l);
-            at = end + 2 + l;
+        /* The channels: bulk strings, one per member. */
+        for (long long i = 0; i < top.n && resp_rd_next(&rd, &v) == 0 &&
+                              v.type == RESP_BULK && !v.nil; i++) {
+            char name[512], *heap = NULL;
+            const char *s = resp_rd_str(&rd, &v, name, sizeof(name));
+            if (s == NULL)
+                resp_rd_copy(&rd, &v, heap = xmalloc(v.len), v.len);
+            merge_line(p, g, s != NULL ? s : heap, v.len);
+            free(heap);
         }
-    } else if (len > 0) {
-        text[strcspn(text, "\r\n")] = '\0';
+    } else if (r->rsp.len > 0) {
+        char text[512];
+        resp_rd_head(&r->rsp, text, sizeof(text));
         log_warn("pool '%s': cannot list the proxies on %s: %s", p->conf->name,
-                 p->servers[b->server].label, text + 1);
+                 p->servers[b->server].label, text);
     }
-    free(text);
     round_end(p, g);
     return 0;
 }

@@ -341,11 +341,10 @@ void mig_unblock_landed(struct pool *p, uint32_t server, uint64_t id)
 
 int mig_unblocked(struct req *r)
 {
-    char head[12] = "";
-    size_t n = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
+    char head[10];
 
-    msg_copy(&r->rsp, 0, n, head);
-    if (strncmp(head, "-UNBLOCKED", 10) != 0 || r->client == NULL || r->client->closing)
+    if (resp_rd_head(&r->rsp, head, sizeof(head)) != RESP_ERROR ||
+        strcmp(head, "UNBLOCKED") != 0 || r->client == NULL || r->client->closing)
         return 0;
     if (route_reissue(r->client, r))
         return 1;
@@ -843,23 +842,6 @@ static void advance(struct pool *p, struct mig *m, struct mig_source *src)
         scan_page(p, m, src);
 }
 
-/* Read a RESP bulk string "$n\r\n...\r\n" at *at of buf[0..len). */
-static bool read_bulk(const char *buf, size_t len, size_t *at, const char **s, size_t *slen)
-{
-    char *end;
-    unsigned long long n;
-
-    if (*at >= len || buf[*at] != '$')
-        return false;
-    n = strtoull(buf + *at + 1, &end, 10);
-    if (end + 2 > buf + len || end[0] != '\r' || n > len)
-        return false;
-    *s = end + 2;
-    *slen = (size_t)n;
-    *at = (size_t)(end + 2 - buf) + n + 2;
-    return *at <= len;
-}
-
 /* MEMORY USAGE of each key, 0 for one gone since: one script call per page. */
 static const char size_script[] =
     "local r = {} for i, k in ipairs(KEYS) do "
@@ -884,50 +866,75 @@ static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
     send_by(mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
+/* A server's SCAN cursor, the bulk v: decimal digits, within 64 bits. */
+static bool cursor_of(const struct resp_rd *rd, const struct resp_val *v, unsigned long long *c)
+{
+    char buf[24], *end;
+
+    if (v->type != RESP_BULK || v->nil || v->len == 0 || v->len >= sizeof(buf))
+        return false;
+    buf[resp_rd_copy(rd, v, buf, v->len)] = '\0';
+    if (buf[0] < '0' || buf[0] > '9')
+        return false;
+    errno = 0;
+    *c = strtoull(buf, &end, 10);
+    return *end == '\0' && errno == 0;
+}
+
 /* A SCAN reply: "*2\r\n$c\r\n<cursor>\r\n*n\r\n$...": its misplaced keys
  * are sized next. */
 static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, struct msg *rsp)
 {
-    char *buf = xmalloc(rsp->len + 1), *end;
-    const char *s;
-    size_t at = 4, slen, len = rsp->len;
-    unsigned long long nkeys;
+    char head[61], key[512];
+    struct resp_rd rd;
+    struct resp_val v, cur, keys;
+    unsigned long long c = 0;
 
-    msg_copy(rsp, 0, len, buf);
-    buf[len] = '\0';
-    if (len < 4 || memcmp(buf, "*2\r\n", 4) != 0 || !read_bulk(buf, len, &at, &s, &slen) ||
-        at >= len || buf[at] != '*') {
+    resp_rd_init(&rd, rsp);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_ARRAY || v.n != 2 ||
+        resp_rd_next(&rd, &cur) < 0 || !cursor_of(&rd, &cur, &c) ||
+        resp_rd_next(&rd, &keys) < 0 || keys.type != RESP_ARRAY || keys.nil) {
+        size_t n = rsp->len < sizeof(head) - 1 ? rsp->len : sizeof(head) - 1;
+        msg_copy(rsp, 0, n, head);      /* the bytes as they came, for the log */
+        head[n] = '\0';
         log_warn("pool '%s': mover: %s answered SCAN with %.60s", p->conf->name,
-                 p->servers[src->server].label, buf);
+                 p->servers[src->server].label, head);
         src->errors++;
         src->again = true;
         src->wait_until = uv_now(proxy.loop) + 1000;
-        free(buf);
         src->busy = false;
         src->walked = src->cursor == 0;
         advance(p, m, src);
         return;
     }
-    src->cursor = strtoull(s, NULL, 10);
-    nkeys = strtoull(buf + at + 1, &end, 10);
-    at = (size_t)(end + 2 - buf);
-    src->page = xmalloc((nkeys > 0 ? nkeys : 1) * sizeof(*src->page));
+    src->cursor = c;
+    src->page = xmalloc((keys.n > 0 ? (size_t)keys.n : 1) * sizeof(*src->page));
     src->npage = 0;
-    for (unsigned long long i = 0; i < nkeys && read_bulk(buf, len, &at, &s, &slen); i++) {
+    for (long long i = 0; i < keys.n && resp_rd_next(&rd, &v) == 0 && v.type == RESP_BULK &&
+                          !v.nil; i++) {
         uint32_t owner;
+        char *heap = NULL;
+        const char *s = resp_rd_str(&rd, &v, key, sizeof(key));
+        if (s == NULL)
+            resp_rd_copy(&rd, &v, heap = xmalloc(v.len), v.len);
+        s = s != NULL ? s : heap;
         src->scanned++;
-        if (route_internal(s, slen))
+        if (route_internal(s, v.len)) {
+            free(heap);
             continue;                   /* shardis's own: stays where it is */
-        owner = p->slot[ring_lookup(p->ring, s, slen)];
-        if (owner == src->server)
+        }
+        owner = p->slot[ring_lookup(p->ring, s, v.len)];
+        if (owner == src->server) {
+            free(heap);
             continue;
+        }
         struct mig_key *k = &src->page[src->npage++];
-        k->key = xmalloc(slen + 1);
-        memcpy(k->key, s, slen);
-        k->len = slen;
+        k->key = xmalloc(v.len + 1);
+        memcpy(k->key, s, v.len);
+        k->len = v.len;
         k->owner = owner;
+        free(heap);
     }
-    free(buf);
     if (src->npage > 0) {
         send_sizing(p, m, src);         /* still busy */
         return;
@@ -968,21 +975,27 @@ static void queue_op(struct pool *p, struct mig *m, struct mig_source *src, stru
  * wait for the end of the walk. */
 static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, struct msg *rsp)
 {
-    char *buf = xmalloc(rsp->len + 1), *at;
     uint32_t batch = (uint32_t)p->conf->migration_batch;
     struct mig_op **to = xcalloc(p->nservers, sizeof(*to));
     uint64_t *bytes = xcalloc(p->nservers, sizeof(*bytes));
     struct mig_op *op;
+    struct resp_rd rd;
+    struct resp_val v;
+    /* Sizes not given (not an array, or a value that is not an integer:
+     * then none after it either) count as 0. */
+    long long left = 0;
 
-    msg_copy(rsp, 0, rsp->len, buf);
-    buf[rsp->len] = '\0';
-    at = buf[0] == '*' ? strstr(buf, "\r\n") : NULL;
+    resp_rd_init(&rd, rsp);
+    if (resp_rd_next(&rd, &v) == 0 && v.type == RESP_ARRAY)
+        left = v.n;
     for (uint32_t i = 0; i < src->npage; i++) {
         struct mig_key *k = &src->page[i];
         unsigned long long size = 0;
-        if (at != NULL && at[2] == ':') {
-            size = strtoull(at + 3, NULL, 10);
-            at = strstr(at + 3, "\r\n");
+        if (left > 0 && resp_rd_next(&rd, &v) == 0 && v.type == RESP_INTEGER) {
+            size = v.n > 0 ? (unsigned long long)v.n : 0;
+            left--;
+        } else {
+            left = 0;
         }
         if (size > (unsigned long long)p->conf->bigkey_bytes) {
             if (src->nbig == src->capbig) {
@@ -1014,7 +1027,6 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
             queue_op(p, m, src, to[d], p->conf->migrate_timeout);
     free(to);
     free(bytes);
-    free(buf);
     free_keys(src->page, src->npage);
     src->page = NULL;
     src->npage = 0;
@@ -1028,17 +1040,6 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
 }
 
 /* ---- replies ------------------------------------------------------------------------ */
-
-/* The first line of r's reply, NUL-terminated, in head (headlen bytes);
- * its length, 0 when r failed (b->reason says why). */
-static size_t reply_head(const struct req *r, char *head, size_t headlen)
-{
-    size_t n = r->rsp.len < headlen - 1 ? r->rsp.len : headlen - 1;
-
-    msg_copy(&r->rsp, 0, n, head);
-    head[n] = '\0';
-    return n;
-}
 
 /* A drain marker (PING), or a CLIENT UNBLOCK the drain waits for too. */
 static int marker_reply(struct backend *b, struct req *r)
@@ -1058,16 +1059,13 @@ static int record_reply(struct backend *b, struct req *r)
     struct pool *p = b->pool;
     struct mig *m = p->mig;
     char head[64];
-    size_t n = reply_head(r, head, sizeof(head));
+    char type = resp_rd_head(&r->rsp, head, sizeof(head));
 
     if (m == NULL)
         return 0;
-    if (strncmp(head, "+OK", 3) != 0 && strncmp(head, ":", 1) != 0) {
-        head[strcspn(head, "\r\n")] = '\0';
+    if (!(type == RESP_SIMPLE && !strcmp(head, "OK")) && type != RESP_INTEGER)
         log_warn("pool '%s': cannot write the migration record on %s: %s", p->conf->name,
-                 p->servers[b->server].label,
-                 n == 0 ? b->reason : head + 1);
-    }
+                 p->servers[b->server].label, r->rsp.len == 0 ? b->reason : head);
     if (m->writes > 0)
         m->writes--;
     return 0;
@@ -1079,13 +1077,12 @@ static int mover_reply(struct backend *b, struct req *r)
     struct pool *p = b->pool;
     struct mig *m = p->mig;
     char head[64];
-    size_t n = reply_head(r, head, sizeof(head));
+    char type = resp_rd_head(&r->rsp, head, sizeof(head));
 
     if (m == NULL || r->u.mig.mv.epoch != p->epoch)
         return 0;                       /* walked anew since */
     struct mig_source *src = &m->src[r->u.mig.mv.src];
-    if (n == 0 || head[0] == '-') {
-        head[strcspn(head, "\r\n")] = '\0';
+    if (r->rsp.len == 0 || type == RESP_ERROR) {
         src->errors++;
         free_keys(src->page, src->npage);
         src->page = NULL;
@@ -1095,7 +1092,7 @@ static int mover_reply(struct backend *b, struct req *r)
         src->busy = false;              /* the page is asked again, in a second */
         src->wait_until = uv_now(proxy.loop) + 1000;
         log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
-                 p->servers[src->server].label, n == 0 ? b->reason : head + 1);
+                 p->servers[src->server].label, r->rsp.len == 0 ? b->reason : head);
         return 0;
     }
     uint64_t rtt = uv_now(proxy.loop) - src->sent_ms;
@@ -1114,12 +1111,13 @@ static int migrate_reply(struct backend *b, struct req *r)
     struct pool *p = b->pool;
     struct mig *m = p->mig;
     char head[64];
-    size_t n = reply_head(r, head, sizeof(head));
+    char type = resp_rd_head(&r->rsp, head, sizeof(head));
 
     if (m == NULL)
         return 0;
     struct mig_op *op = r->u.mig.op;
-    bool ok = !strncmp(head, "+OK", 3), nokey = !strncmp(head, "+NOKEY", 6);
+    bool ok = type == RESP_SIMPLE && !strcmp(head, "OK");
+    bool nokey = type == RESP_SIMPLE && !strcmp(head, "NOKEY");
     m->inflight--;
     if (ok || nokey) {
         if (op->src >= 0)
@@ -1130,10 +1128,9 @@ static int migrate_reply(struct backend *b, struct req *r)
         }
         return 0;
     }
-    head[strcspn(head, "\r\n")] = '\0';
     log_warn("pool '%s': MIGRATE of %u key%s from %s to their new owner failed: %s",
                  p->conf->name, op->nkeys, op->nkeys > 1 ? "s" : "",
-                 p->servers[op->from].label, n == 0 ? b->reason : head + 1);
+                 p->servers[op->from].label, r->rsp.len == 0 ? b->reason : head);
     if (op->src >= 0) {
         mover_op_done(p, m, op, false, false);
         return 0;

@@ -350,56 +350,45 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
 
 /* ---- frames from subscriber connections --------------------------------------------- */
 
-/* The n-th bulk string of the array frame in text (a prefix of the frame):
- * its bytes and length, or NULL if text does not hold all of it. */
-static const char *element(const char *text, size_t tlen, int n, size_t *len)
+/* The next element of a frame, a bulk string: its bytes (in one run: v->p,
+ * else a copy in buf, or on the heap in *heap for a long channel name). */
+static const char *element(struct resp_rd *rd, struct resp_val *v, char *buf, size_t buflen,
+                           char **heap)
 {
-    const char *p = text, *end = text + tlen;
+    const char *s;
 
-    if (tlen < 4 || p[0] != '*' || (p = memchr(p, '\n', tlen)) == NULL)
+    if (resp_rd_next(rd, v) < 0 || v->type != RESP_BULK || v->nil)
         return NULL;
-    p++;
-    for (int i = 0; p < end; i++) {
-        char *e;
-        if (*p != '$')
-            return NULL;
-        long l = strtol(p + 1, &e, 10);
-        if (e + 2 > end || l < 0)
-            return NULL;
-        p = e + 2;
-        if (p + l + 2 > end)
-            return NULL;
-        if (i == n) {
-            *len = (size_t)l;
-            return p;
-        }
-        p += l + 2;
-    }
-    return NULL;
+    if ((s = resp_rd_str(rd, v, buf, buflen)) != NULL)
+        return s;
+    free(*heap);
+    *heap = xmalloc(v->len);
+    resp_rd_copy(rd, v, *heap, v->len);
+    return *heap;
 }
 
 void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
 {
     struct client *c = b->owner;
     struct msg g = {0};
-    char head[1024], *text = head;
-    size_t tlen = end - start, vlen, nlen, clen;
+    char buf[1024], *heap = NULL;
     const char *verb, *name, *channel;
     int kind;
+    struct resp_rd rd;
+    struct resp_val v;
 
     if (c == NULL || c->closing)
         return;
     rstream_slice(&b->in, start, end, &g);
-    if (tlen > sizeof(head))
-        text = xmalloc(tlen);       /* a long channel name */
-    msg_copy(&g, 0, tlen, text);
-    verb = element(text, tlen, 0, &vlen);
-    if (verb == NULL)
+    /* An array (RESP3: a push) whose first elements are bulk strings. */
+    resp_rd_init(&rd, &g);
+    if (resp_rd_next(&rd, &v) < 0 || (v.type != RESP_ARRAY && v.type != RESP_PUSH) ||
+        v.n < 1 || (verb = element(&rd, &v, buf, sizeof(buf), &heap)) == NULL)
         goto drop;
     /* A confirmation: the oldest request on this connection counts it. */
     for (kind = 0; kind < 3; kind++)
-        if ((vlen == strlen(sub_verb[kind]) && !memcmp(verb, sub_verb[kind], vlen)) ||
-            (vlen == strlen(unsub_verb[kind]) && !memcmp(verb, unsub_verb[kind], vlen))) {
+        if ((v.len == strlen(sub_verb[kind]) && !memcmp(verb, sub_verb[kind], v.len)) ||
+            (v.len == strlen(unsub_verb[kind]) && !memcmp(verb, unsub_verb[kind], v.len))) {
             struct req *q = TAILQ_FIRST(&b->pendq);
             if (q != NULL && --q->u.sub.left == 0) {
                 struct req *r = q->u.sub.wait;
@@ -413,35 +402,32 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
             goto drop;
         }
     /* A message, for a name the client still has. */
-    if (vlen == 7 && !memcmp(verb, "message", 7))
+    if (v.len == 7 && !memcmp(verb, "message", 7))
         kind = SUB_CHANNEL;
-    else if (vlen == 8 && !memcmp(verb, "pmessage", 8))
+    else if (v.len == 8 && !memcmp(verb, "pmessage", 8))
         kind = SUB_PATTERN;
-    else if (vlen == 8 && !memcmp(verb, "smessage", 8))
+    else if (v.len == 8 && !memcmp(verb, "smessage", 8))
         kind = SUB_SHARD;
     else
         goto drop;
-    if ((name = element(text, tlen, 1, &nlen)) == NULL ||
-        find(c->rare->subs, kind, name, nlen) < 0)
+    if ((name = element(&rd, &v, buf, sizeof(buf), &heap)) == NULL ||
+        find(c->rare->subs, kind, name, v.len) < 0)
         goto drop;
     /* A pmessage's channel comes after the pattern. */
     channel = name;
-    clen = nlen;
-    if (kind == SUB_PATTERN && (channel = element(text, tlen, 2, &clen)) == NULL)
+    if (kind == SUB_PATTERN && (channel = element(&rd, &v, buf, sizeof(buf), &heap)) == NULL)
         goto drop;
-    if (route_internal(channel, clen))
+    if (route_internal(channel, v.len))
         goto drop;                  /* shardis's own (see the top) */
     struct req *r = req_get();
     client_queue(c, r);
     r->rsp = g;
     req_done(r);
-    if (text != head)
-        free(text);
+    free(heap);
     return;
 drop:
     msg_release(&g);
-    if (text != head)
-        free(text);
+    free(heap);
 }
 
 void pubsub_failed(struct backend *b)

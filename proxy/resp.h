@@ -102,6 +102,99 @@ struct resp_rsp {
 int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used);
 void resp_rsp_reset(struct resp_rsp *s);
 
+/* ---- The reply reader ----------------------------------------------------------
+ *
+ * Every reply the proxy interprets (SCAN, INFO, MIGRATE, the idgen
+ * script, PUBSUB, the merges of split commands ...) is read with this one
+ * reader, over the bytes the framer above cut out: a struct msg (mbuf.h),
+ * slices of chunks that a long reply spans, read where they lie and never
+ * first copied flat. A pull API: each resp_rd_next gives the next value in
+ * reading order (an aggregate, then its elements), resp_rd_skip a whole
+ * value. Strict: a malformed or truncated value is an error (sticky, with
+ * its text in rd->err), never a read past the end.
+ *
+ * Types: all of RESP2 and RESP3. Attributes ('|') are skipped, unless
+ * rd->attrs asks for them: then they come as a value of type '|' whose 2n
+ * elements follow, and do not count as an element of what holds them.
+ * RESP3's streamed strings and aggregates ("$?", "*?") are refused: Redis
+ * does not send them. */
+struct msg;
+
+enum resp_type {
+    RESP_SIMPLE   = '+',    /* simple string */
+    RESP_ERROR    = '-',    /* simple error: its text without the '-' */
+    RESP_INTEGER  = ':',
+    RESP_BULK     = '$',
+    RESP_ARRAY    = '*',
+    RESP_NULL     = '_',    /* RESP3 */
+    RESP_DOUBLE   = ',',    /* its text ("1.5", "inf", "nan") */
+    RESP_BOOLEAN  = '#',    /* n is 1 or 0 */
+    RESP_BIGNUM   = '(',    /* its digits */
+    RESP_BLOBERR  = '!',    /* bulk error */
+    RESP_VERBATIM = '=',    /* its text, after the "txt:" format */
+    RESP_MAP      = '%',    /* n pairs: 2n elements */
+    RESP_SET      = '~',
+    RESP_PUSH     = '>',
+    RESP_ATTR     = '|',    /* n pairs, only with rd->attrs */
+};
+
+/* One value, as resp_rd_next read it. Offsets are into the reply. */
+struct resp_val {
+    char      type;         /* an enum resp_type */
+    bool      nil;          /* "$-1", "*-1" or '_' */
+    long long n;            /* integer, boolean, a bulk's length or an
+                               aggregate's announced count (-1: nil) */
+    size_t    elems;        /* values that follow as its elements */
+    size_t    off, len;     /* a string's bytes (any type but aggregates) */
+    const char *p;          /* ... where they lie, if in one slice; else NULL */
+    size_t    start;        /* offset of its type byte */
+    size_t    end;          /* one past its last byte (an aggregate's
+                               header only, unless it was skipped whole) */
+};
+
+struct resp_rd {
+    const struct msg *g;    /* the reply (NULL: the flat bytes below) */
+    const char *flat;
+    size_t    len;          /* bytes in the reply */
+    size_t    pos;          /* offset of the next byte to read */
+    const char *seg;        /* the slice holding pos ... */
+    size_t    seg_off;      /* ... its offset in the reply, */
+    size_t    seg_len;      /* ... its length, */
+    uint32_t  seg_i;        /* ... and its index in g */
+    bool      attrs;        /* report attributes (else skip them) */
+    int       depth;        /* aggregates open */
+    size_t    left[RESP_MAX_DEPTH];   /* elements still to read in each */
+    const char *err;        /* why reading stopped (sticky), or NULL */
+};
+
+/* Read the reply g (or the len bytes at p), which must stay unchanged
+ * while rd is in use. */
+void resp_rd_init(struct resp_rd *rd, const struct msg *g);
+void resp_rd_init_flat(struct resp_rd *rd, const char *p, size_t len);
+/* The next value into *v: 0, or -1 if it is malformed or truncated (then
+ * and ever after; rd->err says why). */
+int resp_rd_next(struct resp_rd *rd, struct resp_val *v);
+/* The next value whole, elements and all: *v its header, v->end past it. */
+int resp_rd_skip(struct resp_rd *rd, struct resp_val *v);
+/* The type byte of the next value without reading it (0 at the end). */
+char resp_rd_peek(const struct resp_rd *rd);
+/* True once every byte is read and no aggregate is open. */
+bool resp_rd_end(const struct resp_rd *rd);
+/* Copy at most max bytes of v's string into out; returns how many. */
+size_t resp_rd_copy(const struct resp_rd *rd, const struct resp_val *v, char *out, size_t max);
+/* v's string as one run of bytes: v->p, else a copy in buf if it fits
+ * there (buflen bytes), else NULL. Valid while the reply and buf are. */
+const char *resp_rd_str(const struct resp_rd *rd, const struct resp_val *v, char *buf,
+                        size_t buflen);
+/* Whether v's string is the n bytes s (or, prefix, begins with them). */
+bool resp_rd_is(const struct resp_rd *rd, const struct resp_val *v, const char *s, size_t n,
+                bool prefix);
+/* The first value of g, for a decision: its type (0 if g is empty or its
+ * first value malformed) and, when text is given, its string (a scalar's;
+ * an aggregate's or nil's count in decimal), NUL-terminated and cut to
+ * textlen - 1 bytes. */
+char resp_rd_head(const struct msg *g, char *text, size_t textlen);
+
 /* Write the header line "<type><n>\r\n" ('*' 3, '$' 5, ':' -1 ...) at out,
  * which holds RESP_HEADER_MAX bytes; returns its length. Every header
  * shardis writes goes through here: printf's machinery cost more than the

@@ -141,25 +141,31 @@ static int scan_reply(struct req *r)
     struct client *c = r->client;
     struct pool *p = c->pool;
     uint64_t server, cursor, next, v = r->u.scan;
-    char head[64];
-    size_t len = r->rsp.len < sizeof(head) - 1 ? r->rsp.len : sizeof(head) - 1;
-    unsigned long clen;
+    char head[32];
+    size_t clen;
     int at = 0;
     struct msg rsp;
+    struct resp_rd rd;
+    struct resp_val top, cur, keys;
+    const char *s;
 
-    msg_copy(&r->rsp, 0, len, head);
-    head[len] = '\0';
-    if (head[0] == '-' || r->backend == NULL)
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_peek(&rd) == '-' || r->backend == NULL)
         return 0;                   /* the server's error (or shardis's), as it is */
     server = r->backend->server;
-    if (sscanf(head, "*2\r\n$%lu\r\n%n", &clen, &at) != 1 || at == 0 ||
-        at + clen + 2 > len || !parse_cursor(head + at, clen, &cursor) ||
-        memcmp(head + at + clen, "\r\n", 2) != 0) {
+    /* The elements are not read: they go to the client as they came. */
+    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.n != 2 ||
+        resp_rd_next(&rd, &cur) < 0 || cur.type != RESP_BULK || cur.nil ||
+        (s = resp_rd_str(&rd, &cur, head, sizeof(head))) == NULL ||
+        !parse_cursor(s, cur.len, &cursor) ||
+        resp_rd_peek(&rd) != '*' || resp_rd_next(&rd, &keys) < 0 || keys.nil) {
         msg_release(&r->rsp);
         client_reply_error(c, r, "ERR backend %s sent a SCAN reply shardis cannot read",
                            p->servers[server].label);
         return 0;
     }
+    at = (int)cur.off;
+    clen = cur.len;
     if (cursor > SCAN_POS_MAX) {
         /* A server's cursor stays below its key table's size. */
         msg_release(&r->rsp);

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/mbuf.h"
 #include "proxy/resp.h"
+#include "proxy/util.h"
 
 /* Frame input (cut once at `cut`) and render the requests as
  * "arg|arg|...;" strings; on a protocol error append "ERR:<text>". */
@@ -252,6 +254,376 @@ Test(resp, bad_replies)
     for (int i = 0; i < 65; i++)
         n += (size_t)sprintf(deep + n, "*1\r\n");
     cr_assert(eq(int, count_replies(deep, n, 0, ends), -1));
+}
+
+/* ---- the reply reader ------------------------------------------------------- */
+
+/* A msg of the n bytes at in, cut into slices at cuts[0..ncuts) (each in
+ * a chunk of its own, so that nothing joins them), with the rest of every
+ * chunk filled with what a reader that ran past its slice would take for
+ * more reply. */
+static void make_msg(struct msg *g, const char *in, size_t n, const size_t *cuts, size_t ncuts)
+{
+    size_t from = 0;
+
+    memset(g, 0, sizeof(*g));
+    for (size_t k = 0; k <= ncuts; k++) {
+        size_t to = k < ncuts ? cuts[k] : n;
+        if (to == from && !(k == ncuts && g->n == 0 && n == 0))
+            continue;
+        struct mbuf *m = mbuf_get();
+        for (size_t i = 0; i < MBUF_SIZE; i++)
+            m->data[i] = "\r\n:1\r\n"[i % 6];
+        memcpy(m->data + 7, in + from, to - from);
+        cr_assert(eq(int, msg_append(g, m, 7, (uint32_t)(to - from)), 0));
+        mbuf_unref(m);
+        from = to;
+    }
+}
+
+/* Read one whole value and render it: a token per value read, "ERR:..."
+ * on an error. Checks what every value must satisfy on the way. */
+static void render(struct resp_rd *rd, char *out, size_t outlen)
+{
+    size_t o = 0;
+    struct resp_val v;
+
+    out[0] = '\0';
+    do {
+        char s[256];
+        if (resp_rd_next(rd, &v) < 0) {
+            snprintf(out + o, outlen - o, "%sERR:%s", o ? " " : "", rd->err);
+            return;
+        }
+        cr_assert(le(sz, v.end, rd->len));
+        cr_assert(lt(sz, v.start, v.end));
+        o += (size_t)snprintf(out + o, outlen - o, "%s%c", o ? " " : "", v.type);
+        if (v.nil) {
+            o += (size_t)snprintf(out + o, outlen - o, "nil");
+        } else if (strchr("*~>%|", v.type) != NULL) {
+            o += (size_t)snprintf(out + o, outlen - o, "%lld", v.n);
+            cr_assert(eq(sz, v.elems, (size_t)v.n * (strchr("%|", v.type) ? 2 : 1)));
+        } else if (v.type == ':' || v.type == '#') {
+            o += (size_t)snprintf(out + o, outlen - o, "%lld", v.n);
+        } else {
+            cr_assert(lt(sz, v.len, sizeof(s)));
+            cr_assert(eq(sz, resp_rd_copy(rd, &v, s, sizeof(s)), v.len));
+            if (v.p != NULL)
+                cr_assert(eq(int, memcmp(v.p, s, v.len), 0));
+            cr_assert(resp_rd_is(rd, &v, s, v.len, false));
+            o += (size_t)snprintf(out + o, outlen - o, "%.*s", (int)v.len, s);
+        }
+    } while (rd->depth > 0);
+    if (!resp_rd_end(rd))
+        snprintf(out + o, outlen - o, " MORE");
+}
+
+struct rd_case {
+    char in[160];
+    char want[160];
+};
+
+static struct rd_case rd_cases[] = {
+    /* RESP2 */
+    {"+OK\r\n", "+OK"},
+    {"+\r\n", "+"},
+    {"-ERR bad thing\r\n", "-ERR bad thing"},
+    {":0\r\n", ":0"},
+    {":-12\r\n", ":-12"},
+    {":9223372036854775807\r\n", ":9223372036854775807"},
+    {":-9223372036854775808\r\n", ":-9223372036854775808"},
+    {"$5\r\nhello\r\n", "$hello"},
+    {"$0\r\n\r\n", "$"},
+    {"$4\r\na\r\nb\r\n", "$a\r\nb"},
+    {"$-1\r\n", "$nil"},
+    {"*-1\r\n", "*nil"},
+    {"*0\r\n", "*0"},
+    {"*2\r\n$3\r\nfoo\r\n*1\r\n:1\r\n", "*2 $foo *1 :1"},
+    {"*3\r\n$1\r\na\r\n$-1\r\n*0\r\n", "*3 $a $nil *0"},
+    {"*2\r\n$1\r\n0\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n", "*2 $0 *2 $a $b"},
+    /* RESP3 */
+    {"_\r\n", "_nil"},
+    {",3.14\r\n", ",3.14"},
+    {",-inf\r\n", ",-inf"},
+    {",nan\r\n", ",nan"},
+    {",1e-5\r\n", ",1e-5"},
+    {"#t\r\n", "#1"},
+    {"#f\r\n", "#0"},
+    {"(3492890328409238509324850943850943825024385\r\n",
+     "(3492890328409238509324850943850943825024385"},
+    {"(-1\r\n", "(-1"},
+    {"!21\r\nSYNTAX invalid syntax\r\n", "!SYNTAX invalid syntax"},
+    {"=15\r\ntxt:Some string\r\n", "=Some string"},
+    {"=4\r\nmkd:\r\n", "="},
+    {"%2\r\n+first\r\n:1\r\n+second\r\n:2\r\n", "%2 +first :1 +second :2"},
+    {"~3\r\n+a\r\n+b\r\n_\r\n", "~3 +a +b _nil"},
+    {">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n", ">3 $message $ch $x"},
+    {"%0\r\n", "%0"},
+    /* Attributes are skipped: the value they annotate is read. */
+    {"|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.19\r\n:5\r\n", ":5"},
+    {"*2\r\n|1\r\n+a\r\n+b\r\n:1\r\n:2\r\n", "*2 :1 :2"},
+    {"*1\r\n|1\r\n+a\r\n+b\r\n:1\r\n", "*1 :1"},
+    {"|0\r\n+x\r\n", "+x"},
+    /* Malformed: an error, whatever the cut. */
+    {"", "ERR:truncated reply"},
+    {"+OK", "ERR:truncated reply"},
+    {"+OK\r", "ERR:truncated reply"},
+    {"+OK\n", "ERR:line without CRLF in reply"},
+    {"\n", "ERR:bad type byte in reply"},
+    {"@x\r\n", "ERR:bad type byte in reply"},
+    {":\r\n", "ERR:bad integer in reply"},
+    {": 1\r\n", "ERR:bad integer in reply"},
+    {":+1\r\n", "ERR:bad integer in reply"},
+    {":1 \r\n", "ERR:bad integer in reply"},
+    {":01\r\n", "ERR:bad integer in reply"},
+    {":-0\r\n", "ERR:bad integer in reply"},
+    {":9223372036854775808\r\n", "ERR:bad integer in reply"},
+    {":-9223372036854775809\r\n", "ERR:bad integer in reply"},
+    {"$5\r\nhel\r\n", "ERR:truncated reply"},
+    {"$5\r\nhelloXY", "ERR:bulk without CRLF in reply"},
+    {"$5\r\nhello\rX", "ERR:bulk without CRLF in reply"},
+    {"$-2\r\n", "ERR:bad length in reply"},
+    {"$01\r\nx\r\n", "ERR:bad length in reply"},
+    {"$+1\r\nx\r\n", "ERR:bad length in reply"},
+    {"$\r\n\r\n", "ERR:bad length in reply"},
+    {"$1x\r\nx\r\n", "ERR:bad length in reply"},
+    {"$1000000000000000000\r\n", "ERR:bad length in reply"},
+    {"$999999999999999999\r\n", "ERR:truncated reply"},
+    {"$?\r\n;4\r\nHell\r\n;0\r\n", "ERR:bad length in reply"},
+    {"*2\r\n:1\r\n", "ERR:truncated reply"},
+    {"*2\r\n$1\r\na\r\n", "*2 $a ERR:truncated reply"},
+    {"*3\r\n:1\r\n:2\r\n", "ERR:truncated reply"},
+    {"*999999999999999999\r\n:1\r\n", "ERR:truncated reply"},
+    {"*1\r\n@\r\n", "*1 ERR:bad type byte in reply"},
+    {"%-1\r\n", "ERR:bad length in reply"},
+    {"~-1\r\n", "ERR:bad length in reply"},
+    {"!-1\r\n", "ERR:bad length in reply"},
+    {"%1\r\n+a\r\n", "ERR:truncated reply"},
+    {"=3\r\ntxt\r\n", "ERR:bad verbatim string in reply"},
+    {"=4\r\ntxt;\r\n", "ERR:bad verbatim string in reply"},
+    {"_x\r\n", "ERR:bad null in reply"},
+    {"#x\r\n", "ERR:bad boolean in reply"},
+    {"#tt\r\n", "ERR:bad boolean in reply"},
+    {",\r\n", "ERR:bad double in reply"},
+    {",1 2\r\n", "ERR:bad double in reply"},
+    {"(\r\n", "ERR:bad big number in reply"},
+    {"(-\r\n", "ERR:bad big number in reply"},
+    {"(12a\r\n", "ERR:bad big number in reply"},
+    {"|1\r\n+a\r\n+b\r\n", "ERR:truncated reply"},
+    {":1\r\n:2\r\n", ":1 MORE"},
+};
+
+ParameterizedTestParameters(resp_rd, values)
+{
+    return cr_make_param_array(struct rd_case, rd_cases, ARRAY_SIZE(rd_cases));
+}
+
+/* Every case read flat (from a heap block of exactly its bytes: ASan sees
+ * a read past it), as a msg cut in two at every byte, and as a msg of one
+ * byte per slice: the same values, or the same error. */
+ParameterizedTest(struct rd_case *rc, resp_rd, values)
+{
+    size_t n = strlen(rc->in), cuts[160];
+    char got[512];
+    struct resp_rd rd;
+    struct msg g;
+    char *flat = malloc(n ? n : 1);
+
+    memcpy(flat, rc->in, n);
+    resp_rd_init_flat(&rd, flat, n);
+    render(&rd, got, sizeof(got));
+    cr_assert(eq(str, got, rc->want), "flat");
+    free(flat);
+    for (size_t cut = 0; cut <= n; cut++) {
+        make_msg(&g, rc->in, n, &cut, 1);
+        resp_rd_init(&rd, &g);
+        render(&rd, got, sizeof(got));
+        cr_assert(eq(str, got, rc->want), "cut=%zu", cut);
+        msg_release(&g);
+    }
+    for (size_t i = 0; i < n; i++)
+        cuts[i] = i + 1;
+    make_msg(&g, rc->in, n, cuts, n > 0 ? n - 1 : 0);
+    resp_rd_init(&rd, &g);
+    render(&rd, got, sizeof(got));
+    cr_assert(eq(str, got, rc->want), "a byte per slice");
+    msg_release(&g);
+}
+
+ParameterizedTestParameters(resp_rd, values_truncated)
+{
+    return cr_make_param_array(struct rd_case, rd_cases, ARRAY_SIZE(rd_cases));
+}
+
+/* A strict prefix of a value is never a value: every one of every well-
+ * formed case is "truncated", never read past (ASan, and a chunk whose
+ * bytes after the slice look like more reply). */
+ParameterizedTest(struct rd_case *rc, resp_rd, values_truncated)
+{
+    size_t n = strlen(rc->in);
+    char got[512];
+    struct resp_rd rd;
+    struct msg g;
+
+    if (strstr(rc->want, "ERR:") != NULL || strstr(rc->want, "MORE") != NULL)
+        return;
+    for (size_t len = 0; len < n; len++) {
+        char *flat = malloc(len ? len : 1);
+        memcpy(flat, rc->in, len);
+        resp_rd_init_flat(&rd, flat, len);
+        render(&rd, got, sizeof(got));
+        cr_assert(not(zero(ptr, strstr(got, "ERR:truncated reply"))), "len=%zu: %s", len, got);
+        free(flat);
+        make_msg(&g, rc->in, len, &len, 0);
+        resp_rd_init(&rd, &g);
+        render(&rd, got, sizeof(got));
+        cr_assert(not(zero(ptr, strstr(got, "ERR:truncated reply"))), "len=%zu: %s", len, got);
+        msg_release(&g);
+    }
+}
+
+
+Test(resp_rd, nil_is_not_empty)
+{
+    const char *in[] = {"$-1\r\n", "*-1\r\n", "_\r\n", "$0\r\n\r\n", "*0\r\n"};
+    const bool nil[] = {true, true, true, false, false};
+    const char type[] = {'$', '*', '_', '$', '*'};
+
+    for (int i = 0; i < 5; i++) {
+        struct resp_rd rd;
+        struct resp_val v;
+        resp_rd_init_flat(&rd, in[i], strlen(in[i]));
+        cr_assert(eq(int, resp_rd_next(&rd, &v), 0));
+        cr_assert(eq(int, v.nil, nil[i]), "%s", in[i]);
+        cr_assert(eq(chr, v.type, type[i]));
+        cr_assert(eq(sz, v.len, 0));
+        cr_assert(eq(sz, v.elems, 0));
+        cr_assert(resp_rd_end(&rd));
+    }
+}
+
+Test(resp_rd, depth)
+{
+    char deep[66 * 4 + 8];
+    size_t n = 0;
+    struct resp_rd rd;
+    char got[66 * 4 + 64];
+
+    for (int i = 0; i < RESP_MAX_DEPTH; i++)
+        n += (size_t)sprintf(deep + n, "*1\r\n");
+    n += (size_t)sprintf(deep + n, ":7\r\n");
+    resp_rd_init_flat(&rd, deep, n);
+    render(&rd, got, sizeof(got));
+    cr_assert(not(zero(ptr, strstr(got, "*1 :7"))), "%s", got);
+    cr_assert(zero(ptr, strstr(got, "ERR")), "%s", got);
+
+    n = 0;
+    for (int i = 0; i <= RESP_MAX_DEPTH; i++)
+        n += (size_t)sprintf(deep + n, "*1\r\n");
+    n += (size_t)sprintf(deep + n, ":7\r\n");
+    resp_rd_init_flat(&rd, deep, n);
+    render(&rd, got, sizeof(got));
+    cr_assert(not(zero(ptr, strstr(got, "ERR:reply nested too deep"))), "%s", got);
+    /* An error is sticky. */
+    struct resp_val v;
+    cr_assert(eq(int, resp_rd_next(&rd, &v), -1));
+    cr_assert(eq(int, resp_rd_skip(&rd, &v), -1));
+    cr_assert(not(resp_rd_end(&rd)));
+}
+
+Test(resp_rd, attributes_reported_when_asked)
+{
+    const char in[] = "*1\r\n|1\r\n+a\r\n+b\r\n:1\r\n";
+    struct resp_rd rd;
+    char got[128];
+
+    resp_rd_init_flat(&rd, in, sizeof(in) - 1);
+    rd.attrs = true;
+    render(&rd, got, sizeof(got));
+    cr_assert(eq(str, got, "*1 |1 +a +b :1"));
+}
+
+/* An MGET reply's elements as byte ranges, whatever the cuts: what the
+ * merge of split MGETs forwards. */
+Test(resp_rd, skip_gives_each_element)
+{
+    const char in[] = "*4\r\n$3\r\nfoo\r\n$-1\r\n*2\r\n:1\r\n*1\r\n$0\r\n\r\n:5\r\n";
+    const size_t want[][2] = {{4, 13}, {13, 18}, {18, 36}, {36, 40}};
+    size_t n = sizeof(in) - 1;
+
+    for (size_t cut = 0; cut <= n; cut++) {
+        struct msg g;
+        struct resp_rd rd;
+        struct resp_val v;
+        make_msg(&g, in, n, &cut, 1);
+        resp_rd_init(&rd, &g);
+        cr_assert(eq(chr, resp_rd_peek(&rd), '*'));
+        cr_assert(eq(int, resp_rd_next(&rd, &v), 0));
+        cr_assert(eq(i64, v.n, 4));
+        cr_assert(eq(sz, v.end, 4));
+        for (int e = 0; e < 4; e++) {
+            cr_assert(eq(chr, resp_rd_peek(&rd), in[want[e][0]]));
+            cr_assert(eq(int, resp_rd_skip(&rd, &v), 0), "cut=%zu: %s", cut, rd.err);
+            cr_assert(eq(sz, v.start, want[e][0]), "cut=%zu e=%d", cut, e);
+            cr_assert(eq(sz, v.end, want[e][1]), "cut=%zu e=%d", cut, e);
+        }
+        cr_assert(resp_rd_end(&rd));
+        cr_assert(eq(chr, resp_rd_peek(&rd), 0));
+        msg_release(&g);
+    }
+}
+
+/* A string's bytes: a pointer when they lie in one slice, else a copy. */
+Test(resp_rd, strings_across_slices)
+{
+    const char in[] = "$10\r\n0123456789\r\n";
+    size_t n = sizeof(in) - 1;
+
+    for (size_t cut = 0; cut <= n; cut++) {
+        struct msg g;
+        struct resp_rd rd;
+        struct resp_val v;
+        char buf[16];
+        const char *s;
+        make_msg(&g, in, n, &cut, 1);
+        resp_rd_init(&rd, &g);
+        cr_assert(eq(int, resp_rd_next(&rd, &v), 0));
+        cr_assert(eq(sz, v.off, 5));
+        cr_assert(eq(sz, v.len, 10));
+        bool split = cut > 5 && cut < 15;
+        cr_assert(eq(int, v.p == NULL, split), "cut=%zu", cut);
+        s = resp_rd_str(&rd, &v, buf, sizeof(buf));
+        cr_assert(eq(int, memcmp(s, "0123456789", 10), 0));
+        cr_assert(eq(int, resp_rd_str(&rd, &v, buf, 9) == NULL, split));
+        cr_assert(resp_rd_is(&rd, &v, "0123", 4, true));
+        cr_assert(not(resp_rd_is(&rd, &v, "0123", 4, false)));
+        cr_assert(not(resp_rd_is(&rd, &v, "01234567890", 11, true)));
+        cr_assert(eq(sz, resp_rd_copy(&rd, &v, buf, 3), 3));
+        cr_assert(eq(int, memcmp(buf, "012", 3), 0));
+        msg_release(&g);
+    }
+}
+
+Test(resp_rd, head)
+{
+    struct msg g;
+    char text[8];
+    size_t none = 0;
+
+    make_msg(&g, "-NOSCRIPT No matching script\r\n", 30, &none, 0);
+    cr_assert(eq(chr, resp_rd_head(&g, text, sizeof(text)), '-'));
+    cr_assert(eq(str, text, "NOSCRIP"));
+    msg_release(&g);
+    make_msg(&g, "*2\r\n:1\r\n:2\r\n", 12, &none, 0);
+    cr_assert(eq(chr, resp_rd_head(&g, text, sizeof(text)), '*'));
+    cr_assert(eq(str, text, "2"));
+    msg_release(&g);
+    make_msg(&g, "+OK", 3, &none, 0);
+    cr_assert(eq(chr, resp_rd_head(&g, text, sizeof(text)), 0));
+    cr_assert(eq(str, text, ""));
+    msg_release(&g);
+    memset(&g, 0, sizeof(g));
+    cr_assert(eq(chr, resp_rd_head(&g, NULL, 0), 0));
 }
 
 /* Header lines, checked against printf for every length of number and both
