@@ -111,6 +111,25 @@ struct mig_key {
 /* A server the mover walks. One command of the mover at a time runs on
  * it: redis-server runs a connection's pipelined commands back to back,
  * so a client's request waits behind at most one SCAN or one batch. */
+/* Where the mover is in walking one earlier owner (a source). advance()
+ * moves it on; the replies to its SCAN and MEMORY USAGE move it out of
+ * PAGE (page_over):
+ *
+ *   WALKING --scan_page--> PAGE --reply, cursor != 0--> WALKING
+ *                            |
+ *                            +--reply, cursor 0--> WALKED --batches answered,
+ *                                                     big keys moved-->
+ *                                 again (a batch failed): WALKING | DONE
+ *
+ * A failed page goes back to WALKING at the same cursor, after a pause
+ * (wait_until). reset_sources starts every source WALKING at cursor 0. */
+enum mig_walk {
+    WALK_WALKING,                       /* between pages: the next SCAN when allowed */
+    WALK_PAGE,                          /* a SCAN, or its keys' sizing, in flight */
+    WALK_WALKED,                        /* back at cursor 0: its batches finish */
+    WALK_DONE,                          /* walked with nothing failed: no key left */
+};
+
 struct mig_source {
     uint32_t server;
     uint64_t cursor;
@@ -118,9 +137,7 @@ struct mig_source {
                                            of the page in hand (pages before it moved) */
     uint32_t ops;                       /* its MIGRATEs queued or unanswered */
     struct mig_ops queue;               /* batches of the last SCAN not yet sent */
-    bool     busy;                      /* a SCAN in flight */
-    bool     walked;                    /* this pass's SCAN came back to cursor 0 */
-    bool     done;
+    enum mig_walk walk;
     bool     again;                     /* a batch failed: walk once more */
     uint64_t wait_until;                /* loop ms: rest until then (failed, or slow) */
     uint64_t sent_ms;                   /* when its command in flight was sent */
@@ -221,7 +238,7 @@ static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
     for (uint32_t i = 0; i < m->nsrc; i++) {
         const struct mig_source *src = &m->src[i];
         fprintf(f, "cursor %s %" PRIu64 "\n", p->servers[src->server].addr,
-                src->done || src->again || src->nbig > 0 ? 0 : src->resume);
+                src->walk == WALK_DONE || src->again || src->nbig > 0 ? 0 : src->resume);
     }
     fclose(f);
     return buf;
@@ -777,6 +794,13 @@ static struct backend *mover_conn(struct pool *p, uint32_t server)
     return ps->mover;
 }
 
+/* The page in hand is over (its keys queued, or it failed): the walk is
+ * back at cursor 0, or between pages. */
+static void page_over(struct mig_source *src)
+{
+    src->walk = src->cursor == 0 ? WALK_WALKED : WALK_WALKING;
+}
+
 static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
 {
     struct req *r = req_get();
@@ -791,7 +815,7 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
     src->resume = src->cursor;          /* every earlier page is done (ops == 0) */
-    src->busy = true;                   /* until the page's keys are sized and queued */
+    src->walk = WALK_PAGE;              /* until the page's keys are sized and queued */
     src->sent_ms = uv_now(proxy.loop);
     send_by(mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
@@ -802,9 +826,9 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
  * is back at cursor 0 with every batch answered, the pass is over. */
 static void advance(struct pool *p, struct mig *m, struct mig_source *src)
 {
-    if (src->done || src->busy)
+    if (src->walk == WALK_DONE || src->walk == WALK_PAGE)
         return;
-    if (src->walked) {
+    if (src->walk == WALK_WALKED) {
         if (src->ops > 0)
             return;
         if (src->nbig > 0) {            /* the big keys, one at a time, last */
@@ -826,13 +850,13 @@ static void advance(struct pool *p, struct mig *m, struct mig_source *src)
             op_send(m, op);
             return;
         }
-        src->walked = false;
+        src->walk = WALK_WALKING;
         src->passes++;
         if (src->again) {               /* some batch failed: walk again */
             src->again = false;
             return;
         }
-        src->done = true;
+        src->walk = WALK_DONE;
         log_info("pool '%s': %s walked: %" PRIu64 " keys scanned, %" PRIu64 " moved",
                  p->conf->name, p->servers[src->server].label, src->scanned, src->moved);
         return;
@@ -902,8 +926,7 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
         src->errors++;
         src->again = true;
         src->wait_until = uv_now(proxy.loop) + 1000;
-        src->busy = false;
-        src->walked = src->cursor == 0;
+        page_over(src);
         advance(p, m, src);
         return;
     }
@@ -936,13 +959,12 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
         free(heap);
     }
     if (src->npage > 0) {
-        send_sizing(p, m, src);         /* still busy */
+        send_sizing(p, m, src);         /* still WALK_PAGE */
         return;
     }
     free_keys(src->page, 0);
     src->page = NULL;
-    src->busy = false;
-    src->walked = src->cursor == 0;
+    page_over(src);
     advance(p, m, src);
 }
 
@@ -1034,8 +1056,7 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
         TAILQ_REMOVE(&src->queue, op, link);
         op_send(m, op);
     }
-    src->busy = false;
-    src->walked = src->cursor == 0;
+    page_over(src);
     advance(p, m, src);
 }
 
@@ -1089,7 +1110,7 @@ static int mover_reply(struct backend *b, struct req *r)
         src->npage = 0;
         if (r->u.mig.mv.sizing)
             src->again = true;          /* the page's keys: on the next pass */
-        src->busy = false;              /* the page is asked again, in a second */
+        src->walk = WALK_WALKING;       /* the page is asked again, in a second */
         src->wait_until = uv_now(proxy.loop) + 1000;
         log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
                  p->servers[src->server].label, r->rsp.len == 0 ? b->reason : head);
@@ -1159,7 +1180,7 @@ static void progress(struct pool *p, struct mig *m, uint64_t now)
     for (uint32_t i = 0; i < m->nsrc; i++) {
         scanned += m->src[i].scanned;
         moved += m->src[i].moved;
-        done += m->src[i].done;
+        done += m->src[i].walk == WALK_DONE;
     }
     log_notice("pool '%s': migration %s: %u of %u servers walked, %" PRIu64 " keys scanned, "
                "%" PRIu64 " moved, %" PRIu64 " on touch", p->conf->name,
@@ -1220,7 +1241,7 @@ void mig_tick(struct pool *p, uint64_t now)
     m->tick_ms = now;
     for (uint32_t i = 0; i < m->nsrc; i++) {
         advance(p, m, &m->src[i]);
-        all_done = all_done && m->src[i].done;
+        all_done = all_done && m->src[i].walk == WALK_DONE;
     }
     if (all_done && m->inflight == 0 && TAILQ_EMPTY(&m->retry) && TAILQ_EMPTY(&m->gated))
         finish(p, m);
@@ -1236,7 +1257,7 @@ static double walked(const struct mig_source *src)
 {
     uint64_t c = src->cursor, r = 0;
 
-    if (src->done)
+    if (src->walk == WALK_DONE)
         return 1;
     if (c == 0)
         return 0;                       /* not begun (or begun again) */
@@ -1305,7 +1326,7 @@ void mig_command(struct client *c, struct req *r, struct args *a)
             fprintf(f, "source_%u:server=%s,addr=%s,done=%d,cursor=%" PRIu64 ",scanned=%"
                     PRIu64 ",moved=%" PRIu64 ",errors=%" PRIu64 ",passes=%" PRIu64
                     ",rate=%.0f,big_keys=%" PRIu64 ",walked=%.2f,eta_s=", i,
-                    p->servers[src->server].label, p->servers[src->server].addr, src->done,
+                    p->servers[src->server].label, p->servers[src->server].addr, src->walk == WALK_DONE,
                     src->cursor, src->scanned, src->moved, src->errors, src->passes, rate,
                     src->bigs + src->nbig, done);
             if (left >= 0)
