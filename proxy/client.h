@@ -21,25 +21,32 @@ struct req;
 /* A client's transaction state. pin.c makes every transition (its tx_*
  * functions and pin_send); others only read it, or set tx_abort.
  *
- *   NONE --WATCH--> WATCHING --MULTI (sent)--> QUEUED --EXEC, DISCARD--> NONE
- *     |                |                         ^
- *     |                +--UNWATCH, EXEC----> NONE|
- *     +--MULTI (answered here)--> MULTI --the first keyed command: MULTI sent--+
- *                                   |
- *                                   +--EXEC (*0), DISCARD--> NONE
+ *   NONE --WATCH--> WATCHING --MULTI (sent)--> QUEUED_WATCHED --EXEC, DISCARD--> NONE
+ *     |                |                           ^
+ *     |                +--UNWATCH, EXEC--> NONE    | UNWATCH (queued)
+ *     |                                            |
+ *     +--MULTI (answered here)--> MULTI --the first keyed command--> QUEUED
+ *                                   |          (MULTI sent)           |
+ *                                   +--EXEC (*0), DISCARD--> NONE     +--EXEC, DISCARD--> NONE
  *
- * In MULTI no server is known yet; in WATCHING and QUEUED the client's
- * pin holds the state. tx_abort (an error while queuing) only has a
- * meaning in MULTI and QUEUED: EXEC then answers -EXECABORT. */
+ * In MULTI no server is known yet; in the other states the client's pin
+ * holds the state, and in WATCHING and QUEUED_WATCHED what it watches (or
+ * an UNWATCH queued there) too: a request of that state routed before a
+ * reload may still go (gate.c), its EXEC being refused. tx_abort (an
+ * error while queuing) only has a meaning in MULTI and the QUEUED states:
+ * EXEC then answers -EXECABORT. */
 enum client_tx {
     TX_NONE,
     TX_WATCHING,        /* WATCH sent to the pin */
     TX_MULTI,           /* MULTI answered here: the first key picks the server */
     TX_QUEUED,          /* MULTI sent to the pin: commands queue there */
+    TX_QUEUED_WATCHED,  /* ... after WATCH (or with an UNWATCH queued) */
 };
 
 /* Between MULTI and EXEC or DISCARD. */
 #define client_in_multi(c) ((c)->tx >= TX_MULTI)
+/* MULTI has been sent to the pin. */
+#define client_tx_queued(c) ((c)->tx >= TX_QUEUED)
 
 /* The stream handle comes last: a TCP client is allocated without the
  * bytes only a unix-socket client's uv_pipe_t needs, which keeps the
@@ -63,7 +70,7 @@ struct client {
     unsigned short   writing:1;
     unsigned short   is_dirty:1;
     unsigned short   quitting:1;/* QUIT or a protocol error: no more requests */
-    unsigned short   tx:2;      /* enum client_tx (pin.c) */
+    unsigned short   tx:3;      /* enum client_tx (pin.c) */
     unsigned short   tx_abort:1;/* in MULTI: an error while queuing, EXEC aborts */
     unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
     unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */

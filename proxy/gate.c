@@ -193,11 +193,11 @@ static void release(struct client *c, struct req *r, struct backend *b)
     struct client_rare *rare = c->rare;
     bool own = r->client != NULL || r->parent != NULL;
     /* Routed before a later reload: its owner may have changed (what goes
-     * to a pin holding WATCH or MULTI state may go on: its EXEC will be
-     * refused, tx_exec). */
+     * to a pin holding WATCH state may go on: its EXEC will be refused,
+     * tx_exec; a transaction without WATCH holds nothing that needs it). */
     bool stale = own && r->epoch != c->pool->epoch &&
                  !(r->pinned && !r->is_exec && !r->in_tx &&
-                   (c->tx == TX_WATCHING || c->tx == TX_QUEUED));
+                   (c->tx == TX_WATCHING || c->tx == TX_QUEUED_WATCHED));
 
     r->backend = NULL;
     if (own && r->is_exec && (rare->tx_broken || stale)) {

@@ -138,7 +138,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
         reply_ok(c, r);
         return;
     }
-    c->tx = TX_QUEUED;              /* WATCH chose it */
+    c->tx = TX_QUEUED_WATCHED;      /* WATCH chose it */
     forward(c, r, a);
 }
 
@@ -154,7 +154,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     if (c->tx_abort) {
         c->tx_abort = 0;
         if (c->pin != NULL)
-            send_quiet(c, was == TX_QUEUED ? "DISCARD" : "UNWATCH");
+            send_quiet(c, was >= TX_QUEUED ? "DISCARD" : "UNWATCH");
         refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
@@ -185,7 +185,7 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
     }
     c->tx = TX_NONE;
     c->tx_abort = 0;
-    if (was == TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
+    if (was >= TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
         forward(c, r, a);
         return;
     }
@@ -223,6 +223,8 @@ static void tx_unwatch(struct client *c, struct req *r, struct args *a)
         req_done(r);
         return;
     case TX_QUEUED:                 /* queued in MULTI: EXEC will end it */
+    case TX_QUEUED_WATCHED:
+        c->tx = TX_QUEUED_WATCHED;
         forward(c, r, a);
         return;
     case TX_WATCHING:
@@ -258,7 +260,7 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
         return 0;
     /* PING and ECHO mean the same on any server: once the transaction has
      * one, they are queued there. */
-    if (c->tx == TX_QUEUED && cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
+    if (client_tx_queued(c) && cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
         forward(c, r, a);
         return 1;
     }

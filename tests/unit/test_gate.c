@@ -205,3 +205,38 @@ Test(gate, after_a_blocking_command_everything_waits_then_goes)
     cr_assert(queued_on(other, get) && queued_on(other, get2), "both go once it returned");
     cr_assert(eq(int, c->gated, 0), "nothing is held any more");
 }
+
+/* A request routed before a reload, still waiting when it may go, is told
+ * -TRYAGAIN: its keys' owner may have changed. Only one that belongs to
+ * what the client's pin watches goes on (its EXEC is refused anyway). A
+ * transaction begun without WATCH watches nothing: a BLPOP waiting behind
+ * another, routed before the reload, must not go to the old owner. */
+static struct req *blocked_across_a_reload(struct client *c, struct backend *p,
+                                           enum client_tx tx)
+{
+    struct req *first = request(c), *second = request(c);
+
+    first->blocking = first->pinned = 1;
+    second->blocking = second->pinned = 1;
+    first->epoch = second->epoch = pool.epoch;
+    route_send(c, first, NULL, p);
+    route_send(c, second, NULL, p);
+    cr_assert(not(queued_on(p, second)), "the second BLPOP waits for the first");
+    c->tx = tx;
+    pool.epoch++;                   /* a reload moved keys */
+    req_done(first);
+    return second;
+}
+
+Test(gate, a_request_routed_before_a_reload_goes_only_with_watch_state)
+{
+    struct client *c = client_new(1), *d = client_new(2);
+    struct backend *p = pin(c, 0), *q = pin(d, 1);
+    struct req *r;
+
+    r = blocked_across_a_reload(c, p, TX_QUEUED);
+    cr_assert(not(queued_on(p, r)), "MULTI without WATCH: not sent to the old owner");
+    cr_assert(r->done, "it is answered");
+    r = blocked_across_a_reload(d, q, TX_QUEUED_WATCHED);
+    cr_assert(queued_on(q, r), "under WATCH it goes on (EXEC will be refused)");
+}
