@@ -301,8 +301,10 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         b->framed = off;
         resp_rsp_reset(&b->scan);
         if (r->on_reply != NULL) {
-            if (r->on_reply(b, r) < 0)
-                return;                 /* b failed: r with it */
+            if (r->on_reply(b, r) < 0) {
+                req_maybe_free(r);      /* b failed; r was off its queues */
+                return;
+            }
             msg_release(&r->rsp);
             req_maybe_free(r);
             continue;

@@ -883,6 +883,21 @@ def t_sigterm_drain(kpx, kbackends):
 
 # ---- 13. backend that hangs ------------------------------------------------------------------
 
+def t_handshake_refused(px):
+    """A backend that refuses the proxy's AUTH: the request gets the
+    refusal, and nothing leaks (exit_clean reads the sanitizer's report:
+    the refused handshake's own request was once never freed)."""
+    c = Raw(px.port)
+    try:
+        expect_eq(c.cmd("AUTH", "not-it"), b"+OK\r\n", "AUTH to the proxy")
+        r = c.cmd("GET", "k")
+        expect(r.startswith(b"-ERR backend") and b"handshake refused: WRONGPASS" in r,
+               "GET: %s" % short(r))
+    finally:
+        c.close()
+    return ""
+
+
 def t_backend_hang(hpx, hbackends):
     victim = 2
     vk = hpx.keys_on("hang:", victim)[0]
@@ -1303,6 +1318,9 @@ def body():
     apx = Shardis("auth", A, redis_auth="secret")
     check("auth", t_auth, apx, A)
     check("exit_clean_auth", t_exit_clean, apx)
+    wpx = Shardis("wrongauth", A, redis_auth="not-it")
+    check("handshake_refused", t_handshake_refused, wpx)
+    check("exit_clean_wrongauth", t_exit_clean, wpx)
     for p in [apx.proc] + [s.proc for s in A]:
         stop(p)
 
