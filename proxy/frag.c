@@ -397,9 +397,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         /* No server succeeded: say why, rather than that one had nothing
          * to do (a failed server's error over another's -NOTBUSY). */
         for (uint32_t i = 0; i < f->nfrags; i++) {
-            char head[8];
-            if (resp_rd_head(&f->reqs[i]->rsp, head, sizeof(head)) != RESP_ERROR ||
-                strcmp(head, "NOTBUSY") != 0) {
+            if (!resp_rd_error_is(&f->reqs[i]->rsp, "NOTBUSY")) {
                 err = f->reqs[i];
                 break;
             }

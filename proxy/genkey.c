@@ -321,8 +321,7 @@ static int genkey_reply(struct req *r)
 
     resp_rd_init(&rd, &r->rsp);
     if (resp_rd_peek(&rd) == '-') {
-        if (resp_rd_next(&rd, &v) == 0 && resp_rd_is(&rd, &v, "NOSCRIPT", 8, true) &&
-            !r->u.genkey.evaled) {
+        if (resp_rd_error_is(&r->rsp, "NOSCRIPT") && !r->u.genkey.evaled) {
             r->u.genkey.evaled = 1;             /* flushed: send the text */
             msg_release(&r->rsp);
             genkey_command(c, r, r->backend);

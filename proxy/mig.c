@@ -358,10 +358,7 @@ void mig_unblock_landed(struct pool *p, uint32_t server, uint64_t id)
 
 int mig_unblocked(struct req *r)
 {
-    char head[10];
-
-    if (resp_rd_head(&r->rsp, head, sizeof(head)) != RESP_ERROR ||
-        strcmp(head, "UNBLOCKED") != 0 || r->client == NULL || r->client->closing)
+    if (!resp_rd_error_is(&r->rsp, "UNBLOCKED") || r->client == NULL || r->client->closing)
         return 0;
     if (route_reissue(r->client, r))
         return 1;

@@ -194,6 +194,9 @@ bool resp_rd_is(const struct resp_rd *rd, const struct resp_val *v, const char *
  * an aggregate's or nil's count in decimal), NUL-terminated and cut to
  * textlen - 1 bytes. */
 char resp_rd_head(const struct msg *g, char *text, size_t textlen);
+/* Whether g is an error reply whose code (its first word) is code, as
+ * "-UNBLOCKED client unblocked via CLIENT UNBLOCK" has "UNBLOCKED". */
+bool resp_rd_error_is(const struct msg *g, const char *code);
 
 /* Write the header line "<type><n>\r\n" ('*' 3, '$' 5, ':' -1 ...) at out,
  * which holds RESP_HEADER_MAX bytes; returns its length. Every header

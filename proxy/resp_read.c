@@ -467,6 +467,27 @@ bool resp_rd_is(const struct resp_rd *rd, const struct resp_val *v, const char *
     return true;
 }
 
+bool resp_rd_error_is(const struct msg *g, const char *code)
+{
+    struct resp_rd rd;
+    struct resp_val v;
+    size_t n = strlen(code);
+    char next;
+
+    resp_rd_init(&rd, g);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_ERROR || !resp_rd_is(&rd, &v, code, n, true))
+        return false;
+    if (v.len == n)
+        return true;
+    if (v.p != NULL)
+        next = v.p[n];
+    else if (rd.flat != NULL)
+        next = rd.flat[v.off + n];
+    else
+        msg_copy(rd.g, v.off + n, 1, &next);
+    return next == ' ';
+}
+
 char resp_rd_head(const struct msg *g, char *text, size_t textlen)
 {
     struct resp_rd rd;

@@ -626,6 +626,31 @@ Test(resp_rd, head)
     cr_assert(eq(chr, resp_rd_head(&g, NULL, 0), 0));
 }
 
+/* An error's code is its first word, whole: at every split of the reply. */
+Test(resp_rd, error_is)
+{
+    static const struct { const char *in; bool want; } cases[] = {
+        {"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n", true},
+        {"-UNBLOCKED\r\n", true},
+        {"-UNBLOCKEDX no\r\n", false},        /* another code that starts alike */
+        {"-UNBLOCK client\r\n", false},
+        {"+UNBLOCKED\r\n", false},            /* not an error */
+        {"-ERR UNBLOCKED\r\n", false},
+        {"$9\r\nUNBLOCKED\r\n", false},
+    };
+    struct msg g;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = strlen(cases[i].in);
+        for (size_t cut = 0; cut <= n; cut++) {
+            make_msg(&g, cases[i].in, n, &cut, 1);
+            cr_assert(eq(int, resp_rd_error_is(&g, "UNBLOCKED"), cases[i].want), "%s cut at %zu",
+                      cases[i].in, cut);
+            msg_release(&g);
+        }
+    }
+}
+
 /* Header lines, checked against printf for every length of number and both
  * ends of long long. */
 Test(resp_header, matches_printf)
