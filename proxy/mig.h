@@ -1,4 +1,4 @@
-/* mig.h -- moving keys after a ring change (mig.c). */
+/* mig.h -- moving keys after a ring change (mig.c; its files share mig_int.h). */
 #ifndef SHARDIS_MIG_H
 #define SHARDIS_MIG_H
 
@@ -35,7 +35,6 @@ void mig_key(struct client *c, uint32_t to, const char *key, size_t len);
 void mig_send(struct client *c, struct req *r, struct backend *b);
 /* End of a loop turn: send the MIGRATEs its requests share. */
 void mig_flush(struct pool *p);
-/* The reply to one of mig.c's internal requests; r->rsp empty: it failed. */
 /* The reply of a blocking command mig.c unblocked (r->unblocked): if the
  * unblocking answered it, it is sent again by the new ring (1: r is not
  * done), or the client is told -TRYAGAIN. */

@@ -1,0 +1,177 @@
+/* backend_sync.c -- blocking requests to a server, for use before the
+ * loop runs (mig_record.c reads the migration record at start): connect,
+ * AUTH and SELECT as the pool's connections do, one command, its reply
+ * read with the one reply reader; every step bounded by BACKEND_SYNC_MS.
+ * Nothing here touches a struct backend or the loop. */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proxy/backend.h"
+#include "proxy/pool.h"
+#include "proxy/resp.h"
+#include "proxy/util.h"
+
+#define BACKEND_SYNC_MS 1000
+
+static int sync_connect(const struct pool_server *ps)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    struct pollfd pfd;
+    char port[8];
+    int fd, rc, soerr = 0;
+    socklen_t sl = sizeof(soerr);
+
+    if (ps->unix_socket) {
+        snprintf(un.sun_path, sizeof(un.sun_path), "%s", ps->host);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
+    } else {
+        snprintf(port, sizeof(port), "%u", ps->port);
+        if (getaddrinfo(ps->host, port, &hints, &ai) != 0 || ai == NULL)
+            return -1;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+    }
+    if (fd < 0)
+        return -1;
+    if (rc < 0 && errno != EINPROGRESS)
+        goto fail;
+    pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
+    if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
+        goto fail;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* The value of one whole reply, the len bytes at p: 0, and into *out
+ * (when out is given) a bulk's bytes or an array of bulks' elements one
+ * per line (nil ones left out), else NULL; -1 for an error reply, or
+ * anything else in an array. */
+static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
+{
+    struct resp_rd rd;
+    struct resp_val v, e;
+    char *val = NULL;
+    size_t vlen = 0;
+
+    resp_rd_init_flat(&rd, p, len);
+    if (resp_rd_next(&rd, &v) < 0 || v.type == RESP_ERROR || v.type == RESP_BLOBERR)
+        return -1;
+    if (v.type == RESP_BULK && !v.nil) {
+        val = xmalloc(v.len + 1);
+        memcpy(val, v.p, v.len);
+        vlen = v.len;
+        val[vlen] = '\0';
+    } else if (v.type == RESP_ARRAY || v.type == RESP_SET) {
+        val = xstrdup("");              /* nil or empty: "" */
+        for (long long i = 0; i < v.n; i++) {
+            if (resp_rd_next(&rd, &e) < 0 || e.type != RESP_BULK) {
+                free(val);
+                return -1;
+            }
+            if (e.nil)
+                continue;
+            val = xrealloc(val, vlen + e.len + 2);
+            if (i > 0)
+                val[vlen++] = '\n';
+            memcpy(val + vlen, e.p, e.len);
+            vlen += e.len;
+            val[vlen] = '\0';
+        }
+    }
+    if (out != NULL && val != NULL) {
+        *out = val;
+        *outlen = vlen;
+    } else {
+        free(val);
+    }
+    return 0;
+}
+
+/* Read n replies, each framed as it arrives; the last one's value
+ * (sync_value) into *out, or NULL. */
+static int sync_replies(int fd, int n, char **out, size_t *outlen)
+{
+    size_t cap = 4096, len = 0, at = 0, fed = 0, used;
+    char *buf = xmalloc(cap);
+    int got = 0, rc;
+    struct resp_rsp scan;
+
+    *out = NULL;
+    resp_rsp_reset(&scan);
+    while (got < n) {
+        if (fed < len) {
+            if ((rc = resp_rsp_feed(&scan, buf + fed, len - fed, &used)) < 0)
+                goto fail;
+            fed += used;
+            if (rc == 1) {
+                if (sync_value(buf + at, fed - at, got == n - 1 ? out : NULL, outlen) < 0)
+                    goto fail;
+                at = fed;
+                got++;
+                resp_rsp_reset(&scan);
+                continue;
+            }
+        }
+        if (len == cap)
+            buf = xrealloc(buf, cap *= 2);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+        if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 || (r = read(fd, buf + len, cap - len)) <= 0)
+            goto fail;
+        len += (size_t)r;
+    }
+    free(buf);
+    return 0;
+fail:
+    free(buf);
+    free(*out);
+    *out = NULL;
+    return -1;
+}
+
+/* The request is written as every other (resp_w, into chunks), then
+ * copied out once: write(2) on this blocking socket wants one buffer. */
+char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
+                        const char *const *argv, size_t *len)
+{
+    char *req, *val = NULL, db[16];
+    struct msg g = {0};
+    struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&g, &m, RESP2);
+    int n = 1, fd = sync_connect(ps);
+
+    if (fd < 0)
+        return NULL;
+    if (pc->redis_auth != NULL) {
+        resp_w_command(&w, 2, (const char *const[]){"AUTH", pc->redis_auth}, NULL);
+        n++;
+    }
+    if (pc->redis_db != 0) {
+        snprintf(db, sizeof(db), "%d", pc->redis_db);
+        resp_w_command(&w, 2, (const char *const[]){"SELECT", db}, NULL);
+        n++;
+    }
+    resp_w_command(&w, argc, argv, NULL);
+    req = xmalloc(g.len);
+    msg_copy(&g, 0, g.len, req);
+    if (write(fd, req, g.len) == (ssize_t)g.len)
+        sync_replies(fd, n, &val, len);
+    msg_release(&g);
+    mbuf_unref(m);
+    free(req);
+    close(fd);
+    return val;
+}
