@@ -238,6 +238,22 @@ static int handshake_reply(struct backend *b, struct req *r)
     return -1;
 }
 
+/* HELLO 3: the server's map (the connection speaks RESP3 from here on),
+ * or the connection is no good. */
+static int hello_reply(struct backend *b, struct req *r)
+{
+    char first[96];
+    char why[128];
+
+    if (r->rsp.len == 0)
+        return 0;
+    if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_MAP)
+        return 0;
+    snprintf(why, sizeof(why), "HELLO 3 refused: %s", first);
+    backend_fail(b, why);
+    return -1;
+}
+
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
 static int client_id_reply(struct backend *b, struct req *r)
 {
@@ -287,6 +303,16 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             break;
 
         struct req *r = TAILQ_FIRST(&b->pendq);
+        if (b->scan.type == RESP_PUSH) {
+            /* Out of band, never a reply: a RESP3 connection gets one only
+             * for what shardis does not ask of it (CLIENT TRACKING is
+             * refused, subscriber connections speak RESP2). */
+            log_warn("backend %s: a push frame on a connection that asked for none: "
+                     "dropped", label(b));
+            b->framed = off;
+            resp_rsp_reset(&b->scan);
+            continue;
+        }
         if (b->role == BACKEND_SUBSCRIBER && (r == NULL || r->on_reply == NULL)) {
             pubsub_frame(b, b->framed, off);  /* a message, or a confirmation */
             b->framed = off;
@@ -469,6 +495,8 @@ static void backend_connect(struct backend *b)
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
     else
         genkey_connecting(b);
+    if (b->resp3)
+        backend_queue_own(b, hello_reply, true, 2, (const char *const[]){"HELLO", "3"});
     if (pc->redis_db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", pc->redis_db);
@@ -580,11 +608,16 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
                                 enum backend_role role)
 {
     struct backend *b;
+    /* Replies are forwarded as they come: in the client's protocol. A
+     * subscriber's connection stays in RESP2, whose messages pubsub.c
+     * relays as RESP3 pushes (the same bytes but the first). */
+    bool resp3 = owner != NULL && owner->resp3 && role != BACKEND_SUBSCRIBER;
 
     TAILQ_FOREACH(b, &p->dedicated, link) {
         if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
-        if (b->server == server && b->state == BACKEND_UP && !b->closing) {
+        if (b->server == server && b->state == BACKEND_UP && !b->closing &&
+            b->resp3 == resp3) {
             TAILQ_REMOVE(&p->dedicated, b, link);
             p->nspare--;
             goto take;
@@ -592,6 +625,7 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
     }
     b = xmalloc(sizeof(*b));
     backend_init(b, p, server);
+    b->resp3 = resp3;
     p->ndedicated++;
 take:
     b->owner = owner;

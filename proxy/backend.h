@@ -76,6 +76,7 @@ struct backend {
     unsigned         closing:1;
     unsigned         role:3;    /* enum backend_role */
     unsigned         unblocking:1;/* a pin: a CLIENT UNBLOCK for it is in flight (mig.c) */
+    unsigned         resp3:1;   /* speaks RESP3 (HELLO 3 in its handshake) for RESP3 clients */
     /* stats */
     uint64_t         requests, errors, timeouts;
 };

@@ -73,11 +73,12 @@ const char *client_name(const struct client *c)
 
 /* ---- replies made here --------------------------------------------------------- */
 
-/* Every client speaks RESP2 until HELLO 3 (issue #14) records its
- * protocol on it: then only this changes. */
+/* Every client speaks RESP2 until HELLO 3; what shardis answers itself
+ * follows c->resp3 from then on, as what its backends answer does (the
+ * connections it is given speak its protocol: pool_backend). */
 struct resp_w client_w(struct client *c, struct msg *g)
 {
-    return resp_w_on(g, &c->lbuf, RESP2);
+    return resp_w_on(g, &c->lbuf, c->resp3 ? RESP3 : RESP2);
 }
 
 struct resp_w client_cmd_w(struct client *c, struct msg *g)

@@ -73,6 +73,7 @@ struct client {
     unsigned short   tx:3;      /* enum client_tx (pin.c) */
     unsigned short   tx_abort:1;/* in MULTI: an error while queuing, EXEC aborts */
     unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
+    unsigned short   resp3:1;   /* HELLO 3: replies in RESP3 (local.c), its backends too */
     unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
     unsigned short   kicking:1; /* gate.c: sending from the gate now */
     size_t           rsp_bytes; /* reply bytes held for this client */

@@ -120,7 +120,7 @@ static struct backend *target(struct client *c, struct req *r)
     case GATE_CONN:
         return r->backend;
     default:
-        return pool_backend(c->pool, r->server, c);
+        return pool_backend_in(c->pool, r->server, c, r->resp3);
     }
 }
 
@@ -161,6 +161,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
     r->server = b->server;
     r->via = r->pinned ? GATE_PIN : backend_dedicated(b) && b != c->pin ? GATE_CONN : GATE_SERVER;
     r->backend = r->via == GATE_CONN ? b : NULL;
+    r->resp3 = b->resp3;            /* a later HELLO does not change it */
     rare = client_rare(c);
     c->gated = 1;
     r->gated = 1;

@@ -218,11 +218,15 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
                            "RESP protocol version at the same time");
         return;
     }
-    if (ver == 3) {
-        client_reply_error(c, r, "NOPROTO shardis speaks RESP2 only: use HELLO 2");
+    /* A connection of the client's own speaks the protocol the client spoke
+     * when it was given; what is queued on it was sent in that protocol. */
+    if ((ver == 3) != c->resp3 && (c->pin != NULL || c->tx != TX_NONE)) {
+        client_reply_error(c, r, "ERR shardis cannot change the protocol inside a transaction, "
+                           "WATCH or blocking command: send HELLO before them");
         return;
     }
-
+    /* As redis-server: the reply is in the protocol asked for. */
+    c->resp3 = ver == 3;
     struct resp_w w = out(c, r);
     resp_w_map(&w, 7);
     resp_w_bulk_str(&w, "server");
@@ -293,7 +297,8 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
     } else if (args_is(a, 1, "info")) {
         /* redis-server's fields, in its order, for those shardis has. The
          * name has any length: it goes out as it is, not through a buffer. */
-        static const char tail[] = " db=0 multi=-1 cmd=client|info user=default resp=2\n";
+        const char *tail = c->resp3 ? " db=0 multi=-1 cmd=client|info user=default resp=3\n"
+                                    : " db=0 multi=-1 cmd=client|info user=default resp=2\n";
         const char *name = client_name(c) != NULL ? client_name(c) : "";
         size_t nlen = strlen(name);
         char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
@@ -301,10 +306,10 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
                          (unsigned long long)c->id, peer);
         CHECK(n > 0 && (size_t)n < sizeof(head));
-        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + sizeof(tail) - 1);
+        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + strlen(tail));
         resp_w_raw(&w, head, (size_t)n);
         resp_w_raw(&w, name, nlen);
-        resp_w_raw(&w, tail, sizeof(tail) - 1);
+        resp_w_raw(&w, tail, strlen(tail));
         resp_w_bulk_end(&w);
     } else {
         const char *sub = args_get(a, 1, &len);
@@ -653,7 +658,7 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         const struct pool_server *ps = &p->servers[p->slot[i]];
         const char *state = "up";
         char share[32];
-        for (uint32_t k = 0; k < p->nconns; k++)
+        for (uint32_t k = 0; k < pool_nconns(p); k++)
             if (ps->conns[k].state == BACKEND_FAILED)
                 state = "down";
         if (ps->ejected_until != 0)

@@ -192,7 +192,7 @@ static void drain(struct pool *p, struct mig *m)
 
     m->state = MIG_DRAINING;
     for (uint32_t s = 0; s < p->nservers; s++)
-        for (uint32_t k = 0; k < p->nconns; k++) {
+        for (uint32_t k = 0; k < pool_nconns(p); k++) {
             b = &p->servers[s].conns[k];
             if (!backend_idle(b) && b->state != BACKEND_FAILED)
                 marker(m, b);

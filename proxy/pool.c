@@ -32,12 +32,18 @@ static void pool_retire_idle(struct pool *p);
 
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c)
 {
+    return pool_backend_in(p, server, c, c->resp3);
+}
+
+struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
+                                bool resp3)
+{
     /* A client's requests to one server run in the order it sent them, as
      * on one Redis connection: while it has a connection of its own to the
      * server, all of them go there. */
     if (c->pin != NULL && c->pin->server == server)
         return c->pin;
-    return &p->servers[server].conns[c->id % p->nconns];
+    return &p->servers[server].conns[(resp3 ? p->nconns : 0) + c->id % p->nconns];
 }
 
 /* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
@@ -114,7 +120,7 @@ static void pool_retry_ejected(struct pool *p, uint64_t now)
     for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].ejected_until != 0 && now >= p->servers[s].ejected_until) {
             p->servers[s].ejected_until = 0;
-            for (uint32_t k = 0; k < p->nconns; k++)
+            for (uint32_t k = 0; k < pool_nconns(p); k++)
                 p->servers[s].conns[k].failures = 0;
             changed = true;
         }
@@ -143,9 +149,11 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
     ps->port = sv->addr.port;
     ps->unix_socket = sv->addr.unix_socket;
     ps->ring_idx = UINT32_MAX;
-    ps->conns = xcalloc(p->nconns, sizeof(*ps->conns));
-    for (uint32_t k = 0; k < p->nconns; k++)
+    ps->conns = xcalloc(pool_nconns(p), sizeof(*ps->conns));
+    for (uint32_t k = 0; k < pool_nconns(p); k++) {
         backend_init(&ps->conns[k], p, s);
+        ps->conns[k].resp3 = k >= p->nconns;
+    }
     p->nservers = s + 1;
     return s;
 }
@@ -200,7 +208,7 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
         free(ps->label);
         ps->label = xstrdup(ring_server_label(ring, i));
         if (pc->preconnect)
-            for (uint32_t k = 0; k < p->nconns; k++)
+            for (uint32_t k = 0; k < p->nconns; k++)    /* RESP2's */
                 backend_preconnect(&ps->conns[k]);
     }
     p->ring_changes++;
@@ -225,7 +233,7 @@ void pool_retire(struct pool *p, uint32_t server)
     struct pool_server *ps = &p->servers[server];
 
     ps->active = false;
-    for (uint32_t k = 0; k < p->nconns; k++)
+    for (uint32_t k = 0; k < pool_nconns(p); k++)
         backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
     if (ps->mover != NULL)
         backend_close(ps->mover);
@@ -245,7 +253,7 @@ static void pool_retire_idle(struct pool *p)
         bool idle = ps->mover == NULL || backend_idle(ps->mover);
         if (!ps->active || pool_in_ring(p, s))
             continue;
-        for (uint32_t k = 0; k < p->nconns && idle; k++)
+        for (uint32_t k = 0; k < pool_nconns(p) && idle; k++)
             idle = backend_idle(&ps->conns[k]);
         if (idle)
             pool_retire(p, s);

@@ -30,7 +30,8 @@ struct pool_server {
     bool             unix_socket;
     bool             active;        /* in the ring, or holds keys still moving */
     uint32_t         ring_idx;      /* its index in pool.ring; UINT32_MAX: not in it */
-    struct backend  *conns;         /* [pool.nconns] shared, pipelined (owned) */
+    struct backend  *conns;         /* [pool_nconns()] shared, pipelined (owned): the
+                                       RESP2 ones, then as many RESP3 ones */
     struct backend  *mover;         /* mig.c's own connection, so that clients' requests
                                        never queue behind its batches; or NULL (owned) */
     uint64_t         ejected_until; /* loop ms; 0 when in the ring */
@@ -52,7 +53,7 @@ struct pool {
     union stream      listener;
     struct pool_server *servers;    /* [nservers]: every server ever in a ring */
     uint32_t          nservers;
-    uint32_t          nconns;       /* server_connections */
+    uint32_t          nconns;       /* server_connections (of each protocol) */
     uint32_t          nclients;
     TAILQ_HEAD(, backend) dedicated;/* spares first, then those in use */
     TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
@@ -66,6 +67,15 @@ struct pool {
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
 };
+
+/* A server's shared connections, both protocols: a RESP3 client's
+ * replies must come from a connection in RESP3 (HELLO 3), since they are
+ * forwarded as they come; a RESP2 client's from one in RESP2. The RESP3
+ * ones connect on first use. */
+static inline uint32_t pool_nconns(const struct pool *p)
+{
+    return 2 * p->nconns;
+}
 
 /* The server that owns key now: the pool's ring, minus servers ejected by
  * twemproxy-style auto_eject_hosts (eject_mode: rehash). */
@@ -97,7 +107,11 @@ void pool_tick(struct pool *p, uint64_t now);
 void pool_retire(struct pool *p, uint32_t server);
 
 /* The backend that serves c's requests for server: its dedicated
- * connection to it if it has one, else a shared one. */
+ * connection to it if it has one, else a shared one in c's protocol
+ * (pool_backend_in: in the protocol given, for a request that waited at
+ * the gate while its client sent HELLO). */
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
+struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
+                                bool resp3);
 
 #endif

@@ -127,7 +127,7 @@ static void tick_cb(uv_timer_t *t)
         /* (MIGRATE and the mover's commands have deadlines of their own,
          * even where the pool has no timeout.) */
         for (uint32_t s = 0; s < p->nservers; s++) {
-            for (uint32_t k = 0; k < p->nconns; k++)
+            for (uint32_t k = 0; k < pool_nconns(p); k++)
                 backend_check_timeout(&p->servers[s].conns[k], now);
             if (p->servers[s].mover != NULL)
                 backend_check_timeout(p->servers[s].mover, now);
@@ -300,7 +300,7 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                 return;
             }
             for (uint32_t s = 0; s < p->nservers; s++) {
-                for (uint32_t k = 0; k < p->nconns; k++)
+                for (uint32_t k = 0; k < pool_nconns(p); k++)
                     if (h == &p->servers[s].conns[k].h.handle) {
                         backend_close(&p->servers[s].conns[k]);
                         return;
@@ -330,7 +330,7 @@ static bool drained(void)
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         for (uint32_t s = 0; s < p->nservers; s++)
-            for (uint32_t k = 0; k < p->nconns; k++)
+            for (uint32_t k = 0; k < pool_nconns(p); k++)
                 if (!backend_idle(&p->servers[s].conns[k]))
                     return false;
         /* A blocking command (no deadline) may wait for ever: not for it. */

@@ -19,6 +19,12 @@
  * A subscriber connection that fails closes its client: its
  * subscriptions there are gone, and a client reconnects to restore them.
  *
+ * RESP3: subscriber connections speak RESP2 whatever the client speaks (a
+ * message is the same frame but its first byte: relayed as a push, '>'),
+ * and a RESP3 subscriber may send any command meanwhile, routed as any
+ * other; its replies and the messages keep one queue, in the order they
+ * arrive.
+ *
  * Channels under "__shardis:" are shardis's own (group.c registers each
  * proxy there, WAIT publishes its marker there): a client can neither
  * name one (PUBLISH, SPUBLISH, (S)SUBSCRIBE, or a pattern that starts
@@ -285,7 +291,9 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
     const char *n;
 
     if (cmd == NULL || !(cmd->flags & CMD_PUBSUB)) {
-        if (!c->subscribed)
+        /* RESP3 tells messages (pushes) from replies: a subscriber may go
+         * on sending any command, as to redis-server. */
+        if (!c->subscribed || c->resp3)
             return 0;
         if (cmd != NULL && !strcmp(cmd->name, "ping")) {
             size_t len = 0;
@@ -314,7 +322,7 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
     }
     n = cmd->name;
     if (!strcmp(n, "publish") || !strcmp(n, "spublish")) {
-        if (c->subscribed)
+        if (c->subscribed && !c->resp3)
             return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
         if (client_in_multi(c))
             return 0;               /* pin.c refuses or queues it */
@@ -383,7 +391,10 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     /* An array (RESP3: a push) whose first elements are bulk strings. */
     resp_rd_init(&rd, &g);
     if (resp_rd_next(&rd, &v) < 0 || (v.type != RESP_ARRAY && v.type != RESP_PUSH) ||
-        v.n < 1 || (verb = element(&rd, &v, buf, sizeof(buf), &heap)) == NULL)
+        v.n < 1)
+        goto drop;
+    char frame = v.type;
+    if ((verb = element(&rd, &v, buf, sizeof(buf), &heap)) == NULL)
         goto drop;
     /* A confirmation: the oldest request on this connection counts it. */
     for (kind = 0; kind < 3; kind++)
@@ -421,7 +432,15 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
         goto drop;                  /* shardis's own (see the top) */
     struct req *r = req_get();
     client_queue(c, r);
-    r->rsp = g;
+    if (c->resp3 && frame == RESP_ARRAY) {
+        /* The connection speaks RESP2: the same frame, as a push. */
+        struct resp_w w = client_w(c, &r->rsp);
+        resp_w_raw(&w, ">", 1);
+        msg_sub(&g, 1, g.len - 1, &r->rsp);
+        msg_release(&g);
+    } else {
+        r->rsp = g;
+    }
     req_done(r);
     free(heap);
     return;

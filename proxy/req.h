@@ -112,6 +112,7 @@ struct req {
     unsigned        is_exec:1;  /* a transaction's EXEC (pin.c) */
     unsigned        gated:1;    /* gate.c: waiting on its client's gate queue */
     unsigned        via:2;      /* gate.c: while gated, how it goes (enum gate_via) */
+    unsigned        resp3:1;    /* gate.c: while gated, the protocol it was sent in */
     unsigned        pinned:1;   /* must run on its client's pinned connection */
     unsigned        front:1;    /* gate.c: sent again, ahead of what waits */
     unsigned        before_hold:1; /* gate.c: later requests of its client wait for it */

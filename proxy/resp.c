@@ -351,6 +351,7 @@ void resp_rsp_reset(struct resp_rsp *s)
 {
     s->state = RS_TYPE;
     s->depth = 0;
+    s->attr = 0;
     s->type = 0;
     s->left = 0;
 }
@@ -361,16 +362,43 @@ static int rsp_error(const char *what, char c)
     return -1;
 }
 
-/* One value ended: pop finished arrays. 1 if the whole reply is done. */
+/* One value ended: pop finished aggregates. 1 if the whole reply is done.
+ * An attribute that ends does not count as an element of its parent, nor
+ * as the reply: the value it goes with follows. */
 static int rsp_value_done(struct resp_rsp *s)
 {
     while (s->depth > 0) {
         if (--s->stack[s->depth - 1] > 0)
             break;
         s->depth--;
+        if (s->attr & (1ull << s->depth)) {
+            s->attr &= ~(1ull << s->depth);
+            s->state = RS_TYPE;
+            return 0;
+        }
     }
     s->state = RS_TYPE;
     return s->depth == 0;
+}
+
+/* An aggregate header "<hdr>n" was read: open it, or (null or empty) it is
+ * a whole value. */
+static int rsp_open(struct resp_rsp *s)
+{
+    bool attr = s->hdr == '|';
+
+    if (s->neg || s->num == 0) {
+        if (!attr)
+            return rsp_value_done(s);
+        s->state = RS_TYPE;             /* an empty attribute: nothing to go with */
+        return 0;
+    }
+    if (attr)
+        s->attr |= 1ull << s->depth;
+    /* Maps and attributes hold n pairs (n < 10^18: 2n fits). */
+    s->stack[s->depth++] = s->hdr == '%' || attr ? 2 * s->num : s->num;
+    s->state = RS_TYPE;
+    return 0;
 }
 
 int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
@@ -381,22 +409,27 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
         char c = p[i];
         switch (s->state) {
         case RS_TYPE:
-            if (s->depth == 0)
+            if (s->depth == 0 && c != '|')
                 s->type = c;
             i++;
-            if (c == '+' || c == '-' || c == ':') {
+            switch (c) {
+            case '+': case '-': case ':':               /* RESP2 lines */
+            case '_': case ',': case '#': case '(':     /* RESP3 null, double, bool, big */
                 s->state = RS_LINE;
-                s->left = 0;
-            } else if (c == '$' || c == '*') {
-                if (c == '*' && s->depth == RESP_MAX_DEPTH)
+                break;
+            case '*': case '%': case '~': case '>': case '|':
+                if (s->depth == RESP_MAX_DEPTH)
                     return rsp_error("reply nested too deep", c);
+                /* fall through */
+            case '$': case '!': case '=':               /* bulk, blob error, verbatim */
                 s->state = RS_NUM;
-                s->array = c == '*';
+                s->hdr = c;
                 s->num = 0;
                 s->neg = false;
                 s->cr = false;
                 s->digits = 0;
-            } else {
+                break;
+            default:
                 return rsp_error("bad reply type", c);
             }
             break;
@@ -424,17 +457,19 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
                 break;
             default:
                 i++;
-                if (s->neg || (s->array && s->num == 0)) { /* null, or empty array */
-                    if (rsp_value_done(s)) {
-                        *used = i;
-                        return 1;
+                if (s->hdr == '$' || s->hdr == '!' || s->hdr == '=') {
+                    if (s->neg) {               /* $-1: null */
+                        if (rsp_value_done(s)) {
+                            *used = i;
+                            return 1;
+                        }
+                        break;
                     }
-                } else if (s->array) {
-                    s->stack[s->depth++] = s->num;
-                    s->state = RS_TYPE;
-                } else {
-                    s->left = s->num + 2;                 /* data and CRLF */
+                    s->left = s->num + 2;       /* data and CRLF */
                     s->state = RS_BULK;
+                } else if (rsp_open(s)) {
+                    *used = i;
+                    return 1;
                 }
             }
             break;

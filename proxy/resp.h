@@ -84,17 +84,22 @@ bool resp_req_idle(const struct resp_req *s);
 /* Free what the framer holds; it stays usable. */
 void resp_req_free(struct resp_req *s);
 
+/* The reply framer: finds where each reply a server sends ends, RESP2 or
+ * RESP3, nested, without copying. An attribute ("|") goes with the value
+ * after it, and is not counted as an element of the aggregate it sits in;
+ * a push (">") is a frame of its own, its type in .type. */
 struct resp_rsp {
     int       state;
     long long num;
     bool      neg;
     bool      cr;
-    bool      array;        /* the header being read is '*' (else '$') */
+    char      hdr;          /* the type byte of the header being read */
     int       digits;
     long long left;         /* bulk bytes plus CRLF still to skip */
     int       depth;
+    uint64_t  attr;         /* bit d: the aggregate at depth d is an attribute */
     long long stack[RESP_MAX_DEPTH];  /* elements left at each level */
-    char      type;                   /* type byte of the top-level reply */
+    char      type;                   /* type byte of the top-level reply (not '|') */
 };
 
 /* Feed n bytes. Returns 1 when a whole reply ended after *used bytes, 0

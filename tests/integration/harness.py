@@ -390,17 +390,21 @@ class Raw:
                 return -1
             t = b[i]
             left -= 1
-            if t in b"+-:":
+            if t in b"+-:_,#(":                 # RESP2's lines, RESP3's too
                 i = j + 2
-            elif t == ord("$"):
+            elif t in b"$!=":
                 n = int(b[i + 1:j])
                 i = j + 2 if n < 0 else j + 4 + n
                 if i > len(b):
                     return -1
-            elif t == ord("*"):
+            elif t in b"*~>":
                 n = int(b[i + 1:j])
                 i = j + 2
                 left += max(n, 0)
+            elif t in b"%|":                    # n pairs; an attribute goes with
+                n = int(b[i + 1:j])             # the value after it
+                i = j + 2
+                left += 2 * n + (t == ord("|"))
             else:
                 raise Fail("bad reply byte %r at %s" % (chr(t), short(bytes(b[i:i + 40]))))
         return i

@@ -565,8 +565,9 @@ def t_hello(px):
     expect_eq(d.get(b"proto"), 2, "proto")
     expect_eq(d.get(b"server"), b"redis", "server")
     v = one_reply(px.port, enc("HELLO", "3"))
-    expect(v.startswith(b"-NOPROTO"), "HELLO 3: %s" % short(v))
-    return "HELLO 3: %s" % v.decode().strip()
+    expect(v.startswith(b"%7\r\n") and b"$5\r\nproto\r\n:3\r\n" in v, "HELLO 3: %s" % short(v))
+    v = one_reply(px.port, enc("HELLO", "4"))
+    expect_eq(v, b"-NOPROTO unsupported protocol version\r\n", "HELLO 4")
 
 
 def t_client(px):

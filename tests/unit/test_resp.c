@@ -242,12 +242,78 @@ Test(resp, replies_split_everywhere)
     }
 }
 
+/* Every RESP3 type redis-server 7 sends, nested, an attribute before a
+ * top-level reply and one inside a map (neither counted as an element),
+ * a push, an empty map and set, and a null; cut everywhere. */
+Test(resp, resp3_replies_split_everywhere)
+{
+    static const char *const frames[] = {
+        "_\r\n",
+        ",3.14\r\n",
+        ",inf\r\n",
+        "#t\r\n",
+        "(3492890328409238509324850943850943825024385\r\n",
+        "!21\r\nSYNTAX invalid syntax\r\n",
+        "=15\r\ntxt:Some string\r\n",
+        "%2\r\n+first\r\n:1\r\n$6\r\nsecond\r\n~2\r\n#f\r\n_\r\n",
+        /* redis.io's example: an attribute, then the array it is about */
+        "|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.19\r\n$1\r\nb\r\n,0.07\r\n*2\r\n:20\r\n:95\r\n",
+        "*2\r\n%1\r\n|1\r\n+ttl\r\n:3600\r\n+k\r\n+v\r\n:7\r\n",
+        ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n",
+        "%0\r\n",
+        "~0\r\n",
+        "|0\r\n:5\r\n",
+        "*3\r\n(1\r\n=5\r\nmkd:x\r\n>1\r\n,-1.5e10\r\n",
+    };
+    const size_t nf = sizeof(frames) / sizeof(frames[0]);
+    char in[1024];
+    size_t want[32], n = 0, ends[32];
+
+    for (size_t i = 0; i < nf; i++) {
+        n += (size_t)sprintf(in + n, "%s", frames[i]);
+        want[i] = n;
+    }
+    for (size_t cut = 0; cut <= n; cut++) {
+        int c = count_replies(in, n, cut, ends);
+        cr_assert(eq(int, c, (int)nf), "cut=%zu", cut);
+        for (size_t i = 0; i < nf; i++)
+            cr_assert(eq(sz, ends[i], want[i]), "cut=%zu reply %zu", cut, i);
+    }
+}
+
+/* The top-level type is the value's, not its attribute's; a push says so. */
+Test(resp, resp3_reply_type)
+{
+    struct resp_rsp s;
+    size_t used;
+    const char attr[] = "|1\r\n+a\r\n:1\r\n%1\r\n+k\r\n+v\r\n";
+    const char push[] = ">2\r\n+invalidate\r\n*1\r\n$1\r\nk\r\n";
+
+    resp_rsp_reset(&s);
+    cr_assert(eq(int, resp_rsp_feed(&s, attr, sizeof(attr) - 1, &used), 1));
+    cr_assert(eq(sz, used, sizeof(attr) - 1));
+    cr_assert(eq(chr, s.type, '%'));
+    resp_rsp_reset(&s);
+    cr_assert(eq(int, resp_rsp_feed(&s, push, sizeof(push) - 1, &used), 1));
+    cr_assert(eq(chr, s.type, '>'));
+}
+
 Test(resp, bad_replies)
 {
     size_t ends[4];
     cr_assert(eq(int, count_replies("?x\r\n", 4, 0, ends), -1));
     cr_assert(eq(int, count_replies("$x\r\n", 4, 0, ends), -1));
     cr_assert(eq(int, count_replies("*1\r\n@\r\n", 7, 0, ends), -1));
+    /* Streamed strings and aggregates ("$?", "*?"): redis-server never
+     * sends them. */
+    cr_assert(eq(int, count_replies("$?\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies("%?\r\n", 4, 0, ends), -1));
+    /* As deep in maps. */
+    char mdeep[65 * 4 + 8];
+    size_t m = 0;
+    for (int i = 0; i < 65; i++)
+        m += (size_t)sprintf(mdeep + m, "~1\r\n");
+    cr_assert(eq(int, count_replies(mdeep, m, 0, ends), -1));
     /* 65 nested arrays are deeper than any Redis reply. */
     char deep[65 * 4 + 8];
     size_t n = 0;
