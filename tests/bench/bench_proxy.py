@@ -107,6 +107,16 @@ TESTS = [  # (label, redis-benchmark -t, extra args, requests)
 ]
 
 
+# RESP3 (redis-benchmark -3: HELLO 3 on every connection), against shardis
+# and the direct server (twemproxy refuses HELLO): the same rows as RESP2's.
+RESP3_TESTS = [  # (label, its RESP2 row, -t, extra args, requests)
+    ("SET RESP3", "SET", "set", ["-3"], 100000),
+    ("GET RESP3", "GET", "get", ["-3"], 100000),
+    ("SET -P 16 RESP3", "SET -P 16", "set", ["-3", "-P", "16"], 400000),
+    ("GET -P 16 RESP3", "GET -P 16", "get", ["-3", "-P", "16"], 400000),
+]
+
+
 # shardis's own commands, against shardis alone: (label, command, ids per call, requests)
 GENKEY_TESTS = [
     ("GENKEY", ["SHARD.GENKEY"], 1, 100000),
@@ -158,6 +168,8 @@ def main():
         TESTS = [(l, t, e, n // 10) for l, t, e, n in TESTS]
         global GENKEY_TESTS
         GENKEY_TESTS = [(l, c, k, n // 10) for l, c, k, n in GENKEY_TESTS]
+        global RESP3_TESTS
+        RESP3_TESTS = [(l, b, t, e, n // 10) for l, b, t, e, n in RESP3_TESTS]
     nutcracker = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
 
     with tempfile.TemporaryDirectory(prefix="shardis-bench-") as tmp:
@@ -194,6 +206,9 @@ def main():
         cpu = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         for lbl, *_ in GENKEY_TESTS:
             results[("shardis", lbl)], cpu[("shardis", lbl)] = [], []
+        for lbl, *_ in RESP3_TESTS:
+            for name in ("shardis", "direct"):
+                results[(name, lbl)], cpu[(name, lbl)] = [], []
         tx = {"shardis": [], "direct": []}
         tx_seconds = 1 if args.quick else 3
         for rnd in range(args.rounds):
@@ -203,6 +218,13 @@ def main():
                     results[(name, lbl)].append(bench(port, test, extra, n))
                     if proc:
                         cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
+            for lbl, _, test, extra, n in RESP3_TESTS:
+                for name, port, proc in targets:
+                    if name == "twemproxy":
+                        continue
+                    before = cpu_seconds(proc.pid)
+                    results[(name, lbl)].append(bench(port, test, extra, n))
+                    cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
             for lbl, command, _, n in GENKEY_TESTS:
                 before = cpu_seconds(sh.pid)
                 results[("shardis", lbl)].append(bench(sh_port, command, [], n))
@@ -242,6 +264,17 @@ def main():
         cd = med(cpu[("direct", lbl)])
         print("| %s | %.2f | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0,
                                                      cs / cd if cd else 0))
+    print()
+    print("| RESP3 (redis-benchmark -3) | shardis req/s | direct req/s | shardis/direct | "
+          "shardis RESP3/RESP2 | CPU us/req shardis | CPU RESP3/RESP2 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for lbl, base, *_ in RESP3_TESTS:
+        s = med([r[0] for r in results[("shardis", lbl)]])
+        d = med([r[0] for r in results[("direct", lbl)]])
+        s2 = med([r[0] for r in results[("shardis", base)]])
+        cs, cs2 = med(cpu[("shardis", lbl)]), med(cpu[("shardis", base)])
+        print("| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |" % (
+            lbl, s, d, s / d, s / s2, cs, cs / cs2 if cs2 else 0))
     print()
     print("| shardis only | calls/s | ids/s | p50 ms | p99 ms | proxy CPU us/call | calls/s vs GET |")
     print("|---|---:|---:|---:|---:|---:|---:|")
