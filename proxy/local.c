@@ -15,6 +15,7 @@
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/gate.h"
 #include "proxy/genkey.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
@@ -177,7 +178,8 @@ static bool set_name(struct client *c, struct req *r, const char *n, size_t len)
 
 static void cmd_hello(struct client *c, struct req *r, struct args *a)
 {
-    long long ver = 2;
+    /* HELLO with no version keeps the client's, as redis-server's does. */
+    long long ver = c->resp3 ? 3 : 2;
 
     if (a->argc >= 2 && !parse_ll(a, 1, &ver)) {
         client_reply_error(c, r, "ERR Protocol version is not an integer or out of range");
@@ -185,6 +187,15 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     }
     if (ver < 2 || ver > 3) {
         client_reply_error(c, r, "NOPROTO unsupported protocol version");
+        return;
+    }
+    /* A connection of the client's own speaks the protocol the client spoke
+     * when it was given; what is queued on it was sent in that protocol.
+     * Refused before AUTH or SETNAME take effect. */
+    bool change = (ver == 3) != c->resp3;
+    if (change && (c->pin != NULL || c->tx != TX_NONE)) {
+        client_reply_error(c, r, "ERR shardis cannot change the protocol inside a transaction, "
+                           "WATCH or blocking command: send HELLO before them");
         return;
     }
     for (uint32_t i = 2; i < a->argc; i++) {
@@ -218,14 +229,11 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
                            "RESP protocol version at the same time");
         return;
     }
-    /* A connection of the client's own speaks the protocol the client spoke
-     * when it was given; what is queued on it was sent in that protocol. */
-    if ((ver == 3) != c->resp3 && (c->pin != NULL || c->tx != TX_NONE)) {
-        client_reply_error(c, r, "ERR shardis cannot change the protocol inside a transaction, "
-                           "WATCH or blocking command: send HELLO before them");
-        return;
-    }
-    /* As redis-server: the reply is in the protocol asked for. */
+    /* As redis-server: the reply is in the protocol asked for. The client's
+     * requests after this go over other connections (pool_backend): none
+     * may run before those it sent earlier are answered. */
+    if (change)
+        gate_hold(c, r);
     c->resp3 = ver == 3;
     struct resp_w w = out(c, r);
     resp_w_map(&w, 7);

@@ -40,8 +40,11 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
 {
     /* A client's requests to one server run in the order it sent them, as
      * on one Redis connection: while it has a connection of its own to the
-     * server, all of them go there. */
-    if (c->pin != NULL && c->pin->server == server)
+     * server, all of them go there. Not one routed before a HELLO changed
+     * the protocol, waiting at the gate since: its reply must be in the
+     * protocol it was sent in, and the pin was given with gate_hold, so it
+     * runs before anything sent on the pin. */
+    if (c->pin != NULL && c->pin->server == server && c->pin->resp3 == resp3)
         return c->pin;
     return &p->servers[server].conns[(resp3 ? p->nconns : 0) + c->id % p->nconns];
 }

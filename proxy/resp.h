@@ -228,8 +228,8 @@ size_t resp_header(char *out, char type, long long n);
  *     resp_w_bool(w, b)     :1 / :0                #t / #f
  *     resp_w_verbatim(...)  $<len> <text>          =<len+4> txt:<text>
  *
- * Commands sent to backends are arrays of bulks in both; backends are
- * always spoken to in RESP2.
+ * Commands sent to backends are arrays of bulks in both; a RESP3 client's
+ * go over backend connections that said HELLO 3 (pool.h).
  *
  * Writing never fails (chunks come from the aborting allocator) and never
  * allocates per value: a value is copied into the current chunk, a short

@@ -150,6 +150,59 @@ def t_hello(px, direct):
     a.close()
 
 
+def t_hello_keeps(px, direct):
+    """HELLO with no version keeps the client's protocol, as redis-server's."""
+    for port in (px.port, direct.port):
+        a = Raw(port)
+        a.cmd("HELLO", "3")
+        r = a.cmd("HELLO")
+        expect(r.startswith(b"%7\r\n") and b"$5\r\nproto\r\n:3\r\n" in r,
+               "HELLO after HELLO 3 (port %d): %s" % (port, h.short(r)))
+        expect_eq(a.cmd("GET", "nokey"), b"_\r\n", "still RESP3 (port %d)" % port)
+        a.close()
+
+
+def t_hello_order(px):
+    """Requests a client sent before HELLO changed its protocol run before
+    those it sent after, though they go over other connections: here the
+    first SET waits behind other clients' pipelines of 100 KB GETs on the
+    shared RESP2 connection, while the RESP3 one is free."""
+    big = px.keys_on("order-", 0)[0]
+    key = b"{%s}k" % big
+    px.client.set(big, b"x" * 100000)
+    slow = [Raw(px.port, timeout=60) for _ in range(8)]
+    for s in slow:
+        s.send(enc("GET", big) * 1000)
+    c = Raw(px.port, timeout=60)
+    c.send(enc("SET", key, "1") + enc("HELLO", "3") + enc("SET", key, "2"))
+    expect_eq(c.reply(), b"+OK\r\n", "SET 1")
+    expect(c.reply().startswith(b"%7"), "HELLO 3")
+    expect_eq(c.reply(), b"+OK\r\n", "SET 2")
+    for s in slow:
+        for _ in range(1000):
+            s.reply()
+        s.close()
+    expect_eq(c.cmd("GET", key), b"$1\r\n2\r\n", "the value is the last SET's")
+    c.cmd("DEL", key, big)
+    c.close()
+
+
+def t_gated_keeps_protocol(px):
+    """A request that waited at the gate while its client said HELLO 3 and
+    then WATCH (a RESP3 connection of its own to the same server) is still
+    answered in RESP2, the protocol it was sent in."""
+    key = px.keys_on("gated-", 0)[0]
+    c = Raw(px.port)
+    c.send(enc("WAIT", "1", "300") + enc("GET", key) + enc("HELLO", "3") + enc("WATCH", key) +
+           enc("GET", key))
+    expect_eq(c.reply(), b":0\r\n", "WAIT")
+    expect_eq(c.reply(), b"$-1\r\n", "GET sent in RESP2")
+    expect(c.reply().startswith(b"%7"), "HELLO 3")
+    expect_eq(c.reply(), b"+OK\r\n", "WATCH")
+    expect_eq(c.reply(), b"_\r\n", "GET sent in RESP3")
+    c.close()
+
+
 def t_hello_auth():
     servers = [h.RedisServer("auth%d" % i, password="sekret") for i in range(2)]
     px = h.Shardis("resp3-auth", servers, redis_auth="sekret")
@@ -268,6 +321,10 @@ def body():
     check("HELLO answered as redis-server 7.0 answers it, each protocol after it",
           t_hello, px, direct)
     check("HELLO AUTH: NOAUTH and WRONGPASS as redis-server, RESP3 after it", t_hello_auth)
+    check("HELLO with no version keeps the protocol", t_hello_keeps, px, direct)
+    check("requests sent before HELLO 3 run before those sent after it", t_hello_order, px)
+    check("a request waiting at the gate across HELLO 3 and WATCH is answered in RESP2",
+          t_gated_keeps_protocol, px)
     for proto in (2, 3):
         for family in FAMILIES:
             check("RESP%d %s family: replies byte for byte as a direct redis-server, keys on "
