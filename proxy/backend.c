@@ -223,33 +223,20 @@ static void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     rstream_buf(&b->in, buf);
 }
 
-/* AUTH or SELECT: +OK, or the connection is no good. */
+/* AUTH or SELECT: +OK; HELLO 3: the server's map (the connection speaks
+ * RESP3 from here on). Anything else: the connection is no good. */
 static int handshake_reply(struct backend *b, struct req *r)
 {
     char first[96];
     char why[128];
+    char type;
 
     if (r->rsp.len == 0)
         return 0;                   /* failed: the connection has failed already */
-    if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_SIMPLE)
+    type = resp_rd_head(&r->rsp, first, sizeof(first));
+    if (type == RESP_SIMPLE || type == RESP_MAP)
         return 0;
     snprintf(why, sizeof(why), "handshake refused: %s", first);
-    backend_fail(b, why);
-    return -1;
-}
-
-/* HELLO 3: the server's map (the connection speaks RESP3 from here on),
- * or the connection is no good. */
-static int hello_reply(struct backend *b, struct req *r)
-{
-    char first[96];
-    char why[128];
-
-    if (r->rsp.len == 0)
-        return 0;
-    if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_MAP)
-        return 0;
-    snprintf(why, sizeof(why), "HELLO 3 refused: %s", first);
     backend_fail(b, why);
     return -1;
 }
@@ -496,7 +483,7 @@ static void backend_connect(struct backend *b)
     else
         genkey_connecting(b);
     if (b->resp3)
-        backend_queue_own(b, hello_reply, true, 2, (const char *const[]){"HELLO", "3"});
+        backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"HELLO", "3"});
     if (pc->redis_db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", pc->redis_db);

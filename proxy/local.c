@@ -305,8 +305,8 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
     } else if (args_is(a, 1, "info")) {
         /* redis-server's fields, in its order, for those shardis has. The
          * name has any length: it goes out as it is, not through a buffer. */
-        const char *tail = c->resp3 ? " db=0 multi=-1 cmd=client|info user=default resp=3\n"
-                                    : " db=0 multi=-1 cmd=client|info user=default resp=2\n";
+        static const char tail[] = " db=0 multi=-1 cmd=client|info user=default resp=";
+        const char *proto = c->resp3 ? "3\n" : "2\n";
         const char *name = client_name(c) != NULL ? client_name(c) : "";
         size_t nlen = strlen(name);
         char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
@@ -314,10 +314,11 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
                          (unsigned long long)c->id, peer);
         CHECK(n > 0 && (size_t)n < sizeof(head));
-        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + strlen(tail));
+        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + sizeof(tail) - 1 + 2);
         resp_w_raw(&w, head, (size_t)n);
         resp_w_raw(&w, name, nlen);
-        resp_w_raw(&w, tail, strlen(tail));
+        resp_w_raw(&w, tail, sizeof(tail) - 1);
+        resp_w_raw(&w, proto, 2);
         resp_w_bulk_end(&w);
     } else {
         const char *sub = args_get(a, 1, &len);

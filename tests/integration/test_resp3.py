@@ -6,6 +6,7 @@ interleaved on the same servers, pub/sub with pushes, and redis-cli -3.
 
 Run: test_resp3.py --shardis build/shardis [--redis-server PATH]
 """
+import re
 import subprocess
 import sys
 
@@ -122,7 +123,6 @@ def t_conformance(px, direct, family, proto):
 
 def hello_fields(raw):
     """HELLO's reply without its id (a connection counter of whoever answers)."""
-    import re
     return re.sub(rb"\$2\r\nid\r\n:\d+\r\n", b"$2\r\nid\r\n:N\r\n", raw)
 
 
@@ -201,6 +201,26 @@ def t_gated_keeps_protocol(px):
     expect_eq(c.reply(), b"+OK\r\n", "WATCH")
     expect_eq(c.reply(), b"_\r\n", "GET sent in RESP3")
     c.close()
+
+
+def t_backend_refuses_hello():
+    """A server that refuses HELLO 3 fails its RESP3 clients' requests with
+    the reason, and RESP2 clients on it go on."""
+    srv = h.RedisServer("nohello", extra=["--rename-command", "HELLO", ""])
+    px = h.Shardis("resp3-nohello", [srv])
+    try:
+        c3, c2 = Raw(px.port), Raw(px.port)
+        c3.cmd("HELLO", "3")
+        r = c3.cmd("GET", "k")
+        expect(r.startswith(b"-ERR backend redis1 unavailable: handshake refused: ERR unknown "
+                            b"command 'HELLO'"), "RESP3 GET: %s" % h.short(r))
+        expect_eq(c2.cmd("SET", "k", "v"), b"+OK\r\n", "RESP2 SET")
+        expect_eq(c2.cmd("GET", "k"), b"$1\r\nv\r\n", "RESP2 GET")
+        c3.close()
+        c2.close()
+    finally:
+        for p in (px, srv):
+            h.stop(p.proc)
 
 
 def t_hello_auth():
@@ -305,7 +325,6 @@ def t_redis_cli(px):
     want = subprocess.run([cli, "-3", "-p", str(px.servers[0].port)], input=script,
                           capture_output=True, timeout=20).stdout
     # The id in HELLO's map is the answering server's own counter.
-    import re
     strip = lambda b: re.sub(rb"\nid \d+\n", b"\nid N\n", b)
     expect_eq(strip(out), strip(want), "redis-cli -3 session")
     # --scan walks every server through shardis's SCAN, in RESP3.
@@ -322,6 +341,7 @@ def body():
           t_hello, px, direct)
     check("HELLO AUTH: NOAUTH and WRONGPASS as redis-server, RESP3 after it", t_hello_auth)
     check("HELLO with no version keeps the protocol", t_hello_keeps, px, direct)
+    check("a server that refuses HELLO 3 fails RESP3 requests only", t_backend_refuses_hello)
     check("requests sent before HELLO 3 run before those sent after it", t_hello_order, px)
     check("a request waiting at the gate across HELLO 3 and WATCH is answered in RESP2",
           t_gated_keeps_protocol, px)

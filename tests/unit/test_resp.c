@@ -308,18 +308,30 @@ Test(resp, bad_replies)
      * sends them. */
     cr_assert(eq(int, count_replies("$?\r\n", 4, 0, ends), -1));
     cr_assert(eq(int, count_replies("%?\r\n", 4, 0, ends), -1));
-    /* As deep in maps. */
-    char mdeep[65 * 4 + 8];
-    size_t m = 0;
-    for (int i = 0; i < 65; i++)
-        m += (size_t)sprintf(mdeep + m, "~1\r\n");
-    cr_assert(eq(int, count_replies(mdeep, m, 0, ends), -1));
-    /* 65 nested arrays are deeper than any Redis reply. */
-    char deep[65 * 4 + 8];
-    size_t n = 0;
-    for (int i = 0; i < 65; i++)
-        n += (size_t)sprintf(deep + n, "*1\r\n");
-    cr_assert(eq(int, count_replies(deep, n, 0, ends), -1));
+    /* 65 nested arrays (or sets, or attributes) are deeper than any Redis
+     * reply. */
+    for (const char *const *h = (const char *const[]){"*1\r\n", "~1\r\n", "|1\r\n", NULL};
+         *h != NULL; h++) {
+        char deep[65 * 4 + 8];
+        size_t n = 0;
+        for (int i = 0; i < 65; i++)
+            n += (size_t)sprintf(deep + n, "%s", *h);
+        cr_assert(eq(int, count_replies(deep, n, 0, ends), -1), "%s", *h);
+    }
+}
+
+/* The deepest reply taken: 63 arrays and an attribute in the innermost
+ * (the last bit of the attribute mask), then the value it goes with. */
+Test(resp, deepest_reply_with_an_attribute)
+{
+    char in[64 * 4 + 64];
+    size_t n = 0, ends[2];
+
+    for (int i = 0; i < RESP_MAX_DEPTH - 1; i++)
+        n += (size_t)sprintf(in + n, "*1\r\n");
+    n += (size_t)sprintf(in + n, "|1\r\n+a\r\n:1\r\n:5\r\n+next\r\n");
+    cr_assert(eq(int, count_replies(in, n, n / 2, ends), 2));
+    cr_assert(eq(sz, ends[0], n - 7));
 }
 
 /* ---- the reply reader ------------------------------------------------------- */
@@ -804,6 +816,20 @@ static void write_all(struct resp_w *w)
     resp_w_command(w, 2, (const char *const[]){"SET", "k\0v"}, (const size_t[]){3, 3});
 }
 
+/* write_all's values in proto, compared with want. */
+static void every_type(int proto, const char *want, size_t wlen)
+{
+    struct enc e;
+    size_t len;
+
+    enc_init(&e, proto);
+    write_all(&e.w);
+    char *got = enc_bytes(&e, &len);
+    cr_assert(eq(sz, len, wlen));
+    cr_assert(eq(int, memcmp(got, want, len), 0), "got %s", got);
+    free(got);
+}
+
 Test(resp_w, every_type_resp2)
 {
     static const char want[] =
@@ -815,15 +841,8 @@ Test(resp_w, every_type_resp2)
         "$20\r\n18446744073709551615\r\n" "$3\r\nxyz\r\n"
         "$3\r\na:b\r\n" "$2\r\nhi\r\n"
         "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" "*2\r\n$3\r\nSET\r\n$3\r\nk\0v\r\n";
-    struct enc e;
-    size_t len;
 
-    enc_init(&e, RESP2);
-    write_all(&e.w);
-    char *got = enc_bytes(&e, &len);
-    cr_assert(eq(sz, len, sizeof(want) - 1));
-    cr_assert(eq(int, memcmp(got, want, len), 0), "got %s", got);
-    free(got);
+    every_type(RESP2, want, sizeof(want) - 1);
 }
 
 Test(resp_w, every_type_resp3)
@@ -837,15 +856,8 @@ Test(resp_w, every_type_resp3)
         "$20\r\n18446744073709551615\r\n" "$3\r\nxyz\r\n"
         "=7\r\ntxt:a:b\r\n" "=6\r\nmkd:hi\r\n"
         "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" "*2\r\n$3\r\nSET\r\n$3\r\nk\0v\r\n";
-    struct enc e;
-    size_t len;
 
-    enc_init(&e, RESP3);
-    write_all(&e.w);
-    char *got = enc_bytes(&e, &len);
-    cr_assert(eq(sz, len, sizeof(want) - 1));
-    cr_assert(eq(int, memcmp(got, want, len), 0), "got %s", got);
-    free(got);
+    every_type(RESP3, want, sizeof(want) - 1);
 }
 
 Test(resp_w, nan_is_spelled_out)
