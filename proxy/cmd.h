@@ -39,6 +39,8 @@ enum cmd_reply {
     CMD_REPLY_AND,          /* agg_logical_and: element-wise AND of 0/1 arrays */
     CMD_REPLY_MIN,          /* agg_min */
     CMD_REPLY_SPECIAL,      /* special: no general rule */
+    CMD_REPLY_DIGEST,       /* shardis's own, for DEBUG DIGEST: the digest of
+                               the servers' keys together (frag.c) */
 };
 
 struct cmd {

@@ -214,7 +214,7 @@ out:
     return first;
 }
 
-void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+void frag_broadcast(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
                     struct backend **via, bool blocking)
 {
     struct pool *p = c->pool;
@@ -225,7 +225,7 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, const struc
     for (uint32_t s = 0; s < p->nservers; s++)
         n += p->servers[s].active;
     struct frag *f = frag_new(MERGE_BROADCAST, n, 0);
-    f->reply = cmd->reply;
+    f->reply = reply;
     r->frag = f;
     for (i = 0; i < n; i++) {
         f->reqs[i] = req_get();
@@ -381,6 +381,55 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
     }
 }
 
+/* DEBUG DIGEST: redis-server's digest of its keys is D0 XOR one hash per
+ * key, where D0 = SHA1(SHA1(DB 0's number as 4 zero bytes)) (its zeroed
+ * start, mixDigest'ed with the DB number), or all zeros without any key
+ * (redis's debug.c, computeDatasetDigest). So the digest a single server holding every
+ * server's keys would give is the XOR of the non-zero ones, with D0 once
+ * more when their count is even. */
+static void merge_digest(struct client *c, struct req *r, struct frag *f)
+{
+    static const unsigned char d0[20] = {
+        0xaa, 0x30, 0x98, 0xf3, 0xaa, 0xe9, 0x4b, 0xaa, 0xc1, 0x4e,
+        0x3b, 0x8b, 0x8d, 0xca, 0xe9, 0x89, 0xaf, 0x93, 0xf6, 0xa2,
+    };
+    unsigned char acc[20] = {0}, one[20];
+    char hex[41];
+    uint32_t nonzero = 0;
+    struct resp_w w = client_w(c, &r->rsp);
+
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        struct resp_rd rd;
+        struct resp_val v;
+        char text[41];
+        unsigned char any = 0;
+
+        resp_rd_init(&rd, &f->reqs[i]->rsp);
+        if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_SIMPLE || v.len != 40) {
+            reply_malformed(c, r, f->reqs[i]);
+            return;
+        }
+        text[resp_rd_copy(&rd, &v, text, 40)] = '\0';
+        for (int b = 0; b < 20; b++) {
+            unsigned hi, lo;
+            if (sscanf(text + 2 * b, "%1x%1x", &hi, &lo) != 2) {
+                reply_malformed(c, r, f->reqs[i]);
+                return;
+            }
+            one[b] = (unsigned char)(hi << 4 | lo);
+            any |= one[b];
+        }
+        if (!any)
+            continue;
+        nonzero++;
+        for (int b = 0; b < 20; b++)
+            acc[b] ^= one[b];
+    }
+    for (int b = 0; b < 20; b++)
+        snprintf(hex + 2 * b, 3, "%02x", acc[b] ^ (nonzero > 0 && nonzero % 2 == 0 ? d0[b] : 0));
+    resp_w_simple(&w, hex);
+}
+
 static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
 {
     struct req *err = NULL, *ok = NULL;
@@ -422,6 +471,9 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         return;
     case CMD_REPLY_AND:
         merge_and(c, r, f);
+        return;
+    case CMD_REPLY_DIGEST:
+        merge_digest(c, r, f);
         return;
     case CMD_REPLY_DEFAULT:
         merge_concat(c, r, f);

@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 
+#include "proxy/cmd.h"
+
 struct args;
 struct backend;
 struct client;
@@ -14,10 +16,10 @@ struct req;
  * handled (split and sent, or an error replied), else the one server that
  * owns every key (forward the request whole). */
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
-/* Send r to every server; its reply merges theirs by cmd's response policy.
+/* Send r to every server; its reply merges theirs by the response policy.
  * via: the connection to use for each server, or NULL for c's usual ones;
  * blocking: the fragments may wait as long as they like (no deadline). */
-void frag_broadcast(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+void frag_broadcast(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
                     struct backend **via, bool blocking);
 /* A fragment got its reply: merge once all have. */
 void frag_done(struct req *fragment);

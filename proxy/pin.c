@@ -332,7 +332,7 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
         via[s] = backend_acquire(p, s, c, BACKEND_ONE_OFF);
         send_quiet_on(c, via[s], 3, wait_marker);
     }
-    frag_broadcast(c, r, a, cmd, via, true);
+    frag_broadcast(c, r, a, cmd->reply, via, true);
     free(via);
 }
 
@@ -353,7 +353,7 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
         args_request(a, &r->out);
         route_send(c, r, NULL, via[p->slot[0]]);
     } else {
-        frag_broadcast(c, r, a, cmd, via, false);
+        frag_broadcast(c, r, a, cmd->reply, via, false);
     }
     free(via);
 }

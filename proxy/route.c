@@ -22,6 +22,7 @@
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/debug.h"
 #include "proxy/frag.h"
 #include "proxy/gate.h"
 #include "proxy/local.h"
@@ -102,8 +103,9 @@ static bool arg_int(struct args *a, uint32_t i, long long *v)
 
 /* Where the keys are: a range of positions, plus one more (a STORE
  * destination). Most commands give the range in the table; commands with
- * movable keys are read by movable_keys: 1 found, 0 not a command it
- * knows, -1 bad arguments (the error was sent). */
+ * movable keys are read by movable_keys: 1 found, 2 a script that
+ * declares no key (see keyless_script), 0 not a command it knows, -1 bad
+ * arguments (the error was sent). */
 /* How redis-server refuses a bad numkeys, per family of command. */
 enum numkeys_style {
     NK_EVAL,        /* EVAL, EVALSHA */
@@ -128,9 +130,6 @@ static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
                                         : "ERR syntax error", name);
     else if (nk < 0)
         client_reply_error(c, r, "ERR Number of keys can't be negative");
-    else if (nk == 0)
-        client_reply_error(c, r, "ERR shardis routes %s by its keys: give it at least one "
-                           "key (numkeys >= 1)", name);
     else
         client_reply_error(c, r, "ERR Number of keys can't be greater than number of args");
 }
@@ -268,6 +267,8 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
         return 0;
     }
     bool is_int = arg_int(a, numkeys_at, &nk);
+    if (is_int && nk == 0 && (style == NK_EVAL || style == NK_FCALL))
+        return 2;
     if (!is_int || nk <= 0 || (uint64_t)nk > a->argc - numkeys_at - 1) {
         reply_bad_numkeys(c, r, n, style, is_int, nk);
         return -1;
@@ -497,7 +498,7 @@ void args_request(struct args *a, struct msg *g)
     struct client *c = a->c;
     struct resp_w w;
 
-    if (!c->scan.is_inline && a->av == NULL) {
+    if (!c->scan.is_inline && a->av == NULL && a->name == NULL) {
         rstream_slice(&c->in, c->scan.start, c->scan.end, g);
         return;
     }
@@ -508,7 +509,10 @@ void args_request(struct args *a, struct msg *g)
     for (uint32_t i = 0; i < a->argc; i++) {
         size_t len;
         const char *p = args_get(a, i, &len);
-        resp_w_bulk(&w, p, len);
+        if (i == 0 && a->name != NULL)
+            resp_w_bulk_str(&w, a->name);
+        else
+            resp_w_bulk(&w, p, len);
     }
 }
 
@@ -535,25 +539,31 @@ static bool is_admin(const struct cmd *cmd)
     return !(cmd->flags & CMD_READONLY) || (cmd->flags & (CMD_ADMIN | CMD_DANGEROUS));
 }
 
+bool route_admin_ok(struct client *c, struct req *r, const char *name)
+{
+    const struct conf_pool *pc = c->pool->conf;
+
+    if (pc->admin_commands)
+        return true;
+    client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it on every "
+                       "server only with admin_commands: true in pool '%s'", name, pc->name);
+    route_refused(c, r);
+    return false;
+}
+
 /* Run cmd (ROUTE_EVERY*, ROUTE_FIRST_ADMIN) on every server, or the first. */
 static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                          enum route_kind kind)
 {
-    const struct conf_pool *pc = c->pool->conf;
-
-    if (kind != ROUTE_EVERY && !pc->admin_commands) {
-        client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it on every "
-                           "server only with admin_commands: true in pool '%s'",
-                           cmd->name, pc->name);
-        c->pool->errors++;
-        req_done(r);
-    } else if (cmd->flags & CMD_ALLOW_BUSY) {
+    if (kind != ROUTE_EVERY && !route_admin_ok(c, r, cmd->name))
+        return;
+    if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN) {
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, c->pool->slot[0], c));
     } else {
-        frag_broadcast(c, r, a, cmd, NULL, false);
+        frag_broadcast(c, r, a, cmd->reply, NULL, false);
     }
 }
 
@@ -589,6 +599,8 @@ static enum route_kind classify(const struct cmd *cmd)
         if (!strcmp(cmd->name, "wait"))
             return ROUTE_WAIT;
     }
+    if (!strcmp(cmd->name, "debug"))
+        return ROUTE_DEBUG;
     if (unsupported_name(cmd))
         return ROUTE_UNSUPPORTED;
     if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS))
@@ -630,14 +642,37 @@ enum route_kind route_kind(const struct cmd *cmd)
     return (enum route_kind)kinds[cmd - table];
 }
 
-/* An error was sent for r: count it, and a transaction it was queued in
- * aborts at EXEC, as in Redis. */
-static void refused(struct client *c, struct req *r)
+void route_refused(struct client *c, struct req *r)
 {
     c->pool->errors++;
     if (client_in_multi(c))
         c->tx_abort = 1;
     req_done(r);
+}
+
+/* A script that declares no key (EVAL ... 0, FCALL ... 0) has nothing to
+ * route by, and what it reads or writes is in its text, which shardis does
+ * not interpret. Run anywhere as sent, its writes would land on a server
+ * that need not own those keys, silently: the next GET of the key, routed
+ * by the ring, would not find it. So it runs as its read-only form
+ * (EVAL_RO, EVALSHA_RO, FCALL_RO), where redis-server refuses every write
+ * ("Write commands are not allowed from read-only scripts", or for a
+ * function not flagged no-writes "Can not execute a script with write
+ * flag using *_ro command"), on the server of the client's transaction or
+ * WATCH if it has one, else the pool's first server. What it computes, and
+ * commands that touch no key, work as on one redis-server; a key it reads
+ * without declaring it is read on that server, as with any script that
+ * reads undeclared keys. */
+static int keyless_script(struct client *c, struct args *a, const struct cmd *cmd)
+{
+    static const char *const ro[][2] = {
+        {"eval", "EVAL_RO"}, {"evalsha", "EVALSHA_RO"}, {"fcall", "FCALL_RO"},
+    };
+
+    for (size_t i = 0; i < ARRAY_SIZE(ro); i++)
+        if (!strcmp(cmd->name, ro[i][0]))
+            a->name = ro[i][1];
+    return c->pin != NULL ? (int)c->pin->server : (int)c->pool->slot[0];
 }
 
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
@@ -648,6 +683,8 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
     if (cmd->flags & CMD_MOVABLEKEYS) {
         if ((k = movable_keys(c, r, a, cmd, &ks)) < 0)
             goto refuse;
+        if (k == 2)
+            return keyless_script(c, a, cmd);
         if (k == 0) {
             client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
             goto refuse;
@@ -666,7 +703,7 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
         return owner;
     }
 refuse:
-    refused(c, r);
+    route_refused(c, r);
     return -1;
 }
 
@@ -731,6 +768,9 @@ void route_request(struct client *c, struct req *r)
     case ROUTE_SCAN:
         scan_send(c, r, &a);
         goto done;
+    case ROUTE_DEBUG:
+        debug_route(c, r, &a);
+        goto done;
     case ROUTE_WAIT:
         pin_wait(c, r, &a, cmd);
         goto done;
@@ -772,7 +812,7 @@ forward:
     goto done;
 
 reply:
-    refused(c, r);
+    route_refused(c, r);
 done:
     args_release(&a);
 }

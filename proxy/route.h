@@ -36,6 +36,8 @@ struct args {
     char         **av;          /* a kept request's own arguments (route_reissue), or
                                    NULL: the client's framer has them */
     size_t        *avlen;
+    const char    *name;        /* sent instead of argument 0 (a keyless script runs
+                                   as its read-only form), or NULL: as the client sent it */
 };
 
 /* Argument i; *len gets its length. Valid until args_release. */
@@ -59,6 +61,7 @@ enum route_kind {
     ROUTE_EVERY_ADMIN,      /* the same, with admin_commands */
     ROUTE_FIRST_ADMIN,      /* the first server, with admin_commands */
     ROUTE_SCAN,             /* one server after another */
+    ROUTE_DEBUG,            /* DEBUG: by its subcommand, with admin_commands (debug.c) */
     ROUTE_WAIT,             /* WAIT: every server, after a write of its own (pin.c) */
     ROUTE_TX,               /* MULTI ... EXEC, WATCH (pin.c) */
     ROUTE_PUBSUB,           /* publish and subscribe (pubsub.c) */
@@ -74,6 +77,12 @@ void route_init(void);
  * or -1 after replying an error (-CROSSSLOT, bad numkeys, no key to route
  * by). */
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* An error was sent for r: count it, end r, and a transaction it was
+ * queued in aborts at EXEC, as in Redis. */
+void route_refused(struct client *c, struct req *r);
+/* True if c's pool runs admin commands (admin_commands: true); else the
+ * error naming name was sent and r refused. */
+bool route_admin_ok(struct client *c, struct req *r, const char *name);
 /* A blocking command waiting on an old owner was unblocked (mig.c): send r
  * again by the current ring, with what is left of its timeout. 1 if it
  * was (or an error answered it), 0 if it cannot be (its arguments were not

@@ -1,0 +1,100 @@
+/* debug.c -- DEBUG, spread over the servers by its subcommand.
+ *
+ * DEBUG looks into, or pokes at, one redis-server. Behind shardis "the
+ * server" is several, so each subcommand goes where it means the same:
+ *
+ *   a key      OBJECT, SDSLEN, LISTPACK, QUICKLIST, ZIPLIST, HTSTATS-KEY,
+ *              DIGEST-VALUE: the server of the key (of every key, which
+ *              must share one, as for any multi-key command);
+ *   every      what changes or reloads a server's state (RELOAD, LOADAOF,
+ *              SLEEP, SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD ...):
+ *              every server, one reply when all succeeded, else the first
+ *              error, as for FLUSHDB;
+ *   DIGEST     every server, and the digests merged into the one a single
+ *              server holding all the keys gives (frag.c, CMD_REPLY_DIGEST);
+ *   the first  what reports on the server itself or on nothing (HELP,
+ *              PROTOCOL, STRINGMATCH-LEN, HTSTATS, MALLCTL, ERROR ...) and
+ *              any subcommand not listed here: the first server, whose
+ *              answer (or unknown-subcommand error) is redis-server's own.
+ *
+ * POPULATE is refused: every server would create the same keys, most of
+ * them on a server that does not own them. DEBUG is an admin command:
+ * only with admin_commands: true. */
+#include <strings.h>
+
+#include "proxy/backend.h"
+#include "proxy/client.h"
+#include "proxy/cmd.h"
+#include "proxy/debug.h"
+#include "proxy/frag.h"
+#include "proxy/pool.h"
+#include "proxy/route.h"
+#include "proxy/util.h"
+
+enum debug_where { DEBUG_FIRST, DEBUG_KEY, DEBUG_KEYS, DEBUG_EVERY, DEBUG_DIGEST, DEBUG_REFUSE };
+
+static const struct {
+    const char      *name;
+    enum debug_where where;
+} debug_subs[] = {
+    {"object", DEBUG_KEY},          {"sdslen", DEBUG_KEY},
+    {"listpack", DEBUG_KEY},        {"quicklist", DEBUG_KEY},
+    {"ziplist", DEBUG_KEY},         {"htstats-key", DEBUG_KEY},
+    {"digest-value", DEBUG_KEYS},   {"digest", DEBUG_DIGEST},
+    {"reload", DEBUG_EVERY},        {"loadaof", DEBUG_EVERY},
+    {"sleep", DEBUG_EVERY},         {"set-active-expire", DEBUG_EVERY},
+    {"quicklist-packed-threshold", DEBUG_EVERY},
+    {"set-skip-checksum-validation", DEBUG_EVERY},
+    {"set-disable-deny-scripts", DEBUG_EVERY},
+    {"aof-flush-sleep", DEBUG_EVERY},  {"change-repl-id", DEBUG_EVERY},
+    {"pause-cron", DEBUG_EVERY},    {"replybuffer", DEBUG_EVERY},
+    {"client-eviction", DEBUG_EVERY},  {"jmap", DEBUG_EVERY},
+    {"log", DEBUG_EVERY},           {"leak", DEBUG_EVERY},
+    {"dict-resizing", DEBUG_EVERY},
+    {"populate", DEBUG_REFUSE},
+};
+
+/* Key positions for route_owner: DEBUG <sub> key, or DEBUG <sub> key .... */
+static const struct cmd debug_key = {"debug", -3, 0, 2, 2, 1, CMD_REPLY_DEFAULT, 0};
+static const struct cmd debug_keys = {"debug", -2, 0, 2, -1, 1, CMD_REPLY_DEFAULT, 0};
+
+void debug_route(struct client *c, struct req *r, struct args *a)
+{
+    enum debug_where where = DEBUG_FIRST;
+    const struct conf_pool *pc = c->pool->conf;
+    struct pool *p = c->pool;
+    int owner;
+
+    if (!route_admin_ok(c, r, "debug"))
+        return;
+    for (size_t i = 0; i < ARRAY_SIZE(debug_subs); i++)
+        if (args_is(a, 1, debug_subs[i].name))
+            where = debug_subs[i].where;
+    if ((where == DEBUG_KEY && a->argc < 3) || (where == DEBUG_KEYS && a->argc < 3) ||
+        (where == DEBUG_DIGEST && a->argc != 2))
+        where = DEBUG_FIRST;            /* the server's own error for its arguments */
+    switch (where) {
+    case DEBUG_REFUSE:
+        client_reply_error(c, r, "ERR DEBUG POPULATE is not supported by shardis: every "
+                           "server would create the same keys, most on a server that does "
+                           "not own them (pool '%s')", pc->name);
+        route_refused(c, r);
+        return;
+    case DEBUG_KEY:
+    case DEBUG_KEYS:
+        if ((owner = route_owner(c, r, a, where == DEBUG_KEY ? &debug_key : &debug_keys)) < 0)
+            return;
+        args_request(a, &r->out);
+        route_send(c, r, a, pool_backend(p, (uint32_t)owner, c));
+        return;
+    case DEBUG_EVERY:
+    case DEBUG_DIGEST:
+        frag_broadcast(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
+                       NULL, false);
+        return;
+    case DEBUG_FIRST:
+        args_request(a, &r->out);
+        route_send(c, r, NULL, pool_backend(p, p->slot[0], c));
+        return;
+    }
+}

@@ -1,0 +1,13 @@
+/* debug.h -- DEBUG, spread over the servers by its subcommand (debug.c). */
+#ifndef SHARDIS_DEBUG_H
+#define SHARDIS_DEBUG_H
+
+struct args;
+struct client;
+struct req;
+
+/* Route DEBUG <subcommand> ... (a admits argc >= 2): to its key's server,
+ * every server, or the first; or refuse it. Replies or sends r. */
+void debug_route(struct client *c, struct req *r, struct args *a);
+
+#endif
