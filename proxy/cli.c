@@ -260,7 +260,8 @@ static const struct {
                            "`-ERR '<command>' is an admin command: ...`"},
     [ROUTE_SCAN] = {"one cursor over every server in turn", "`-ERR invalid cursor`"},
     [ROUTE_DEBUG] = {"by subcommand, with `admin_commands: true`: a key's to its server, "
-                     "DIGEST merged, RELOAD and the like to every server, others to the first",
+                     "DEBUG DIGEST merged, RELOAD and the like to every server, others to "
+                     "the first",
                      "POPULATE: `-ERR DEBUG POPULATE is not supported by shardis: ...`"},
     [ROUTE_WAIT] = {"every server, on connections of its own after a marker write; the "
                     "smallest count", "-"},

@@ -262,6 +262,8 @@ void req_done(struct req *r)
     if (c == NULL || c->closing)
         return;
     c->inflight--;
+    if (r->silent)
+        msg_release(&r->rsp);       /* CLIENT REPLY OFF or SKIP */
     if (r->before_hold)
         gate_answered(c, r);
     if (c->pin != NULL && r->backend == c->pin)
@@ -407,6 +409,10 @@ void client_flush(struct client *c)
     }
     if (nreq == 0)
         return;
+    if (niov == 0) {                /* only dropped replies (CLIENT REPLY OFF) */
+        client_written(c, 0);
+        return;
+    }
     iov = iovs;
     rc = stream_try_write(&c->h.stream, &iov, &niov, total);
     if (rc == 0) {

@@ -43,6 +43,20 @@ enum client_tx {
     TX_QUEUED_WATCHED,  /* ... after WATCH (or with an UNWATCH queued) */
 };
 
+/* CLIENT REPLY: whether a client's replies are written. local.c sets it;
+ * route.c applies it to each request as it is routed, in order:
+ *
+ *   ON --CLIENT REPLY OFF--> OFF --CLIENT REPLY ON--> ON
+ *   ON --CLIENT REPLY SKIP--> SKIP --the next request (its reply dropped)--> ON
+ *
+ * CLIENT REPLY OFF and SKIP get no reply, ON gets +OK; (un)subscribe
+ * confirmations and messages are written whatever the mode, as in Redis 7. */
+enum client_reply {
+    CLIENT_REPLY_ON,
+    CLIENT_REPLY_OFF,
+    CLIENT_REPLY_SKIP,
+};
+
 /* Between MULTI and EXEC or DISCARD. */
 #define client_in_multi(c) ((c)->tx >= TX_MULTI)
 /* MULTI has been sent to the pin. */
@@ -76,6 +90,7 @@ struct client {
     unsigned short   resp3:1;   /* HELLO 3: replies in RESP3 (local.c), its backends too */
     unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
     unsigned short   kicking:1; /* gate.c: sending from the gate now */
+    unsigned short   reply:2;   /* enum client_reply */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };

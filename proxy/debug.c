@@ -18,8 +18,10 @@
  *              answer (or unknown-subcommand error) is redis-server's own.
  *
  * POPULATE is refused: every server would create the same keys, most of
- * them on a server that does not own them. DEBUG is an admin command:
- * only with admin_commands: true. */
+ * them on a server that does not own them. HyperLogLog's PFDEBUG goes to
+ * its key's server, PFSELFTEST to the first. All are admin commands: only
+ * with admin_commands: true. */
+#include <string.h>
 #include <strings.h>
 
 #include "proxy/backend.h"
@@ -58,16 +60,18 @@ static const struct {
 static const struct cmd debug_key = {"debug", -3, 0, 2, 2, 1, CMD_REPLY_DEFAULT, 0};
 static const struct cmd debug_keys = {"debug", -2, 0, 2, -1, 1, CMD_REPLY_DEFAULT, 0};
 
-void debug_route(struct client *c, struct req *r, struct args *a)
+void debug_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     enum debug_where where = DEBUG_FIRST;
     const struct conf_pool *pc = c->pool->conf;
     struct pool *p = c->pool;
     int owner;
 
-    if (!route_admin_ok(c, r, "debug"))
+    if (!route_admin_ok(c, r, cmd->name))
         return;
-    for (size_t i = 0; i < ARRAY_SIZE(debug_subs); i++)
+    if (!strcmp(cmd->name, "pfdebug"))
+        where = DEBUG_KEY;
+    for (size_t i = 0; i < ARRAY_SIZE(debug_subs) && cmd->name[0] == 'd'; i++)
         if (args_is(a, 1, debug_subs[i].name))
             where = debug_subs[i].where;
     if ((where == DEBUG_KEY && a->argc < 3) || (where == DEBUG_KEYS && a->argc < 3) ||

@@ -4,10 +4,12 @@
 
 struct args;
 struct client;
+struct cmd;
 struct req;
 
-/* Route DEBUG <subcommand> ... (a admits argc >= 2): to its key's server,
- * every server, or the first; or refuse it. Replies or sends r. */
-void debug_route(struct client *c, struct req *r, struct args *a);
+/* Route cmd, DEBUG <subcommand> ..., PFDEBUG or PFSELFTEST (its arity
+ * checked): to its key's server, every server, or the first; or refuse
+ * it. Replies or sends r. */
+void debug_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 
 #endif

@@ -293,6 +293,33 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             reply_str(c, r, client_name(c));
     } else if (args_is(a, 1, "id")) {
         resp_w_int(&w, (long long)c->id);
+    } else if (args_is(a, 1, "reply")) {
+        /* (route.c made r silent if the mode was OFF or SKIP) */
+        if (a->argc != 3) {
+            reply_arity(c, r, "client|reply");
+        } else if (args_is(a, 2, "on")) {
+            c->reply = CLIENT_REPLY_ON;
+            r->silent = 0;
+            reply_ok(c, r);
+        } else if (args_is(a, 2, "off") || args_is(a, 2, "skip")) {
+            if (args_is(a, 2, "off"))
+                c->reply = CLIENT_REPLY_OFF;
+            else if (c->reply != CLIENT_REPLY_OFF)
+                c->reply = CLIENT_REPLY_SKIP;
+            r->silent = 1;
+            reply_ok(c, r);                 /* dropped */
+        } else {
+            client_reply_error(c, r, "ERR syntax error");
+        }
+    } else if (args_is(a, 1, "no-evict")) {
+        /* Redis 7.0's: shardis evicts no client for memory, so either
+         * setting is what it does already. */
+        if (a->argc != 3)
+            reply_arity(c, r, "client|no-evict");
+        else if (args_is(a, 2, "on") || args_is(a, 2, "off"))
+            reply_ok(c, r);
+        else
+            client_reply_error(c, r, "ERR syntax error");
     } else if (args_is(a, 1, "setinfo")) {
         if (a->argc != 4)
             reply_arity(c, r, "client|setinfo");

@@ -121,6 +121,7 @@ struct req {
     unsigned        quit:1;     /* close the client once this reply is written */
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
     unsigned        in_write:1; /* client.c: its reply is in the write in flight */
+    unsigned        silent:1;   /* CLIENT REPLY OFF or SKIP: its reply is dropped */
 };
 
 struct req *req_get(void);

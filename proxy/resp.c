@@ -393,6 +393,13 @@ static int rsp_open(struct resp_rsp *s)
         s->state = RS_TYPE;             /* an empty attribute: nothing to go with */
         return 0;
     }
+    /* The last element of its parent (not an attribute) ends with it, so
+     * it takes the parent's level rather than one of its own: a reply
+     * nested one element a level (a script returning a table that holds
+     * itself, which redis-server nests some 8,000 deep until its Lua stack
+     * is full) takes one level, however deep. */
+    if (s->depth > 0 && s->stack[s->depth - 1] == 1 && !(s->attr & (1ull << (s->depth - 1))))
+        s->depth--;
     if (attr)
         s->attr |= 1ull << s->depth;
     /* Maps and attributes hold n pairs (n < 10^18: 2n fits). */
@@ -409,8 +416,8 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
         char c = p[i];
         switch (s->state) {
         case RS_TYPE:
-            if (s->depth == 0 && c != '|')
-                s->type = c;
+            if (s->depth == 0 && s->type == 0 && c != '|')
+                s->type = c;    /* the reply's own: not an element that took its level */
             i++;
             switch (c) {
             case '+': case '-': case ':':               /* RESP2 lines */

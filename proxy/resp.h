@@ -17,7 +17,8 @@
  * skipped, as redis-server does. The announced element count costs
  * nothing by itself: argv grows only as elements arrive.
  *
- * Replies: any RESP2 value, nested arrays included (depth <= 64).
+ * Replies: any RESP2 value, nested arrays included (depth <= 64, not counting
+ * levels whose last element is the next level).
  *
  * And the encoder: every RESP value shardis writes itself (as opposed to
  * the bytes it forwards) goes through resp_w_* (resp_write.c), which

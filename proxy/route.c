@@ -532,6 +532,21 @@ static bool first_server_answers(const struct cmd *cmd)
            !strcmp(cmd->name, "function|dump") || !strcmp(cmd->name, "function|stats");
 }
 
+/* Commands Redis gives no request_policy tip that act on each server's
+ * own state, as CONFIG SET does: CONFIG RESETSTAT resets its counters;
+ * SAVE, BGSAVE and BGREWRITEAOF persist its keys; LASTSAVE says when they
+ * last were: the oldest of the servers' times, since when every key was
+ * saved. */
+static bool on_each_server(const struct cmd *cmd)
+{
+    static const char *const names[] = {"config|resetstat", "save", "bgsave", "bgrewriteaof",
+                                        "lastsave"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (!strcmp(cmd->name, names[i]))
+            return true;
+    return false;
+}
+
 static bool is_admin(const struct cmd *cmd)
 {
     if (!strcmp(cmd->name, "script|load") || !strcmp(cmd->name, "script|exists"))
@@ -563,7 +578,8 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, c->pool->slot[0], c));
     } else {
-        frag_broadcast(c, r, a, cmd->reply, NULL, false);
+        frag_broadcast(c, r, a, !strcmp(cmd->name, "lastsave") ? CMD_REPLY_MIN : cmd->reply,
+                       NULL, false);
     }
 }
 
@@ -588,9 +604,7 @@ static enum route_kind classify(const struct cmd *cmd)
     if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
         if (first_server_answers(cmd))
             return ROUTE_FIRST_ADMIN;
-        /* CONFIG RESETSTAT resets each server's own counters, like CONFIG
-         * SET, though Redis 7.0 gives it no request_policy tip. */
-        if (((cmd->flags & CMD_ALL_SHARDS) || !strcmp(cmd->name, "config|resetstat")) &&
+        if (((cmd->flags & CMD_ALL_SHARDS) || on_each_server(cmd)) &&
             cmd->reply != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) &&
             strcmp(cmd->name, "wait") != 0)
             return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
@@ -599,7 +613,8 @@ static enum route_kind classify(const struct cmd *cmd)
         if (!strcmp(cmd->name, "wait"))
             return ROUTE_WAIT;
     }
-    if (!strcmp(cmd->name, "debug"))
+    if (!strcmp(cmd->name, "debug") || !strcmp(cmd->name, "pfdebug") ||
+        !strcmp(cmd->name, "pfselftest"))
         return ROUTE_DEBUG;
     if (unsupported_name(cmd))
         return ROUTE_UNSUPPORTED;
@@ -715,6 +730,11 @@ void route_request(struct client *c, struct req *r)
     const char *name;
     int owner;
 
+    if (c->reply != CLIENT_REPLY_ON) {
+        r->silent = 1;
+        if (c->reply == CLIENT_REPLY_SKIP)
+            c->reply = CLIENT_REPLY_ON;
+    }
     /* redis-server's order: the command, its subcommand, its arity, then
      * authentication; only then is it run (here, or on a backend). */
     name = args_get(&a, 0, &len);
@@ -746,6 +766,8 @@ void route_request(struct client *c, struct req *r)
         }
         cmd = sc;
     }
+    if ((cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
+        r->silent = 0;                      /* confirmations are always written */
     if (!cmd_arity_ok(cmd, a.argc)) {
         client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
         goto reply;
@@ -769,7 +791,7 @@ void route_request(struct client *c, struct req *r)
         scan_send(c, r, &a);
         goto done;
     case ROUTE_DEBUG:
-        debug_route(c, r, &a);
+        debug_route(c, r, &a, cmd);
         goto done;
     case ROUTE_WAIT:
         pin_wait(c, r, &a, cmd);

@@ -61,7 +61,7 @@ enum route_kind {
     ROUTE_EVERY_ADMIN,      /* the same, with admin_commands */
     ROUTE_FIRST_ADMIN,      /* the first server, with admin_commands */
     ROUTE_SCAN,             /* one server after another */
-    ROUTE_DEBUG,            /* DEBUG: by its subcommand, with admin_commands (debug.c) */
+    ROUTE_DEBUG,            /* DEBUG, PFDEBUG ...: by subcommand, with admin_commands (debug.c) */
     ROUTE_WAIT,             /* WAIT: every server, after a write of its own (pin.c) */
     ROUTE_TX,               /* MULTI ... EXEC, WATCH (pin.c) */
     ROUTE_PUBSUB,           /* publish and subscribe (pubsub.c) */

@@ -8,11 +8,17 @@ redis-server for reference:
   redis-server (it runs as EVAL_RO/EVALSHA_RO/FCALL_RO): no server gets
   the key, which would otherwise land on a server that may not own it;
   in a transaction it runs on the transaction's server;
+- a script returning a table that holds itself (redis-server nests it
+  ~8,000 deep) is relayed byte for byte, in both protocols, and its server
+  is not taken for failed (the framer's 64 levels once cut it);
 - DEBUG needs admin_commands; DEBUG DIGEST over three servers equals a
   direct server's digest of the same keys (and all zeros when empty);
   DEBUG OBJECT/DIGEST-VALUE go to their key's server; CHANGE-REPL-ID
   reaches every server; POPULATE is refused and creates nothing; DEBUG
-  PROTOCOL answers in the client's protocol, as the direct server does.
+  PROTOCOL answers in the client's protocol, as the direct server does;
+- CLIENT REPLY OFF/SKIP/ON drop exactly the replies redis-server drops, in
+  a pipeline that spans servers; subscribe confirmations and messages are
+  written whatever the mode, as in Redis 7.
 
 Run: /usr/bin/python3 tests/integration/test_compat.py --shardis build/shardis
 """
@@ -73,6 +79,27 @@ def t_keyless_scripts(servers, direct):
         expect_eq(parse(out[-1]), [b"v%d" % i, b"v%d" % i], "keyless EVAL in MULTI on server %d" % i)
     c.close()
     d.close()
+    harness.t_exit_clean(px)
+
+
+def t_deep_reply(servers, direct):
+    px = Shardis("deep", servers)
+    script = b"local a = {}; local b = {a}; a[1] = b; return a"
+    c, d = Raw(px.port), Raw(direct.port)
+    for proto in (b"2", b"3"):
+        c.cmd("HELLO", proto)
+        d.cmd("HELLO", proto)
+        got = c.cmd("EVAL", script, "0")
+        want = d.cmd("EVAL", script, "0")
+        expect(want.count(b"*1\r\n") > 1000, "the direct server nests it: %d levels"
+               % want.count(b"*1\r\n"))
+        expect_eq(got, want, "a reply %d levels deep, RESP%s" % (want.count(b"*1\r\n"),
+                                                                  proto.decode()))
+        expect_eq(c.cmd("PING"), b"+PONG\r\n", "PING after it")
+    # Its server is not taken for failed: other clients' keys there still answer.
+    for i in range(len(servers)):
+        k = px.keys_on("deep", i)[0]
+        expect_eq(Raw(px.port).cmd("SET", k, "v"), b"+OK\r\n", "SET on server %d" % i)
     harness.t_exit_clean(px)
 
 
@@ -138,11 +165,66 @@ def t_debug(servers, direct):
     harness.t_exit_clean(px)
 
 
+# ---- CLIENT REPLY ---------------------------------------------------------------------
+
+def replies_until(c, marker):
+    """Every reply up to and including marker's, as one byte string."""
+    out = b""
+    while True:
+        r = c.reply()
+        out += r
+        if r == marker:
+            return out
+
+
+def t_client_reply(servers, direct):
+    px = Shardis("reply", servers)
+    k0, k1 = px.keys_on("rk", 0)[0], px.keys_on("rk", 1)[0]
+    end = [b"ECHO", b"end"]
+    script = [
+        [b"CLIENT", b"REPLY", b"OFF"], [b"SET", k0, b"1"], [b"GET", k1], [b"NOSUCH"],
+        [b"MGET", k0, k1], [b"CLIENT", b"REPLY", b"SKIP"], [b"CLIENT", b"REPLY", b"ON"],
+        [b"GET", k0], [b"CLIENT", b"REPLY", b"SKIP"], [b"GET", k0], [b"INCR", k0],
+        [b"CLIENT", b"REPLY", b"BAD"], [b"CLIENT", b"REPLY", b"OFF"],
+        [b"CLIENT", b"REPLY", b"BAD"], [b"CLIENT", b"REPLY", b"SKIP"], [b"PING"],
+        [b"CLIENT", b"REPLY", b"ON"], end,
+    ]
+    got = {}
+    for name, port in (("shardis", px.port), ("redis", direct.port)):
+        Raw(port).cmd("DEL", k0, k1)
+        c = Raw(port)
+        c.send(b"".join(harness.enc(*a) for a in script))
+        got[name] = replies_until(c, b"$3\r\nend\r\n")
+        c.close()
+    expect_eq(got["shardis"], got["redis"], "a pipeline through CLIENT REPLY OFF/SKIP/ON")
+    expect_eq(got["shardis"], b"+OK\r\n$1\r\n1\r\n:2\r\n-ERR syntax error\r\n+OK\r\n"
+              b"$3\r\nend\r\n", "the replies written")
+    # (Un)subscribe confirmations and messages are written whatever the mode.
+    for proto in (b"2", b"3"):
+        sub = {}
+        for name, port in (("shardis", px.port), ("redis", direct.port)):
+            c = Raw(port)
+            c.cmd("HELLO", proto)
+            c.send(harness.enc("CLIENT", "REPLY", "OFF") + harness.enc("SUBSCRIBE", "ch")
+                   + harness.enc("PSUBSCRIBE", "c*"))
+            first = c.reply() + c.reply()
+            Raw(port).cmd("PUBLISH", "ch", "hi")
+            sub[name] = first + c.reply() + c.reply()
+            c.close()
+        expect_eq(sub["shardis"], sub["redis"], "subscribed with CLIENT REPLY OFF, RESP" +
+                  proto.decode())
+    harness.t_exit_clean(px)
+
+
 def body():
     direct = RedisServer("direct", extra=DEBUG)
     servers = [RedisServer("b%d" % i, extra=DEBUG) for i in (1, 2, 3)]
     check("keyless scripts compute, run read-only and write nowhere; in MULTI on its server",
           t_keyless_scripts, servers, direct)
+    check("a script's reply nested ~8,000 deep (a table holding itself) is relayed whole, "
+          "its server still up", t_deep_reply, servers, direct)
+    check("CLIENT REPLY OFF, SKIP and ON as redis-server, (un)subscribe confirmations and "
+          "messages still written", t_client_reply, servers, direct)
     for s in servers:
         s.client.flushall()
         s.client.function_flush()

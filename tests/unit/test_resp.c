@@ -308,9 +308,9 @@ Test(resp, bad_replies)
      * sends them. */
     cr_assert(eq(int, count_replies("$?\r\n", 4, 0, ends), -1));
     cr_assert(eq(int, count_replies("%?\r\n", 4, 0, ends), -1));
-    /* 65 nested arrays (or sets, or attributes) are deeper than any Redis
-     * reply. */
-    for (const char *const *h = (const char *const[]){"*1\r\n", "~1\r\n", "|1\r\n", NULL};
+    /* 65 arrays (or sets, or attributes) nested in their first elements
+     * are deeper than any Redis reply. */
+    for (const char *const *h = (const char *const[]){"*2\r\n", "~2\r\n", "|1\r\n", NULL};
          *h != NULL; h++) {
         char deep[65 * 4 + 8];
         size_t n = 0;
@@ -332,6 +332,34 @@ Test(resp, deepest_reply_with_an_attribute)
     n += (size_t)sprintf(in + n, "|1\r\n+a\r\n:1\r\n:5\r\n+next\r\n");
     cr_assert(eq(int, count_replies(in, n, n / 2, ends), 2));
     cr_assert(eq(sz, ends[0], n - 7));
+}
+
+/* A script returning a table that holds itself: redis-server nests "*1"
+ * until its Lua stack is full (about 8,000 deep), then an error. Nested
+ * as last elements, levels do not add up: 100,000 deep is one reply, and
+ * so is the same chain as the first element of a "*2", cut anywhere. */
+Test(resp, deep_chain_of_last_elements)
+{
+    enum { DEEP = 100000 };
+    static const char tail[] = "-ERR reached lua stack limit\r\n";
+    size_t cap = 2 * DEEP * 4 + 128, n = 0, ends[3];
+    char *in = malloc(cap);
+
+    cr_assert(not(zero(ptr, in)));
+    n += (size_t)sprintf(in + n, "*2\r\n");
+    for (int i = 0; i < DEEP; i++)
+        n += (size_t)sprintf(in + n, "*1\r\n");
+    n += (size_t)sprintf(in + n, "%s:1\r\n", tail);
+    size_t first = n;
+    for (int i = 0; i < DEEP; i++)
+        n += (size_t)sprintf(in + n, "*1\r\n");
+    n += (size_t)sprintf(in + n, "%s+next\r\n", tail);
+    for (size_t cut = 0; cut < n; cut += n / 7 + 1) {
+        cr_assert(eq(int, count_replies(in, n, cut, ends), 3), "cut at %zu", cut);
+        cr_assert(eq(sz, ends[0], first));
+        cr_assert(eq(sz, ends[1], n - 7));
+    }
+    free(in);
 }
 
 /* ---- the reply reader ------------------------------------------------------- */
