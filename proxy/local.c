@@ -368,36 +368,6 @@ static void cmd_time(struct client *c, struct req *r, struct args *a)
 
 /* ---- COMMAND --------------------------------------------------------------------- */
 
-static void command_entry(struct client *c, struct req *r, const struct cmd *cmd)
-{
-    static const char *const flag_names[] = {
-        "write", "readonly", "denyoom", "admin", "pubsub", "noscript", "blocking",
-        "loading", "stale", "fast", "no_auth", "movablekeys", "no_multi",
-        "no_mandatory_keys", "allow_busy",
-    };
-    struct resp_w w = out(c, r);
-    int nflags = 0;
-
-    for (size_t i = 0; i < ARRAY_SIZE(flag_names); i++)
-        nflags += (cmd->flags >> i) & 1;
-    /* redis-server 7.0's shape: flags and ACL categories are sets; no
-     * tips, key specs or subcommands. */
-    resp_w_array(&w, 10);
-    resp_w_bulk_str(&w, cmd->name);
-    resp_w_int(&w, cmd->arity);
-    resp_w_set(&w, nflags);
-    for (size_t i = 0; i < ARRAY_SIZE(flag_names); i++)
-        if ((cmd->flags >> i) & 1)
-            resp_w_simple(&w, flag_names[i]);
-    resp_w_int(&w, cmd->first);
-    resp_w_int(&w, cmd->last);
-    resp_w_int(&w, cmd->step);
-    resp_w_set(&w, 0);
-    resp_w_array(&w, 0);
-    resp_w_array(&w, 0);
-    resp_w_array(&w, 0);
-}
-
 /* tolower in the C locale, for any char value (a plain char may be
  * negative, as in redis-server's own match). */
 static int glob_lower(int ch)
@@ -541,6 +511,9 @@ static void command_list(struct client *c, struct req *r, struct args *a)
     }
 }
 
+/* COMMAND COUNT and LIST, from shardis's table (generated from the same
+ * redis-server's COMMAND output); COMMAND, COMMAND INFO, DOCS and GETKEYS
+ * are the first server's own answers (route.c, server_table). */
 static void cmd_command(struct client *c, struct req *r, struct args *a)
 {
     struct resp_w w = out(c, r);
@@ -551,26 +524,8 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
         top += strchr(t[i].name, '|') == NULL;
     if (a->argc > 1 && args_is(a, 1, "list")) {
         command_list(c, r, a);
-    } else if (a->argc == 1) {
-        resp_w_array(&w, (long long)top);
-        for (size_t i = 0; i < n; i++)
-            if (strchr(t[i].name, '|') == NULL)
-                command_entry(c, r, &t[i]);
-    } else if (args_is(a, 1, "count")) {
+    } else if (a->argc > 1 && args_is(a, 1, "count")) {
         resp_w_int(&w, (long long)top);
-    } else if (args_is(a, 1, "info")) {
-        resp_w_array(&w, a->argc - 2);
-        for (uint32_t i = 2; i < a->argc; i++) {
-            size_t len;
-            const char *name = args_get(a, i, &len);
-            const struct cmd *cmd = cmd_lookup(name, len);
-            if (cmd == NULL)
-                resp_w_null_array(&w);
-            else
-                command_entry(c, r, cmd);
-        }
-    } else if (args_is(a, 1, "docs")) {
-        resp_w_map(&w, 0);          /* no docs: clients fall back */
     } else {
         size_t len;
         const char *sub = args_get(a, 1, &len);

@@ -526,6 +526,20 @@ void args_request(struct args *a, struct msg *g)
  * FUNCTION LOAD ...) is an admin command: only with admin_commands: true.
  * DBSIZE, RANDOMKEY and SCRIPT LOAD/EXISTS are for every client. */
 
+/* What redis-server knows of its commands (COMMAND INFO's key specs,
+ * tips and subcommands, COMMAND DOCS, the keys COMMAND GETKEYS finds, its
+ * HELP) is
+ * the servers' own table: the first server answers, in the client's
+ * protocol, exactly as redis-server. (shardis's table, cmdtab.h, is
+ * generated from the same COMMAND output; COUNT and LIST are answered
+ * from it, local.c.) */
+static bool server_table(const struct cmd *cmd)
+{
+    return !strcmp(cmd->name, "command|info") || !strcmp(cmd->name, "command|docs") ||
+           !strcmp(cmd->name, "command|getkeys") || !strcmp(cmd->name, "command|help") ||
+           !strcmp(cmd->name, "command|getkeysandflags");
+}
+
 static bool first_server_answers(const struct cmd *cmd)
 {
     return !strcmp(cmd->name, "config|get") || !strcmp(cmd->name, "function|list") ||
@@ -566,15 +580,16 @@ bool route_admin_ok(struct client *c, struct req *r, const char *name)
     return false;
 }
 
-/* Run cmd (ROUTE_EVERY*, ROUTE_FIRST_ADMIN) on every server, or the first. */
+/* Run cmd (ROUTE_EVERY*, ROUTE_FIRST*) on every server, or the first. */
 static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                          enum route_kind kind)
 {
-    if (kind != ROUTE_EVERY && !route_admin_ok(c, r, cmd->name))
+    if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN) &&
+        !route_admin_ok(c, r, cmd->name))
         return;
     if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
-    } else if (kind == ROUTE_FIRST_ADMIN) {
+    } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, c->pool->slot[0], c));
     } else {
@@ -593,6 +608,8 @@ static enum route_kind classify(const struct cmd *cmd)
     char parent[64];
 
     snprintf(parent, sizeof(parent), "%.*s", (int)strcspn(cmd->name, "|"), cmd->name);
+    if (server_table(cmd))
+        return ROUTE_FIRST;
     if (local_has(parent))
         return ROUTE_LOCAL;
     for (size_t i = 0; i < ARRAY_SIZE(tx); i++)
@@ -780,11 +797,15 @@ void route_request(struct client *c, struct req *r)
         goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
     switch (route_kind(cmd)) {
     case ROUTE_LOCAL:
-        local_exec(c, r, &a);
+        if (a.argc == 1 && !strcmp(cmd->name, "command"))
+            every_server(c, r, &a, cmd, ROUTE_FIRST);   /* as COMMAND INFO: server_table */
+        else
+            local_exec(c, r, &a);
         goto done;
     case ROUTE_EVERY:
     case ROUTE_EVERY_ADMIN:
     case ROUTE_FIRST_ADMIN:
+    case ROUTE_FIRST:
         every_server(c, r, &a, cmd, route_kind(cmd));
         goto done;
     case ROUTE_SCAN:

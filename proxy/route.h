@@ -60,6 +60,7 @@ enum route_kind {
     ROUTE_EVERY,            /* every server, replies merged */
     ROUTE_EVERY_ADMIN,      /* the same, with admin_commands */
     ROUTE_FIRST_ADMIN,      /* the first server, with admin_commands */
+    ROUTE_FIRST,            /* the first server (COMMAND INFO, DOCS, GETKEYS) */
     ROUTE_SCAN,             /* one server after another */
     ROUTE_DEBUG,            /* DEBUG, PFDEBUG ...: by subcommand, with admin_commands (debug.c) */
     ROUTE_WAIT,             /* WAIT: every server, after a write of its own (pin.c) */

@@ -16,6 +16,9 @@ redis-server for reference:
   DEBUG OBJECT/DIGEST-VALUE go to their key's server; CHANGE-REPL-ID
   reaches every server; POPULATE is refused and creates nothing; DEBUG
   PROTOCOL answers in the client's protocol, as the direct server does;
+- COMMAND, COMMAND DOCS/INFO/GETKEYS/GETKEYSANDFLAGS/HELP/COUNT answer
+  what the direct server answers, byte for byte, in RESP2 and RESP3 (DOCS
+  was an empty map: redis-cli showed no hints, `help get` nothing);
 - CLIENT REPLY OFF/SKIP/ON drop exactly the replies redis-server drops, in
   a pipeline that spans servers; subscribe confirmations and messages are
   written whatever the mode, as in Redis 7.
@@ -100,6 +103,32 @@ def t_deep_reply(servers, direct):
     for i in range(len(servers)):
         k = px.keys_on("deep", i)[0]
         expect_eq(Raw(px.port).cmd("SET", k, "v"), b"+OK\r\n", "SET on server %d" % i)
+    harness.t_exit_clean(px)
+
+
+# ---- COMMAND ---------------------------------------------------------------------------
+
+def t_command(servers, direct):
+    px = Shardis("command", servers)
+    c, d = Raw(px.port), Raw(direct.port)
+    asks = [["COMMAND"], ["COMMAND", "DOCS"], ["COMMAND", "DOCS", "get", "client", "nosuch"],
+            ["COMMAND", "INFO", "get", "eval", "client|kill", "nosuch"], ["COMMAND", "INFO"],
+            ["COMMAND", "GETKEYS", "SET", "k", "v"], ["COMMAND", "GETKEYS", "EVAL", "s", "2", "a", "b"],
+            ["COMMAND", "GETKEYS", "PING"], ["COMMAND", "GETKEYS", "NOSUCH", "x"],
+            ["COMMAND", "GETKEYSANDFLAGS", "LMOVE", "a", "b", "LEFT", "RIGHT"],
+            ["COMMAND", "GETKEYS", "ZUNIONSTORE", "d", "0", "x"], ["COMMAND", "HELP"],
+            ["COMMAND", "COUNT"], ["COMMAND", "NOSUCH"]]
+    for proto in (b"2", b"3"):
+        c.cmd("HELLO", proto)
+        d.cmd("HELLO", proto)
+        for a in asks:
+            got, want = c.cmd(*a), d.cmd(*a)
+            if len(a) == 1 or a[1] in ("DOCS", "INFO"):
+                # Every command (and subcommand), in the order of each
+                # server's hash tables: the same lines, in another order.
+                got, want = sorted(got.split(b"\r\n")), sorted(want.split(b"\r\n"))
+            expect_eq(got, want, "%s in RESP%s" % (" ".join(a), proto.decode()))
+    expect(len(d.cmd("COMMAND", "DOCS")) > 100000, "COMMAND DOCS has every command's docs")
     harness.t_exit_clean(px)
 
 
@@ -223,6 +252,8 @@ def body():
           t_keyless_scripts, servers, direct)
     check("a script's reply nested ~8,000 deep (a table holding itself) is relayed whole, "
           "its server still up", t_deep_reply, servers, direct)
+    check("COMMAND, COMMAND DOCS, INFO, GETKEYS(ANDFLAGS), HELP, COUNT: redis-server's bytes, "
+          "both protocols", t_command, servers, direct)
     check("CLIENT REPLY OFF, SKIP and ON as redis-server, (un)subscribe confirmations and "
           "messages still written", t_client_reply, servers, direct)
     for s in servers:
