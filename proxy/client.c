@@ -450,6 +450,7 @@ static void client_close_cb(uv_handle_t *h)
         mbuf_unref(c->lbuf);
     if (c->rare != NULL) {
         free(c->rare->name);
+        free(c->rare->tx_held);     /* (emptied by pin_client_gone) */
         free(c->rare);
     }
     free(c);

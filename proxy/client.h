@@ -107,6 +107,8 @@ struct client_rare {
     TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while stalled_ms != 0 */
     struct client *client;      /* its client (set while on proxy.stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
+    struct req **tx_held;       /* pin.c: PING/ECHO queued in MULTI before any key, */
+    uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
 };
 

@@ -10,9 +10,12 @@
  *              on that server; one that does not gets -CROSSSLOT and the
  *              transaction aborts at EXEC (-EXECABORT), as in Redis Cluster.
  *              Commands without keys cannot be queued anywhere, so they are
- *              refused the same way (but PING and ECHO, once the server is
- *              known, are queued there). Errors shardis answers while
- *              queuing (unknown command, arity) abort it too, as in Redis.
+ *              refused the same way; but PING and ECHO mean the same on any
+ *              server: before the first key they are held here (tx_hold)
+ *              and follow MULTI to the server it picks, or to the first
+ *              server at an EXEC without any key. Errors shardis answers
+ *              while queuing (unknown command, arity) abort it too, as in
+ *              Redis.
  *   WATCH      picks the server (its keys must share one) for the
  *              transaction that follows; its MULTI goes there at once.
  *   EXEC, DISCARD, UNWATCH
@@ -108,9 +111,60 @@ void pin_check(struct client *c)
     }
 }
 
+/* ---- PING and ECHO before the transaction's first key ---------------------------- */
+
+/* Queue r (PING or ECHO, in MULTI before any key) here: answered +QUEUED,
+ * as a server would, its bytes kept for the server the transaction gets. */
+static void tx_hold(struct client *c, struct req *r, struct args *a)
+{
+    struct client_rare *rare = client_rare(c);
+    struct req *q = req_get();
+    struct resp_w w = client_w(c, &r->rsp);
+
+    args_request(a, &q->out);
+    rare->tx_held = xrealloc(rare->tx_held, (rare->tx_nheld + 1) * sizeof(*rare->tx_held));
+    rare->tx_held[rare->tx_nheld++] = q;
+    resp_w_simple(&w, "QUEUED");
+    req_done(r);
+}
+
+/* Send what tx_hold kept to c's pin, just after its MULTI (their +QUEUED
+ * replies were given: nobody reads the server's), or (send false) drop it. */
+static void tx_release_held(struct client *c, bool send)
+{
+    struct client_rare *rare = c->rare;
+
+    if (rare == NULL || rare->tx_nheld == 0)
+        return;
+    for (uint32_t i = 0; i < rare->tx_nheld; i++) {
+        struct req *q = rare->tx_held[i];
+        if (send) {
+            q->pinned = 1;
+            route_send(c, q, NULL, c->pin);
+        } else {
+            msg_release(&q->out);
+            req_maybe_free(q);
+        }
+    }
+    free(rare->tx_held);
+    rare->tx_held = NULL;
+    rare->tx_nheld = 0;
+}
+
+/* The transaction has its server (c's pin): MULTI goes there, and what
+ * was held for it. */
+static void tx_begin_on_pin(struct client *c)
+{
+    send_quiet(c, "MULTI");
+    tx_release_held(c, true);
+    c->tx = TX_QUEUED;
+}
+
 void pin_client_gone(struct client *c)
 {
     struct backend *b, *next;
+
+    tx_release_held(c, false);
 
     if (c->pin != NULL) {
         backend_release(c->pin, false);
@@ -153,15 +207,24 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     c->tx = TX_NONE;
     if (c->tx_abort) {
         c->tx_abort = 0;
+        tx_release_held(c, false);
         if (c->pin != NULL)
             send_quiet(c, was >= TX_QUEUED ? "DISCARD" : "UNWATCH");
         refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
-    if (was == TX_MULTI) {          /* nothing was queued anywhere */
-        struct resp_w w = client_w(c, &r->rsp);
+    if (was == TX_MULTI && (c->rare == NULL || c->rare->tx_nheld == 0)) {
+        struct resp_w w = client_w(c, &r->rsp);     /* nothing was queued anywhere */
         resp_w_array(&w, 0);
         req_done(r);
+        return;
+    }
+    if (was == TX_MULTI) {          /* only PING and ECHO: any server runs them */
+        pin_to(c, r, c->pool->slot[0]);
+        tx_begin_on_pin(c);
+        c->tx = TX_NONE;
+        r->in_tx = r->is_exec = 1;
+        forward(c, r, a);
         return;
     }
     if (c->rare->tx_epoch != c->pool->epoch) {
@@ -185,6 +248,7 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
     }
     c->tx = TX_NONE;
     c->tx_abort = 0;
+    tx_release_held(c, false);
     if (was >= TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
         forward(c, r, a);
         return;
@@ -260,8 +324,11 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
         return 0;
     /* PING and ECHO mean the same on any server: once the transaction has
      * one, they are queued there. */
-    if (client_tx_queued(c) && cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
-        forward(c, r, a);
+    if (cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
+        if (client_tx_queued(c))
+            forward(c, r, a);
+        else
+            tx_hold(c, r, a);
         return 1;
     }
     /* In MULTI without keys: shardis's own commands and every keyless one
@@ -284,8 +351,7 @@ void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, 
             reply_crossslot(c, r);
             return;
         }
-        send_quiet(c, "MULTI");
-        c->tx = TX_QUEUED;
+        tx_begin_on_pin(c);
     } else if (pin_to(c, r, server) == NULL) {
         if (client_in_multi(c))
             c->tx_abort = 1;

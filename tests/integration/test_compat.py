@@ -19,6 +19,9 @@ redis-server for reference:
 - COMMAND, COMMAND DOCS/INFO/GETKEYS/GETKEYSANDFLAGS/HELP/COUNT answer
   what the direct server answers, byte for byte, in RESP2 and RESP3 (DOCS
   was an empty map: redis-cli showed no hints, `help get` nothing);
+- PING and ECHO queued in MULTI before any key (they were refused, which
+  left Redis's suite in MULTI) answer as redis-server does, whichever
+  server the transaction's keys then pick, or none;
 - CLIENT REPLY OFF/SKIP/ON drop exactly the replies redis-server drops, in
   a pipeline that spans servers; subscribe confirmations and messages are
   written whatever the mode, as in Redis 7.
@@ -194,6 +197,34 @@ def t_debug(servers, direct):
     harness.t_exit_clean(px)
 
 
+# ---- PING and ECHO in MULTI before any key ------------------------------------------------
+
+def t_multi_keyless(servers, direct):
+    px = Shardis("multi-ping", servers)
+    for i in range(len(servers)):
+        k = px.keys_on("mp", i)[0]
+        seqs = [
+            [["MULTI"], ["PING"], ["ECHO", "x"], ["EXEC"]],
+            [["MULTI"], ["PING"], ["PING", "hi"], ["SET", k, "1"], ["INCR", k], ["ECHO", "y"],
+             ["EXEC"]],
+            [["MULTI"], ["PING"], ["DISCARD"], ["PING"]],
+            [["MULTI"], ["ECHO", "z"], ["NOSUCH"], ["EXEC"], ["PING"]],
+            [["WATCH", k], ["MULTI"], ["PING"], ["GET", k], ["EXEC"]],
+            [["MULTI"], ["EXEC"]],
+        ]
+        for seq in seqs:
+            got, want = [], []
+            for port, out in ((px.port, got), (direct.port, want)):
+                c = Raw(port)
+                c.cmd("DEL", k)
+                c.send(b"".join(harness.enc(*a) for a in seq))
+                out += [c.reply() for _ in seq]
+                c.close()
+            expect_eq(got, want, "%s with the key on server %d"
+                      % (" ".join(" ".join(map(str, a)) for a in seq), i))
+    harness.t_exit_clean(px)
+
+
 # ---- CLIENT REPLY ---------------------------------------------------------------------
 
 def replies_until(c, marker):
@@ -254,6 +285,8 @@ def body():
           "its server still up", t_deep_reply, servers, direct)
     check("COMMAND, COMMAND DOCS, INFO, GETKEYS(ANDFLAGS), HELP, COUNT: redis-server's bytes, "
           "both protocols", t_command, servers, direct)
+    check("PING and ECHO in MULTI before any key: held, then on the transaction's server "
+          "(or the first); replies as redis-server", t_multi_keyless, servers, direct)
     check("CLIENT REPLY OFF, SKIP and ON as redis-server, (un)subscribe confirmations and "
           "messages still written", t_client_reply, servers, direct)
     for s in servers:
