@@ -655,12 +655,19 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         if (ps->ejected_until != 0)
             state = "ejected";      /* eject_mode rehash: out of the routing ring */
         snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, i) * 100);
-        resp_w_array(&w, 6);
+        /* A map in RESP3, its pairs in an array in RESP2 (as HGETALL). */
+        resp_w_map(&w, 6);
+        resp_w_bulk_str(&w, "name");
         resp_w_bulk_str(&w, ring_server_label(p->ring, i));
+        resp_w_bulk_str(&w, "addr");
         resp_w_bulk_str(&w, ring_server_addr(p->ring, i));
+        resp_w_bulk_str(&w, "weight");
         resp_w_int(&w, ring_server_weight(p->ring, i));
+        resp_w_bulk_str(&w, "points");
         resp_w_int(&w, ring_server_points(p->ring, i));
+        resp_w_bulk_str(&w, "share");
         resp_w_bulk_str(&w, share);
+        resp_w_bulk_str(&w, "state");
         resp_w_bulk_str(&w, state);
     }
 }

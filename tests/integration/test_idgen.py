@@ -281,7 +281,7 @@ def t_spread(px, n=3000):
     whose ring holds any {LL} tag."""
     seqs = [b"$equence{%s}" % to_b62(l, 2).encode() for l in range(62 * 62)]
     owners = px.whereis(seqs)
-    nodes = {row[0]: float(row[4]) for row in px.client.execute_command("SHARD.NODES")}
+    nodes = {row[1]: float(row[9]) for row in px.client.execute_command("SHARD.NODES")}
     names = [b"redis%d" % (i + 1) for i in range(len(px.servers))]
     holding = sorted(set(owners.values()))
     total = sum(nodes[names[i]] for i in holding)

@@ -639,14 +639,25 @@ def t_nodes(px):
     expect(isinstance(v, list) and len(v) == 3, "SHARD.NODES: %s" % short(v, 300))
     total = 0.0
     for i, (e, s) in enumerate(zip(v, px.servers)):
-        expect(isinstance(e, list) and len(e) == 6, "entry %d: %r" % (i, e))
-        expect_eq(e[0], b"redis%d" % (i + 1), "name %d" % i)
-        expect_eq(e[1], b"127.0.0.1:%d" % s.port, "address %d" % i)
-        expect_eq(e[2], 1, "weight %d" % i)
-        expect_eq(e[5], b"up", "state %d" % i)
-        total += float(e[4])
+        expect(isinstance(e, list) and len(e) == 12, "entry %d: %r" % (i, e))
+        expect_eq(e[0::2], [b"name", b"addr", b"weight", b"points", b"share", b"state"],
+                  "fields %d" % i)
+        e = dict(zip(e[0::2], e[1::2]))
+        expect_eq(e[b"name"], b"redis%d" % (i + 1), "name %d" % i)
+        expect_eq(e[b"addr"], b"127.0.0.1:%d" % s.port, "address %d" % i)
+        expect_eq(e[b"weight"], 1, "weight %d" % i)
+        expect_eq(e[b"state"], b"up", "state %d" % i)
+        total += float(e[b"share"])
     expect(abs(total - 100) < 0.01, "shares sum to %f" % total)
-    return "shares " + ", ".join(e[4].decode() for e in v)
+    # RESP3: the same, each node a map.
+    c = Raw(px.port)
+    c.cmd("HELLO", "3")
+    raw = c.cmd("SHARD.NODES")
+    expect(raw.startswith(b"*3\r\n%6\r\n$4\r\nname\r\n$6\r\nredis1\r\n"),
+           "SHARD.NODES in RESP3: %s" % short(raw, 200))
+    c.close()
+    return "shares " + ", ".join(e[b"share"].decode() for e in
+                                 (dict(zip(x[0::2], x[1::2])) for x in v))
 
 
 def t_quit(px):
@@ -946,7 +957,7 @@ def t_backend_hang(hpx, hbackends):
 # ---- 13b. a dead server: eject_mode fail and rehash ------------------------------------------
 
 def node_states(px):
-    return {e[0]: e[5] for e in px.client.execute_command("SHARD.NODES")}
+    return {e[1]: e[11] for e in px.client.execute_command("SHARD.NODES")}
 
 
 def t_eject(E):
