@@ -263,7 +263,8 @@ static const struct {
     [ROUTE_DEBUG] = {"by subcommand, with `admin_commands: true`: a key's to its server, "
                      "DEBUG DIGEST merged, RELOAD and the like to every server, others to "
                      "the first",
-                     "POPULATE: `-ERR DEBUG POPULATE is not supported by shardis: ...`"},
+                     "POPULATE, LOADAOF, REPLICATE: `-ERR DEBUG <sub> is not supported by "
+                     "shardis: ...`"},
     [ROUTE_WAIT] = {"every server, on connections of its own after a marker write; the "
                     "smallest count", "-"},
     [ROUTE_TX] = {"on the client's own connection to the server of the first key",

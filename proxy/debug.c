@@ -17,8 +17,12 @@
  *              any subcommand not listed here: the first server, whose
  *              answer (or unknown-subcommand error) is redis-server's own.
  *
- * POPULATE is refused: every server would create the same keys, most of
- * them on a server that does not own them. HyperLogLog's PFDEBUG goes to
+ * Refused: POPULATE, as every server would create the same keys, most of
+ * them on a server that does not own them; REPLICATE, which feeds any
+ * write to a server's replicas; LOADAOF, which empties a server first and
+ * makes it exit when its AOF is missing or still being written: every
+ * server at once. Inside MULTI nothing is (a DEBUG would run outside the
+ * transaction). HyperLogLog's PFDEBUG goes to
  * its key's server, PFSELFTEST to the first. All are admin commands: only
  * with admin_commands: true. */
 #include <string.h>
@@ -43,17 +47,17 @@ static const struct {
     {"listpack", DEBUG_KEY},        {"quicklist", DEBUG_KEY},
     {"ziplist", DEBUG_KEY},         {"htstats-key", DEBUG_KEY},
     {"digest-value", DEBUG_KEYS},   {"digest", DEBUG_DIGEST},
-    {"reload", DEBUG_EVERY},        {"loadaof", DEBUG_EVERY},
+    {"reload", DEBUG_EVERY},
     {"sleep", DEBUG_EVERY},         {"set-active-expire", DEBUG_EVERY},
     {"quicklist-packed-threshold", DEBUG_EVERY},
     {"set-skip-checksum-validation", DEBUG_EVERY},
     {"set-disable-deny-scripts", DEBUG_EVERY},
     {"aof-flush-sleep", DEBUG_EVERY},  {"change-repl-id", DEBUG_EVERY},
     {"pause-cron", DEBUG_EVERY},    {"replybuffer", DEBUG_EVERY},
-    {"client-eviction", DEBUG_EVERY},  {"jmap", DEBUG_EVERY},
+    {"client-eviction", DEBUG_EVERY},
     {"log", DEBUG_EVERY},           {"leak", DEBUG_EVERY},
-    {"dict-resizing", DEBUG_EVERY},
-    {"populate", DEBUG_REFUSE},
+    {"populate", DEBUG_REFUSE},     {"loadaof", DEBUG_REFUSE},
+    {"replicate", DEBUG_REFUSE},
 };
 
 /* Key positions for route_owner: DEBUG <sub> key, or DEBUG <sub> key .... */
@@ -69,6 +73,12 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
 
     if (!route_admin_ok(c, r, cmd->name))
         return;
+    if (client_in_multi(c)) {
+        client_reply_error(c, r, "ERR command '%s' inside MULTI is not supported by shardis",
+                           cmd->name);
+        route_refused(c, r);            /* (and the transaction aborts) */
+        return;
+    }
     if (!strcmp(cmd->name, "pfdebug"))
         where = DEBUG_KEY;
     for (size_t i = 0; i < ARRAY_SIZE(debug_subs) && cmd->name[0] == 'd'; i++)
@@ -78,12 +88,15 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         (where == DEBUG_DIGEST && a->argc != 2))
         where = DEBUG_FIRST;            /* the server's own error for its arguments */
     switch (where) {
-    case DEBUG_REFUSE:
-        client_reply_error(c, r, "ERR DEBUG POPULATE is not supported by shardis: every "
-                           "server would create the same keys, most on a server that does "
-                           "not own them (pool '%s')", pc->name);
+    case DEBUG_REFUSE: {
+        size_t len;
+        const char *sub = args_get(a, 1, &len);
+        client_reply_error(c, r, "ERR DEBUG %.*s is not supported by shardis: run on every "
+                           "server at once it would misplace keys or lose them (pool '%s')",
+                           (int)(len < 32 ? len : 32), sub, pc->name);
         route_refused(c, r);
         return;
+    }
     case DEBUG_KEY:
     case DEBUG_KEYS:
         if ((owner = route_owner(c, r, a, where == DEBUG_KEY ? &debug_key : &debug_keys)) < 0)
@@ -91,14 +104,22 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         args_request(a, &r->out);
         route_send(c, r, a, pool_backend(p, (uint32_t)owner, c));
         return;
-    case DEBUG_EVERY:
     case DEBUG_DIGEST:
+        if (pc->redis_db != 0) {        /* the merge knows DB 0's digest start only */
+            client_reply_error(c, r, "ERR DEBUG DIGEST is merged over servers for DB 0 only "
+                               "(pool '%s' uses DB %d)", pc->name, pc->redis_db);
+            route_refused(c, r);
+            return;
+        }
+        /* fall through */
+    case DEBUG_EVERY:
+        /* No deadline: RELOAD and SLEEP take as long as they take. */
         frag_broadcast(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
-                       NULL, false);
+                       NULL, true);
         return;
     case DEBUG_FIRST:
         args_request(a, &r->out);
-        route_send(c, r, NULL, pool_backend(p, p->slot[0], c));
+        route_send(c, r, NULL, pool_backend(p, pool_first_up(p), c));
         return;
     }
 }

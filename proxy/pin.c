@@ -115,14 +115,26 @@ void pin_check(struct client *c)
 
 /* Queue r (PING or ECHO, in MULTI before any key) here: answered +QUEUED,
  * as a server would, its bytes kept for the server the transaction gets. */
+#define TX_HELD_MAX 1024    /* PING/ECHO held before a key; more abort the transaction */
+
 static void tx_hold(struct client *c, struct req *r, struct args *a)
 {
     struct client_rare *rare = client_rare(c);
-    struct req *q = req_get();
     struct resp_w w = client_w(c, &r->rsp);
+    struct req *q;
 
+    if (rare->tx_nheld == TX_HELD_MAX) {
+        client_reply_error(c, r, "ERR more than %d PING/ECHO in MULTI before any key: "
+                           "shardis holds no more", TX_HELD_MAX);
+        c->tx_abort = 1;
+        req_done(r);
+        return;
+    }
+    if ((rare->tx_nheld & (rare->tx_nheld - 1)) == 0)      /* 0, 1, 2, 4 ...: double */
+        rare->tx_held = xrealloc(rare->tx_held, (rare->tx_nheld ? 2 * rare->tx_nheld : 1) *
+                                                sizeof(*rare->tx_held));
+    q = req_get();
     args_request(a, &q->out);
-    rare->tx_held = xrealloc(rare->tx_held, (rare->tx_nheld + 1) * sizeof(*rare->tx_held));
     rare->tx_held[rare->tx_nheld++] = q;
     resp_w_simple(&w, "QUEUED");
     req_done(r);
@@ -220,7 +232,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (was == TX_MULTI) {          /* only PING and ECHO: any server runs them */
-        pin_to(c, r, c->pool->slot[0]);
+        pin_to(c, r, pool_first_up(c->pool));
         tx_begin_on_pin(c);
         c->tx = TX_NONE;
         r->in_tx = r->is_exec = 1;

@@ -49,6 +49,21 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
     return &p->servers[server].conns[(resp3 ? p->nconns : 0) + c->id % p->nconns];
 }
 
+uint32_t pool_first_up(const struct pool *p)
+{
+    size_t n = ring_nservers(p->ring);
+
+    for (size_t i = 0; i < n; i++) {
+        const struct pool_server *ps = &p->servers[p->slot[i]];
+        bool failed = false;
+        for (uint32_t k = 0; k < p->nconns; k++)        /* the RESP2 set: preconnected */
+            failed |= ps->conns[k].state == BACKEND_FAILED;
+        if (ps->ejected_until == 0 && !failed)
+            return p->slot[i];
+    }
+    return p->slot[0];          /* none up: the first, whose error says so */
+}
+
 /* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
 
 uint32_t pool_owner(const struct pool *p, const void *key, size_t len)

@@ -80,6 +80,10 @@ static inline uint32_t pool_nconns(const struct pool *p)
 /* The server that owns key now: the pool's ring, minus servers ejected by
  * twemproxy-style auto_eject_hosts (eject_mode: rehash). */
 uint32_t pool_owner(const struct pool *p, const void *key, size_t len);
+/* The server that answers for the pool where any would do (COMMAND INFO,
+ * a keyless script, DEBUG HELP): the first of the ring's servers that is
+ * neither ejected nor failed, else the first. */
+uint32_t pool_first_up(const struct pool *p);
 /* Backend b failed again: eject its server if the pool says so. */
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures);
 /* Whether server is in the ring keys are routed by. */

@@ -591,10 +591,13 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
         args_request(a, &r->out);
-        route_send(c, r, NULL, pool_backend(c->pool, c->pool->slot[0], c));
+        route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));
     } else {
+        /* SAVE and BGREWRITEAOF take as long as the data: no deadline for
+         * an admin's broadcast, which would fail every server's shared
+         * connection at once. */
         frag_broadcast(c, r, a, !strcmp(cmd->name, "lastsave") ? CMD_REPLY_MIN : cmd->reply,
-                       NULL, false);
+                       NULL, kind == ROUTE_EVERY_ADMIN);
     }
 }
 
@@ -704,7 +707,7 @@ static int keyless_script(struct client *c, struct args *a, const struct cmd *cm
     for (size_t i = 0; i < ARRAY_SIZE(ro); i++)
         if (!strcmp(cmd->name, ro[i][0]))
             a->name = ro[i][1];
-    return c->pin != NULL ? (int)c->pin->server : (int)c->pool->slot[0];
+    return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
 }
 
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)

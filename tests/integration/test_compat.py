@@ -183,6 +183,15 @@ def t_debug(servers, direct):
     got = parse(c.cmd("DEBUG", "POPULATE", "100"))
     expect(isinstance(got, harness.Err) and b"POPULATE" in got, "POPULATE: %r" % got)
     expect_eq(servers_dbsize(servers), sizes, "keys after a refused POPULATE")
+    for sub in (["LOADAOF"], ["REPLICATE", "SET", "x", "1"]):
+        got = parse(c.cmd("DEBUG", *sub))
+        expect(isinstance(got, harness.Err) and b"not supported" in got, "DEBUG %s: %r"
+               % (sub[0], got))
+    expect(all(s.proc.poll() is None for s in servers), "every server still runs")
+    k0 = px.keys_on("dm", 0)[0]
+    out = [c.cmd(*a) for a in (["MULTI"], ["SET", k0, "1"], ["DEBUG", "OBJECT", k0], ["EXEC"])]
+    expect(out[2].startswith(b"-ERR") and out[3].startswith(b"-EXECABORT"),
+           "DEBUG inside MULTI: %r" % out[2:])
     expect_eq(c.cmd("DEBUG", "RELOAD"), b"+OK\r\n", "RELOAD")
     expect_eq(parse(c.cmd("DEBUG", "DIGEST")), parse(d.cmd("DEBUG", "DIGEST")), "after RELOAD")
     for proto in (b"2", b"3"):
@@ -222,6 +231,33 @@ def t_multi_keyless(servers, direct):
                 c.close()
             expect_eq(got, want, "%s with the key on server %d"
                       % (" ".join(" ".join(map(str, a)) for a in seq), i))
+    # At most 1,024 held: the next is refused and EXEC aborts.
+    c = Raw(px.port)
+    c.send(harness.enc("MULTI") + harness.enc("PING") * 1025 + harness.enc("EXEC")
+           + harness.enc("PING"))
+    out = [c.reply() for _ in range(1028)]
+    expect_eq(out[1024], b"+QUEUED\r\n", "the 1,024th PING")
+    expect(out[1025].startswith(b"-ERR more than 1024"), "the 1,025th: %r" % out[1025])
+    expect_eq(out[1026:], [b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+                           b"+PONG\r\n"], "EXEC, then PING")
+    harness.t_exit_clean(px)
+
+
+def t_first_down(servers):
+    """With the first server down, what 'the first server' answers comes
+    from the next one up."""
+    px = Shardis("first-down", servers, server_retry_timeout=60000)
+    k0 = px.keys_on("fd", 0)[0]
+    servers[0].kill()
+    c = Raw(px.port)
+    harness.until("the first server's connection failed",
+                  lambda: c.cmd("GET", k0).startswith(b"-ERR"))
+    expect(c.cmd("COMMAND", "INFO", "get").startswith(b"*1\r\n*10\r\n$3\r\nget"),
+           "COMMAND INFO with the first server down")
+    expect_eq(c.cmd("EVAL", "return 7", "0"), b":7\r\n", "a keyless EVAL")
+    expect_eq(c.cmd("MULTI"), b"+OK\r\n", "MULTI")
+    c.cmd("PING")
+    expect_eq(c.cmd("EXEC"), b"*1\r\n+PONG\r\n", "MULTI PING EXEC")
     harness.t_exit_clean(px)
 
 
@@ -287,6 +323,8 @@ def body():
           "both protocols", t_command, servers, direct)
     check("PING and ECHO in MULTI before any key: held, then on the transaction's server "
           "(or the first); replies as redis-server", t_multi_keyless, servers, direct)
+    check("COMMAND INFO, a keyless script and a keyless MULTI with the first server down: "
+          "the next server up answers", t_first_down, [RedisServer("fd%d" % i) for i in (1, 2, 3)])
     check("CLIENT REPLY OFF, SKIP and ON as redis-server, (un)subscribe confirmations and "
           "messages still written", t_client_reply, servers, direct)
     for s in servers:
