@@ -81,9 +81,10 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
     }
     if (!strcmp(cmd->name, "pfdebug"))
         where = DEBUG_KEY;
-    for (size_t i = 0; i < ARRAY_SIZE(debug_subs) && cmd->name[0] == 'd'; i++)
-        if (args_is(a, 1, debug_subs[i].name))
-            where = debug_subs[i].where;
+    else if (!strcmp(cmd->name, "debug"))
+        for (size_t i = 0; i < ARRAY_SIZE(debug_subs); i++)
+            if (args_is(a, 1, debug_subs[i].name))
+                where = debug_subs[i].where;
     if ((where == DEBUG_KEY && a->argc < 3) || (where == DEBUG_KEYS && a->argc < 3) ||
         (where == DEBUG_DIGEST && a->argc != 2))
         where = DEBUG_FIRST;            /* the server's own error for its arguments */

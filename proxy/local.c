@@ -271,18 +271,13 @@ static void peer_name(struct client *c, char *buf, size_t len)
     }
 }
 
+/* CLIENT's subcommands; route.c checked each one's arity by the table. */
 static void cmd_client(struct client *c, struct req *r, struct args *a)
 {
     struct resp_w w = out(c, r);
     size_t len;
 
-    if (a->argc < 2) {
-        reply_arity(c, r, "client");
-    } else if (args_is(a, 1, "setname")) {
-        if (a->argc != 3) {
-            reply_arity(c, r, "client|setname");
-            return;
-        }
+    if (args_is(a, 1, "setname")) {
         const char *n = args_get(a, 2, &len);
         if (set_name(c, r, n, len))
             reply_ok(c, r);
@@ -295,9 +290,7 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         resp_w_int(&w, (long long)c->id);
     } else if (args_is(a, 1, "reply")) {
         /* (route.c made r silent if the mode was OFF or SKIP) */
-        if (a->argc != 3) {
-            reply_arity(c, r, "client|reply");
-        } else if (args_is(a, 2, "on")) {
+        if (args_is(a, 2, "on")) {
             c->reply = CLIENT_REPLY_ON;
             r->silent = 0;
             reply_ok(c, r);
@@ -314,16 +307,12 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
     } else if (args_is(a, 1, "no-evict")) {
         /* Redis 7.0's: shardis evicts no client for memory, so either
          * setting is what it does already. */
-        if (a->argc != 3)
-            reply_arity(c, r, "client|no-evict");
-        else if (args_is(a, 2, "on") || args_is(a, 2, "off"))
+        if (args_is(a, 2, "on") || args_is(a, 2, "off"))
             reply_ok(c, r);
         else
             client_reply_error(c, r, "ERR syntax error");
     } else if (args_is(a, 1, "setinfo")) {
-        if (a->argc != 4)
-            reply_arity(c, r, "client|setinfo");
-        else if (args_is(a, 2, "lib-name") || args_is(a, 2, "lib-ver"))
+        if (args_is(a, 2, "lib-name") || args_is(a, 2, "lib-ver"))
             reply_ok(c, r);
         else {
             const char *o = args_get(a, 2, &len);

@@ -786,7 +786,7 @@ void route_request(struct client *c, struct req *r)
         }
         cmd = sc;
     }
-    if ((cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
+    if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
         r->silent = 0;                      /* confirmations are always written */
     if (!cmd_arity_ok(cmd, a.argc)) {
         client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);

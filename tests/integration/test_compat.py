@@ -22,6 +22,8 @@ redis-server for reference:
 - PING and ECHO queued in MULTI before any key (they were refused, which
   left Redis's suite in MULTI) answer as redis-server does, whichever
   server the transaction's keys then pick, or none;
+- SAVE and BGSAVE reach every server (admin commands), LASTSAVE is the
+  oldest server's; PFDEBUG goes to its key's server;
 - CLIENT REPLY OFF/SKIP/ON drop exactly the replies redis-server drops, in
   a pipeline that spans servers; subscribe confirmations and messages are
   written whatever the mode, as in Redis 7.
@@ -29,6 +31,7 @@ redis-server for reference:
 Run: /usr/bin/python3 tests/integration/test_compat.py --shardis build/shardis
 """
 import sys
+import time
 
 import redis
 
@@ -106,6 +109,47 @@ def t_deep_reply(servers, direct):
     for i in range(len(servers)):
         k = px.keys_on("deep", i)[0]
         expect_eq(Raw(px.port).cmd("SET", k, "v"), b"+OK\r\n", "SET on server %d" % i)
+    harness.t_exit_clean(px)
+
+
+# ---- SAVE, BGSAVE, LASTSAVE; PFDEBUG --------------------------------------------------------
+
+def t_persistence(servers, direct):
+    plain = Shardis("save-plain", servers)
+    got = parse(Raw(plain.port).cmd("SAVE"))
+    expect(isinstance(got, harness.Err) and b"admin command" in got, "SAVE without admin: %r"
+           % got)
+    harness.t_exit_clean(plain)
+    px = Shardis("save", servers, admin_commands="true")
+    c = Raw(px.port)
+    for i in range(len(servers)):
+        c.cmd("SET", px.keys_on("sv", i)[0], "v")
+    expect(all(s.client.info("persistence")["rdb_changes_since_last_save"] > 0
+               for s in servers), "unsaved changes on every server")
+    expect_eq(c.cmd("SAVE"), b"+OK\r\n", "SAVE")
+    expect_eq([s.client.info("persistence")["rdb_changes_since_last_save"] for s in servers],
+              [0, 0, 0], "changes unsaved after SAVE, per server")
+    time.sleep(1.1)                 # LASTSAVE has a second's resolution
+    servers[1].client.save()
+    times = [s.client.lastsave() for s in servers]
+    expect(len(set(times)) > 1, "the servers' LASTSAVE differ: %r" % times)
+    expect_eq(parse(c.cmd("LASTSAVE")), int(min(times).timestamp()), "LASTSAVE: the oldest")
+    for i in range(len(servers)):
+        c.cmd("SET", px.keys_on("sv", i)[0], "w")
+    expect_eq(c.cmd("BGSAVE"), b"+Background saving started\r\n", "BGSAVE")
+    harness.until("every server saved in the background", lambda: all(
+        s.client.info("persistence")["rdb_changes_since_last_save"] == 0 and
+        s.client.info("persistence")["rdb_bgsave_in_progress"] == 0 for s in servers))
+    # PFDEBUG goes to its key's server.
+    d = Raw(direct.port)
+    for i in range(len(servers)):
+        k = px.keys_on("hll", i)[0]
+        for cl in (c, d):
+            cl.cmd("DEL", k)
+            cl.cmd("PFADD", k, "a", "b", "c")
+        expect_eq(c.cmd("PFDEBUG", "GETREG", k), d.cmd("PFDEBUG", "GETREG", k),
+                  "PFDEBUG GETREG of a key on server %d" % i)
+    d.close()
     harness.t_exit_clean(px)
 
 
@@ -283,7 +327,8 @@ def t_client_reply(servers, direct):
         [b"GET", k0], [b"CLIENT", b"REPLY", b"SKIP"], [b"GET", k0], [b"INCR", k0],
         [b"CLIENT", b"REPLY", b"BAD"], [b"CLIENT", b"REPLY", b"OFF"],
         [b"CLIENT", b"REPLY", b"BAD"], [b"CLIENT", b"REPLY", b"SKIP"], [b"PING"],
-        [b"CLIENT", b"REPLY", b"ON"], end,
+        [b"CLIENT", b"REPLY", b"ON"], [b"CLIENT", b"REPLY"], [b"CLIENT", b"NO-EVICT", b"on"],
+        [b"CLIENT", b"NO-EVICT", b"maybe"], [b"CLIENT", b"NO-EVICT", b"off"], end,
     ]
     got = {}
     for name, port in (("shardis", px.port), ("redis", direct.port)):
@@ -294,7 +339,8 @@ def t_client_reply(servers, direct):
         c.close()
     expect_eq(got["shardis"], got["redis"], "a pipeline through CLIENT REPLY OFF/SKIP/ON")
     expect_eq(got["shardis"], b"+OK\r\n$1\r\n1\r\n:2\r\n-ERR syntax error\r\n+OK\r\n"
-              b"$3\r\nend\r\n", "the replies written")
+              b"-ERR wrong number of arguments for 'client|reply' command\r\n+OK\r\n"
+              b"-ERR syntax error\r\n+OK\r\n$3\r\nend\r\n", "the replies written")
     # (Un)subscribe confirmations and messages are written whatever the mode.
     for proto in (b"2", b"3"):
         sub = {}
@@ -319,6 +365,8 @@ def body():
           t_keyless_scripts, servers, direct)
     check("a script's reply nested ~8,000 deep (a table holding itself) is relayed whole, "
           "its server still up", t_deep_reply, servers, direct)
+    check("SAVE, BGSAVE on every server, LASTSAVE the oldest (admin commands); PFDEBUG by key",
+          t_persistence, servers, direct)
     check("COMMAND, COMMAND DOCS, INFO, GETKEYS(ANDFLAGS), HELP, COUNT: redis-server's bytes, "
           "both protocols", t_command, servers, direct)
     check("PING and ECHO in MULTI before any key: held, then on the transaction's server "
