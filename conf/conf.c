@@ -477,6 +477,8 @@ static const struct pool_key pool_keys[] = {
     {"jedis_version",        K_INT,     F(jedis_version), 2, 3},
     {"eject_mode",           K_EJECT,   F(eject_mode), 0, 0},
     {"admin_commands",       K_BOOL,    F(admin_commands), 0, 0},
+    {"keyless_user",         K_STR,     F(keyless_user), 1, 128},
+    {"keyless_password",     K_STR,     F(keyless_password), 0, 4096},
     {"idgen",                K_IDGEN,   0, 0, 0},
     {"migration_rate",       K_INT,     F(migration_rate), 0, INT_MAX},
     {"migration_batch",      K_INT,     F(migration_batch), 1, 10000},
@@ -660,6 +662,12 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         at = given(&st, "hash");
         return fail(p, at != NULL ? at : given(&st, "distribution"), "%s", why);
     }
+    if (pool->keyless_user != NULL && pool->keyless_user[0] == '\0')
+        return fail(p, given(&st, "keyless_user"), "keyless_user is empty");
+    if ((pool->keyless_user == NULL) != (pool->keyless_password == NULL))
+        return fail(p, given(&st, pool->keyless_user ? "keyless_user" : "keyless_password"),
+                    "keyless_user and keyless_password go together (the ACL user a script "
+                    "that declares no key runs as)");
     if (given(&st, "jedis_version") != NULL && pool->distribution != RING_DIST_JEDIS)
         return fail(p, given(&st, "jedis_version"), "jedis_version applies only to "
                     "distribution: jedis");
@@ -684,6 +692,8 @@ static void pool_free(struct conf_pool *pool)
     free(pool->name);
     addr_free(&pool->listen);
     free(pool->redis_auth);
+    free(pool->keyless_user);
+    free(pool->keyless_password);
     for (size_t i = 0; i < pool->nservers; i++) {
         addr_free(&pool->servers[i].addr);
         free(pool->servers[i].name);

@@ -87,6 +87,12 @@ struct conf_pool {
     int      jedis_version;         /* 3 */
     enum conf_eject eject_mode;     /* fail */
     bool     admin_commands;        /* false */
+    /* An ACL user on every server with no key (and no channel) access: a
+     * script that declares no key runs as it (proxy/pin.c), so it may do
+     * anything but touch data, which could live on another server. Both
+     * or neither; NULL: such scripts run read-only (EVAL_RO ...). */
+    char    *keyless_user;
+    char    *keyless_password;
     /* live resharding after a reload (proxy/mig.c) */
     int      migration_rate;        /* keys/s the background mover may move; 0: no limit
                                        (3000; a reload can change it mid-migration) */

@@ -241,6 +241,33 @@ static int handshake_reply(struct backend *b, struct req *r)
     return -1;
 }
 
+/* The key a keyless connection's handshake tries to delete: its user
+ * must be refused (NOPERM), or a script run as it could write keys to a
+ * server that does not own them. In shardis's namespace, so that a
+ * misconfigured user deletes nothing of anyone's. */
+#define KEYLESS_PROBE "__shardis:keyless-probe"
+
+static int keyless_probe_reply(struct backend *b, struct req *r)
+{
+    char first[96];
+    char why[192];
+
+    if (r->rsp.len == 0)
+        return 0;
+    if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_ERROR &&
+        !strncmp(first, "NOPERM", 6)) {
+        b->verifying = 0;
+        if (b->owner != NULL)
+            gate_kick(b->owner);    /* its script may go */
+        return 0;
+    }
+    snprintf(why, sizeof(why), "keyless_user '%s' may write keys (DEL %s answered %s); "
+             "give it resetkeys", b->pool->conf->keyless_user, KEYLESS_PROBE, first);
+    log_error("backend %s: %s", label(b), why);
+    backend_fail(b, why);
+    return -1;
+}
+
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
 static int client_id_reply(struct backend *b, struct req *r)
 {
@@ -333,8 +360,11 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             req_maybe_free(r);
     }
     rstream_trim(&b->in, b->framed);
-    if (b->role == BACKEND_ONE_OFF && backend_idle(b))
-        backend_release(b, true);   /* its one request is answered */
+    /* Its one request is answered, or is not sent yet: it waits at its
+     * client's gate for this connection (pin_keyless's, while the
+     * handshake was answered). */
+    if (b->role == BACKEND_ONE_OFF && backend_idle(b) && !gate_waits_on(b->owner, b))
+        backend_release(b, true);
     else if (b->owner != NULL)
         pin_check(b->owner);        /* the last reply its client waited for? */
 }
@@ -478,10 +508,15 @@ static void backend_connect(struct backend *b)
      * connections skip what only GENKEY needs (the shared ones load the
      * script; without a run_id the script reads it itself). */
     b->client_id = 0;
+    b->keyless_gen = b->pool->keyless_gen;      /* the credentials it authenticates with */
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
     else
         genkey_connecting(b);
+    b->verifying = b->keyless;
+    if (b->keyless)             /* sent after AUTH: must be refused */
+        backend_queue_own(b, keyless_probe_reply, true, 2,
+                          (const char *const[]){"DEL", KEYLESS_PROBE});
     if (b->resp3)
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"HELLO", "3"});
     if (pc->redis_db != 0) {
@@ -489,7 +524,10 @@ static void backend_connect(struct backend *b)
         snprintf(db, sizeof(db), "%d", pc->redis_db);
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"SELECT", db});
     }
-    if (pc->redis_auth != NULL)
+    if (b->keyless)
+        backend_queue_own(b, handshake_reply, true, 3,
+                          (const char *const[]){"AUTH", pc->keyless_user, pc->keyless_password});
+    else if (pc->redis_auth != NULL)
         backend_queue_own(b, handshake_reply, true, 2,
                        (const char *const[]){"AUTH", pc->redis_auth});
 
@@ -591,8 +629,8 @@ void backend_close(struct backend *b)
  * for a connect; bounded, and closed when the pool goes idle. */
 #define BACKEND_SPARES_PER_SERVER 64
 
-struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
-                                enum backend_role role)
+static struct backend *acquire(struct pool *p, uint32_t server, struct client *owner,
+                               enum backend_role role, bool keyless)
 {
     struct backend *b;
     /* Replies are forwarded as they come: in the client's protocol. A
@@ -604,7 +642,7 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
         if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
         if (b->server == server && b->state == BACKEND_UP && !b->closing &&
-            b->resp3 == resp3) {
+            b->resp3 == resp3 && b->keyless == keyless) {
             TAILQ_REMOVE(&p->dedicated, b, link);
             p->nspare--;
             goto take;
@@ -613,12 +651,35 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
     b = xmalloc(sizeof(*b));
     backend_init(b, p, server);
     b->resp3 = resp3;
+    b->keyless = keyless;
     p->ndedicated++;
 take:
     b->owner = owner;
     b->role = role;
     TAILQ_INSERT_TAIL(&p->dedicated, b, link);
     return b;
+}
+
+struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
+                                enum backend_role role)
+{
+    return acquire(p, server, owner, role, false);
+}
+
+struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner)
+{
+    struct backend *b;
+
+    /* A client's scripts run one after another (pin_keyless): a pipeline
+     * of them shares the one connection its first took, while it lasts. */
+    TAILQ_FOREACH_REVERSE(b, &p->dedicated, backend_list, link) {
+        if (b->role == BACKEND_SPARE)
+            break;                  /* in use ones are kept at the tail */
+        if (b->owner == owner && b->keyless && b->server == server && !b->closing &&
+            b->state != BACKEND_FAILED && b->resp3 == owner->resp3)
+            return b;
+    }
+    return acquire(p, server, owner, BACKEND_ONE_OFF, true);
 }
 
 bool backend_idle(const struct backend *b)
@@ -634,6 +695,7 @@ void backend_release(struct backend *b, bool clean)
     /* One with a CLIENT UNBLOCK on its way (mig.c) is closed: the next
      * client's command there would be the one unblocked. */
     if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) && !b->unblocking &&
+        (!b->keyless || b->keyless_gen == p->keyless_gen) &&
         p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && p->servers[b->server].active &&
         !proxy.stopping) {
         /* Spares first: backend_acquire and backend_close_spares stop at

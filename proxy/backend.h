@@ -77,6 +77,12 @@ struct backend {
     unsigned         role:3;    /* enum backend_role */
     unsigned         unblocking:1;/* a pin: a CLIENT UNBLOCK for it is in flight (mig.c) */
     unsigned         resp3:1;   /* speaks RESP3 (HELLO 3 in its handshake) for RESP3 clients */
+    unsigned         keyless:1; /* dedicated, authenticated as the pool's keyless_user
+                                   (backend_acquire_keyless) */
+    uint32_t         keyless_gen;/* keyless: the pool's keyless_gen it authenticated in */
+    unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
+                                   request may be sent on it yet (gate.c): pipelined
+                                   behind a failed AUTH, it would run as another user */
     /* stats */
     uint64_t         requests, errors, timeouts;
 };
@@ -105,6 +111,12 @@ const char *backend_state_name(const struct backend *b);
  * frees them. */
 struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
                                 enum backend_role role);
+/* A ONE_OFF for a script that declares no key (pin_keyless): it
+ * authenticates as the pool's keyless_user, and fails unless that user is
+ * refused a key write (its handshake checks). Spares of this kind serve
+ * only this kind, while the pool's keyless_gen is the one they were
+ * made in. */
+struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner);
 /* Whether b is one client's (any role but BACKEND_SHARED). */
 #define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
 void backend_release(struct backend *b, bool clean);

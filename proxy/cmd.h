@@ -41,6 +41,11 @@ enum cmd_reply {
     CMD_REPLY_SPECIAL,      /* special: no general rule */
     CMD_REPLY_DIGEST,       /* shardis's own, for DEBUG DIGEST: the digest of
                                the servers' keys together (frag.c) */
+    CMD_REPLY_MAX,          /* shardis's own, for PUBSUB NUMPAT: the largest */
+    CMD_REPLY_NAMES,        /* shardis's own, for PUBSUB (SHARD)CHANNELS: every
+                               name once, shardis's own channels left out */
+    CMD_REPLY_NUMSUB,       /* shardis's own, for PUBSUB (SHARD)NUMSUB: each
+                               name's largest count (0 for shardis's own) */
 };
 
 struct cmd {

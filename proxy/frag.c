@@ -430,6 +430,123 @@ static void merge_digest(struct client *c, struct req *r, struct frag *f)
     resp_w_simple(&w, hex);
 }
 
+/* ---- PUBSUB introspection over the servers ---- */
+
+struct name {
+    char  *s;
+    size_t len;
+};
+
+static int name_cmp(const void *a, const void *b)
+{
+    const struct name *x = a, *y = b;
+    int d = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+
+    return d != 0 ? d : (x->len > y->len) - (x->len < y->len);
+}
+
+/* PUBSUB CHANNELS / SHARDCHANNELS: every server's names, each once (a
+ * subscriber of shardis is subscribed on every server), in order, and
+ * never shardis's own (pubsub.c hides them). */
+static void merge_names(struct client *c, struct req *r, struct frag *f)
+{
+    struct name *all = NULL;
+    size_t n = 0, cap = 0, out = 0;
+    struct resp_w w = client_w(c, &r->rsp);
+
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        struct resp_rd rd;
+        struct resp_val v;
+        long long count;
+        size_t body;
+        if (array_header(&rd, &f->reqs[i]->rsp, &count, &body) < 0 || count < 0)
+            goto malformed;
+        for (long long e = 0; e < count; e++) {
+            if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_BULK || v.nil)
+                goto malformed;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                all = xrealloc(all, cap * sizeof(*all));
+            }
+            all[n].s = xmalloc(v.len + 1);
+            all[n].len = resp_rd_copy(&rd, &v, all[n].s, v.len);
+            n++;
+        }
+    }
+    if (n > 0)
+        qsort(all, n, sizeof(*all), name_cmp);
+#define KEPT(e) (((e) == 0 || name_cmp(&all[(e) - 1], &all[e]) != 0) && \
+                 !route_internal(all[e].s, all[e].len))
+    for (size_t e = 0; e < n; e++)
+        out += KEPT(e);
+    resp_w_array(&w, (long long)out);
+    for (size_t e = 0; e < n; e++)
+        if (KEPT(e))
+            resp_w_bulk(&w, all[e].s, all[e].len);
+#undef KEPT
+    goto done;
+malformed:
+    reply_malformed(c, r, f->reqs[0]);
+done:
+    for (size_t e = 0; e < n; e++)
+        free(all[e].s);
+    free(all);
+}
+
+/* PUBSUB NUMSUB / SHARDNUMSUB name ...: name, count pairs in the order
+ * asked, each count the largest a server gave (a subscriber of shardis is
+ * on every server; a shard channel's only on its owner), 0 for shardis's
+ * own channels. */
+static void merge_numsub(struct client *c, struct req *r, struct frag *f)
+{
+    struct resp_rd rd[FRAG_INLINE], *rds = f->nfrags <= FRAG_INLINE ? rd :
+                                          xcalloc(f->nfrags, sizeof(*rds));
+    struct resp_w w = client_w(c, &r->rsp);
+    long long n = -1, count;
+    size_t body;
+
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        if (array_header(&rds[i], &f->reqs[i]->rsp, &count, &body) < 0 || count < 0 ||
+            count % 2 != 0 || (i > 0 && count != n)) {
+            reply_malformed(c, r, f->reqs[i]);
+            goto out;
+        }
+        n = count;
+    }
+    resp_w_array(&w, n);
+    for (long long e = 0; e < n / 2; e++) {
+        struct resp_val name, v;
+        long long most = 0;
+        char buf[FRAG_COPY_MAX];
+        const char *s = NULL;
+        for (uint32_t i = 0; i < f->nfrags; i++) {
+            struct resp_val nm;
+            if (resp_rd_next(&rds[i], &nm) < 0 || nm.type != RESP_BULK || nm.nil ||
+                resp_rd_next(&rds[i], &v) < 0 || v.type != RESP_INTEGER) {
+                reply_malformed(c, r, f->reqs[i]);
+                goto out;
+            }
+            if (i == 0) {
+                name = nm;
+                s = resp_rd_str(&rds[0], &name, buf, sizeof(buf));
+            }
+            most = v.n > most ? v.n : most;
+        }
+        if (s != NULL) {
+            resp_w_bulk(&w, s, name.len);
+            most = route_internal(s, name.len) ? 0 : most;
+        } else {                        /* longer than buf: no channel of shardis's */
+            char *copy = xmalloc(name.len);
+            resp_w_bulk(&w, copy, resp_rd_copy(&rds[0], &name, copy, name.len));
+            free(copy);
+        }
+        resp_w_int(&w, most);
+    }
+out:
+    if (rds != rd)
+        free(rds);
+}
+
 static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
 {
     struct req *err = NULL, *ok = NULL;
@@ -460,14 +577,23 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
     switch (f->reply) {
     case CMD_REPLY_SUM:
     case CMD_REPLY_MIN:
+    case CMD_REPLY_MAX:
         for (uint32_t i = 0; i < f->nfrags; i++) {
             if (!integer_reply(&f->reqs[i]->rsp, &v)) {
                 reply_malformed(c, r, f->reqs[i]);
                 return;
             }
-            acc = f->reply == CMD_REPLY_SUM ? acc + v : i == 0 || v < acc ? v : acc;
+            acc = f->reply == CMD_REPLY_SUM ? acc + v
+                : f->reply == CMD_REPLY_MIN ? (i == 0 || v < acc ? v : acc)
+                : (i == 0 || v > acc ? v : acc);
         }
         resp_w_int(&w, acc);
+        return;
+    case CMD_REPLY_NAMES:
+        merge_names(c, r, f);
+        return;
+    case CMD_REPLY_NUMSUB:
+        merge_numsub(c, r, f);
         return;
     case CMD_REPLY_AND:
         merge_and(c, r, f);

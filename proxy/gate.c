@@ -19,6 +19,9 @@
  *   unblock   the connection it goes to has a CLIENT UNBLOCK aimed at the
  *             command waiting there (mig.c): nothing new runs there before
  *             that lands, or the new command would be the one unblocked;
+ *   verify    the connection it goes to authenticates as the keyless_user
+ *             and its check of that user is not answered yet (pin_keyless):
+ *             sent behind an AUTH that failed, it would run as another;
  *   order     an earlier request of the client waits already.
  *
  * A request that may not go waits on its client's gate queue, in order;
@@ -145,7 +148,7 @@ static bool may_go(struct client *c, struct req *r, struct backend *b)
      * request whose first fragments went). */
     if (rare != NULL && rare->hold_waits > top(r)->before_hold)
         return false;
-    return b == NULL || !b->unblocking;
+    return b == NULL || (!b->unblocking && !b->verifying);
 }
 
 void gate_send(struct client *c, struct req *r, struct backend *b)
@@ -154,7 +157,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
     bool front = r->front;
 
     r->front = 0;
-    if (!c->gated && r->migs == 0 && !b->unblocking) {
+    if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying) {
         go(c, r, b);
         return;
     }
@@ -175,6 +178,18 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
         TAILQ_INSERT_TAIL(&rare->gate, r, bq);
     }
     gate_kick(c);
+}
+
+bool gate_waits_on(const struct client *c, const struct backend *b)
+{
+    struct req *x;
+
+    if (c == NULL || !c->gated)
+        return false;
+    TAILQ_FOREACH(x, &c->rare->gate, bq)
+        if (x->via == GATE_CONN && x->backend == b)
+            return true;
+    return false;
 }
 
 void gate_tryagain(struct client *c, struct req *r)

@@ -3,6 +3,8 @@
 #ifndef SHARDIS_GATE_H
 #define SHARDIS_GATE_H
 
+#include <stdbool.h>
+
 struct backend;
 struct client;
 struct req;
@@ -30,6 +32,9 @@ void gate_tryagain(struct client *c, struct req *r);
 /* b, a one-off connection of c's, fails and is freed: what waits for it
  * is answered with its failure. */
 void gate_conn_gone(struct client *c, struct backend *b);
+/* Whether one of c's waiting requests is to go on b, a one-off
+ * connection of c's (which is not given back meanwhile). */
+bool gate_waits_on(const struct client *c, const struct backend *b);
 /* A waiting request whose client went away, once nothing else holds it. */
 void gate_drop(struct req *r);
 void gate_client_gone(struct client *c);

@@ -414,6 +414,24 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
     free(via);
 }
 
+/* A script that declares no key, where the pool has a keyless_user
+ * (route.c keyless_script): on a connection of its own to server,
+ * authenticated as that user, so that it can touch no key. It runs where
+ * the client's other requests to that server would run on one
+ * redis-server: after every earlier request of the client is answered,
+ * and before any later one is sent (the other connections to the server
+ * are no queue it waits in). */
+void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t server)
+{
+    struct backend *b = backend_acquire_keyless(c->pool, server, c);
+
+    backend_preconnect(b);          /* a new one: its check must be answered first */
+    r->hold_on_send = 1;
+    gate_hold(c, r);
+    args_request(a, &r->out);
+    route_send(c, r, NULL, b);
+}
+
 /* SCRIPT KILL and the like must reach a server whose shared connection
  * waits behind the very script they are to stop. */
 void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,

@@ -199,13 +199,30 @@ static void pool_mark_gains(struct pool *p, const struct ring *old, const struct
     ring_diff_free(d);
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && !strcmp(a, b));
+}
+
+void pool_set_conf(struct pool *p, const struct conf_pool *pc)
+{
+    const struct conf_pool *old = p->conf;
+
+    if (old != NULL && (!same_str(old->keyless_user, pc->keyless_user) ||
+                        !same_str(old->keyless_password, pc->keyless_password))) {
+        p->keyless_gen++;           /* those in use are not kept when released */
+        backend_close_spares(p, UINT32_MAX);
+    }
+    p->conf = pc;
+}
+
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot)
 {
     struct ring *old = p->ring;
     size_t n = ring_nservers(ring);
 
-    p->conf = pc;
+    pool_set_conf(p, pc);
     p->ring = ring;
     if (old_slot != NULL)
         *old_slot = p->slot;

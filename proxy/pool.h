@@ -55,7 +55,7 @@ struct pool {
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections (of each protocol) */
     uint32_t          nclients;
-    TAILQ_HEAD(, backend) dedicated;/* spares first, then those in use */
+    TAILQ_HEAD(backend_list, backend) dedicated;/* spares first, then those in use */
     TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
     uint32_t          ndedicated, nspare;
     struct genkey_shards *shards;   /* the logical shards each server owns on ring:
@@ -64,6 +64,8 @@ struct pool {
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
     uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */
     struct group     *group;        /* the proxies in front of these servers (group.c) */
+    uint32_t          keyless_gen;  /* reloads that changed keyless_user or its password:
+                                       keyless spares of an older one are not reused */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
 };
@@ -101,6 +103,9 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
  * retires them once their keys have moved). */
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot);
+/* The pool follows pc from now on (a reload). Connections authenticated
+ * as a keyless_user it no longer names are not reused. */
+void pool_set_conf(struct pool *p, const struct conf_pool *pc);
 /* Free what pool p holds, once its handles are closed and the loop has
  * run their close callbacks (the end of proxy_run, or of a unit test). */
 void pool_free(struct pool *p);

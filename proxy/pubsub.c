@@ -37,6 +37,7 @@
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/frag.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/pubsub.h"
@@ -286,6 +287,32 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
 
 /* ---- routing -------------------------------------------------------------------------- */
 
+/* PUBSUB CHANNELS, NUMSUB, NUMPAT and their SHARD forms: every server's
+ * answer merged (frag.c), as one redis-server holding every subscription
+ * would give it. Channels and patterns are subscribed on every server, a
+ * shard channel on its owner, so each name counts its largest count and is
+ * listed once; shardis's own channels are neither listed nor counted. */
+static int introspect(struct client *c, struct req *r, struct args *a, const char *sub)
+{
+    static const struct { const char *sub; enum cmd_reply reply; } merges[] = {
+        {"channels", CMD_REPLY_NAMES}, {"shardchannels", CMD_REPLY_NAMES},
+        {"numsub", CMD_REPLY_NUMSUB}, {"shardnumsub", CMD_REPLY_NUMSUB},
+        {"numpat", CMD_REPLY_MAX},
+    };
+
+    if (c->subscribed && !c->resp3)
+        return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
+    if (client_in_multi(c))
+        return 0;                               /* pin.c refuses it */
+    for (size_t i = 0; i < ARRAY_SIZE(merges); i++) {
+        if (!strcmp(sub, merges[i].sub)) {
+            frag_broadcast(c, r, a, merges[i].reply, NULL, false);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int pubsub_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     const char *n;
@@ -351,8 +378,10 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
         unsubscribe(c, r, a, SUB_PATTERN);
     else if (!strcmp(n, "sunsubscribe"))
         unsubscribe(c, r, a, SUB_SHARD);
+    else if (!strncmp(n, "pubsub|", 7))
+        return introspect(c, r, a, n + 7);
     else
-        return 0;                   /* PUBSUB CHANNELS ...: not supported */
+        return 0;
     return 1;
 }
 

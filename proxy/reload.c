@@ -189,7 +189,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
         uint32_t *old_slot;
         if (rings[i] == NULL) {
             group_cancel(p);            /* back to the servers it routes by, if it waited */
-            p->conf = &cf->pools[i];
+            pool_set_conf(p, &cf->pools[i]);
             continue;
         }
         if (ring_distribution(rings[i]) == RING_DIST_RANDOM) {

@@ -122,6 +122,8 @@ struct req {
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
     unsigned        in_write:1; /* client.c: its reply is in the write in flight */
     unsigned        silent:1;   /* CLIENT REPLY OFF or SKIP: its reply is dropped */
+    unsigned        keyless:1;  /* a script declaring no key, to run as the pool's
+                                   keyless_user (route.c keyless_script, pin_keyless) */
 };
 
 struct req *req_get(void);

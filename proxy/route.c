@@ -615,6 +615,8 @@ static enum route_kind classify(const struct cmd *cmd)
         return ROUTE_FIRST;
     if (local_has(parent))
         return ROUTE_LOCAL;
+    if (strlen(cmd->name) > 5 && !strcmp(cmd->name + strlen(cmd->name) - 5, "|help"))
+        return ROUTE_FIRST;     /* OBJECT HELP, PUBSUB HELP ...: the server's own text */
     for (size_t i = 0; i < ARRAY_SIZE(tx); i++)
         if (!strcmp(cmd->name, tx[i]))
             return ROUTE_TX;
@@ -697,13 +699,26 @@ void route_refused(struct client *c, struct req *r)
  * WATCH if it has one, else the pool's first server. What it computes, and
  * commands that touch no key, work as on one redis-server; a key it reads
  * without declaring it is read on that server, as with any script that
- * reads undeclared keys. */
-static int keyless_script(struct client *c, struct args *a, const struct cmd *cmd)
+ * reads undeclared keys.
+ *
+ * With a keyless_user configured (an ACL user with no key access), it
+ * runs as sent instead, as that user, on a connection of its own
+ * (pin_keyless): a script that may write but touches no key (a function
+ * not flagged no-writes, a shebang script) runs; one that touches a key,
+ * read or write, gets NOPERM from redis-server. Not inside MULTI: the
+ * transaction's connection is its client's user, so there it is read-only
+ * as above. */
+static int keyless_script(struct client *c, struct req *r, struct args *a,
+                          const struct cmd *cmd)
 {
     static const char *const ro[][2] = {
         {"eval", "EVAL_RO"}, {"evalsha", "EVALSHA_RO"}, {"fcall", "FCALL_RO"},
     };
 
+    if (c->pool->conf->keyless_user != NULL && !client_in_multi(c)) {
+        r->keyless = 1;
+        return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
+    }
     for (size_t i = 0; i < ARRAY_SIZE(ro); i++)
         if (!strcmp(cmd->name, ro[i][0]))
             a->name = ro[i][1];
@@ -719,7 +734,7 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
         if ((k = movable_keys(c, r, a, cmd, &ks)) < 0)
             goto refuse;
         if (k == 2)
-            return keyless_script(c, a, cmd);
+            return keyless_script(c, r, a, cmd);
         if (k == 0) {
             client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
             goto refuse;
@@ -846,7 +861,9 @@ void route_request(struct client *c, struct req *r)
         goto done;
 
 forward:
-    if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
+    if (r->keyless)
+        pin_keyless(c, r, &a, (uint32_t)owner);
+    else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
         if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
             keep(r, &a, cmd);
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);

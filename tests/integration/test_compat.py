@@ -8,6 +8,11 @@ redis-server for reference:
   redis-server (it runs as EVAL_RO/EVALSHA_RO/FCALL_RO): no server gets
   the key, which would otherwise land on a server that may not own it;
   in a transaction it runs on the transaction's server;
+- with a keyless_user (an ACL user with no key access) it runs as sent,
+  as that user: functions that may write run, keys are refused (NOPERM),
+  a pipeline keeps its order on one connection, and a user that may write
+  keys or a wrong password never lets the script run (as anyone); a
+  reload to another user stops using the old one's connections;
 - a script returning a table that holds itself (redis-server nests it
   ~8,000 deep) is relayed byte for byte, in both protocols, and its server
   is not taken for failed (the framer's 64 levels once cut it);
@@ -358,6 +363,168 @@ def t_client_reply(servers, direct):
     harness.t_exit_clean(px)
 
 
+# ---- scripts that declare no key, as the keyless_user ----------------------------------
+
+KL_ACL = ["on", ">klpw", "resetkeys", "resetchannels", "+@all"]
+
+KL_LIB = (b"#!lua name=kl\n"
+          b"redis.register_function('rw', function(k, a) return {1, 'two', 3.5} end)\n"
+          b"redis.register_function('rwmap', function(k, a) "
+          b"return {map={a=1}, double=2.5} end)\n"
+          b"redis.register_function('rwkey', function(k, a) "
+          b"return redis.call('set', 'z', 1) end)")
+
+
+def keyless_conns(server):
+    return sum(1 for c in server.client.client_list() if c.get("user") == "kl")
+
+
+def t_keyless_user(servers, direct):
+    for s in servers + [direct]:
+        s.client.flushall()
+        s.client.function_flush()
+        s.client.acl_setuser("kl", reset=True)
+        s.client.execute_command("ACL", "SETUSER", "kl", *KL_ACL)
+    px = Shardis("keyless-user", servers, admin_commands="true", keyless_user="kl",
+                 keyless_password="klpw")
+    c, d = Raw(px.port), Raw(direct.port)
+    d.cmd("AUTH", "kl", "klpw")           # the direct server runs them as kl too
+    expect_eq(parse(c.cmd("FUNCTION", "LOAD", KL_LIB)), b"kl", "FUNCTION LOAD")
+    d.cmd("FUNCTION", "LOAD", KL_LIB)
+    shebang = b"#!lua\nreturn redis.setresp and 'shebang ran'"
+    for proto in (b"2", b"3"):
+        c.cmd("HELLO", proto)
+        d.cmd("HELLO", proto)
+        for args in (["FCALL", "rw", "0"], ["FCALL", "rwmap", "0"], ["EVAL", shebang, "0"],
+                     ["EVAL", "return redis.call('ping')", "0"]):
+            want = d.cmd(*args)
+            expect(not want.startswith(b"-"), "direct %r: %r" % (args, want))
+            expect_eq(c.cmd(*args), want, "%r in RESP%s" % (args, proto.decode()))
+        # One that touches a key, read or write, is refused by the server.
+        for args in (["FCALL", "rwkey", "0"], ["EVAL", "return redis.call('get', 'k')", "0"],
+                     ["EVAL", "return redis.call('set', 'k', 1)", "0"]):
+            got = parse(c.cmd(*args))
+            expect(isinstance(got, harness.Err) and b"can't access" in got,
+                   "%r: %r" % (args, got))
+    c.cmd("HELLO", "2")
+    expect_eq(servers_dbsize(servers), [0, 0, 0], "keys on the servers after keyless scripts")
+    # A pipeline: each script runs after what the client sent before it and
+    # before what it sent after, as on one server; one connection, not one
+    # per script.
+    pipe, want = b"", []
+    for i in range(40):
+        k = px.keys_on("kp", i % 3)[0] if i < 3 else b"kp%d" % i
+        name = b"f%d" % i
+        lib = b"#!lua name=l%d\nredis.register_function('f%d', function(k, a) return %d end)" % (
+            i, i, i)
+        for args in (["SET", k, str(i)], ["FUNCTION", "LOAD", "REPLACE", lib],
+                     ["FCALL", name, "0"], ["EVAL", "return ARGV[1]", "0", k], ["GET", k]):
+            pipe += harness.enc(*args)
+        want += [b"+OK\r\n", b"$%d\r\nl%d\r\n" % (len(b"l%d" % i), i), b":%d\r\n" % i,
+                 b"$%d\r\n%s\r\n" % (len(k), k), b"$%d\r\n%d\r\n" % (len(str(i)), i)]
+    c.send(pipe)
+    got = [c.reply() for _ in want]
+    expect_eq(got, want, "a pipeline of writes, FUNCTION LOAD, FCALL 0 and EVAL 0")
+    expect(max(keyless_conns(s) for s in servers) <= 2,
+           "keyless connections: %r" % [keyless_conns(s) for s in servers])
+    # Behind a slow request elsewhere, a script waits for it on a new
+    # connection, which stays its own meanwhile: the proxy idles past its
+    # 500 ms and closes spare connections then, but not this one.
+    c.close()
+    c = Raw(px.port)
+    time.sleep(0.8)                 # idle: the spares are closed, the script's is new
+    slow = (b"local s = redis.call('TIME') while true do local n = redis.call('TIME') "
+            b"if (n[1] - s[1]) * 1000000 + n[2] - s[2] > 1200000 then return 'slow' end end")
+    c.send(harness.enc("EVAL", slow, "1", px.keys_on("slow", 1)[0]) +
+           harness.enc("EVAL", "return 'after'", "0"))
+    expect_eq([c.reply() for _ in range(2)], [b"$4\r\nslow\r\n", b"$5\r\nafter\r\n"],
+              "a keyless script behind a slow one")
+    # In MULTI it stays read-only, on the transaction's server.
+    out = [c.cmd(*a) for a in (["MULTI"], ["FCALL", "rw", "0"], ["EXEC"])]
+    expect(b"write flag" in out[-1], "FCALL rw 0 in MULTI: %r" % out[-1])
+    # A reload naming another user: connections of the old one (spares now)
+    # are not used again. kl2 may not call functions.
+    for s in servers:
+        s.client.execute_command("ACL", "SETUSER", "kl2", "on", ">kl2pw", "resetkeys",
+                                 "resetchannels", "+@all", "-fcall")
+    expect_eq(c.cmd("FCALL", "rw", "0"), d.cmd("FCALL", "rw", "0"), "FCALL rw 0 as kl")
+    with open(px.conf) as f:
+        text = f.read()
+    with open(px.conf, "w") as f:
+        f.write(text.replace("keyless_user: kl", "keyless_user: kl2")
+                    .replace("keyless_password: klpw", "keyless_password: kl2pw"))
+    px.client.execute_command("SHARD.RELOAD")
+    got = parse(c.cmd("FCALL", "rw", "0"))
+    expect(isinstance(got, harness.Err) and b"NOPERM" in got, "FCALL rw 0 as kl2: %r" % got)
+    c.close()
+    d.close()
+    harness.t_exit_clean(px)
+
+
+def t_keyless_user_wrong(servers):
+    """A keyless_user that may write keys, or a wrong password: nothing the
+    script would do happens (it must not run behind the failed check, as
+    another user), and the client is told why."""
+    for s in servers:
+        s.client.flushall()
+        s.client.execute_command("ACL", "SETUSER", "kl", *KL_ACL)
+    servers[0].client.execute_command("ACL", "SETUSER", "kl", "allkeys")
+    for name, pw, why in (("allkeys", "klpw", b"may write keys"),
+                          ("wrongpass", "nope", b"WRONGPASS")):
+        px = Shardis("keyless-" + name, servers, keyless_user="kl", keyless_password=pw)
+        c = Raw(px.port)
+        # The first server is where keyless scripts go.
+        got = parse(c.cmd("EVAL", "redis.call('set', 'planted', 1) return 1", "0"))
+        expect(isinstance(got, harness.Err) and why in got, "%s: %r" % (name, got))
+        expect_eq(servers_dbsize(servers), [0, 0, 0], "%s: keys after the script" % name)
+        expect_eq(c.cmd("PING"), b"+PONG\r\n", "%s: the client goes on" % name)
+        c.close()
+        harness.t_exit_clean(px)
+
+
+# ---- PUBSUB CHANNELS / NUMSUB / NUMPAT -------------------------------------------------
+
+def t_pubsub_introspection(servers, direct):
+    px = Shardis("pubsub-intro", servers)
+    subs = {}
+    for side, port in (("shardis", px.port), ("redis", direct.port)):
+        a, b, s = Raw(port), Raw(port), Raw(port)
+        a.cmd("SUBSCRIBE", "news", "sport", "{t}x")
+        b.cmd("SUBSCRIBE", "news")
+        b.send(harness.enc("PSUBSCRIBE", "n*", "s*"))
+        b.reply()
+        b.reply()
+        s.cmd("SSUBSCRIBE", "shard1")
+        subs[side] = (a, b, s)
+    for proto in (b"2", b"3"):
+        c, d = Raw(px.port), Raw(direct.port)
+        c.cmd("HELLO", proto)
+        d.cmd("HELLO", proto)
+        for args in (["PUBSUB", "CHANNELS"], ["PUBSUB", "CHANNELS", "s*"],
+                     ["PUBSUB", "SHARDCHANNELS"]):
+            got, want = parse(c.cmd(*args)), parse(d.cmd(*args))
+            expect_eq(sorted(got), sorted(want), "%r in RESP%s" % (args, proto.decode()))
+        for args in (["PUBSUB", "NUMSUB", "news", "sport", "none", "{t}x"], ["PUBSUB", "NUMPAT"],
+                     ["PUBSUB", "SHARDNUMSUB", "shard1", "shard2"], ["PUBSUB", "NUMSUB"],
+                     ["PUBSUB", "HELP"], ["PUBSUB", "NOPE"]):
+            expect_eq(c.cmd(*args), d.cmd(*args), "%r in RESP%s" % (args, proto.decode()))
+        # shardis's own channels are neither listed nor counted.
+        got = parse(c.cmd("PUBSUB", "CHANNELS", "__shardis:*"))
+        expect_eq(got, [], "PUBSUB CHANNELS __shardis:*")
+        c.close()
+        d.close()
+    expect(any(ch.startswith(b"__shardis:") for s in servers
+               for ch in s.client.pubsub_channels()), "a group channel on the servers")
+    # A RESP2 subscriber may not ask (redis-server's error).
+    a = subs["shardis"][0]
+    expect_eq(a.cmd("PUBSUB", "NUMPAT"), subs["redis"][0].cmd("PUBSUB", "NUMPAT"),
+              "PUBSUB NUMPAT from a RESP2 subscriber")
+    for conns in subs.values():
+        for x in conns:
+            x.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     direct = RedisServer("direct", extra=DEBUG)
     servers = [RedisServer("b%d" % i, extra=DEBUG) for i in (1, 2, 3)]
@@ -375,6 +542,14 @@ def body():
           "the next server up answers", t_first_down, [RedisServer("fd%d" % i) for i in (1, 2, 3)])
     check("CLIENT REPLY OFF, SKIP and ON as redis-server, (un)subscribe confirmations and "
           "messages still written", t_client_reply, servers, direct)
+    check("a keyless script as the keyless_user: functions that may write run, keys are "
+          "refused, pipelines keep their order on one connection", t_keyless_user, servers,
+          direct)
+    check("a keyless_user that may write keys, or a wrong password: the script never runs",
+          t_keyless_user_wrong, [RedisServer("kw%d" % i) for i in (1, 2, 3)])
+    check("PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB, HELP merged over the "
+          "servers as one redis-server answers; shardis's channels hidden",
+          t_pubsub_introspection, servers, direct)
     for s in servers:
         s.client.flushall()
         s.client.function_flush()

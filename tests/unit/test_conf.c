@@ -92,6 +92,8 @@ Test(conf, every_key)
         "  reuseport: true\n"
         "  eject_mode: rehash\n"
         "  admin_commands: true\n"
+        "  keyless_user: shardis-keyless\n"
+        "  keyless_password: kpw\n"
         "  idgen:\n"
         "    epoch_ms: 1500000000000\n"
         "    max_ahead_ms: 100\n"
@@ -122,6 +124,8 @@ Test(conf, every_key)
     cr_assert(eq(int, p->backlog, 1024));
     cr_assert(eq(int, p->client_connections, 100));
     cr_assert(eq(str, p->redis_auth, "s3cret"));
+    cr_assert(eq(str, p->keyless_user, "shardis-keyless"));
+    cr_assert(eq(str, p->keyless_password, "kpw"));
     cr_assert(eq(int, p->redis_db, 3));
     cr_assert(eq(int, p->server_connections, 2));
     cr_assert(eq(int, p->preconnect && p->auto_eject_hosts && p->tcpkeepalive &&
@@ -278,6 +282,12 @@ ParameterizedTestParameters(conf, errors)
          "jedis_version applies only to distribution: jedis"},
         {HEAD "  distribution: jedis\n  jedis_version: 4\n" SERVERS, "t.yml:4:18: ",
          "expected a whole number from 2 to 3"},
+        {HEAD "  keyless_user: kl\n" SERVERS, "t.yml:3:17: ",
+         "keyless_user and keyless_password go together"},
+        {HEAD "  keyless_password: pw\n" SERVERS, "t.yml:3:21: ",
+         "keyless_user and keyless_password go together"},
+        {HEAD "  keyless_user: ''\n  keyless_password: pw\n" SERVERS, "t.yml:3:17: ",
+         "keyless_user is empty"},
         {HEAD "  timeout: soon\n" SERVERS, "t.yml:3:12: ", "timeout 'soon' is not a valid number"},
         {HEAD "  timeout: -5\n" SERVERS, "t.yml:3:12: ", "from 1 to 2147483647"},
         {HEAD "  backlog: 99999999999999999999\n" SERVERS, "t.yml:3:12: ", "not a valid number"},
