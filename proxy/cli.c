@@ -269,7 +269,7 @@ static const struct {
                     "smallest count", "-"},
     [ROUTE_TX] = {"on the client's own connection to the server of the first key",
                   "`-CROSSSLOT`, then `-EXECABORT` at EXEC"},
-    [ROUTE_PUBSUB] = {"(S)PUBLISH and SSUBSCRIBE by channel on the ring; (P)SUBSCRIBE on every server", "-"},
+    [ROUTE_PUBSUB] = {"(S)PUBLISH and SSUBSCRIBE by channel on the ring; (P)SUBSCRIBE on every server; PUBSUB's counts and lists merged over every server", "-"},
     [ROUTE_KEYLESS] = {"refused: it names no key to route by",
                        "`-ERR command '<command>' is not supported by shardis: it names no "
                        "key to route by`"},

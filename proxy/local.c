@@ -57,18 +57,20 @@ static void reply_arity(struct client *c, struct req *r, const char *name)
 
 /* ---- connection commands --------------------------------------------------------- */
 
+/* PING is the first server's answer (the first up), as a client of one
+ * redis-server gets it: -BUSY while a script runs there (which is how
+ * clients and Redis's own suite see a script time out and decide to
+ * SCRIPT KILL), an error when no server answers. A subscriber in RESP2
+ * gets its own form from pubsub.c; inside MULTI pin.c holds it. */
 static void cmd_ping(struct client *c, struct req *r, struct args *a)
 {
-    if (a->argc == 1) {
-        struct resp_w w = out(c, r);
-        resp_w_simple(&w, "PONG");
-    } else if (a->argc == 2) {
-        size_t len;
-        const char *msg = args_get(a, 1, &len);
-        reply_bulk(c, r, msg, len);
-    } else {
+    if (a->argc > 2) {
         reply_arity(c, r, "ping");
+        req_done(r);
+        return;
     }
+    args_request(a, &r->out);
+    route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));
 }
 
 static void cmd_echo(struct client *c, struct req *r, struct args *a)
@@ -671,7 +673,7 @@ struct local_cmd {
 };
 
 static const struct local_cmd local_cmds[] = {
-    {"ping", cmd_ping, false, false},
+    {"ping", cmd_ping, false, true},
     {"echo", cmd_echo, false, false},
     {"quit", cmd_quit, true, false},
     {"select", cmd_select, false, false},

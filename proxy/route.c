@@ -607,7 +607,8 @@ static enum route_kind classify(const struct cmd *cmd)
 {
     static const char *const tx[] = {"multi", "exec", "discard", "watch", "unwatch"};
     static const char *const pubsub[] = {"publish", "spublish", "subscribe", "psubscribe",
-        "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe"};
+        "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "pubsub|channels",
+        "pubsub|numsub", "pubsub|numpat", "pubsub|shardchannels", "pubsub|shardnumsub"};
     char parent[64];
 
     snprintf(parent, sizeof(parent), "%.*s", (int)strcspn(cmd->name, "|"), cmd->name);

@@ -8,6 +8,8 @@ redis-server for reference:
   redis-server (it runs as EVAL_RO/EVALSHA_RO/FCALL_RO): no server gets
   the key, which would otherwise land on a server that may not own it;
   in a transaction it runs on the transaction's server;
+- PING is the first server's: BUSY while a script runs too long there,
+  PONG once SCRIPT KILL (every server) ended it;
 - with a keyless_user (an ACL user with no key access) it runs as sent,
   as that user: functions that may write run, keys are refused (NOPERM),
   a pipeline keeps its order on one connection, and a user that may write
@@ -439,6 +441,22 @@ def t_keyless_user(servers, direct):
            harness.enc("EVAL", "return 'after'", "0"))
     expect_eq([c.reply() for _ in range(2)], [b"$4\r\nslow\r\n", b"$5\r\nafter\r\n"],
               "a keyless script behind a slow one")
+    # A script that runs too long: PING says BUSY, as the server does, and
+    # SCRIPT KILL (every server) ends it.
+    for s in servers:
+        s.client.config_set("busy-reply-threshold", 50)
+    busy = Raw(px.port)
+    busy.send(harness.enc("EVAL", "while true do end", "0"))
+    time.sleep(0.3)
+    got = parse(c.cmd("PING"))
+    expect(isinstance(got, harness.Err) and got.startswith(b"BUSY"), "PING while busy: %r" % got)
+    expect_eq(c.cmd("SCRIPT", "KILL"), b"+OK\r\n", "SCRIPT KILL")
+    got = parse(busy.reply())
+    expect(isinstance(got, harness.Err) and b"killed" in got, "the killed script: %r" % got)
+    expect_eq(c.cmd("PING"), b"+PONG\r\n", "PING after SCRIPT KILL")
+    expect_eq(c.cmd("PING", "x"), d.cmd("PING", "x"), "PING x")
+    expect_eq(c.cmd("PING", "x", "y"), d.cmd("PING", "x", "y"), "PING x y")
+    busy.close()
     # In MULTI it stays read-only, on the transaction's server.
     out = [c.cmd(*a) for a in (["MULTI"], ["FCALL", "rw", "0"], ["EXEC"])]
     expect(b"write flag" in out[-1], "FCALL rw 0 in MULTI: %r" % out[-1])
