@@ -113,12 +113,17 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
         reply_arity(c, r, "select");
         return;
     }
-    if (!parse_ll(a, 1, &db) || db < 0 || db > 2147483647LL)
+    /* As a redis-server with one database (databases 1): keys are routed
+     * in DB 0 (redis_db on the servers) only. */
+    if (!parse_ll(a, 1, &db))
         client_reply_error(c, r, "ERR value is not an integer or out of range");
+    else if (db < -2147483648LL || db > 2147483647LL)      /* redis-server's words */
+        client_reply_error(c, r, "ERR value is out of range, value must between "
+                           "-2147483648 and 2147483647");
     else if (db == 0 || db == c->pool->conf->redis_db)
         reply_ok(c, r);
     else
-        client_reply_error(c, r, "ERR SELECT is not allowed in shardis: only DB 0");
+        client_reply_error(c, r, "ERR DB index is out of range");
 }
 
 /* True if the password (and user, if given) is the pool's. */

@@ -716,7 +716,11 @@ static int keyless_script(struct client *c, struct req *r, struct args *a,
         {"eval", "EVAL_RO"}, {"evalsha", "EVALSHA_RO"}, {"fcall", "FCALL_RO"},
     };
 
-    if (c->pool->conf->keyless_user != NULL && !client_in_multi(c)) {
+    /* EVAL_RO and the like are read-only already: redis-server's own
+     * refusal of a write ("... not allowed from read-only scripts") is
+     * the answer, as the client's user. */
+    if (c->pool->conf->keyless_user != NULL && !client_in_multi(c) &&
+        strstr(cmd->name, "_ro") == NULL) {
         r->keyless = 1;
         return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
     }

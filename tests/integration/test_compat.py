@@ -441,6 +441,13 @@ def t_keyless_user(servers, direct):
            harness.enc("EVAL", "return 'after'", "0"))
     expect_eq([c.reply() for _ in range(2)], [b"$4\r\nslow\r\n", b"$5\r\nafter\r\n"],
               "a keyless script behind a slow one")
+    # EVAL_RO and FCALL_RO are read-only already: as the client's user,
+    # redis-server's own refusal of a write.
+    dd = Raw(direct.port)
+    for args in (["EVAL_RO", "return redis.call('set', 'k', 1)", "0"],
+                 ["EVAL_RO", "return redis.call('ping')", "0"]):
+        expect_eq(c.cmd(*args), dd.cmd(*args), "%r" % args)
+    dd.close()
     # A script that runs too long: PING says BUSY, as the server does, and
     # SCRIPT KILL (every server) ends it.
     for s in servers:
@@ -543,6 +550,19 @@ def t_pubsub_introspection(servers, direct):
     harness.t_exit_clean(px)
 
 
+def t_select(servers):
+    """shardis has DB 0 only: SELECT answers as a redis-server with one."""
+    one = RedisServer("onedb", extra=["--databases", "1"])
+    px = Shardis("select", servers)
+    c, d = Raw(px.port), Raw(one.port)
+    for db in ("0", "1", "15", "1000000", "-1", "2147483648", "x", "1.5"):
+        expect_eq(c.cmd("SELECT", db), d.cmd("SELECT", db), "SELECT %s" % db)
+    c.close()
+    d.close()
+    one.kill()
+    harness.t_exit_clean(px)
+
+
 def body():
     direct = RedisServer("direct", extra=DEBUG)
     servers = [RedisServer("b%d" % i, extra=DEBUG) for i in (1, 2, 3)]
@@ -565,6 +585,7 @@ def body():
           direct)
     check("a keyless_user that may write keys, or a wrong password: the script never runs",
           t_keyless_user_wrong, [RedisServer("kw%d" % i) for i in (1, 2, 3)])
+    check("SELECT as a redis-server with one database", t_select, servers)
     check("PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB, HELP merged over the "
           "servers as one redis-server answers; shardis's channels hidden",
           t_pubsub_introspection, servers, direct)
