@@ -241,31 +241,71 @@ static int handshake_reply(struct backend *b, struct req *r)
     return -1;
 }
 
-/* The key a keyless connection's handshake tries to delete: its user
- * must be refused (NOPERM), or a script run as it could write keys to a
- * server that does not own them. In shardis's namespace, so that a
- * misconfigured user deletes nothing of anyone's. */
-#define KEYLESS_PROBE "__shardis:keyless-probe"
-
-static int keyless_probe_reply(struct backend *b, struct req *r)
+/* A keyless connection is checked before it authenticates as the
+ * keyless_user: as the pool's own user, ACL GETUSER must show that user
+ * with no key pattern, no channel pattern and no selector (one that could
+ * name keys), or a script run as it could write a key, or publish, on a
+ * server that does not own it. The reply is RESP2's (HELLO comes later):
+ * name, value pairs; Redis 7 gives keys and channels as one string,
+ * Redis 6.2 as arrays. Anything else fails the connection. */
+static int keyless_check_reply(struct backend *b, struct req *r)
 {
-    char first[96];
-    char why[192];
+    const char *user = b->pool->conf->keyless_user ? b->pool->conf->keyless_user : "?";
+    char why[256], first[96];
+    struct resp_rd rd;
+    struct resp_val v, k, val;
 
     if (r->rsp.len == 0)
         return 0;
-    if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_ERROR &&
-        !strncmp(first, "NOPERM", 6)) {
-        b->verifying = 0;
-        if (b->owner != NULL)
-            gate_kick(b->owner);    /* its script may go */
-        return 0;
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_ARRAY || v.nil) {
+        if (resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_ERROR)
+            snprintf(why, sizeof(why), "cannot check keyless_user '%s': ACL GETUSER "
+                     "answered %s", user, first);
+        else
+            snprintf(why, sizeof(why), "no ACL user '%s' on this server", user);
+        goto fail;
     }
-    snprintf(why, sizeof(why), "keyless_user '%s' may write keys (DEL %s answered %s); "
-             "give it resetkeys", b->pool->conf->keyless_user, KEYLESS_PROBE, first);
+    for (long long e = 0; e + 1 < v.n; e += 2) {
+        if (resp_rd_next(&rd, &k) < 0 || resp_rd_skip(&rd, &val) < 0)
+            break;
+        bool named = resp_rd_is(&rd, &k, "keys", 4, false) ||
+                     resp_rd_is(&rd, &k, "channels", 8, false) ||
+                     resp_rd_is(&rd, &k, "selectors", 9, false);
+        bool empty = val.type == RESP_ARRAY ? val.n == 0 : val.len == 0;
+        if (named && !empty) {
+            char field[16];
+            field[resp_rd_copy(&rd, &k, field, sizeof(field) - 1)] = '\0';
+            snprintf(why, sizeof(why), "keyless_user '%s' may use keys or channels (its %s "
+                     "are not empty); give it resetkeys resetchannels and no selector",
+                     user, field);
+            goto fail;
+        }
+    }
+    if (rd.err != NULL) {
+        snprintf(why, sizeof(why), "cannot check keyless_user '%s': %s", user, rd.err);
+        goto fail;
+    }
+    return 0;
+fail:
     log_error("backend %s: %s", label(b), why);
     backend_fail(b, why);
     return -1;
+}
+
+/* AUTH as the keyless_user, after its check: the first reply on which a
+ * request may be sent on the connection (gate.c waits for it), since one
+ * pipelined behind an AUTH that failed would run as the pool's user. */
+static int keyless_auth_reply(struct backend *b, struct req *r)
+{
+    if (r->rsp.len == 0)
+        return 0;                   /* failed: the connection has failed already */
+    if (handshake_reply(b, r) < 0)
+        return -1;
+    b->verifying = 0;
+    if (b->owner != NULL)
+        gate_kick(b->owner);        /* its script may go */
+    return 0;
 }
 
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
@@ -514,9 +554,6 @@ static void backend_connect(struct backend *b)
     else
         genkey_connecting(b);
     b->verifying = b->keyless;
-    if (b->keyless)             /* sent after AUTH: must be refused */
-        backend_queue_own(b, keyless_probe_reply, true, 2,
-                          (const char *const[]){"DEL", KEYLESS_PROBE});
     if (b->resp3)
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"HELLO", "3"});
     if (pc->redis_db != 0) {
@@ -524,10 +561,13 @@ static void backend_connect(struct backend *b)
         snprintf(db, sizeof(db), "%d", pc->redis_db);
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"SELECT", db});
     }
-    if (b->keyless)
-        backend_queue_own(b, handshake_reply, true, 3,
+    if (b->keyless) {           /* checked as the pool's user, then used */
+        backend_queue_own(b, keyless_auth_reply, true, 3,
                           (const char *const[]){"AUTH", pc->keyless_user, pc->keyless_password});
-    else if (pc->redis_auth != NULL)
+        backend_queue_own(b, keyless_check_reply, true, 3,
+                          (const char *const[]){"ACL", "GETUSER", pc->keyless_user});
+    }
+    if (pc->redis_auth != NULL)
         backend_queue_own(b, handshake_reply, true, 2,
                        (const char *const[]){"AUTH", pc->redis_auth});
 
@@ -676,7 +716,8 @@ struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct 
         if (b->role == BACKEND_SPARE)
             break;                  /* in use ones are kept at the tail */
         if (b->owner == owner && b->keyless && b->server == server && !b->closing &&
-            b->state != BACKEND_FAILED && b->resp3 == owner->resp3)
+            b->state != BACKEND_FAILED && b->resp3 == owner->resp3 &&
+            b->keyless_gen == p->keyless_gen)
             return b;
     }
     return acquire(p, server, owner, BACKEND_ONE_OFF, true);

@@ -523,6 +523,7 @@ static void merge_numsub(struct client *c, struct req *r, struct frag *f)
             struct resp_val nm;
             if (resp_rd_next(&rds[i], &nm) < 0 || nm.type != RESP_BULK || nm.nil ||
                 resp_rd_next(&rds[i], &v) < 0 || v.type != RESP_INTEGER) {
+                msg_release(&r->rsp);   /* what was written of the array */
                 reply_malformed(c, r, f->reqs[i]);
                 goto out;
             }

@@ -287,12 +287,31 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
 
 /* ---- routing -------------------------------------------------------------------------- */
 
+/* A RESP2 subscriber's command that is not for subscribers: redis-server's
+ * refusal, naming the command (a subcommand as "parent|sub"). */
+static int not_in_this_context(struct client *c, struct req *r, struct args *a,
+                               const struct cmd *cmd)
+{
+    size_t len, i;
+    const char *name = args_get(a, 0, &len);
+    char lower[65];
+
+    for (i = 0; i < len && i < 64; i++)
+        lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    lower[i] = '\0';
+    client_reply_error(c, r, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / "
+                       "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                       cmd != NULL ? cmd->name : lower);
+    req_done(r);
+    return 1;
+}
+
 /* PUBSUB CHANNELS, NUMSUB, NUMPAT and their SHARD forms: every server's
  * answer merged (frag.c), as one redis-server holding every subscription
  * would give it. Channels and patterns are subscribed on every server, a
  * shard channel on its owner, so each name counts its largest count and is
  * listed once; shardis's own channels are neither listed nor counted. */
-static int introspect(struct client *c, struct req *r, struct args *a, const char *sub)
+static int introspect(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     static const struct { const char *sub; enum cmd_reply reply; } merges[] = {
         {"channels", CMD_REPLY_NAMES}, {"shardchannels", CMD_REPLY_NAMES},
@@ -301,11 +320,11 @@ static int introspect(struct client *c, struct req *r, struct args *a, const cha
     };
 
     if (c->subscribed && !c->resp3)
-        return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
+        return not_in_this_context(c, r, a, cmd);
     if (client_in_multi(c))
         return 0;                               /* pin.c refuses it */
     for (size_t i = 0; i < ARRAY_SIZE(merges); i++) {
-        if (!strcmp(sub, merges[i].sub)) {
+        if (!strcmp(cmd->name + 7, merges[i].sub)) {
             frag_broadcast(c, r, a, merges[i].reply, NULL, false);
             return 1;
         }
@@ -334,18 +353,7 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
         }
         if (cmd != NULL && !strcmp(cmd->name, "quit"))
             return 0;
-        size_t len;
-        const char *name = args_get(a, 0, &len);
-        char lower[65];
-        size_t i;
-        for (i = 0; i < len && i < 64; i++)
-            lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
-        lower[i] = '\0';
-        client_reply_error(c, r, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / "
-                           "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-                           cmd != NULL ? cmd->name : lower);
-        req_done(r);
-        return 1;
+        return not_in_this_context(c, r, a, cmd);
     }
     n = cmd->name;
     if (!strcmp(n, "publish") || !strcmp(n, "spublish")) {
@@ -379,7 +387,7 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
     else if (!strcmp(n, "sunsubscribe"))
         unsubscribe(c, r, a, SUB_SHARD);
     else if (!strncmp(n, "pubsub|", 7))
-        return introspect(c, r, a, n + 7);
+        return introspect(c, r, a, cmd);
     else
         return 0;
     return 1;

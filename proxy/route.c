@@ -708,7 +708,10 @@ void route_refused(struct client *c, struct req *r)
  * not flagged no-writes, a shebang script) runs; one that touches a key,
  * read or write, gets NOPERM from redis-server. Not inside MULTI: the
  * transaction's connection is its client's user, so there it is read-only
- * as above. */
+ * as above. Only with admin_commands: true: a command that takes no key
+ * (FLUSHALL, SWAPDB) is not stopped by the user's key patterns, and
+ * shardis does not judge the user's commands, so without it such scripts
+ * stay read-only. */
 static int keyless_script(struct client *c, struct req *r, struct args *a,
                           const struct cmd *cmd)
 {
@@ -719,8 +722,8 @@ static int keyless_script(struct client *c, struct req *r, struct args *a,
     /* EVAL_RO and the like are read-only already: redis-server's own
      * refusal of a write ("... not allowed from read-only scripts") is
      * the answer, as the client's user. */
-    if (c->pool->conf->keyless_user != NULL && !client_in_multi(c) &&
-        strstr(cmd->name, "_ro") == NULL) {
+    if (c->pool->conf->keyless_user != NULL && c->pool->conf->admin_commands &&
+        !client_in_multi(c) && strstr(cmd->name, "_ro") == NULL) {
         r->keyless = 1;
         return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
     }

@@ -487,24 +487,43 @@ def t_keyless_user(servers, direct):
 
 
 def t_keyless_user_wrong(servers):
-    """A keyless_user that may write keys, or a wrong password: nothing the
-    script would do happens (it must not run behind the failed check, as
-    another user), and the client is told why."""
-    for s in servers:
-        s.client.flushall()
-        s.client.execute_command("ACL", "SETUSER", "kl", *KL_ACL)
-    servers[0].client.execute_command("ACL", "SETUSER", "kl", "allkeys")
-    for name, pw, why in (("allkeys", "klpw", b"may write keys"),
-                          ("wrongpass", "nope", b"WRONGPASS")):
-        px = Shardis("keyless-" + name, servers, keyless_user="kl", keyless_password=pw)
+    """A keyless_user that may use keys or channels (any pattern, or keys
+    with DEL alone denied), a missing user or a wrong password: the script
+    never runs (not as anyone: it must not go behind a failed check or
+    AUTH), the client is told why. Without admin_commands a keyless script
+    stays read-only (no key pattern stops FLUSHALL)."""
+    cases = (("somekeys", ["~app:*"], "klpw", b"may use keys or channels"),
+             ("nodel", ["~*", "-del"], "klpw", b"may use keys or channels"),
+             ("channels", ["allchannels"], "klpw", b"may use keys or channels"),
+             ("readkeys", ["%R~*"], "klpw", b"may use keys or channels"),
+             ("nouser", None, "klpw", b"no ACL user"),
+             ("wrongpass", [], "nope", b"WRONGPASS"))
+    for name, extra, pw, why in cases:
+        for s in servers:
+            s.client.flushall()
+            s.client.execute_command("ACL", "SETUSER", "kl", "reset", *KL_ACL)
+        if extra is None:
+            servers[0].client.execute_command("ACL", "DELUSER", "kl")
+        else:
+            servers[0].client.execute_command("ACL", "SETUSER", "kl", *extra)
+        px = Shardis("keyless-" + name, servers, admin_commands="true", keyless_user="kl",
+                     keyless_password=pw)
         c = Raw(px.port)
         # The first server is where keyless scripts go.
-        got = parse(c.cmd("EVAL", "redis.call('set', 'planted', 1) return 1", "0"))
+        got = parse(c.cmd("EVAL", "redis.call('set', 'app:planted', 1) return 1", "0"))
         expect(isinstance(got, harness.Err) and why in got, "%s: %r" % (name, got))
         expect_eq(servers_dbsize(servers), [0, 0, 0], "%s: keys after the script" % name)
         expect_eq(c.cmd("PING"), b"+PONG\r\n", "%s: the client goes on" % name)
         c.close()
         harness.t_exit_clean(px)
+    for s in servers:
+        s.client.execute_command("ACL", "SETUSER", "kl", "reset", *KL_ACL)
+        s.client.set("{a}%d" % s.port, "kept")
+    px = Shardis("keyless-noadmin", servers, keyless_user="kl", keyless_password="klpw")
+    got = parse(Raw(px.port).cmd("EVAL", "redis.call('flushall') return 1", "0"))
+    expect(isinstance(got, harness.Err) and b"read-only" in got, "FLUSHALL in a script: %r" % got)
+    expect_eq(servers_dbsize(servers), [1, 1, 1], "keys after it")
+    harness.t_exit_clean(px)
 
 
 # ---- PUBSUB CHANNELS / NUMSUB / NUMPAT -------------------------------------------------
@@ -583,7 +602,8 @@ def body():
     check("a keyless script as the keyless_user: functions that may write run, keys are "
           "refused, pipelines keep their order on one connection", t_keyless_user, servers,
           direct)
-    check("a keyless_user that may write keys, or a wrong password: the script never runs",
+    check("a keyless_user that may use keys or channels, none, or a wrong password: the "
+          "script never runs; without admin_commands it is read-only",
           t_keyless_user_wrong, [RedisServer("kw%d" % i) for i in (1, 2, 3)])
     check("SELECT as a redis-server with one database", t_select, servers)
     check("PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB, HELP merged over the "
