@@ -682,7 +682,8 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
         if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
         if (b->server == server && b->state == BACKEND_UP && !b->closing &&
-            b->resp3 == resp3 && b->keyless == keyless) {
+            b->resp3 == resp3 && b->keyless == keyless &&
+            (!keyless || b->keyless_gen == p->keyless_gen)) {
             TAILQ_REMOVE(&p->dedicated, b, link);
             p->nspare--;
             goto take;

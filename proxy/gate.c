@@ -34,7 +34,8 @@
  * the client's usual connection for that server (the client's own pinned
  * one if it has one there by then, else a shared one), the client's pinned
  * connection and no other (a transaction's or a blocking command's), or a
- * one-off connection of the request's own (WAIT's, SCRIPT KILL's). The
+ * one-off connection its client holds (WAIT's, SCRIPT KILL's, a keyless
+ * script's, which a pipeline of them shares). The
  * first two are looked up when the request is sent, so a waiting request
  * never holds a pointer to a connection its client may give back
  * meanwhile (and another client then take). A one-off connection belongs

@@ -13,7 +13,7 @@ struct req;
 enum gate_via {
     GATE_SERVER,        /* the client's usual connection there, looked up when sent */
     GATE_PIN,           /* the client's pinned connection there, and no other */
-    GATE_CONN,          /* a one-off connection of the request's own (r->backend) */
+    GATE_CONN,          /* a one-off connection its client holds (r->backend) */
 };
 
 /* Send r (its bytes in r->out) on b, which routing chose, now or once

@@ -209,10 +209,8 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
     const struct conf_pool *old = p->conf;
 
     if (old != NULL && (!same_str(old->keyless_user, pc->keyless_user) ||
-                        !same_str(old->keyless_password, pc->keyless_password))) {
-        p->keyless_gen++;           /* those in use are not kept when released */
-        backend_close_spares(p, UINT32_MAX);
-    }
+                        !same_str(old->keyless_password, pc->keyless_password)))
+        p->keyless_gen++;           /* the old ones are not used again (backend.c) */
     p->conf = pc;
 }
 

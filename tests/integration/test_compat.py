@@ -309,6 +309,15 @@ def t_first_down(servers):
     expect_eq(c.cmd("MULTI"), b"+OK\r\n", "MULTI")
     c.cmd("PING")
     expect_eq(c.cmd("EXEC"), b"*1\r\n+PONG\r\n", "MULTI PING EXEC")
+    expect_eq(c.cmd("PING"), b"+PONG\r\n", "PING: the next server up")
+    # No server up: PING says so, as a client of a dead redis-server learns.
+    for s in servers[1:]:
+        s.kill()
+    harness.until("every server's connection failed",
+                  lambda: all(c.cmd("GET", px.keys_on("fd", i)[0]).startswith(b"-ERR")
+                              for i in (1, 2)))
+    got = c.cmd("PING")
+    expect(got.startswith(b"-ERR"), "PING with no server up: %r" % got)
     harness.t_exit_clean(px)
 
 
