@@ -697,6 +697,7 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
 take:
     b->owner = owner;
     b->role = role;
+    b->retired = 0;
     TAILQ_INSERT_TAIL(&p->dedicated, b, link);
     return b;
 }
@@ -727,6 +728,30 @@ struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct 
 bool backend_idle(const struct backend *b)
 {
     return TAILQ_EMPTY(&b->sendq) && TAILQ_EMPTY(&b->writeq) && TAILQ_EMPTY(&b->pendq);
+}
+
+bool backend_has_blocking(const struct backend *b)
+{
+    const struct req *r;
+
+    TAILQ_FOREACH(r, &b->pendq, pq)
+        if (r->blocking)
+            return true;
+    TAILQ_FOREACH(r, &b->writeq, bq)
+        if (r->blocking)
+            return true;
+    TAILQ_FOREACH(r, &b->sendq, bq)
+        if (r->blocking)
+            return true;
+    return false;
+}
+
+void backend_retire(struct backend *b)
+{
+    b->role = BACKEND_ONE_OFF;
+    b->retired = 1;
+    if (backend_idle(b) && !gate_waits_on(b->owner, b))
+        backend_release(b, true);
 }
 
 void backend_release(struct backend *b, bool clean)

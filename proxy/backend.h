@@ -31,7 +31,9 @@ enum backend_state {
  * goes through these, backend.c making every transition:
  *
  *   backend_acquire --> PIN | SUBSCRIBER | ONE_OFF   (owner: its client)
- *        ^                  |
+ *        ^                  |                   ^
+ *        |                  |   PIN --backend_retire--+
+ *        |                  |
  *        |                  +--backend_release, clean and wanted--> SPARE
  *        +----------------------------------------------------------+
  *                           +--backend_release, dirty or not wanted--> LEFT
@@ -80,6 +82,7 @@ struct backend {
     unsigned         keyless:1; /* dedicated, authenticated as the pool's keyless_user
                                    (backend_acquire_keyless) */
     uint32_t         keyless_gen;/* keyless: the pool's keyless_gen it authenticated in */
+    unsigned         retired:1; /* a ONE_OFF that was its client's PIN (backend_retire) */
     unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
                                    request may be sent on it yet (gate.c): pipelined
                                    behind a failed AUTH, it would run as another user */
@@ -122,6 +125,11 @@ struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct 
 void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
+/* A blocking command is queued, in flight or waiting on b. */
+bool backend_has_blocking(const struct backend *b);
+/* b, a PIN whose client has moved on to another (pin.c), finishes what
+ * was sent on it as a ONE_OFF: given back clean once idle. */
+void backend_retire(struct backend *b);
 /* At start, before the loop runs: argv on the server ps, over a blocking
  * connection of its own (AUTH and SELECT as the pool says), a second's
  * timeout at each step. The reply's bulk string, or the bulks of an array

@@ -43,7 +43,8 @@
  * wait for it, gate_conn_gone answers them first.
  *
  * A request routed by a ring that a reload has since replaced is not sent
- * by that route: it is told -TRYAGAIN (its transaction is discarded). */
+ * by that route: it is told -TRYAGAIN (its transaction is discarded),
+ * unless no key chose its server (r->anywhere). */
 #include <string.h>
 
 #include "proxy/backend.h"
@@ -193,6 +194,27 @@ bool gate_waits_on(const struct client *c, const struct backend *b)
     return false;
 }
 
+bool gate_retire_pin(struct client *c, struct backend *b)
+{
+    struct req *x;
+
+    if (!c->gated)
+        return true;
+    TAILQ_FOREACH(x, &c->rare->gate, bq)
+        if (x->server == b->server && x->via != GATE_CONN && top(x)->blocking)
+            return false;
+    /* What would have gone on the pin goes on it still, after what is
+     * there: pinned, or to its server in its protocol. */
+    TAILQ_FOREACH(x, &c->rare->gate, bq) {
+        if (x->server != b->server || x->via == GATE_CONN ||
+            (x->via == GATE_SERVER && x->resp3 != b->resp3))
+            continue;
+        x->via = GATE_CONN;
+        x->backend = b;
+    }
+    return true;
+}
+
 void gate_tryagain(struct client *c, struct req *r)
 {
     if (c != NULL && !c->closing) {
@@ -212,7 +234,7 @@ static void release(struct client *c, struct req *r, struct backend *b)
     /* Routed before a later reload: its owner may have changed (what goes
      * to a pin holding WATCH state may go on: its EXEC will be refused,
      * tx_exec; a transaction without WATCH holds nothing that needs it). */
-    bool stale = own && r->epoch != c->pool->epoch &&
+    bool stale = own && r->epoch != c->pool->epoch && !r->anywhere &&
                  !(r->pinned && !r->is_exec && !r->in_tx &&
                    (c->tx == TX_WATCHING || c->tx == TX_QUEUED_WATCHED));
 

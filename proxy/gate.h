@@ -27,6 +27,10 @@ void gate_hold(struct client *c, struct req *r);
 void gate_answered(struct client *c, struct req *r);
 /* Something that held c's requests may have changed: send what may go. */
 void gate_kick(struct client *c);
+/* c's pin b is to be retired (pin.c): what waits to go on it is to go on
+ * it still, as on a one-off connection. False, and nothing changed, if a
+ * blocking command waits for it (it stays the pin). */
+bool gate_retire_pin(struct client *c, struct backend *b);
 /* r cannot go as routed: -TRYAGAIN (its transaction aborts). */
 void gate_tryagain(struct client *c, struct req *r);
 /* b, a one-off connection of c's, fails and is freed: what waits for it

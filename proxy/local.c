@@ -1,6 +1,6 @@
 /* local.c -- commands the proxy answers itself.
  *
- * Connection commands (PING, ECHO, QUIT, SELECT, HELLO, AUTH, CLIENT ...),
+ * Connection commands (PING, ECHO, QUIT, SELECT, HELLO, AUTH, RESET, CLIENT ...),
  * introspection (COMMAND, INFO, TIME) and shardis's own SHARD.WHEREIS and
  * SHARD.NODES. Replies and error texts follow redis-server 7.0, so client
  * libraries' connect-time handshakes work unchanged. */
@@ -19,8 +19,10 @@
 #include "proxy/genkey.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
+#include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/reload.h"
 #include "proxy/route.h"
 #include "proxy/util.h"
@@ -258,6 +260,34 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     resp_w_bulk_str(&w, "master");
     resp_w_bulk_str(&w, "modules");
     resp_w_array(&w, 0);
+}
+
+/* RESET: the connection as a new one, whatever state it is in (as
+ * redis-server 7.0's): its transaction and WATCH discarded, every
+ * subscription dropped, RESP2, no name, CLIENT REPLY ON, and signed in as
+ * the default user (authenticated if the pool has no password). */
+static void cmd_reset(struct client *c, struct req *r, struct args *a)
+{
+    (void)a;
+    pubsub_reset(c);
+    if (c->reply == CLIENT_REPLY_OFF)
+        r->silent = 0;              /* (after SKIP it is the request skipped) */
+    c->reply = CLIENT_REPLY_ON;
+    c->authed = c->pool->conf->redis_auth == NULL;
+    if (c->rare != NULL) {
+        free(c->rare->name);
+        c->rare->name = NULL;
+    }
+    /* Its later requests go over RESP2 connections: as after HELLO 2,
+     * none runs before its earlier ones are answered. */
+    if (c->resp3)
+        gate_hold(c, r);
+    c->resp3 = 0;
+    if (pin_reset(c, r))
+        return;                     /* answered by its pin */
+    struct resp_w w = out(c, r);
+    resp_w_simple(&w, "RESET");
+    req_done(r);
 }
 
 static void peer_name(struct client *c, char *buf, size_t len)
@@ -684,6 +714,7 @@ static const struct local_cmd local_cmds[] = {
     {"select", cmd_select, false, false},
     {"auth", cmd_auth, true, false},
     {"hello", cmd_hello, true, false},
+    {"reset", cmd_reset, true, true},
     {"client", cmd_client, false, false},
     {"command", cmd_command, false, false},
     {"time", cmd_time, false, false},

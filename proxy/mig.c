@@ -112,20 +112,13 @@ static void marker(struct mig *m, struct backend *b)
     backend_send(b, r);
 }
 
-/* Blocking commands can wait for ever: a marker behind them would too. */
+/* Blocking commands can wait for ever: a marker behind them would too.
+ * A retired pin holds none (pin.c), but may hold an EXEC still to run. */
 static bool waits_long(const struct backend *b)
 {
-    const struct req *r;
-
-    if (b->role != BACKEND_PIN)
+    if (b->role != BACKEND_PIN && !b->retired)
         return true;
-    TAILQ_FOREACH(r, &b->pendq, pq)
-        if (r->blocking)
-            return true;
-    TAILQ_FOREACH(r, &b->sendq, bq)
-        if (r->blocking)
-            return true;
-    return false;
+    return backend_has_blocking(b);
 }
 
 /* A client's blocking command waiting on its own connection may wait for

@@ -18,8 +18,10 @@
  *              Redis.
  *   WATCH      picks the server (its keys must share one) for the
  *              transaction that follows; its MULTI goes there at once.
- *   EXEC, DISCARD, UNWATCH
- *              end the state; the connection goes back as a spare.
+ *   EXEC, DISCARD, UNWATCH, RESET
+ *              end the state; the connection goes back as a spare once
+ *              idle, or, if the client's next transaction is for another
+ *              server before then, finishes as a one-off (retire).
  *   blocking   BLPOP and the like run on the client's dedicated connection,
  *              so the shared pipelined ones never wait behind them; several
  *              from one client wait in order there, as on one Redis
@@ -40,11 +42,31 @@
 #include "proxy/util.h"
 
 
+/* c's pin is to another server than its next request needs. Once the
+ * state that took it has ended (no transaction queued or WATCH held
+ * there, no blocking command there or on its way) it holds nothing of
+ * c's: what is still on it (an EXEC, a DISCARD, their replies) finishes
+ * there, on it as a one-off given back once idle, and c takes a new pin.
+ * A pipeline of transactions on different servers needs this: the next
+ * one's WATCH is routed before the last one's EXEC is answered. */
+static void retire(struct client *c)
+{
+    struct backend *b = c->pin;
+
+    if ((c->tx != TX_NONE && c->tx != TX_MULTI) || backend_has_blocking(b) ||
+        !gate_retire_pin(c, b))
+        return;
+    c->pin = NULL;
+    backend_retire(b);
+}
+
 /* c's dedicated connection to server for r: the one it has, or a new one
  * (nothing sent on it runs before c's earlier requests are answered); NULL
  * if it is pinned to another server. */
 static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
 {
+    if (c->pin != NULL && c->pin->server != server)
+        retire(c);
     if (c->pin == NULL) {
         c->pin = backend_acquire(c->pool, server, c, BACKEND_PIN);
         gate_hold(c, r);
@@ -262,10 +284,45 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
     c->tx_abort = 0;
     tx_release_held(c, false);
     if (was >= TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
+        r->anywhere = 1;
         forward(c, r, a);
         return;
     }
     reply_ok(c, r);
+}
+
+/* RESET's reply, in place of the DISCARD's or UNWATCH's it went as: the
+ * state is gone either way (a pin that failed is closed, and its state
+ * with it). */
+static int reset_reply(struct req *r)
+{
+    struct resp_w w;
+
+    msg_release(&r->rsp);
+    w = client_w(r->client, &r->rsp);
+    resp_w_simple(&w, "RESET");
+    return 0;
+}
+
+bool pin_reset(struct client *c, struct req *r)
+{
+    enum client_tx was = c->tx;
+    const char *verb = was == TX_WATCHING ? "UNWATCH" : "DISCARD";
+    struct resp_w w;
+
+    c->tx = TX_NONE;
+    c->tx_abort = 0;
+    tx_release_held(c, false);
+    if (was != TX_WATCHING && was < TX_QUEUED)
+        return false;               /* nothing on a server: a MULTI without a key yet */
+    w = client_cmd_w(c, &r->out);
+    resp_w_command(&w, 1, &verb, NULL);
+    r->hook = reset_reply;
+    r->anywhere = 1;
+    r->hold_on_send = 1;            /* the pin is given back before c's next request goes */
+    r->pinned = 1;
+    route_send(c, r, NULL, c->pin);
+    return true;
 }
 
 static void tx_watch(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
@@ -305,6 +362,7 @@ static void tx_unwatch(struct client *c, struct req *r, struct args *a)
         return;
     case TX_WATCHING:
         c->tx = TX_NONE;
+        r->anywhere = 1;
         forward(c, r, a);
         return;
     case TX_NONE:
@@ -426,6 +484,7 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
     struct backend *b = backend_acquire_keyless(c->pool, server, c);
 
     backend_preconnect(b);          /* a new one: its check must be answered first */
+    r->anywhere = 1;
     r->hold_on_send = 1;
     gate_hold(c, r);
     args_request(a, &r->out);

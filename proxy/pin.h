@@ -28,6 +28,11 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
  * STATS): on every server (or the first), over connections of its own. */
 void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
               bool first_only);
+/* RESET: c's transaction and WATCH end, as DISCARD would end them. If
+ * they are on a server, r goes to c's pin as that DISCARD (or UNWATCH),
+ * answered +RESET, and c's later requests wait for it: true. False if
+ * nothing was there to end: the caller answers r. */
+bool pin_reset(struct client *c, struct req *r);
 void pin_client_gone(struct client *c);
 
 #endif

@@ -242,6 +242,18 @@ static void unsubscribe_servers(struct client *c, struct subs *s, int kind, cons
     }
 }
 
+/* Drop the name at s->names[at]: its servers are told, and its messages
+ * still in flight are dropped on their way (pubsub_frame). */
+static void forget(struct client *c, struct subs *s, uint32_t at)
+{
+    struct sub_name gone = s->names[at];
+
+    s->names[at] = s->names[--s->n];    /* order does not matter */
+    s->count[gone.kind]--;
+    unsubscribe_servers(c, s, gone.kind, gone.name, gone.len);
+    free(gone.name);
+}
+
 static void unsubscribe(struct client *c, struct req *r, struct args *a, int kind)
 {
     struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
@@ -271,18 +283,24 @@ static void unsubscribe(struct client *c, struct req *r, struct args *a, int kin
             reply_frame(c, r, unsub_verb[kind], name, len, reported(s, kind));
             continue;
         }
-        struct sub_name gone = s->names[at];
-        s->names[at] = s->names[--s->n];    /* order does not matter */
-        s->count[kind]--;
-        reply_frame(c, r, unsub_verb[kind], gone.name, gone.len, reported(s, kind));
-        unsubscribe_servers(c, s, kind, gone.name, gone.len);
-        free(gone.name);
+        reply_frame(c, r, unsub_verb[kind], s->names[at].name, s->names[at].len,
+                    reported(s, kind) - 1);
+        forget(c, s, (uint32_t)at);
     }
     if (!any)
         reply_frame(c, r, unsub_verb[kind], NULL, 0, reported(s, kind));
     if (s == NULL || s->n == 0)
         c->subscribed = 0;          /* back to normal commands */
     req_done(r);
+}
+
+void pubsub_reset(struct client *c)
+{
+    struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
+
+    while (s != NULL && s->n > 0)
+        forget(c, s, s->n - 1);
+    c->subscribed = 0;
 }
 
 /* ---- routing -------------------------------------------------------------------------- */

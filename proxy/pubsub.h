@@ -20,6 +20,9 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
 void pubsub_frame(struct backend *b, uint64_t start, uint64_t end);
 void pubsub_failed(struct backend *b);
 void pubsub_client_gone(struct client *c);
+/* RESET: c leaves every channel, pattern and shard channel, without the
+ * confirmations UNSUBSCRIBE would give (as redis-server's RESET). */
+void pubsub_reset(struct client *c);
 /* A reload made server hold keys (every subscriber subscribes there too),
  * or it left every ring (their connections to it close). */
 void pubsub_server_added(struct pool *p, uint32_t server);

@@ -124,6 +124,10 @@ struct req {
     unsigned        silent:1;   /* CLIENT REPLY OFF or SKIP: its reply is dropped */
     unsigned        keyless:1;  /* a script declaring no key, to run as the pool's
                                    keyless_user (route.c keyless_script, pin_keyless) */
+    unsigned        anywhere:1; /* goes on its client's own connection, which no key
+                                   chose (a keyless script; DISCARD, UNWATCH, RESET
+                                   on the pin): a reload while it waits does not
+                                   make it -TRYAGAIN (gate.c) */
 };
 
 struct req *req_get(void);

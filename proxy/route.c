@@ -482,8 +482,7 @@ static void reply_unknown(struct client *c, struct req *r, struct args *a)
 static bool unsupported_name(const struct cmd *cmd)
 {
     static const char *const names[] = {
-        "migrate", "move", "swapdb", "monitor", "sync", "psync", "replconf", "reset",
-        "failover",
+        "migrate", "move", "swapdb", "monitor", "sync", "psync", "replconf", "failover",
     };
     if (cmd->flags & (CMD_PUBSUB | CMD_ADMIN))
         return true;
@@ -818,6 +817,11 @@ void route_request(struct client *c, struct req *r)
     if (!c->authed && !(cmd->flags & CMD_NO_AUTH)) {
         client_reply_error(c, r, "NOAUTH Authentication required.");
         goto reply;
+    }
+    /* RESET ends whatever state the client is in: before those states' rules. */
+    if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
+        local_exec(c, r, &a);
+        goto done;
     }
     if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
         goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */

@@ -33,7 +33,12 @@ redis-server for reference:
   oldest server's; PFDEBUG goes to its key's server;
 - CLIENT REPLY OFF/SKIP/ON drop exactly the replies redis-server drops, in
   a pipeline that spans servers; subscribe confirmations and messages are
-  written whatever the mode, as in Redis 7.
+  written whatever the mode, as in Redis 7;
+- RESET from a transaction, WATCH, subscriber mode, RESP3, CLIENT REPLY
+  OFF, a name or a signed-in password: redis-server's replies, before and
+  after, and no server connection left in MULTI;
+- transactions and WATCH pipelined one after another on different servers
+  (the next was -CROSSSLOT while the last one's connection was busy).
 
 Run: /usr/bin/python3 tests/integration/test_compat.py --shardis build/shardis
 """
@@ -591,6 +596,126 @@ def t_select(servers):
     harness.t_exit_clean(px)
 
 
+# ---- RESET ---------------------------------------------------------------------------
+
+def t_reset(servers, direct):
+    """RESET from every state a connection can be in answers as redis-server
+    does, and leaves nothing behind on the servers."""
+    px = Shardis("reset", servers)
+    for i in range(len(servers)):
+        k = px.keys_on("rs", i)[0].decode()
+        h = px.keys_on("rsh", (i + 1) % len(servers))[0].decode()
+        seqs = [
+            [["MULTI"], ["SET", k, "1"], ["RESET"], ["EXEC"], ["GET", k]],
+            [["MULTI"], ["PING"], ["RESET"], ["EXEC"]],
+            [["MULTI"], ["RESET"], ["SET", k, "2"], ["GET", k]],
+            [["WATCH", k], ["RESET"], ["EXEC"], ["MULTI"], ["INCR", k], ["EXEC"]],
+            [["WATCH", k], ["MULTI"], ["SET", k, "3"], ["RESET"], ["GET", k]],
+            [["SUBSCRIBE", "rs-ch"], ["RESET"], ["SET", k, "4"], ["PUBSUB", "NUMSUB", "rs-ch"]],
+            [["PSUBSCRIBE", "rs-*"], ["SSUBSCRIBE", "rs-sc"], ["RESET"], ["PING"],
+             ["PUBSUB", "NUMPAT"]],
+            [["CLIENT", "REPLY", "OFF"], ["SET", k, "5"], ["RESET"], ["GET", k]],
+            [["CLIENT", "SETNAME", "n1"], ["RESET"], ["CLIENT", "GETNAME"]],
+            [["RESET", "x"], ["RESET"]],
+        ]
+        for proto in ("2", "3"):
+            resp3 = [["HSET", h, "f", "v"], ["HGETALL", h], ["ZADD", h + "z", "1.5", "m"],
+                     ["ZSCORE", h + "z", "m"]]
+            for seq in seqs + [
+                    # RESP3 until RESET, RESP2 after: a map before, an array after.
+                    [["MULTI"], ["SET", k, "1"], ["RESET"]] + resp3,
+                    [["WATCH", k], ["RESET"]] + resp3,
+                    [["BLPOP", k + "l", "0.01"], ["RESET"]] + resp3]:
+                got, want = [], []
+                for port, out in ((px.port, got), (direct.port, want)):
+                    c = Raw(port)
+                    c.cmd("DEL", k, h, h + "z")
+                    c.cmd("HELLO", proto)
+                    c.send(b"".join(harness.enc(*a) for a in seq))
+                    # CLIENT REPLY OFF and SET get no reply
+                    n = len(seq) - (2 if seq[0][:2] == ["CLIENT", "REPLY"] else 0)
+                    out += [c.reply() for _ in range(n)]
+                    out.append(c.cmd("CLIENT", "GETNAME"))
+                    c.close()
+                expect_eq(got, want, "RESP%s, %s with the key on server %d"
+                          % (proto, " ".join(" ".join(map(str, a)) for a in seq), i))
+    # The pin's transaction and WATCH were discarded before it was given
+    # back: no server connection is left in MULTI.
+    c = Raw(px.port)
+    for i in range(len(servers)):
+        k = px.keys_on("rs", i)[0]
+        c.send(harness.enc("WATCH", k) + harness.enc("MULTI") + harness.enc("SET", k, "x")
+               + harness.enc("RESET"))
+        expect_eq([c.reply() for _ in range(4)], [b"+OK\r\n", b"+OK\r\n", b"+QUEUED\r\n",
+                                                  b"+RESET\r\n"], "RESET in MULTI on server %d" % i)
+    for i, s in enumerate(servers):
+        left = [line for line in s.client.client_list() if line.get("multi") != "-1"]
+        expect_eq(left, [], "server %d's connections in MULTI after RESET" % i)
+        expect(s.client.get(px.keys_on("rs", i)[0]) != b"x", "the discarded SET ran")
+    c.close()
+    harness.t_exit_clean(px)
+    # With a password: RESET signs the client out, as redis-server with requirepass.
+    locked_servers = [RedisServer("reset-pw%d" % i, password="pw") for i in (1, 2, 3)]
+    px = Shardis("reset-auth", locked_servers, redis_auth="pw")
+    locked = RedisServer("reset-pw", password="pw")
+    for port in (px.port, locked.port):
+        c = Raw(port)
+        seq = [["GET", "a"], ["AUTH", "pw"], ["GET", "a"], ["RESET"], ["GET", "a"],
+               ["HELLO", "3", "AUTH", "default", "pw"], ["RESET"], ["PING"], ["AUTH", "pw"],
+               ["PING"]]
+        c.send(b"".join(harness.enc(*a) for a in seq))
+        out = [c.reply() for _ in seq]
+        if port == px.port:
+            got = out
+        else:
+            want = out
+        c.close()
+    # HELLO's map holds the connection's id: compare all but it.
+    expect_eq(got[:5] + got[6:], want[:5] + want[6:], "RESET with a password")
+    harness.t_exit_clean(px)
+    for s in locked_servers + [locked]:
+        s.kill()
+
+
+def t_pipelined_pins(servers, direct):
+    """A transaction, WATCH or RESET ended and, in the same pipeline, the
+    next one on another server: redis-server's replies (the next one got
+    -CROSSSLOT while the last one's connection was still busy)."""
+    px = Shardis("pins", servers)
+    n = len(servers)
+    for i in range(n):
+        a = px.keys_on("pa", i)[0].decode()
+        b = px.keys_on("pb", (i + 1) % n)[0].decode()
+        seqs = [
+            [["MULTI"], ["INCR", a], ["EXEC"], ["MULTI"], ["INCR", b], ["EXEC"],
+             ["GET", a], ["GET", b]],
+            [["WATCH", a], ["MULTI"], ["SET", a, "1"], ["DISCARD"], ["WATCH", b], ["MULTI"],
+             ["SET", b, "2"], ["EXEC"], ["GET", a], ["GET", b]],
+            [["WATCH", a], ["UNWATCH"], ["WATCH", b], ["UNWATCH"], ["WATCH", a], ["RESET"],
+             ["WATCH", b], ["MULTI"], ["INCR", b], ["EXEC"]],
+            [["MULTI"], ["PING"], ["INCR", a], ["EXEC"], ["MULTI"], ["PING"], ["EXEC"],
+             ["MULTI"], ["INCR", b], ["EXEC"], ["INCR", a]],
+            [["WATCH", a], ["MULTI"], ["INCR", a], ["EXEC"], ["LPUSH", b + "l", "x"],
+             ["LPOP", b + "l"], ["MULTI"], ["INCR", a], ["EXEC"]],
+        ]
+        for proto in ("2", "3"):
+            for seq in seqs:
+                got, want = [], []
+                for port, out in ((px.port, got), (direct.port, want)):
+                    c = Raw(port)
+                    c.cmd("DEL", a, b, b + "l")
+                    c.cmd("HELLO", proto)
+                    c.send(b"".join(harness.enc(*x) for x in seq))
+                    out += [c.reply() for _ in seq]
+                    c.close()
+                expect_eq(got, want, "RESP%s, %s with the keys on servers %d, %d"
+                          % (proto, " ".join(" ".join(x) for x in seq), i, (i + 1) % n))
+    for i, s in enumerate(servers):
+        harness.until("server %d's connections out of MULTI" % i,
+                      lambda: all(x.get("multi") == "-1" for x in s.client.client_list()))
+    harness.t_exit_clean(px)
+
+
 def body():
     direct = RedisServer("direct", extra=DEBUG)
     servers = [RedisServer("b%d" % i, extra=DEBUG) for i in (1, 2, 3)]
@@ -615,6 +740,11 @@ def body():
           "script never runs; without admin_commands it is read-only",
           t_keyless_user_wrong, [RedisServer("kw%d" % i) for i in (1, 2, 3)])
     check("SELECT as a redis-server with one database", t_select, servers)
+    check("transactions, WATCH and RESET pipelined across servers: each on its own "
+          "server's connection, as redis-server answers", t_pipelined_pins, servers, direct)
+    check("RESET in MULTI, WATCH, subscribed, RESP3, CLIENT REPLY OFF, named, signed in: "
+          "as redis-server; the pin given back without its transaction", t_reset, servers,
+          direct)
     check("PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB, HELP merged over the "
           "servers as one redis-server answers; shardis's channels hidden",
           t_pubsub_introspection, servers, direct)
