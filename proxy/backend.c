@@ -328,6 +328,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     size_t left;
 
     (void)buf;
+    proxy.now_us = uv_hrtime() / 1000;
     if (nread < 0) {
         backend_fail(b, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
         return;

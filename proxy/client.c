@@ -171,6 +171,7 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
 
+    proxy.now_us = uv_hrtime() / 1000;
     p = c->in.tail->data + c->in.tail->len;
     off = c->in.rx;
     c->in.tail->len += (uint32_t)nread;
@@ -190,6 +191,7 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (rc == 0)
             break;
         struct req *r = req_get();
+        r->t0_us = proxy.now_us;
         client_queue(c, r);
         proxy.total_commands++;
         c->pool->requests++;
@@ -261,6 +263,7 @@ void req_done(struct req *r)
     r->done = 1;
     if (c == NULL || c->closing)
         return;
+    stats_reply(&c->pool->stats, r, proxy.now_us);
     c->inflight--;
     if (r->silent)
         msg_release(&r->rsp);       /* CLIENT REPLY OFF or SKIP */

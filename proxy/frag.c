@@ -241,15 +241,6 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, enum cmd_re
 
 /* ---- merging ---------------------------------------------------------------- */
 
-/* The type byte a reply starts with, 0 if it is empty. */
-static char first_byte(const struct msg *g)
-{
-    struct resp_rd rd;
-
-    resp_rd_init(&rd, g);
-    return resp_rd_peek(&rd);
-}
-
 /* Start reading the array reply g: its count (-1: nil), and where its
  * elements start. */
 static int array_header(struct resp_rd *rd, const struct msg *g, long long *n, size_t *body)
@@ -353,7 +344,7 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
     uint32_t have = 0, pick;
     struct resp_rd rd;
 
-    if (first_byte(&f->reqs[0]->rsp) != '*') {
+    if (msg_first(&f->reqs[0]->rsp) != '*') {
         for (uint32_t i = 0; i < f->nfrags; i++)
             have += !nil_reply(&f->reqs[i]->rsp);
         pick = have > 0 ? (uint32_t)rand() % have : 0;
@@ -555,7 +546,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
     struct resp_w w = client_w(c, &r->rsp);
 
     for (uint32_t i = 0; i < f->nfrags; i++) {
-        if (first_byte(&f->reqs[i]->rsp) == '-')
+        if (msg_first(&f->reqs[i]->rsp) == '-')
             err = err != NULL ? err : f->reqs[i];
         else
             ok = ok != NULL ? ok : f->reqs[i];
@@ -625,7 +616,7 @@ static void merge(struct req *r, struct client *c)
     for (uint32_t i = 0; i < f->nfrags; i++) {
         struct req *fr = f->reqs[i];
         char want = f->merge == MERGE_VALUES ? '*' : f->merge == MERGE_OK ? '+' : ':';
-        if (first_byte(&fr->rsp) != want) {
+        if (msg_first(&fr->rsp) != want) {
             msg_sub(&fr->rsp, 0, fr->rsp.len, &r->rsp);
             return;
         }

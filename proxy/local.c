@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "proxy/pubsub.h"
 #include "proxy/reload.h"
 #include "proxy/route.h"
+#include "proxy/stats.h"
 #include "proxy/util.h"
 
 /* ---- reply builders ------------------------------------------------------------- */
@@ -589,6 +591,25 @@ static bool want_section(struct args *a, const char *name, bool in_default)
     return false;
 }
 
+/* The proxy's own CPU time, in redis-server's fields. */
+static void info_cpu(FILE *f)
+{
+    static const struct { const char *name; int who; } of[] = {
+        {"", RUSAGE_SELF}, {"_children", RUSAGE_CHILDREN}, {"_main_thread", RUSAGE_THREAD},
+    };
+
+    fputs("# CPU\r\n", f);
+    for (size_t i = 0; i < ARRAY_SIZE(of); i++) {
+        struct rusage ru;
+        if (getrusage(of[i].who, &ru) != 0)
+            continue;
+        fprintf(f, "used_cpu_sys%s:%ld.%06ld\r\nused_cpu_user%s:%ld.%06ld\r\n", of[i].name,
+                (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, of[i].name,
+                (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+    }
+    fputs("\r\n", f);
+}
+
 /* INFO's text is lines ended by CRLF: a payload, not RESP. */
 static void cmd_info(struct client *c, struct req *r, struct args *a)
 {
@@ -607,9 +628,23 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
                 proxy.nclients, blocked_clients());
     if (want_section(a, "stats", true))
         fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
-                "total_commands_processed:%llu\r\nchunks_allocated:%zu\r\nchunks_free:%zu\r\n\r\n",
+                "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"
+                "chunks_allocated:%zu\r\nchunks_free:%zu\r\n\r\n",
                 (unsigned long long)proxy.total_connections,
-                (unsigned long long)proxy.total_commands, mbuf_nalloc(), mbuf_nfree());
+                (unsigned long long)proxy.total_commands,
+                (unsigned long long)c->pool->stats.error_replies, mbuf_nalloc(), mbuf_nfree());
+    if (want_section(a, "cpu", true))
+        info_cpu(f);
+    if (want_section(a, "commandstats", false)) {
+        fputs("# Commandstats\r\n", f);
+        stats_info_commandstats(&c->pool->stats, f);
+        fputs("\r\n", f);
+    }
+    if (want_section(a, "errorstats", true)) {
+        fputs("# Errorstats\r\n", f);
+        stats_info_errorstats(&c->pool->stats, f);
+        fputs("\r\n", f);
+    }
     if (want_section(a, "shardis", true)) {
         /* configs_held: the running config and the old ones a pool still
          * routes by (bounded however many reloads came). */

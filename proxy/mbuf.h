@@ -69,6 +69,17 @@ void msg_release(struct msg *g);
 void msg_sub(const struct msg *g, size_t off, size_t len, struct msg *out);
 /* Copy bytes [off, off+len) of the msg into out. */
 void msg_copy(const struct msg *g, size_t off, size_t len, char *out);
+/* The first byte (a reply's type), 0 if the msg is empty. */
+static inline char msg_first(const struct msg *g)
+{
+    char c = 0;
+
+    if (g->len > 0 && g->inl[0].len > 0)
+        return g->inl[0].m->data[g->inl[0].off];
+    if (g->len > 0)
+        msg_copy(g, 0, 1, &c);
+    return c;
+}
 /* Copy data into the chunk *cur (a new one when it is full or NULL; the
  * caller holds a reference to *cur) and append the bytes to g. */
 void msg_write(struct msg *g, struct mbuf **cur, const void *data, size_t len);

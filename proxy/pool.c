@@ -295,6 +295,7 @@ static void pool_retire_idle(struct pool *p)
 
 void pool_free(struct pool *p)
 {
+    stats_free(&p->stats);
     mig_free(p);
     group_free(p);
     genkey_pool_free(p);

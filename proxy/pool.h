@@ -8,6 +8,7 @@
 #include <sys/queue.h>
 
 #include "conf/conf.h"
+#include "proxy/stats.h"
 #include "proxy/stream.h"
 #include "ring/ring.h"
 
@@ -68,6 +69,7 @@ struct pool {
                                        keyless spares of an older one are not reused */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
+    struct stats      stats;        /* INFO commandstats, errorstats (stats.c) */
 };
 
 /* A server's shared connections, both protocols: a RESP3 client's

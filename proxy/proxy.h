@@ -30,6 +30,8 @@ struct proxy {
     uint64_t          started_ms;
     uint32_t          nclients;
     uint64_t          total_connections, total_commands;
+    uint64_t          now_us;       /* uv_hrtime() in us, read once per read callback
+                                       (client.c, backend.c): stats.c's clock */
     bool              stopping;
     uint64_t          stop_ms;      /* when the stop signal came */
     int               port;         /* first TCP listen port, for INFO */

@@ -100,9 +100,12 @@ struct req {
         } mig;
     } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
+    uint64_t        t0_us;      /* a client's: proxy.now_us when it was read (stats.c) */
     uint32_t        epoch;      /* mig.c: the pool's epoch when it was routed */
     uint32_t        server;     /* gate.c: while it waits, the server it goes to */
     uint16_t        migs;       /* mig.c: MIGRATEs it waits for */
+    uint16_t        cmd;        /* a client's: 1 + its command's index in cmd_table
+                                   (route.c), 0 if unknown or none (stats.c) */
     unsigned        done:1;     /* rsp is complete */
     unsigned        queued:1;   /* in a backend's send or write queue */
     unsigned        pending:1;  /* in a backend's pending queue */
@@ -124,6 +127,7 @@ struct req {
     unsigned        silent:1;   /* CLIENT REPLY OFF or SKIP: its reply is dropped */
     unsigned        keyless:1;  /* a script declaring no key, to run as the pool's
                                    keyless_user (route.c keyless_script, pin_keyless) */
+    unsigned        rejected:1; /* refused before it ran (route_refused; stats.c) */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

@@ -586,6 +586,8 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
     if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN) &&
         !route_admin_ok(c, r, cmd->name))
         return;
+    if (!strcmp(cmd->name, "config|resetstat"))
+        stats_reset(&c->pool->stats);       /* shardis's own counters, as the servers' */
     if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
@@ -682,6 +684,7 @@ enum route_kind route_kind(const struct cmd *cmd)
 void route_refused(struct client *c, struct req *r)
 {
     c->pool->errors++;
+    r->rejected = 1;
     if (client_in_multi(c))
         c->tx_abort = 1;
     req_done(r);
@@ -808,6 +811,8 @@ void route_request(struct client *c, struct req *r)
         }
         cmd = sc;
     }
+    size_t ncmds;
+    r->cmd = (uint16_t)(cmd - cmd_table(&ncmds) + 1);     /* (stats.c) */
     if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
         r->silent = 0;                      /* confirmations are always written */
     if (!cmd_arity_ok(cmd, a.argc)) {

@@ -716,6 +716,81 @@ def t_pipelined_pins(servers, direct):
     harness.t_exit_clean(px)
 
 
+# ---- INFO commandstats, errorstats, cpu ---------------------------------------------
+
+def info_section(c, section):
+    """INFO section's fields, as {name: value} (the header and blank lines skipped)."""
+    text = parse(c.cmd("INFO", section))
+    out = {}
+    for line in text.decode().split("\r\n"):
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def calls(stats):
+    """cmdstat_* values without the times, which are the proxy's own."""
+    return {k: ",".join(f for f in v.split(",") if not f.startswith("usec"))
+            for k, v in stats.items()}
+
+
+def t_info_stats(servers, direct):
+    """INFO commandstats, errorstats and total_error_replies count what
+    redis-server counts for the same requests; CPU is the proxy's own."""
+    px = Shardis("stats", servers, admin_commands="true")
+    k = [px.keys_on("st", i)[0] for i in range(len(servers))]
+    seq = [["SET", k[0], "1"], ["GET", k[0]], ["GET"], ["LPUSH", k[1], "x"], ["GET", k[1]],
+           ["EVAL", "return redis.error_reply('MY_ERR_CODE custom msg')", "0"],
+           ["EVAL", "return redis.error_reply('')", "0"], ["NOSUCH", "x"],
+           ["MGET", k[0], k[1], k[2]], ["EXEC"], ["SELECT", "20"], ["INCR", k[1]],
+           ["XREADGROUP", "GROUP", "g", "c", "STREAMS", k[2], ">"], ["CONFIG", "GET", "x", "y"]]
+    got = {}
+    for name, port in (("shardis", px.port), ("direct", direct.port)):
+        c = Raw(port)
+        c.cmd("DEL", *k)
+        c.cmd("CONFIG", "RESETSTAT")
+        c.send(b"".join(harness.enc(*a) for a in seq))
+        for _ in seq:
+            c.reply()
+        got[name] = (calls(info_section(c, "commandstats")), info_section(c, "errorstats"),
+                     info_section(c, "stats")["total_error_replies"])
+        c.close()
+    expect_eq(got["shardis"], got["direct"], "commandstats, errorstats, total_error_replies")
+    c = Raw(px.port)
+    everything = parse(c.cmd("INFO", "everything"))
+    for section in ("cpu", "commandstats", "errorstats"):
+        expect(b"# " + section.capitalize().encode() in everything
+               or b"# CPU" in everything, "INFO everything has %s" % section)
+    default = parse(c.cmd("INFO"))
+    expect(b"rejected_calls" not in default and b"used_cpu_user:" in default
+           and b"# Errorstats" in default, "INFO's default sections are redis-server's")
+    expect_eq(set(info_section(c, "cpu")), set(info_section(Raw(direct.port), "cpu")),
+              "INFO cpu's fields")
+    before = float(info_section(c, "cpu")["used_cpu_user"]) + \
+        float(info_section(c, "cpu")["used_cpu_sys"])
+    c.send(harness.enc("PING") * 20000)
+    for _ in range(20000):
+        c.reply()
+    after = float(info_section(c, "cpu")["used_cpu_user"]) + \
+        float(info_section(c, "cpu")["used_cpu_sys"])
+    expect(after > before, "the proxy's CPU time grows with its work: %s, then %s"
+           % (before, after))
+    # CONFIG RESETSTAT clears shardis's counts too.
+    c.cmd("CONFIG", "RESETSTAT")
+    expect_eq(calls(info_section(c, "commandstats")),
+              {"cmdstat_config|resetstat": "calls=1,rejected_calls=0,failed_calls=0"},
+              "commandstats after RESETSTAT (itself counted after, as redis-server does)")
+    expect_eq(info_section(c, "errorstats"), {}, "errorstats after RESETSTAT")
+    # A script choosing its own codes cannot grow the table without end.
+    for i in range(200):
+        c.cmd("EVAL", "return redis.error_reply(ARGV[1] .. ' x')", "0", "E%d" % i)
+    expect_eq(len(info_section(c, "errorstats")), 128, "error codes kept")
+    expect_eq(info_section(c, "stats")["total_error_replies"], "200", "errors counted")
+    c.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     direct = RedisServer("direct", extra=DEBUG)
     servers = [RedisServer("b%d" % i, extra=DEBUG) for i in (1, 2, 3)]
@@ -742,6 +817,9 @@ def body():
     check("SELECT as a redis-server with one database", t_select, servers)
     check("transactions, WATCH and RESET pipelined across servers: each on its own "
           "server's connection, as redis-server answers", t_pipelined_pins, servers, direct)
+    check("INFO commandstats, errorstats, total_error_replies as redis-server counts the "
+          "same requests; INFO cpu the proxy's own; CONFIG RESETSTAT", t_info_stats, servers,
+          direct)
     check("RESET in MULTI, WATCH, subscribed, RESP3, CLIENT REPLY OFF, named, signed in: "
           "as redis-server; the pin given back without its transaction", t_reset, servers,
           direct)
