@@ -598,6 +598,23 @@ def t_select(servers):
 
 # ---- RESET ---------------------------------------------------------------------------
 
+def pipelined(ports, proto, keys, seq, n=None, then=None):
+    """On a new connection to each port: keys deleted, HELLO proto, seq sent
+    as one pipeline; its n replies (all by default) and then's, per port."""
+    outs = []
+    for port in ports:
+        c = Raw(port)
+        c.cmd("DEL", *keys)
+        c.cmd("HELLO", proto)
+        c.send(b"".join(harness.enc(*a) for a in seq))
+        out = [c.reply() for _ in range(len(seq) if n is None else n)]
+        if then is not None:
+            out.append(c.cmd(*then))
+        c.close()
+        outs.append(out)
+    return outs
+
+
 def t_reset(servers, direct):
     """RESET from every state a connection can be in answers as redis-server
     does, and leaves nothing behind on the servers."""
@@ -626,17 +643,10 @@ def t_reset(servers, direct):
                     [["MULTI"], ["SET", k, "1"], ["RESET"]] + resp3,
                     [["WATCH", k], ["RESET"]] + resp3,
                     [["BLPOP", k + "l", "0.01"], ["RESET"]] + resp3]:
-                got, want = [], []
-                for port, out in ((px.port, got), (direct.port, want)):
-                    c = Raw(port)
-                    c.cmd("DEL", k, h, h + "z")
-                    c.cmd("HELLO", proto)
-                    c.send(b"".join(harness.enc(*a) for a in seq))
-                    # CLIENT REPLY OFF and SET get no reply
-                    n = len(seq) - (2 if seq[0][:2] == ["CLIENT", "REPLY"] else 0)
-                    out += [c.reply() for _ in range(n)]
-                    out.append(c.cmd("CLIENT", "GETNAME"))
-                    c.close()
+                # CLIENT REPLY OFF and SET get no reply
+                n = len(seq) - (2 if seq[0][:2] == ["CLIENT", "REPLY"] else 0)
+                got, want = pipelined((px.port, direct.port), proto, [k, h, h + "z"], seq, n,
+                                      ["CLIENT", "GETNAME"])
                 expect_eq(got, want, "RESP%s, %s with the key on server %d"
                           % (proto, " ".join(" ".join(map(str, a)) for a in seq), i))
     # The pin's transaction and WATCH were discarded before it was given
@@ -700,14 +710,7 @@ def t_pipelined_pins(servers, direct):
         ]
         for proto in ("2", "3"):
             for seq in seqs:
-                got, want = [], []
-                for port, out in ((px.port, got), (direct.port, want)):
-                    c = Raw(port)
-                    c.cmd("DEL", a, b, b + "l")
-                    c.cmd("HELLO", proto)
-                    c.send(b"".join(harness.enc(*x) for x in seq))
-                    out += [c.reply() for _ in seq]
-                    c.close()
+                got, want = pipelined((px.port, direct.port), proto, [a, b, b + "l"], seq)
                 expect_eq(got, want, "RESP%s, %s with the keys on servers %d, %d"
                           % (proto, " ".join(" ".join(x) for x in seq), i, (i + 1) % n))
     for i, s in enumerate(servers):
