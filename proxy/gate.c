@@ -263,6 +263,8 @@ static void release(struct client *c, struct req *r, struct backend *b)
     } else if (b == NULL) {
         req_maybe_free(r);          /* the proxy's own (MULTI, DISCARD): nowhere to go */
     } else {
+        if (own && r->ends_tx)
+            rare->tx_broken = false;    /* what broke the last transaction went before */
         go(c, r, b);
     }
 }

@@ -204,7 +204,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
      * when it was given; what is queued on it was sent in that protocol.
      * Refused before AUTH or SETNAME take effect. */
     bool change = (ver == 3) != c->resp3;
-    if (change && (c->pin != NULL || c->tx != TX_NONE)) {
+    if (change && (c->tx != TX_NONE || !pin_let_go(c))) {
         client_reply_error(c, r, "ERR shardis cannot change the protocol inside a transaction, "
                            "WATCH or blocking command: send HELLO before them");
         return;
@@ -630,8 +630,7 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
         fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
                 "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"
                 "chunks_allocated:%zu\r\nchunks_free:%zu\r\n\r\n",
-                (unsigned long long)proxy.total_connections,
-                (unsigned long long)proxy.total_commands,
+                (unsigned long long)c->pool->accepted, (unsigned long long)c->pool->requests,
                 (unsigned long long)c->pool->stats.error_replies, mbuf_nalloc(), mbuf_nfree());
     if (want_section(a, "cpu", true))
         info_cpu(f);

@@ -60,18 +60,27 @@ static void retire(struct client *c)
     backend_retire(b);
 }
 
+bool pin_let_go(struct client *c)
+{
+    if (c->pin != NULL && c->tx == TX_NONE)
+        retire(c);
+    return c->pin == NULL;
+}
+
 /* c's dedicated connection to server for r: the one it has, or a new one
  * (nothing sent on it runs before c's earlier requests are answered); NULL
  * if it is pinned to another server. */
 static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
 {
-    if (c->pin != NULL && c->pin->server != server)
+    /* A pin speaks the protocol its client spoke when it was given: one of
+     * the other (RESET since) is as good as one to another server. */
+    if (c->pin != NULL && (c->pin->server != server || c->pin->resp3 != c->resp3))
         retire(c);
     if (c->pin == NULL) {
         c->pin = backend_acquire(c->pool, server, c, BACKEND_PIN);
         gate_hold(c, r);
     }
-    return c->pin->server == server ? c->pin : NULL;
+    return c->pin->server == server && c->pin->resp3 == c->resp3 ? c->pin : NULL;
 }
 
 static void forward(struct client *c, struct req *r, struct args *a)
@@ -122,6 +131,7 @@ static void refuse(struct client *c, struct req *r, const char *error)
 
 static void reply_crossslot(struct client *c, struct req *r)
 {
+    r->rejected = 1;                /* as Redis Cluster counts it */
     refuse(c, r, "CROSSSLOT Keys in request don't hash to the same node");
 }
 
@@ -282,9 +292,11 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
     }
     c->tx = TX_NONE;
     c->tx_abort = 0;
+    client_rare(c)->tx_broken = false;
     tx_release_held(c, false);
     if (was >= TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
         r->anywhere = 1;
+        r->ends_tx = 1;
         forward(c, r, a);
         return;
     }
@@ -312,16 +324,27 @@ bool pin_reset(struct client *c, struct req *r)
 
     c->tx = TX_NONE;
     c->tx_abort = 0;
+    if (c->rare != NULL)
+        c->rare->tx_broken = false;
     tx_release_held(c, false);
-    if (was != TX_WATCHING && was < TX_QUEUED)
+    if (was != TX_WATCHING && was < TX_QUEUED) {
+        if (c->pin != NULL)
+            retire(c);              /* an EXEC or DISCARD still on it */
         return false;               /* nothing on a server: a MULTI without a key yet */
+    }
     w = client_cmd_w(c, &r->out);
     resp_w_command(&w, 1, &verb, NULL);
     r->hook = reset_reply;
     r->anywhere = 1;
-    r->hold_on_send = 1;            /* the pin is given back before c's next request goes */
+    r->ends_tx = 1;
+    r->hold_on_send = 1;            /* nothing of c's runs before it ends the state */
     r->pinned = 1;
     route_send(c, r, NULL, c->pin);
+    /* Whatever c sends next, in whichever protocol, needs nothing of this
+     * pin: it finishes the DISCARD as a one-off. (Not while a blocking
+     * command waits there: retire refuses, and a pinned command of the
+     * other protocol is then refused by pin_to.) */
+    retire(c);
     return true;
 }
 
@@ -407,6 +430,7 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
                        "a transaction runs on the server of its keys",
                        cmd != NULL ? cmd->name : "shard.*");
     c->tx_abort = 1;
+    r->rejected = 1;
     req_done(r);
     return 1;
 }

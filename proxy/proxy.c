@@ -115,6 +115,7 @@ static void tick_cb(uv_timer_t *t)
     uint64_t now = uv_now(proxy.loop);
 
     (void)t;
+    proxy.now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
     idle_check(now);
     client_check_stalled(now);
     for (size_t i = 0; i < proxy.npools; i++) {

@@ -39,6 +39,7 @@
 #include "proxy/cmd.h"
 #include "proxy/frag.h"
 #include "proxy/log.h"
+#include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/pubsub.h"
 #include "proxy/route.h"
@@ -171,7 +172,7 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
     uint32_t *owner = NULL;
     struct subs *s;
 
-    if (client_in_multi(c) || c->pin != NULL) {
+    if (client_in_multi(c) || !pin_let_go(c)) {
         client_reply_error(c, r, "ERR %s inside a transaction, or with WATCH or a blocking "
                            "command waiting, is not supported by shardis", sub_verb[kind]);
         c->tx_abort = client_in_multi(c);
@@ -320,6 +321,7 @@ static int not_in_this_context(struct client *c, struct req *r, struct args *a,
     client_reply_error(c, r, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / "
                        "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                        cmd != NULL ? cmd->name : lower);
+    r->rejected = 1;                /* as redis-server counts it */
     req_done(r);
     return 1;
 }

@@ -128,6 +128,8 @@ struct req {
     unsigned        keyless:1;  /* a script declaring no key, to run as the pool's
                                    keyless_user (route.c keyless_script, pin_keyless) */
     unsigned        rejected:1; /* refused before it ran (route_refused; stats.c) */
+    unsigned        ends_tx:1;  /* DISCARD or RESET on the pin: as it goes, the next
+                                   transaction starts unbroken (gate.c tx_broken) */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

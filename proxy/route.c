@@ -586,8 +586,11 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
     if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN) &&
         !route_admin_ok(c, r, cmd->name))
         return;
-    if (!strcmp(cmd->name, "config|resetstat"))
-        stats_reset(&c->pool->stats);       /* shardis's own counters, as the servers' */
+    if (!strcmp(cmd->name, "config|resetstat")) {
+        /* shardis's own counters, as the servers' */
+        stats_reset(&c->pool->stats);
+        c->pool->requests = c->pool->accepted = c->pool->errors = 0;
+    }
     if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {

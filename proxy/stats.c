@@ -28,7 +28,7 @@
  * redis-server's afterErrorReply takes it. */
 static void count_error(struct stats *st, const struct msg *rsp)
 {
-    char line[STATS_CODE_MAX + 1];
+    char line[STATS_CODE_MAX];
     size_t n = rsp->len < sizeof(line) ? rsp->len : sizeof(line);
     const char *sp;
     size_t len;

@@ -22,7 +22,7 @@ struct stats_cmd {
  * so a client could otherwise grow the table without end. Codes past it
  * count in total_error_replies only. */
 #define STATS_ERRORS_MAX 128
-#define STATS_CODE_MAX   32     /* redis-server looks this far for the space */
+#define STATS_CODE_MAX   32     /* redis-server looks this far ('-' included) for the space */
 
 struct stats_err {
     char     code[STATS_CODE_MAX];

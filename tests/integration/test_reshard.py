@@ -856,6 +856,30 @@ def t_stalled_destination(rs):
     harness.t_exit_clean(px)
 
 
+def t_reset_after_broken_tx(rs):
+    """A transaction broken by a reload (a command that waited across it got
+    -TRYAGAIN), then RESET: the next transaction runs (RESET left the broken
+    mark behind, and EXEC answered -EXECABORT)."""
+    px = Shardis("txreset", rs[:2], admin_commands="true")
+    k = px.keys_on("tr", 0)[0]
+    c = harness.Raw(px.port, timeout=10)
+    # WAIT holds the client's later requests: the SET waits across the reload.
+    c.send(harness.enc("WAIT", "1", "2500") + harness.enc("MULTI") + harness.enc("SET", k, "1"))
+    write_servers(px, rs[:3])
+    reload(px, 1)
+    expect_eq([c.reply() for _ in range(3)],
+              [b":0\r\n", b"+OK\r\n", b"-TRYAGAIN resharding, retry\r\n"],
+              "WAIT, MULTI, and the SET that waited across the reload")
+    wait_stable(px, servers=rs[:3])
+    c.send(b"".join(harness.enc(*a) for a in
+                    [("RESET",), ("MULTI",), ("SET", k, "2"), ("EXEC",), ("GET", k)]))
+    expect_eq([c.reply() for _ in range(5)],
+              [b"+RESET\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"*1\r\n+OK\r\n", b"$1\r\n2\r\n"],
+              "RESET, then a transaction")
+    c.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
 
@@ -864,6 +888,8 @@ def body():
     run("reload keeps connections; add then remove a server: every key in place",
         t_add_server, 3)
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
+    run("RESET after a transaction a reload broke: the next one runs", t_reset_after_broken_tx,
+        3)
     run("a BLPOP waiting for a key that moves goes on waiting on the new owner, its timeout "
         "kept; a SUBSCRIBE to its channel still gets messages", t_blocked, 4)
     run("big keys (MEMORY USAGE over bigkey_bytes) move last, whole", t_bigkeys, 4)
