@@ -880,6 +880,28 @@ def t_reset_after_broken_tx(rs):
     harness.t_exit_clean(px)
 
 
+def t_discard_across_reload(rs):
+    """A DISCARD that waited across a reload still reaches its pin (no key
+    chose that server): told -TRYAGAIN instead, it left the transaction open
+    on a connection that went back to the spares."""
+    px = Shardis("txdiscard", rs[:2], admin_commands="true")
+    k = px.keys_on("td", 0)[0]
+    c = harness.Raw(px.port, timeout=10)
+    c.send(b"".join(harness.enc(*a) for a in
+                    [("WAIT", "1", "2500"), ("MULTI",), ("SET", k, "1"), ("DISCARD",)]))
+    write_servers(px, rs[:3])
+    reload(px, 1)
+    expect_eq([c.reply() for _ in range(4)],
+              [b":0\r\n", b"+OK\r\n", b"-TRYAGAIN resharding, retry\r\n", b"+OK\r\n"],
+              "WAIT, MULTI, SET and DISCARD across the reload")
+    wait_stable(px, servers=rs[:3])
+    for s in rs[:3]:
+        until("%s's connections out of MULTI" % s.name,
+              lambda: all(x.get("multi") == "-1" for x in s.client.client_list()))
+    c.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
 
@@ -890,6 +912,8 @@ def body():
     run("a transaction across a reload gets TRYAGAIN at EXEC", t_transaction, 3)
     run("RESET after a transaction a reload broke: the next one runs", t_reset_after_broken_tx,
         3)
+    run("a DISCARD waiting across a reload ends its transaction on the server",
+        t_discard_across_reload, 3)
     run("a BLPOP waiting for a key that moves goes on waiting on the new owner, its timeout "
         "kept; a SUBSCRIBE to its channel still gets messages", t_blocked, 4)
     run("big keys (MEMORY USAGE over bigkey_bytes) move last, whole", t_bigkeys, 4)
