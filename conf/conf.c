@@ -337,6 +337,42 @@ static int set_servers(struct parser *p, yaml_node_t *n, struct conf_pool *pool)
     return 0;
 }
 
+/* ---- users -------------------------------------------------------------- */
+
+/* A list of ACL lines; what each says is checked by proxy/acl.c, which
+ * knows the commands. */
+static int set_users(struct parser *p, yaml_node_t *n, struct conf_pool *pool)
+{
+    yaml_node_item_t *start, *top;
+
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(p, n, "users must be a list of ACL lines (\"name on >password "
+                    "~keys:* +@all\"), not %s", kind_name(n));
+    start = n->data.sequence.items.start;
+    top = n->data.sequence.items.top;
+    if (top - start > 1024)
+        return fail(p, n, "users lists more than 1024 users");
+    pool->users = calloc((size_t)(top - start) + 1, sizeof(*pool->users));
+    if (pool->users == NULL)
+        return oom(p);
+    for (yaml_node_item_t *it = start; it < top; it++) {
+        yaml_node_t *item = node(p, *it);
+        struct conf_user *u = &pool->users[pool->nusers];
+        int rc;
+
+        if (item == NULL)
+            return fail(p, n, "users has an empty entry");
+        u->line = (int)item->start_mark.line + 1;
+        u->col = (int)item->start_mark.column + 1;
+        if ((rc = dup_scalar(p, item, "a user", &u->rule)) < 0)
+            return rc;
+        pool->nusers++;
+        if (strlen(u->rule) > 65536)
+            return fail(p, item, "a user's line is longer than 65536 bytes");
+    }
+    return 0;
+}
+
 /* ---- idgen -------------------------------------------------------------- */
 
 struct entries {
@@ -443,7 +479,7 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_IDGEN
+    K_REDIS, K_EJECT, K_IDGEN, K_USERS
 };
 
 struct pool_key {
@@ -479,6 +515,7 @@ static const struct pool_key pool_keys[] = {
     {"admin_commands",       K_BOOL,    F(admin_commands), 0, 0},
     {"keyless_user",         K_STR,     F(keyless_user), 1, 128},
     {"keyless_password",     K_STR,     F(keyless_password), 0, 4096},
+    {"users",                K_USERS,   0, 0, 0},
     {"idgen",                K_IDGEN,   0, 0, 0},
     {"migration_rate",       K_INT,     F(migration_rate), 0, INT_MAX},
     {"migration_batch",      K_INT,     F(migration_batch), 1, 10000},
@@ -499,7 +536,7 @@ struct pool_state {
 
 static const char *pool_key_names(void)
 {
-    static char buf[512];
+    static char buf[1024];
     size_t off = 0;
 
     if (buf[0] != '\0')
@@ -595,6 +632,8 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         if ((rc = each_pair(p, v, "idgen", set_idgen_key, &pool->idgen)) < 0)
             return rc;
         return check_idgen(p, v, &pool->idgen);
+    case K_USERS:
+        return set_users(p, v, pool);
     }
     return 0;
 }
@@ -694,6 +733,9 @@ static void pool_free(struct conf_pool *pool)
     free(pool->redis_auth);
     free(pool->keyless_user);
     free(pool->keyless_password);
+    for (size_t i = 0; i < pool->nusers; i++)
+        free(pool->users[i].rule);
+    free(pool->users);
     for (size_t i = 0; i < pool->nservers; i++) {
         addr_free(&pool->servers[i].addr);
         free(pool->servers[i].name);
@@ -818,6 +860,56 @@ int conf_load(struct conf **out, const char *path, char *err, size_t errlen)
     fclose(f);
     free(buf);
     return rc;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Who may do what, where data lives, and how keys are placed: what a
+ * planted record must not change. (The rest, timeouts and the
+ * migration's pace, is the file's to tune.) */
+static const char *const guarded[] = {
+    "listen", "hash", "hash_tag", "distribution", "jedis_version", "redis_auth",
+    "redis_db", "admin_commands", "keyless_user", "keyless_password", "users", "eject_mode",
+};
+
+const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b)
+{
+    for (size_t g = 0; g < sizeof(guarded) / sizeof(guarded[0]); g++) {
+        const struct pool_key *key = NULL;
+        for (size_t i = 0; i < NKEYS; i++)
+            if (strcmp(pool_keys[i].name, guarded[g]) == 0)
+                key = &pool_keys[i];
+        if (key == NULL)
+            abort();                            /* a name above that is no key */
+        const char *fa = (const char *)a + key->off, *fb = (const char *)b + key->off;
+        bool same = true;
+        switch (key->kind) {
+        case K_INT:    same = *(const int *)fa == *(const int *)fb; break;
+        case K_BOOL:   same = *(const bool *)fa == *(const bool *)fb; break;
+        case K_STR:    same = str_eq(*(char *const *)fa, *(char *const *)fb); break;
+        case K_HASH:   same = a->hash == b->hash; break;
+        case K_DIST:   same = a->distribution == b->distribution; break;
+        case K_EJECT:  same = a->eject_mode == b->eject_mode; break;
+        case K_LISTEN: same = strcmp(a->listen.text, b->listen.text) == 0; break;
+        case K_TAG:
+            same = a->has_hash_tag == b->has_hash_tag &&
+                   memcmp(a->hash_tag, b->hash_tag, 2) == 0;
+            break;
+        case K_USERS:
+            same = a->nusers == b->nusers;
+            for (size_t i = 0; same && i < a->nusers; i++)
+                same = strcmp(a->users[i].rule, b->users[i].rule) == 0;
+            break;
+        default:
+            break;
+        }
+        if (!same)
+            return key->name;
+    }
+    return NULL;
 }
 
 const struct conf_pool *conf_pool(const struct conf *cf, const char *name)

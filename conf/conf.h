@@ -43,6 +43,13 @@ enum conf_eject {
     CONF_EJECT_REHASH,      /* twemproxy: drop it from the ring for a while */
 };
 
+/* A client user: a line in Redis's ACL SETUSER terms ("name on >pw ~app:*
+ * +@all"), compiled and checked by proxy/acl.c. */
+struct conf_user {
+    char    *rule;
+    int      line, col;     /* where it was written, 1-based */
+};
+
 struct conf_idgen_entry {
     char    *name;
     uint32_t code;          /* type code (types) */
@@ -93,6 +100,10 @@ struct conf_pool {
      * or neither; NULL: such scripts run read-only (EVAL_RO ...). */
     char    *keyless_user;
     char    *keyless_password;
+    /* Client users (proxy/acl.c); none: the default user alone, whose
+     * password is redis_auth. */
+    struct conf_user *users;
+    size_t   nusers;
     /* live resharding after a reload (proxy/mig.c) */
     int      migration_rate;        /* keys/s the background mover may move; 0: no limit
                                        (3000; a reload can change it mid-migration) */
@@ -132,6 +143,12 @@ void conf_free(struct conf *cf);
 
 /* The pool called name, or the first pool when name is NULL; NULL if none. */
 const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
+
+/* The first setting, other than the servers and the migration's pace,
+ * in which a and b differ, by its key's name; NULL if none. A migration
+ * record on the servers is followed only if it differs from the file in
+ * nothing else (proxy/mig_record.c). */
+const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b);
 
 /* Build the pool's ring (ring_create's contract). */
 int conf_pool_ring(const struct conf_pool *pool, struct ring **out,

@@ -12,6 +12,7 @@
 #include "proxy/cli.h"
 #include "proxy/cmd.h"
 #include "proxy/route.h"
+#include "proxy/acl.h"
 #include "ring/ring.h"
 
 static struct conf *load(const char *path)
@@ -19,7 +20,8 @@ static struct conf *load(const char *path)
     char err[CONF_ERRLEN];
     struct conf *cf;
 
-    if (conf_load(&cf, path, err, sizeof(err)) < 0) {
+    if (conf_load(&cf, path, err, sizeof(err)) < 0 ||
+        (acl_check(cf, err, sizeof(err)) < 0 && (conf_free(cf), true))) {
         fprintf(stderr, "shardis: %s\n", err);
         return NULL;
     }

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/acl.h"
 #include "proxy/client.h"
 #include "proxy/frag.h"
 #include "proxy/gate.h"
@@ -180,6 +181,8 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
     while (left > 0 && !c->quitting) {
         size_t used;
+        /* (a request framed here may be an AUTH: asked for each one) */
+        c->scan.preauth = c->user == NULL;
         int rc = resp_req_feed(&c->scan, p, left, off, &used);
         if (rc < 0) {
             client_protocol_error(c);
@@ -465,9 +468,12 @@ void client_close(struct client *c)
         return;
     c->closing = 1;
     if (c->is_dirty) {
-        TAILQ_REMOVE(&proxy.dirty_clients, c, dirty);
+        for (size_t i = 0; i < proxy.ndirty; i++)
+            if (proxy.dirty[i] == c)
+                proxy.dirty[i] = NULL;
         c->is_dirty = 0;
     }
+    pool_client_gone(c->pool, c);
     c->pool->nclients--;
     proxy.nclients--;
     client_unstall(c);
@@ -504,7 +510,8 @@ static struct client *client_new(struct pool *p, bool pipe)
 static void client_start(struct pool *p, struct client *c)
 {
     c->id = ++proxy.next_client_id;
-    c->authed = p->conf->redis_auth == NULL;
+    c->user = acl_new_session(p->acl);
+    pool_client_add(p, c);
     p->nclients++;
     p->accepted++;
     proxy.nclients++;

@@ -13,6 +13,7 @@
 #include "proxy/resp.h"
 #include "proxy/stream.h"
 
+struct acl_user;
 struct backend;
 struct client;
 struct pool;
@@ -70,7 +71,10 @@ struct client {
     struct rstream   in;
     struct resp_req  scan;
     struct req_list  reqs;      /* requests whose replies are not written yet, in order */
-    TAILQ_ENTRY(client) dirty;  /* on proxy.dirty_clients */
+    /* Who it is signed in as: a user of pool->acl (acl.h: valid while
+     * that is the pool's; a reload rebinds it), or NULL before AUTH. */
+    const struct acl_user *user;
+    uint32_t         slot;      /* its index in pool->clients */
     struct mbuf     *lbuf;      /* chunk that local replies are written into */
     struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
     struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
@@ -78,7 +82,6 @@ struct client {
     uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
     /* 16-bit flags fill the 4 bytes after inflight, which keeps a TCP
      * client at 512 bytes. */
-    unsigned short   authed:1;
     unsigned short   closing:1;
     unsigned short   reading:1;
     unsigned short   writing:1;

@@ -59,6 +59,31 @@ struct cmd {
     uint32_t    acl;        /* ACL categories: bit i is cmd_acl_names[i] */
 };
 
+/* struct cmd's acl bits: the ACL categories, in cmd_acl_names's order. */
+enum {
+    CMD_CAT_KEYSPACE = 1u << 0,
+    CMD_CAT_READ = 1u << 1,
+    CMD_CAT_WRITE = 1u << 2,
+    CMD_CAT_SET = 1u << 3,
+    CMD_CAT_SORTEDSET = 1u << 4,
+    CMD_CAT_LIST = 1u << 5,
+    CMD_CAT_HASH = 1u << 6,
+    CMD_CAT_STRING = 1u << 7,
+    CMD_CAT_BITMAP = 1u << 8,
+    CMD_CAT_HYPERLOGLOG = 1u << 9,
+    CMD_CAT_GEO = 1u << 10,
+    CMD_CAT_STREAM = 1u << 11,
+    CMD_CAT_PUBSUB = 1u << 12,
+    CMD_CAT_ADMIN = 1u << 13,
+    CMD_CAT_FAST = 1u << 14,
+    CMD_CAT_SLOW = 1u << 15,
+    CMD_CAT_BLOCKING = 1u << 16,
+    CMD_CAT_DANGEROUS = 1u << 17,
+    CMD_CAT_CONNECTION = 1u << 18,
+    CMD_CAT_TRANSACTION = 1u << 19,
+    CMD_CAT_SCRIPTING = 1u << 20,
+};
+
 /* The ACL categories of Redis 7.0, in the order of struct cmd's acl bits. */
 extern const char *const cmd_acl_names[];
 extern const size_t cmd_acl_count;

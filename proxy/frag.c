@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
@@ -150,6 +151,12 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         if (route_reserved(key, len)) {
             client_reply_error(c, r, SHARDIS_RESERVED_ERR);
             req_done(r);
+            first = -1;
+            goto out;
+        }
+        if (!c->user->all && !acl_key_ok(c->user, key, len)) {
+            client_reply_error(c, r, ACL_NOPERM_KEYS);
+            route_refused(c, r);
             first = -1;
             goto out;
         }

@@ -13,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
@@ -130,16 +131,20 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR DB index is out of range");
 }
 
-/* True if the password (and user, if given) is the pool's. */
-static bool password_ok(struct client *c, struct args *a, uint32_t user_at, uint32_t pass_at)
+/* Sign c in as the user at user_at (0: "default") with the password at
+ * pass_at (acl.c compares it in constant time). False (c as it was) if
+ * the pair is wrong or the user is off. */
+static bool sign_in(struct client *c, struct args *a, uint32_t user_at, uint32_t pass_at)
 {
-    size_t len;
-    const char *pw = args_get(a, pass_at, &len);
-    const char *want = c->pool->conf->redis_auth;
+    size_t ulen = 7, plen;
+    const char *user = user_at != 0 ? args_get(a, user_at, &ulen) : "default";
+    const char *pw = args_get(a, pass_at, &plen);
+    const struct acl_user *u = acl_login(c->pool->acl, user, ulen, pw, plen);
 
-    if (user_at != 0 && !args_is(a, user_at, "default"))
+    if (u == NULL)
         return false;
-    return strlen(want) == len && memcmp(want, pw, len) == 0;
+    c->user = u;
+    return true;
 }
 
 static void cmd_auth(struct client *c, struct req *r, struct args *a)
@@ -152,22 +157,64 @@ static void cmd_auth(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR syntax error");
         return;
     }
-    if (c->pool->conf->redis_auth == NULL) {
-        if (a->argc == 2)
-            client_reply_error(c, r, "ERR AUTH <password> called without any password "
-                               "configured for the default user. Are you sure your "
-                               "configuration is correct?");
-        else if (args_is(a, 1, "default"))
-            reply_ok(c, r);
-        else
-            client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
+    if (a->argc == 2 && c->pool->acl->users[0].nopass) {
+        client_reply_error(c, r, "ERR AUTH <password> called without any password "
+                           "configured for the default user. Are you sure your "
+                           "configuration is correct?");
         return;
     }
-    if (password_ok(c, a, a->argc == 3 ? 1 : 0, a->argc - 1)) {
-        c->authed = 1;
+    if (sign_in(c, a, a->argc == 3 ? 1 : 0, a->argc - 1))
         reply_ok(c, r);
+    else
+        client_reply_error(c, r, ACL_WRONGPASS);
+}
+
+/* ACL: about the pool's users (acl.c), which the config file defines:
+ * WHOAMI, USERS and CAT as redis-server answers them; what would change
+ * or list users' rules is refused (edit users: and reload). */
+static void cmd_acl(struct client *c, struct req *r, struct args *a)
+{
+    const struct acl *acl = c->pool->acl;
+    struct resp_w w;
+    size_t len;
+    const char *sub = args_get(a, 1, &len);
+
+    if (args_is(a, 1, "whoami")) {
+        w = out(c, r);
+        resp_w_bulk_str(&w, c->user->name);
+    } else if (args_is(a, 1, "users")) {
+        w = out(c, r);
+        resp_w_array(&w, (uint32_t)acl->n);
+        for (size_t i = 0; i < acl->n; i++)
+            resp_w_bulk_str(&w, acl->users[i].name);
+    } else if (args_is(a, 1, "cat") && a->argc == 2) {
+        w = out(c, r);
+        resp_w_array(&w, (uint32_t)cmd_acl_count);
+        for (size_t i = 0; i < cmd_acl_count; i++)
+            resp_w_bulk_str(&w, cmd_acl_names[i]);
+    } else if (args_is(a, 1, "cat")) {
+        size_t n, ci, count = 0;
+        const struct cmd *t = cmd_table(&n);
+        for (ci = 0; ci < cmd_acl_count && !args_is(a, 2, cmd_acl_names[ci]); ci++)
+            ;
+        if (ci == cmd_acl_count) {
+            size_t clen;
+            const char *cat = args_get(a, 2, &clen);
+            client_reply_error(c, r, "ERR Unknown category '%.*s'",
+                               (int)(clen < 128 ? clen : 128), cat);
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            count += (t[i].acl >> ci) & 1;
+        w = out(c, r);
+        resp_w_array(&w, (uint32_t)count);
+        for (size_t i = 0; i < n; i++)
+            if ((t[i].acl >> ci) & 1)
+                resp_w_bulk_str(&w, t[i].name);
     } else {
-        client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
+        client_reply_error(c, r, "ERR ACL %.*s is not supported by shardis: its users are "
+                           "the config file's (users:), changed by a reload",
+                           (int)(len < 64 ? len : 64), sub);
     }
 }
 
@@ -211,12 +258,10 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     }
     for (uint32_t i = 2; i < a->argc; i++) {
         if (args_is(a, i, "auth") && i + 2 < a->argc) {
-            if (c->pool->conf->redis_auth != NULL ? !password_ok(c, a, i + 1, i + 2)
-                                                  : !args_is(a, i + 1, "default")) {
-                client_reply_error(c, r, "WRONGPASS invalid username-password pair or user is disabled.");
+            if (!sign_in(c, a, i + 1, i + 2)) {
+                client_reply_error(c, r, ACL_WRONGPASS);
                 return;
             }
-            c->authed = 1;
             i += 2;
         } else if (args_is(a, i, "setname") && i + 1 < a->argc) {
             /* As redis-server 7.0: each name is checked and set as it comes,
@@ -233,7 +278,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
             return;
         }
     }
-    if (!c->authed) {
+    if (c->user == NULL) {
         client_reply_error(c, r, "NOAUTH HELLO must be called with the client already "
                            "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
                            "option can be used to authenticate the client and select the "
@@ -275,7 +320,7 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     if (c->reply == CLIENT_REPLY_OFF)
         r->silent = 0;              /* (after SKIP it is the request skipped) */
     c->reply = CLIENT_REPLY_ON;
-    c->authed = c->pool->conf->redis_auth == NULL;
+    c->user = acl_new_session(c->pool->acl);
     if (c->rare != NULL) {
         free(c->rare->name);
         c->rare->name = NULL;
@@ -360,20 +405,22 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
     } else if (args_is(a, 1, "info")) {
         /* redis-server's fields, in its order, for those shardis has. The
          * name has any length: it goes out as it is, not through a buffer. */
-        static const char tail[] = " db=0 multi=-1 cmd=client|info user=default resp=";
-        const char *proto = c->resp3 ? "3\n" : "2\n";
+        static const char tail[] = " db=0 multi=-1 cmd=client|info user=";
+        const char *proto = c->resp3 ? " resp=3\n" : " resp=2\n";
         const char *name = client_name(c) != NULL ? client_name(c) : "";
-        size_t nlen = strlen(name);
+        const char *user = c->user->name;
+        size_t nlen = strlen(name), ulen = strlen(user);
         char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
         peer_name(c, peer, sizeof(peer));
         int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
                          (unsigned long long)c->id, peer);
         CHECK(n > 0 && (size_t)n < sizeof(head));
-        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + sizeof(tail) - 1 + 2);
+        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + sizeof(tail) - 1 + ulen + 8);
         resp_w_raw(&w, head, (size_t)n);
         resp_w_raw(&w, name, nlen);
         resp_w_raw(&w, tail, sizeof(tail) - 1);
-        resp_w_raw(&w, proto, 2);
+        resp_w_raw(&w, user, ulen);
+        resp_w_raw(&w, proto, 8);
         resp_w_bulk_end(&w);
     } else {
         const char *sub = args_get(a, 1, &len);
@@ -739,29 +786,47 @@ struct local_cmd {
     void (*fn)(struct client *c, struct req *r, struct args *a);
     bool before_auth;       /* allowed before AUTH */
     bool sends;             /* fn may send r to a backend: it finishes r itself */
+    uint32_t acl;           /* SHARD.*: its ACL categories (Redis's commands have
+                               Redis's, from the command table) */
 };
 
 static const struct local_cmd local_cmds[] = {
-    {"ping", cmd_ping, false, true},
-    {"echo", cmd_echo, false, false},
-    {"quit", cmd_quit, true, false},
-    {"select", cmd_select, false, false},
-    {"auth", cmd_auth, true, false},
-    {"hello", cmd_hello, true, false},
-    {"reset", cmd_reset, true, true},
-    {"client", cmd_client, false, false},
-    {"command", cmd_command, false, false},
-    {"time", cmd_time, false, false},
-    {"info", cmd_info, false, false},
-    {"shard.whereis", cmd_whereis, false, false},
-    {"shard.nodes", cmd_nodes, false, false},
-    {"shard.genkey", genkey_genkey, false, true},
-    {"shard.changetype", genkey_changetype, false, false},
-    {"shard.keyinfo", genkey_keyinfo, false, false},
-    {"shard.fixedkey", genkey_fixedkey, false, false},
-    {"shard.reload", reload_command, false, false},
-    {"shard.migration", mig_command, false, false},
+    {"ping", cmd_ping, false, true, 0},
+    {"echo", cmd_echo, false, false, 0},
+    {"quit", cmd_quit, true, false, 0},
+    {"select", cmd_select, false, false, 0},
+    {"auth", cmd_auth, true, false, 0},
+    {"hello", cmd_hello, true, false, 0},
+    {"reset", cmd_reset, true, true, 0},
+    {"client", cmd_client, false, false, 0},
+    {"command", cmd_command, false, false, 0},
+    {"time", cmd_time, false, false, 0},
+    {"info", cmd_info, false, false, 0},
+    {"acl", cmd_acl, false, false, 0},
+    /* From here on: SHARD.*, the rows acl.c numbers (FIRST_SHARD). */
+    {"shard.whereis", cmd_whereis, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
+    {"shard.nodes", cmd_nodes, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
+    {"shard.genkey", genkey_genkey, false, true, CMD_CAT_WRITE | CMD_CAT_FAST},
+    {"shard.changetype", genkey_changetype, false, false, CMD_CAT_FAST},
+    {"shard.keyinfo", genkey_keyinfo, false, false, CMD_CAT_FAST},
+    {"shard.fixedkey", genkey_fixedkey, false, false, CMD_CAT_FAST},
+    {"shard.reload", reload_command, false, false,
+     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
+    {"shard.migration", mig_command, false, false,
+     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
 };
+
+#define FIRST_SHARD 12
+
+const char *local_shard_command(size_t i, uint32_t *acl)
+{
+    ASSERT(!strncmp(local_cmds[FIRST_SHARD].name, "shard.", 6) &&
+           strncmp(local_cmds[FIRST_SHARD - 1].name, "shard.", 6) != 0);
+    if (FIRST_SHARD + i >= ARRAY_SIZE(local_cmds))
+        return NULL;
+    *acl = local_cmds[FIRST_SHARD + i].acl;
+    return local_cmds[FIRST_SHARD + i].name;
+}
 
 bool local_has(const char *name)
 {
@@ -776,8 +841,11 @@ int local_exec(struct client *c, struct req *r, struct args *a)
     for (size_t i = 0; i < ARRAY_SIZE(local_cmds); i++) {
         if (!args_is(a, 0, local_cmds[i].name))
             continue;
-        if (!c->authed && !local_cmds[i].before_auth) {
+        if (c->user == NULL && !local_cmds[i].before_auth) {
             client_reply_error(c, r, "NOAUTH Authentication required.");
+        } else if (i >= FIRST_SHARD && !c->user->all && !acl_shard_ok(c->user, i - FIRST_SHARD)) {
+            client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' "
+                               "command", local_cmds[i].name);
         } else {
             local_cmds[i].fn(c, r, a);
             if (local_cmds[i].sends)

@@ -3,6 +3,8 @@
 #define SHARDIS_LOCAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct args;
 struct client;
@@ -13,5 +15,8 @@ bool local_has(const char *name);
 /* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
  * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */
 int local_exec(struct client *c, struct req *r, struct args *a);
+/* The i-th SHARD.* command's name and ACL categories (struct cmd's acl
+ * bits), or NULL past the last (acl.c numbers them after Redis's). */
+const char *local_shard_command(size_t i, uint32_t *acl);
 
 #endif

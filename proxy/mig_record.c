@@ -151,6 +151,21 @@ static int record_parse(char *text, size_t len, struct record *rec)
     return rec->nprior > 0 ? 0 : -1;
 }
 
+/* Parse a recorded config text and find pool name in it. */
+static int record_conf_quiet(const char *name, const char *text, size_t len,
+                             struct conf **cf, const struct conf_pool **pc, char *err,
+                             size_t errlen)
+{
+    if (conf_parse(cf, "(the migration record)", text, len, err, errlen) < 0)
+        return -EINVAL;
+    if ((*pc = conf_pool(*cf, name)) == NULL) {
+        conf_free(*cf);
+        *cf = NULL;
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* Parse a recorded config text and find p's pool in it. */
 static int record_conf(const struct pool *p, const char *text, size_t len, struct conf **cf,
                        const struct conf_pool **pc, char *err, size_t errlen)
@@ -168,6 +183,58 @@ static int record_conf(const struct pool *p, const char *text, size_t len, struc
         conf_free(*cf);
         *cf = NULL;
         return -EINVAL;
+    }
+    return 0;
+}
+
+/* Whether addr is a server of pc. */
+static bool names_server(const struct conf_pool *pc, const char *addr)
+{
+    for (size_t i = 0; i < pc->nservers; i++)
+        if (!strcmp(pc->servers[i].addr.text, addr))
+            return true;
+    return false;
+}
+
+/* A record is anyone's who could write the key, so it is followed only as
+ * far as the config file agrees: it may say where keys are and are going,
+ * not who may do what or how keys are placed (conf_pool_differs), and the
+ * servers keys go to must be ones the file names, or ones the record's own
+ * earlier configs name (a server being emptied). Else shardis does not
+ * start: following it could send keys, or clients' requests, to a host
+ * nobody configured. */
+static int record_trusted(const struct conf_pool *file, const struct conf_pool *pc,
+                          const struct record *rec, const char *key, char *err, size_t errlen)
+{
+    const char *what = conf_pool_differs(file, pc);
+
+    if (what != NULL) {
+        snprintf(err, errlen, "the migration record on the servers (%s) sets %s otherwise "
+                 "than the config file does: refused, not followed. If shardis wrote it, "
+                 "set %s back as it was until keys are done moving; if not, delete the key",
+                 key, what, what);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < pc->nservers; i++) {
+        const char *addr = pc->servers[i].addr.text;
+        bool known = names_server(file, addr);
+        for (uint32_t k = 0; !known && k < rec->nprior; k++) {
+            struct conf *pcf;
+            const struct conf_pool *ppc;
+            char why[CONF_ERRLEN];
+            if (record_conf_quiet(file->name, rec->prior[k], rec->priorlen[k], &pcf, &ppc,
+                                  why, sizeof(why)) < 0)
+                continue;
+            known = names_server(ppc, addr);
+            conf_free(pcf);
+        }
+        if (!known) {
+            snprintf(err, errlen, "the migration record on the servers (%s) moves keys to "
+                     "%s, which neither the config file nor the record's earlier configs "
+                     "name: refused, not followed; delete the key if shardis did not write it",
+                     key, addr);
+            return -EINVAL;
+        }
     }
     return 0;
 }
@@ -202,7 +269,8 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
         return 0;
     log_notice("pool '%s': a migration was under way (epoch %u, %u earlier ring%s): taking "
                "it up again", p->conf->name, rec.epoch, rec.nprior, rec.nprior > 1 ? "s" : "");
-    if ((rc = record_conf(p, rec.conf, rec.conflen, &cf, &pc, err, errlen)) < 0)
+    if ((rc = record_conf(p, rec.conf, rec.conflen, &cf, &pc, err, errlen)) < 0 ||
+        (rc = record_trusted(p->conf, pc, &rec, key, err, errlen)) < 0)
         goto out;
     /* The target ring: the record's, whatever the file says now. */
     struct ring *ring;

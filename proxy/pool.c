@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/genkey.h"
@@ -293,8 +294,51 @@ static void pool_retire_idle(struct pool *p)
     }
 }
 
+void pool_client_add(struct pool *p, struct client *c)
+{
+    if (p->nclients == p->clients_cap) {
+        p->clients_cap = p->clients_cap ? 2 * p->clients_cap : 16;
+        p->clients = xrealloc(p->clients, p->clients_cap * sizeof(*p->clients));
+    }
+    c->slot = p->nclients;
+    p->clients[p->nclients] = c;
+}
+
+void pool_client_gone(struct pool *p, struct client *c)
+{
+    struct client *last = p->clients[p->nclients - 1];
+
+    ASSERT(p->clients[c->slot] == c);
+    p->clients[c->slot] = last;
+    last->slot = c->slot;
+}
+
+void pool_set_acl(struct pool *p, struct acl *acl)
+{
+    /* From the end: closing one moves the last (seen already) into its slot. */
+    for (uint32_t i = p->nclients; i-- > 0; ) {
+        struct client *c = p->clients[i];
+        const struct acl_user *u;
+        if (c->user == NULL)
+            continue;
+        u = acl_find(acl, c->user->name, strlen(c->user->name));
+        if (u != NULL && u->on) {
+            c->user = u;
+            continue;
+        }
+        log_notice("pool '%s': closing client id=%llu: its user '%s' is %s", p->conf->name,
+                   (unsigned long long)c->id, c->user->name, u == NULL ? "gone" : "off");
+        c->user = NULL;
+        client_close(c);
+    }
+    acl_free(p->acl);
+    p->acl = acl;
+}
+
 void pool_free(struct pool *p)
 {
+    acl_free(p->acl);
+    free(p->clients);
     stats_free(&p->stats);
     mig_free(p);
     group_free(p);

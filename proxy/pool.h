@@ -12,6 +12,7 @@
 #include "proxy/stream.h"
 #include "ring/ring.h"
 
+struct acl;
 struct backend;
 struct client;
 struct mig;
@@ -56,6 +57,10 @@ struct pool {
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections (of each protocol) */
     uint32_t          nclients;
+    struct client   **clients;      /* [nclients]: every client, a client's slot its index */
+    uint32_t          clients_cap;
+    struct acl       *acl;          /* who may do what (acl.c); owned, swapped by
+                                       pool_set_acl */
     TAILQ_HEAD(backend_list, backend) dedicated;/* spares first, then those in use */
     TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
     uint32_t          ndedicated, nspare;
@@ -124,5 +129,13 @@ void pool_retire(struct pool *p, uint32_t server);
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
                                 bool resp3);
+
+/* A client joins and leaves pool->clients (client.c). */
+void pool_client_add(struct pool *p, struct client *c);
+void pool_client_gone(struct pool *p, struct client *c);
+/* Users from a reload: every signed-in client moves to its user of the
+ * same name in acl, or is closed if that user is gone or off; then the
+ * old users are freed. p owns acl from here on. */
+void pool_set_acl(struct pool *p, struct acl *acl);
 
 #endif

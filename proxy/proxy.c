@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/genkey.h"
@@ -50,7 +51,11 @@ void (*proxy_idle_hook)(void);
 void proxy_mark_client(struct client *c)
 {
     if (!c->is_dirty && !c->closing) {
-        TAILQ_INSERT_TAIL(&proxy.dirty_clients, c, dirty);
+        if (proxy.ndirty == proxy.dirty_cap) {
+            proxy.dirty_cap = proxy.dirty_cap ? 2 * proxy.dirty_cap : 64;
+            proxy.dirty = xrealloc(proxy.dirty, proxy.dirty_cap * sizeof(*proxy.dirty));
+        }
+        proxy.dirty[proxy.ndirty++] = c;
         c->is_dirty = 1;
     }
 }
@@ -76,17 +81,20 @@ static void flush_cb(uv_check_t *h)
      * busy core can let that redis-server run before we go on. A backend
      * that fails answers its requests, marking clients again. */
     do {
-        while ((c = TAILQ_FIRST(&proxy.dirty_clients)) != NULL) {
-            TAILQ_REMOVE(&proxy.dirty_clients, c, dirty);
+        /* (client_flush may mark more, appended behind) */
+        for (size_t i = 0; i < proxy.ndirty; i++) {
+            if ((c = proxy.dirty[i]) == NULL)
+                continue;
             c->is_dirty = 0;
             client_flush(c);
         }
+        proxy.ndirty = 0;
         while ((b = TAILQ_FIRST(&proxy.dirty_backends)) != NULL) {
             TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
             b->is_dirty = 0;
             backend_flush(b);
         }
-    } while (!TAILQ_EMPTY(&proxy.dirty_clients));
+    } while (proxy.ndirty > 0);
 }
 
 /* After a burst the chunk and request pools (and the allocator's own
@@ -258,6 +266,8 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     int rc;
 
     p->conf = pc;
+    if ((rc = acl_build(pc, proxy.conf->path, &p->acl, err, errlen)) < 0)
+        return rc;
     if (pc->nservers > POOL_SLOTS_MAX) {
         snprintf(err, errlen, "%zu servers: a pool has at most %d", pc->nservers,
                  POOL_SLOTS_MAX);
@@ -341,7 +351,7 @@ static bool drained(void)
                 (!TAILQ_EMPTY(&b->pendq) && TAILQ_FIRST(&b->pendq)->deadline != 0))
                 return false;
     }
-    return TAILQ_EMPTY(&proxy.dirty_clients);
+    return proxy.ndirty == 0;
 }
 
 static void drain_cb(uv_timer_t *t)
@@ -400,7 +410,6 @@ int proxy_run(struct conf *cf)
     proxy.loop = uv_default_loop();
     proxy.conf = cf;
     proxy.started_ms = uv_now(proxy.loop);
-    TAILQ_INIT(&proxy.dirty_clients);
     TAILQ_INIT(&proxy.dirty_backends);
     TAILQ_INIT(&proxy.stalled);
     proxy.idle_trimmed = true;
@@ -460,6 +469,7 @@ int proxy_run(struct conf *cf)
         pool_free(p);
     }
     free(proxy.pools);
+    free(proxy.dirty);
     conf_free(proxy.conf);
     proxy.conf = NULL;
     for (size_t i = 0; i < proxy.nold_confs; i++)

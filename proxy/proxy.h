@@ -23,7 +23,9 @@ struct proxy {
     uv_check_t        flusher;      /* one writev per connection per loop turn */
     uv_timer_t        ticker;       /* request deadlines */
     uv_signal_t       sigterm, sigint, sighup;
-    TAILQ_HEAD(, client)  dirty_clients;
+    struct client   **dirty;        /* clients with replies to write this turn, in
+                                       order; a closed one's entry is NULL */
+    size_t            ndirty, dirty_cap;
     TAILQ_HEAD(, client_rare) stalled;  /* clients not read for their unread replies */
     TAILQ_HEAD(, backend) dirty_backends;
     uint64_t          next_client_id;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
@@ -185,6 +186,11 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
         if (route_internal(name, len)) {    /* a pattern too: it names the namespace */
             client_reply_error(c, r, PUBSUB_RESERVED_ERR);
             req_done(r);
+            return;
+        }
+        if (!c->user->all && !acl_channel_ok(c->user, name, len, kind == SUB_PATTERN)) {
+            client_reply_error(c, r, ACL_NOPERM_CHANNELS);
+            route_refused(c, r);
             return;
         }
     }
@@ -377,6 +383,13 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
     }
     n = cmd->name;
     if (!strcmp(n, "publish") || !strcmp(n, "spublish")) {
+        size_t clen;
+        const char *ch = args_get(a, 1, &clen);
+        if (!c->user->all && !acl_channel_ok(c->user, ch, clen, false)) {
+            client_reply_error(c, r, ACL_NOPERM_CHANNELS);
+            route_refused(c, r);
+            return 1;
+        }
         if (c->subscribed && !c->resp3)
             return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
         if (client_in_multi(c))

@@ -12,12 +12,15 @@
  * numbers), new servers are connected on first use, and the keys whose
  * owner changed move (mig.c) while the servers they leave stay connected.
  * Timeouts, limits and auth apply to the next request and the next
- * connection. */
+ * connection. Users change at once: a signed-in client goes on as its
+ * user's new self, and one whose user is gone or off is closed
+ * (pool_set_acl). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/acl.h"
 #include "proxy/client.h"
 #include "proxy/group.h"
 #include "proxy/log.h"
@@ -130,6 +133,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
 {
     struct conf *cf, *old = proxy.conf;
     struct ring **rings = NULL;
+    struct acl **acls = NULL;
     char *sum = NULL, why[CONF_ERRLEN];
     size_t sumlen = 0;
     FILE *f = NULL;
@@ -144,6 +148,11 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
         goto fail;
     }
     rings = xcalloc(cf->npools, sizeof(*rings));
+    acls = xcalloc(cf->npools, sizeof(*acls));
+    for (size_t i = 0; i < cf->npools; i++)
+        if ((rc = acl_build(&cf->pools[i], cf->path, &acls[i], err, errlen)) < 0)
+            goto fail;
+    rc = -EINVAL;
     f = xopen_memstream(&sum, &sumlen);
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
@@ -183,7 +192,12 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     fclose(f);
     f = NULL;
 
-    /* Nothing can fail from here on. */
+    /* Nothing can fail from here on. Users change now, whatever the
+     * servers wait for. */
+    for (size_t i = 0; i < cf->npools; i++) {
+        pool_set_acl(&proxy.pools[i], acls[i]);
+        acls[i] = NULL;
+    }
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
         uint32_t *old_slot;
@@ -209,6 +223,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);
     free(rings);
+    free(acls);
     return 0;
 
 fail:
@@ -219,6 +234,10 @@ fail:
         for (size_t i = 0; i < cf->npools; i++)
             ring_free(rings[i]);
     free(rings);
+    if (acls != NULL)
+        for (size_t i = 0; i < cf->npools; i++)
+            acl_free(acls[i]);
+    free(acls);
     conf_free(cf);
     return rc;
 }

@@ -264,12 +264,16 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
                     }
                     if (s->num > RESP_MAX_ARGS)
                         return req_error("invalid multibulk length");
+                    if (s->preauth && s->num > RESP_PREAUTH_ARGS)
+                        return req_error("unauthenticated multibulk length");
                     s->argc = (uint32_t)s->num;
                     s->nargs = 0;
                     s->state = RQ_BHDR;
                 } else {
                     if (s->neg || s->num > RESP_MAX_BULK)
                         return req_error("invalid bulk length");
+                    if (s->preauth && s->num > RESP_PREAUTH_BULK)
+                        return req_error("unauthenticated bulk length");
                     add_arg(s, off + i, (uint32_t)s->num);
                     s->left = s->num;
                     s->state = RQ_BDATA;

@@ -37,6 +37,10 @@ struct mbuf;
 
 #define RESP_MAX_ARGS       INT_MAX
 #define RESP_MAX_BULK       (512LL * 1024 * 1024)
+/* Before AUTH, as redis-server 7: a client may not announce more, so a
+ * connection that has not signed in costs a few KiB at most. */
+#define RESP_PREAUTH_ARGS   10
+#define RESP_PREAUTH_BULK   16384
 #define RESP_MAX_INLINE     (64 * 1024)
 #define RESP_MAX_DEPTH      64
 
@@ -55,6 +59,9 @@ struct resp_req {
     bool      neg;
     bool      cr;           /* header: '\r' seen */
     bool      is_inline;
+    bool      preauth;      /* set by the caller before each feed: the client has
+                               not signed in, so requests are held to
+                               RESP_PREAUTH_ARGS and RESP_PREAUTH_BULK */
     int       digits;
     long long left;         /* bulk bytes (or CRLF bytes) still to skip */
     uint64_t  start;        /* stream offset of the request's first byte */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
@@ -208,6 +209,13 @@ static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bo
         pat = args_get(a, ++j, &plen);
         if ((star = memchr(pat, '*', plen)) == NULL)
             continue;
+        /* As redis-server 7: keys a pattern forms could be any, so only a
+         * user who may read every key may use one. */
+        if (!c->user->allkeys) {
+            client_reply_error(c, r, "ERR %s option of SORT denied due to insufficient ACL "
+                               "permissions.", by ? "BY" : "GET");
+            return false;
+        }
         plen = (size_t)(star - pat);        /* what every key formed starts with */
         ring_tag(ring, pat, plen, &ppart, &ppart_len);
         key = args_get(a, 1, &klen);        /* here: args_get keeps 8 copies at most */
@@ -303,6 +311,25 @@ static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t
         return false;
     }
     *owner = o;
+    return true;
+}
+
+/* Whether c's user may touch every key: all of them are looked at
+ * before any owner, so a request gets NOPERM before CROSSSLOT. */
+static bool keys_allowed(struct client *c, struct args *a, const struct keyspan *ks)
+{
+    size_t len;
+    const char *key;
+
+    for (uint32_t i = ks->first; i <= ks->last && ks->step > 0; i += ks->step) {
+        key = args_get(a, i, &len);
+        if (!acl_key_ok(c->user, key, len))
+            return false;
+    }
+    if (ks->extra != 0) {
+        key = args_get(a, ks->extra, &len);
+        return acl_key_ok(c->user, key, len);
+    }
     return true;
 }
 
@@ -761,6 +788,11 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
                            "names no key to route by", cmd->name);
         goto refuse;
     }
+    /* (SSUBSCRIBE's and SPUBLISH's are channels: pubsub.c) */
+    if (!c->user->all && !(cmd->flags & CMD_PUBSUB) && !keys_allowed(c, a, &ks)) {
+        client_reply_error(c, r, ACL_NOPERM_KEYS);
+        goto refuse;
+    }
     if ((owner = owner_of_keys(c, r, a, &ks)) >= 0) {
         a->ks = ks;
         return owner;
@@ -822,8 +854,16 @@ void route_request(struct client *c, struct req *r)
         client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
         goto reply;
     }
-    if (!c->authed && !(cmd->flags & CMD_NO_AUTH)) {
+    if (c->user == NULL && !(cmd->flags & CMD_NO_AUTH)) {
         client_reply_error(c, r, "NOAUTH Authentication required.");
+        goto reply;
+    }
+    /* The user's permission, before anything about the command is judged
+     * or it is split, fanned out or queued in MULTI: its keys as route_owner
+     * and frag.c find them, its channels in pubsub.c. */
+    if (!c->user->all && !(cmd->flags & CMD_NO_AUTH) && !acl_cmd_ok(c->user, cmd)) {
+        client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' command",
+                           cmd->name);
         goto reply;
     }
     /* RESET ends whatever state the client is in: before those states' rules. */

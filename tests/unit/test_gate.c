@@ -7,6 +7,7 @@
 #include <criterion/new/assert.h>
 #include <string.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/mig.h"
@@ -36,7 +37,6 @@ static void setup(void)
 
     memset(&proxy, 0, sizeof(proxy));
     proxy.loop = uv_default_loop();
-    TAILQ_INIT(&proxy.dirty_clients);
     TAILQ_INIT(&proxy.dirty_backends);
     TAILQ_INIT(&proxy.stalled);
     cr_assert(eq(int, conf_parse(&cf, "test", conf_text, sizeof(conf_text) - 1, err,
@@ -48,6 +48,7 @@ static void setup(void)
     TAILQ_INIT(&pool.dedicated);
     TAILQ_INIT(&pool.subscribers);
     pool_set_ring(&pool, &cf->pools[0], ring, NULL);
+    cr_assert(eq(int, acl_build(&cf->pools[0], "test", &pool.acl, err, sizeof(err)), 0));
     proxy.pools = &pool;
     proxy.npools = 1;
     for (uint32_t s = 0; s < pool.nservers; s++)
@@ -72,6 +73,8 @@ static void teardown(void)
         free(c);
     }
     nclients = 0;
+    acl_free(pool.acl);
+    pool.acl = NULL;
 }
 
 TestSuite(gate, .init = setup, .fini = teardown, .timeout = 10);
@@ -82,7 +85,7 @@ static struct client *client_new(uint64_t id)
 
     c->pool = &pool;
     c->id = id;
-    c->authed = 1;
+    c->user = &pool.acl->users[0];
     c->reading = 1;                 /* (it has no socket: nothing to start reading) */
     TAILQ_INIT(&c->reqs);
     cr_assert(nclients < ARRAY_SIZE(clients));

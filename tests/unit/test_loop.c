@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/mig.h"
@@ -247,7 +248,6 @@ static void setup(void)
     cr_assert(eq(int, uv_loop_init(&loop), 0));
     proxy.loop = &loop;
     proxy.started_ms = uv_now(&loop);
-    TAILQ_INIT(&proxy.dirty_clients);
     TAILQ_INIT(&proxy.dirty_backends);
     TAILQ_INIT(&proxy.stalled);
     uv_timer_init(&loop, &guard);
@@ -310,6 +310,7 @@ static void pool_up(size_t n, const uint16_t *ports)
     TAILQ_INIT(&pool.dedicated);
     TAILQ_INIT(&pool.subscribers);
     pool_set_ring(&pool, &cf->pools[0], ring, NULL);
+    cr_assert(eq(int, acl_build(&cf->pools[0], "test", &pool.acl, err, sizeof(err)), 0));
     proxy.pools = &pool;
     proxy.npools = 1;
     proxy_loop_start();

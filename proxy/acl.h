@@ -1,0 +1,79 @@
+/* acl.h -- client users and what each may do (acl.c): Redis's ACL, as the
+ * config file's `users:` lines say it in ACL SETUSER's terms.
+ *
+ * A pool's users are built from its config (acl_build) and live as long
+ * as that config is the pool's: a reload builds new ones, moves every
+ * signed-in client over to its user of the same name (or closes it, if
+ * that user is gone or off), and only then frees the old (reload.c). So a
+ * client's user pointer is valid for as long as the client is its pool's,
+ * and never across a reload without acl_rebind. */
+#ifndef SHARDIS_ACL_H
+#define SHARDIS_ACL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf/conf.h"
+
+struct cmd;
+
+struct acl_user {
+    char      *name;
+    bool       on;
+    bool       nopass;          /* any password signs in */
+    bool       allkeys, allchannels;
+    bool       all;             /* every command, key and channel: nothing to check */
+    uint8_t  (*pass)[32];       /* SHA-256 of each password */
+    size_t     npass;
+    uint64_t  *cmds;            /* a bit per command: Redis's table, then SHARD.* */
+    char     **keys;            /* ~patterns */
+    size_t     nkeys;
+    char     **chans;           /* &patterns */
+    size_t     nchans;
+};
+
+struct acl {
+    struct acl_user *users;     /* users[0] is "default" */
+    size_t           n;
+};
+
+/* The pool's users: its `users:` lines, and "default" (if no line names
+ * it: on, every permission, password redis_auth or none). On failure the
+ * return is -EINVAL and err holds "path:line:col: what is wrong". */
+int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
+              char *err, size_t errlen);
+void acl_free(struct acl *acl);
+/* Build and free every pool's users: whether the config's users lines are
+ * good (shardis -t). */
+int acl_check(const struct conf *cf, char *err, size_t errlen);
+
+/* The user called name[0..len), or NULL. */
+const struct acl_user *acl_find(const struct acl *acl, const char *name, size_t len);
+/* AUTH: the user if it is on and the password is one of its own (compared
+ * in constant time, as redis-server does), else NULL. */
+const struct acl_user *acl_login(const struct acl *acl, const char *name, size_t nlen,
+                                 const char *pw, size_t plen);
+/* Who a new connection is: "default" if it is on and needs no password,
+ * else NULL (not signed in). */
+const struct acl_user *acl_new_session(const struct acl *acl);
+
+/* Whether u may run cmd (a row of Redis's table), or SHARD.* command i of
+ * local.c's (acl_shard_ok). */
+bool acl_cmd_ok(const struct acl_user *u, const struct cmd *cmd);
+bool acl_shard_ok(const struct acl_user *u, size_t i);
+/* Whether u may touch the key, or the channel (a PSUBSCRIBE pattern must
+ * be one of u's own patterns, as in Redis). */
+bool acl_key_ok(const struct acl_user *u, const char *key, size_t len);
+bool acl_channel_ok(const struct acl_user *u, const char *name, size_t len, bool pattern);
+
+/* Redis's glob (stringmatchlen): *, ?, [...] with ^ and ranges, \ escapes. */
+bool acl_glob(const char *pat, size_t plen, const char *s, size_t slen);
+
+#define ACL_NOPERM_KEYS "NOPERM this user has no permissions to access one of the keys " \
+                        "used as arguments"
+#define ACL_NOPERM_CHANNELS "NOPERM this user has no permissions to access one of the " \
+                            "channels used as arguments"
+#define ACL_WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
+
+#endif

@@ -1,0 +1,343 @@
+#!/usr/bin/python3
+"""test_acl.py -- client users and what each may do, against real
+redis-servers, compared byte for byte with a redis-server that has the
+same users (ACL SETUSER with the same lines):
+
+- AUTH user pass, AUTH pass, HELLO 3 AUTH, ACL WHOAMI, WRONGPASS,
+  NOAUTH, a #sha256 password, a user that is off; RESET signs out to the
+  default user;
+- NOPERM for a command, a subcommand, a key (direct, split over servers,
+  a script's declared keys, inside MULTI, WATCH) and a channel (PUBLISH,
+  SUBSCRIBE, PSUBSCRIBE only for a pattern of the user's own); SORT BY
+  patterns for a user without every key; SHARD.* by name and category;
+- a reload that removes a user or turns it off closes its connections
+  (a subscriber stops getting messages), one that changes a password
+  keeps them; a reload with a bad line is refused and changes nothing;
+- shardis -t names the line and column of a bad users line.
+
+Run: /usr/bin/python3 tests/integration/test_acl.py --shardis build/shardis
+"""
+import hashlib
+import os
+import subprocess
+import sys
+
+import redis
+
+import harness
+from harness import Fail, Raw, RedisServer, Shardis, array, bulk, expect, expect_eq
+
+
+def reload(px):
+    """SHARD.RELOAD as the default user: its summary, or its error's text."""
+    try:
+        return px.client.execute_command("SHARD.RELOAD")
+    except redis.ResponseError as e:
+        return str(e).encode()
+
+HOST = "127.0.0.1"
+USERS = [
+    "app on >apppw ~app:* ~{app}* &app.* +@all -@dangerous",
+    "reader on >rpw ~* &* +@read +@connection -shard.keyinfo",
+    "hashed on #%s allkeys +get +set +acl|whoami" % hashlib.sha256(b"hpw").hexdigest(),
+    "gone off >gpw allkeys +@all",
+]
+NOPERM_KEYS = (b"-NOPERM this user has no permissions to access one of the keys used as "
+               b"arguments\r\n")
+NOPERM_CHANS = (b"-NOPERM this user has no permissions to access one of the channels used "
+                b"as arguments\r\n")
+
+
+def noperm(cmd):
+    return b"-NOPERM this user has no permissions to run the '%s' command\r\n" % cmd
+
+
+def users_yaml(users):
+    return "[" + ", ".join('"%s"' % u for u in users) + "]"
+
+
+def direct_server():
+    """A redis-server with USERS, the reference."""
+    d = RedisServer("direct%d" % harness.free_port())
+    for u in USERS:
+        name, *rules = u.split()
+        rules = [r for r in rules if "shard." not in r]    # shardis's own commands
+        d.client.execute_command("ACL", "SETUSER", name, *rules)
+    return d
+
+
+def both(px, d, script, what):
+    """Send script (a list of commands) on a fresh connection to shardis and to
+    the direct server; the replies must be the same bytes."""
+    got = []
+    for port in (px.port, d.port):
+        c = Raw(port)
+        out = []
+        for cmd in script:
+            out.append(c.cmd(*cmd))
+        c.close()
+        got.append(out)
+    for cmd, a, b in zip(script, got[0], got[1]):
+        expect_eq(a, b, "%s: %s (shardis vs redis-server)" % (what, " ".join(map(str, cmd))))
+
+
+def t_sign_in(rs):
+    px = Shardis("signin", rs, users=users_yaml(USERS))
+    d = direct_server()
+    both(px, d, [("ACL", "WHOAMI"), ("AUTH", "app", "bad"), ("ACL", "WHOAMI"),
+                 ("AUTH", "app", "apppw"), ("ACL", "WHOAMI"), ("AUTH", "gone", "gpw"),
+                 ("AUTH", "nobody", "x"), ("AUTH", "hashed", "hpw"), ("ACL", "WHOAMI"),
+                 ("AUTH", "pw"), ("AUTH", "a", "b", "c"), ("RESET",), ("ACL", "WHOAMI")],
+         "sign in")
+    # HELLO 3 AUTH: the id differs, the rest is the same.
+    for port in (px.port, d.port):
+        c = Raw(port)
+        expect_eq(c.cmd("HELLO", "3", "AUTH", "app", "nope"),
+                  b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+                  "HELLO AUTH with a wrong password")
+        r = c.cmd("HELLO", "3", "AUTH", "app", "apppw")
+        expect(r.startswith(b"%7\r\n$6\r\nserver\r\n$5\r\nredis"), "HELLO 3 AUTH: %r" % r[:40])
+        expect_eq(c.cmd("ACL", "WHOAMI"), b"$3\r\napp\r\n", "WHOAMI after HELLO AUTH")
+        c.close()
+    # A pool whose default user is off: nothing before AUTH.
+    px2 = Shardis("signin2", rs, users=users_yaml(USERS + ["default off"]))
+    c = Raw(px2.port)
+    expect_eq(c.cmd("GET", "x"), b"-NOAUTH Authentication required.\r\n", "GET before AUTH")
+    expect_eq(c.cmd("AUTH", "anything"),
+              b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+              "AUTH pass with the default user off")
+    expect_eq(c.cmd("AUTH", "reader", "rpw"), b"+OK\r\n", "AUTH reader")
+    expect_eq(c.cmd("CLIENT", "INFO")[-30:].split(b" ")[-2], b"user=reader", "CLIENT INFO user=")
+    expect_eq(c.cmd("RESET"), b"+RESET\r\n", "RESET")
+    expect_eq(c.cmd("GET", "x"), b"-NOAUTH Authentication required.\r\n",
+              "signed out to a default user that is off")
+    c.close()
+    # redis_auth alone keeps meaning the default user's password.
+    px3 = Shardis("signin3", rs, redis_auth="s3cret")
+    c = Raw(px3.port)
+    expect_eq(c.cmd("AUTH", "default", "s3cre"),
+              b"-WRONGPASS invalid username-password pair or user is disabled.\r\n", "prefix")
+    expect_eq(c.cmd("AUTH", "s3cret"), b"+OK\r\n", "AUTH redis_auth")
+    c.close()
+    for p in (px, px2, px3):
+        harness.t_exit_clean(p)
+
+
+def t_permissions(rs):
+    px = Shardis("perm", rs, users=users_yaml(USERS))
+    d = direct_server()
+    a = px.keys_on("app:", 0)[0]
+    b = px.keys_on("app:", 1)[0]
+    both(px, d, [
+        ("AUTH", "app", "apppw"),
+        ("SET", a, "1"), ("SET", "other", "1"), ("GET", "other"),
+        ("FLUSHALL",), ("CONFIG", "GET", "maxmemory"), ("KEYS", "*"),
+        ("MSET", a, "x", b, "y"), ("MGET", a, b), ("MSET", a, "x", "other", "y"),
+        ("DEL", b, "other"), ("EXISTS", a, b),
+        ("EVAL", "return 1", "1", "other"), ("EVAL", "return KEYS[1]", "1", a),
+        ("MULTI",), ("SET", "other", "1"), ("SET", a, "2"), ("EXEC",),
+        ("WATCH", "other"), ("WATCH", a), ("UNWATCH",),
+        ("PUBLISH", "other", "m"), ("PUBLISH", "app.x", "m"),
+        ("RPUSH", "{app}l", "1", "2"), ("SORT", "{app}l", "BY", "{app}w_*"),
+        ("SORT", "{app}l", "GET", "{app}o_*"), ("SORT", "{app}l"),
+    ], "the app user")
+    both(px, d, [
+        ("AUTH", "reader", "rpw"), ("GET", "other"), ("SET", "other", "1"),
+        ("MSET", a, "1", b, "2"), ("CONFIG", "SET", "maxmemory", "1"), ("ACL", "WHOAMI"), ("LPUSH", "l", "x"),
+        ("SORT", a, "BY", "w_*"), ("EVAL", "return 1", "0"),
+    ], "the reader")
+    # Channels: SUBSCRIBE by glob, PSUBSCRIBE only a pattern the user has.
+    for port in (px.port, d.port):
+        c = Raw(port)
+        c.cmd("AUTH", "app", "apppw")
+        expect_eq(c.cmd("SUBSCRIBE", "other"), NOPERM_CHANS, "SUBSCRIBE other")
+        expect_eq(c.cmd("PSUBSCRIBE", "app.x*"), NOPERM_CHANS, "PSUBSCRIBE app.x*")
+        expect_eq(c.cmd("PSUBSCRIBE", "app.*"), array([bulk(b"psubscribe"), bulk(b"app.*"),
+                                                       b":1\r\n"]), "PSUBSCRIBE app.*")
+        c.close()
+    # SHARD.* by name and by category.
+    c = Raw(px.port)
+    c.cmd("AUTH", "reader", "rpw")
+    expect_eq(c.cmd("SHARD.GENKEY"), noperm(b"shard.genkey"), "GENKEY is @write")
+    expect_eq(c.cmd("SHARD.KEYINFO", "x"), noperm(b"shard.keyinfo"), "-shard.keyinfo")
+    expect(c.cmd("SHARD.WHEREIS", "x").startswith(b"$"), "WHEREIS is @connection")
+    c.cmd("AUTH", "app", "apppw")
+    expect_eq(c.cmd("SHARD.RELOAD"), noperm(b"shard.reload"), "SHARD.RELOAD is @dangerous")
+    expect(c.cmd("SHARD.GENKEY").startswith(b"$"), "GENKEY for app")
+    c.close()
+    # Nothing refused reached a server.
+    for s in rs:
+        expect_eq(s.client.exists("other"), 0, "'other' on %s" % s.name)
+    harness.t_exit_clean(px)
+
+
+def t_reload(rs):
+    px = Shardis("reload", rs, users=users_yaml(USERS), admin_commands="true")
+    app, sub, rd = Raw(px.port), Raw(px.port), Raw(px.port)
+    expect_eq(app.cmd("AUTH", "app", "apppw"), b"+OK\r\n", "AUTH app")
+    expect_eq(rd.cmd("AUTH", "reader", "rpw"), b"+OK\r\n", "AUTH reader")
+    sub.cmd("AUTH", "app", "apppw")
+    expect_eq(sub.cmd("SUBSCRIBE", "app.news"), array([bulk(b"subscribe"), bulk(b"app.news"),
+                                                       b":1\r\n"]), "SUBSCRIBE")
+    # A bad line: refused whole, nobody closed.
+    text = open(px.conf).read()
+    with open(px.conf, "w") as f:
+        f.write(text.replace("users: [", 'users: ["bad on +nosuchcmd", '))
+    out = reload(px)
+    expect(b"unknown command 'nosuchcmd'" in out, "reload with a bad line: %r" % out[:200])
+    expect_eq(app.cmd("ACL", "WHOAMI"), b"$3\r\napp\r\n", "app after a refused reload")
+    # app removed, reader's password changed.
+    users = [u for u in USERS if not u.startswith("app ")]
+    users = [u.replace(">rpw", ">newpw") for u in users]
+    users.append("admin on >adminpw allkeys allchannels +@all")
+    with open(px.conf, "w") as f:
+        f.write(text.replace(users_yaml(USERS), users_yaml(users)))
+    admin = Raw(px.port)
+    admin.cmd("AUTH", "app", "apppw")
+    out = admin.cmd("SHARD.RELOAD")
+    expect(out.startswith(b"-NOPERM"), "app may not reload: %r" % out)
+    out = reload(px)
+    for c, what in ((app, "app's connection"), (sub, "app's subscriber"),
+                    (admin, "app's other connection")):
+        try:
+            r = c.cmd("PING")
+        except (EOFError, ConnectionError, OSError):
+            continue
+        raise Fail("%s still open after app was removed: %r" % (what, r))
+    expect(b" user=reader " in rd.cmd("CLIENT", "INFO"), "the reader stays signed in")
+    n = Raw(px.port)
+    expect_eq(n.cmd("AUTH", "reader", "rpw"),
+              b"-WRONGPASS invalid username-password pair or user is disabled.\r\n", "old password")
+    expect_eq(n.cmd("AUTH", "reader", "newpw"), b"+OK\r\n", "new password")
+    expect_eq(n.cmd("AUTH", "app", "apppw"),
+              b"-WRONGPASS invalid username-password pair or user is disabled.\r\n", "app gone")
+    # Turning a user off closes it too.
+    with open(px.conf, "w") as f:
+        f.write(text.replace(users_yaml(USERS), users_yaml(
+            [u.replace("reader on", "reader off") for u in users])))
+    reload(px)
+    for c in (rd, n):
+        try:
+            r = c.cmd("PING")
+        except (EOFError, ConnectionError, OSError):
+            continue
+        raise Fail("a reader's connection is open after reader was turned off: %r" % r)
+    harness.t_exit_clean(px)
+
+
+def t_conf_errors(rs):
+    bad = [
+        ("x on +nosuchcmd", "unknown command 'nosuchcmd'"),
+        ("x on +@nosuchcat", "unknown command category 'nosuchcat'"),
+        ("x on %R~app:*", "does not take %R~ or %W~"),
+        ("x on (+get ~a)", "does not take selectors"),
+        ("x on #abc", "SHA-256 of 64 hex digits"),
+        ("x on frobnicate", "unknown ACL rule 'frobnicate'"),
+        ("x on +config|nosuch", "unknown subcommand 'config|nosuch'"),
+    ]
+    for line, want in bad + [("x on", None)]:
+        path = os.path.join(harness.TMP, "bad.yml")
+        with open(path, "w") as f:
+            f.write("alpha:\n  listen: 127.0.0.1:1\n  users:\n    - ok on >p\n    - \"%s\"\n"
+                    "  servers:\n    - 127.0.0.1:%d:1\n" % (line, rs[0].port))
+        p = subprocess.run([harness.ARGS.shardis, "-c", path, "-t"], capture_output=True,
+                           text=True)
+        if want is None:
+            expect_eq(p.returncode, 0, "shardis -t of a good line: " + p.stderr)
+            continue
+        expect(p.returncode != 0 and want in p.stderr and ":5:7:" in p.stderr,
+               "%r: %r" % (line, p.stderr))
+    with open(path, "w") as f:
+        f.write("alpha:\n  listen: 127.0.0.1:1\n  users: [\"a on\", \"a off\"]\n"
+                "  servers:\n    - 127.0.0.1:%d:1\n" % rs[0].port)
+    p = subprocess.run([harness.ARGS.shardis, "-c", path, "-t"], capture_output=True, text=True)
+    expect(p.returncode != 0 and "listed twice" in p.stderr, p.stderr)
+
+
+def t_preauth(rs):
+    """Before AUTH nothing big is buffered: the header is refused, as
+    redis-server refuses it, and the connection closed."""
+    px = Shardis("preauth", rs, users=users_yaml(["default on >pw allkeys allchannels +@all"]))
+    d = RedisServer("preauthdirect", password="pw")
+    before = harness.rss(px.pid)
+    for data in (b"*1\r\n$104857600\r\n", b"*11\r\n", b"*2\r\n$3\r\nGET\r\n$16385\r\n"):
+        got = []
+        for port in (px.port, d.port, px.port, px.port):
+            c = Raw(port)
+            c.send(data)
+            got.append(c.reply())
+            try:
+                more = c.reply()
+            except EOFError:
+                more = None
+            expect(more is None, "the connection stays open after %r: %r" % (data, more))
+            c.close()
+        expect(got[0].startswith(b"-ERR Protocol error: unauthenticated"), "%r: %r" % (data, got[0]))
+        expect_eq(got[0], got[1], "%r: shardis vs redis-server" % data)
+    grew = harness.rss(px.pid) - before
+    expect(grew < 1 << 20, "RSS grew %d bytes for refused unauthenticated headers" % grew)
+    # At the limits, and after AUTH, requests are as big as they like.
+    c = Raw(px.port)
+    expect_eq(c.cmd("AUTH", "x" * 16384), b"-WRONGPASS invalid username-password pair or user "
+              b"is disabled.\r\n", "a 16 KiB password before AUTH")
+    expect_eq(c.cmd("AUTH", "pw"), b"+OK\r\n", "AUTH")
+    expect_eq(c.cmd("SET", "big", "v" * 100000), b"+OK\r\n", "a 100 KB SET after AUTH")
+    expect_eq(c.cmd("DEL", *["k%d" % i for i in range(20)]), b":0\r\n", "20 keys after AUTH")
+    c.close()
+    harness.t_exit_clean(px)
+
+
+def plant(server, pool_text, target_text, epoch=5):
+    rec = b"shardis-migration 1\nepoch %d\nconf %d\n%s\nprior %d\n%s\n" % (
+        epoch, len(target_text), target_text, len(pool_text), pool_text)
+    server.client.set("__shardis:ctl:alpha", rec)
+
+
+def t_record_trust(rs):
+    """A migration record planted on a server: followed only as far as the
+    config file agrees. Refused, shardis does not start and says why."""
+    px = Shardis("record", rs[:2])
+    text = open(px.conf, "rb").read()
+    px.proc.terminate()
+    px.proc.wait()
+    harness.PROCS.remove(px.proc)
+    foreign = b"    - %s:%d:1 redis9\n" % (HOST.encode(), rs[2].port)
+    cases = [
+        (text.replace(b"  servers:", b"  admin_commands: true\n  servers:"),
+         "sets admin_commands otherwise than the config file does"),
+        (text.replace(b"  servers:", b"  users: [\"evil on >x allkeys +@all\"]\n  servers:"),
+         "sets users otherwise"),
+        (text + foreign, "moves keys to %s:%d, which neither" % (HOST, rs[2].port)),
+    ]
+    for target, want in cases:
+        plant(rs[0], text, target)
+        try:
+            p = subprocess.run([harness.ARGS.shardis, "-c", px.conf], capture_output=True,
+                               text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            raise Fail("shardis followed a planted record (%s): it started" % want)
+        expect(p.returncode != 0 and want in p.stderr, "%s: %r" % (want, p.stderr[-300:]))
+    expect_eq(rs[2].client.dbsize(), 0, "keys on the foreign server")
+    rs[0].client.delete("__shardis:ctl:alpha")
+    px2 = Shardis("record2", rs[:2])
+    expect_eq(px2.client.set("x", "1"), True, "starts once the record is gone")
+    harness.t_exit_clean(px2)
+
+
+def body():
+    run = harness.run_with_servers
+    run("AUTH user pass, AUTH pass, HELLO AUTH, WHOAMI, WRONGPASS, NOAUTH, #sha256, off, "
+        "RESET: as redis-server", t_sign_in, 2)
+    run("NOPERM for commands, keys (direct, split, scripts, MULTI, WATCH), channels, SORT "
+        "patterns, SHARD.*: as redis-server", t_permissions, 2)
+    run("a reload removes a user or turns it off: its connections close; a new password "
+        "keeps them; a bad line changes nothing", t_reload, 2)
+    run("shardis -t names a bad users line", t_conf_errors, 1)
+    run("before AUTH: a multibulk over 10 or a bulk over 16 KiB is refused at its header "
+        "(redis-server's text), RSS stays flat", t_preauth, 1)
+    run("a planted migration record that changes settings or sends keys to an unnamed "
+        "host is refused", t_record_trust, 3)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body))
