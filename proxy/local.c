@@ -843,7 +843,8 @@ int local_exec(struct client *c, struct req *r, struct args *a)
             continue;
         if (c->user == NULL && !local_cmds[i].before_auth) {
             client_reply_error(c, r, "NOAUTH Authentication required.");
-        } else if (i >= FIRST_SHARD && !c->user->all && !acl_shard_ok(c->user, i - FIRST_SHARD)) {
+        } else if (i >= FIRST_SHARD && c->user != NULL && !c->user->all &&
+                   !acl_shard_ok(c->user, i - FIRST_SHARD)) {
             client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' "
                                "command", local_cmds[i].name);
         } else {
