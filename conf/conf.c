@@ -515,6 +515,10 @@ static const struct pool_key pool_keys[] = {
     {"admin_commands",       K_BOOL,    F(admin_commands), 0, 0},
     {"keyless_user",         K_STR,     F(keyless_user), 1, 128},
     {"keyless_password",     K_STR,     F(keyless_password), 0, 4096},
+    {"backend_user",         K_STR,     F(backend_user), 1, 128},
+    {"backend_password",     K_STR,     F(backend_password), 0, 4096},
+    {"internal_user",        K_STR,     F(internal_user), 1, 128},
+    {"internal_password",    K_STR,     F(internal_password), 0, 4096},
     {"users",                K_USERS,   0, 0, 0},
     {"idgen",                K_IDGEN,   0, 0, 0},
     {"migration_rate",       K_INT,     F(migration_rate), 0, INT_MAX},
@@ -701,12 +705,30 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         at = given(&st, "hash");
         return fail(p, at != NULL ? at : given(&st, "distribution"), "%s", why);
     }
-    if (pool->keyless_user != NULL && pool->keyless_user[0] == '\0')
-        return fail(p, given(&st, "keyless_user"), "keyless_user is empty");
-    if ((pool->keyless_user == NULL) != (pool->keyless_password == NULL))
-        return fail(p, given(&st, pool->keyless_user ? "keyless_user" : "keyless_password"),
-                    "keyless_user and keyless_password go together (the ACL user a script "
-                    "that declares no key runs as)");
+    static const struct {
+        const char *user, *password, *what;
+        size_t uoff, poff;
+    } creds[] = {
+        {"keyless_user", "keyless_password", "the ACL user a script that declares no key "
+         "runs as", offsetof(struct conf_pool, keyless_user),
+         offsetof(struct conf_pool, keyless_password)},
+        {"backend_user", "backend_password", "the ACL user clients' commands run as on the "
+         "servers", offsetof(struct conf_pool, backend_user),
+         offsetof(struct conf_pool, backend_password)},
+        {"internal_user", "internal_password", "the ACL user shardis's own work runs as on "
+         "the servers", offsetof(struct conf_pool, internal_user),
+         offsetof(struct conf_pool, internal_password)},
+    };
+    for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
+        const char *user = *(char **)((char *)pool + creds[i].uoff);
+        const char *pass = *(char **)((char *)pool + creds[i].poff);
+        if (user != NULL && user[0] == '\0')
+            return fail(p, given(&st, creds[i].user), "%s is empty", creds[i].user);
+        if ((user == NULL) != (pass == NULL))
+            return fail(p, given(&st, user ? creds[i].user : creds[i].password),
+                        "%s and %s go together (%s)", creds[i].user, creds[i].password,
+                        creds[i].what);
+    }
     if (given(&st, "jedis_version") != NULL && pool->distribution != RING_DIST_JEDIS)
         return fail(p, given(&st, "jedis_version"), "jedis_version applies only to "
                     "distribution: jedis");
@@ -733,6 +755,10 @@ static void pool_free(struct conf_pool *pool)
     free(pool->redis_auth);
     free(pool->keyless_user);
     free(pool->keyless_password);
+    free(pool->backend_user);
+    free(pool->backend_password);
+    free(pool->internal_user);
+    free(pool->internal_password);
     for (size_t i = 0; i < pool->nusers; i++)
         free(pool->users[i].rule);
     free(pool->users);
@@ -869,10 +895,12 @@ static bool str_eq(const char *a, const char *b)
 
 /* Who may do what, where data lives, and how keys are placed: what a
  * planted record must not change. (The rest, timeouts and the
- * migration's pace, is the file's to tune.) */
+ * migration's pace, is the file's to tune; listen is each proxy's own,
+ * and the record is its writer's.) */
 static const char *const guarded[] = {
-    "listen", "hash", "hash_tag", "distribution", "jedis_version", "redis_auth",
+    "hash", "hash_tag", "distribution", "jedis_version", "redis_auth",
     "redis_db", "admin_commands", "keyless_user", "keyless_password", "users", "eject_mode",
+    "backend_user", "backend_password", "internal_user", "internal_password",
 };
 
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b)

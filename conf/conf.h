@@ -100,6 +100,16 @@ struct conf_pool {
      * or neither; NULL: such scripts run read-only (EVAL_RO ...). */
     char    *keyless_user;
     char    *keyless_password;
+    /* The ACL users shardis signs in as on the servers (both or neither of
+     * each pair; NULL: AUTH redis_auth, as before). backend_user carries
+     * clients' commands, and so their scripts: least privilege, none of
+     * shardis's keys or channels. internal_user does shardis's own work:
+     * migration, the group, SHARD.GENKEY's sequences, admin commands,
+     * keyless_user's check. */
+    char    *backend_user;
+    char    *backend_password;
+    char    *internal_user;
+    char    *internal_password;
     /* Client users (proxy/acl.c); none: the default user alone, whose
      * password is redis_auth. */
     struct conf_user *users;

@@ -10,8 +10,9 @@
  * queued (sendq), written together once per loop turn (writeq while the
  * write is in flight), and wait in pendq for their replies, which arrive
  * in the same order. The handshake is queued ahead of everything as the
- * proxy's own requests (backend_queue_own): AUTH and SELECT (refused: the
- * connection is no good), then what other modules ask of a new connection
+ * proxy's own requests (backend_queue_own): AUTH as the user its
+ * enum backend_as names (backend_auth_args, the one place that decides)
+ * and SELECT (refused: the connection is no good), then what other modules ask of a new connection
  * (genkey.c: its script; CLIENT ID of a dedicated one, for mig.c). The
  * proxy's own requests carry their reply callback (req.on_reply): this
  * file forwards bytes and never learns what a request was for.
@@ -242,7 +243,7 @@ static int handshake_reply(struct backend *b, struct req *r)
 }
 
 /* A keyless connection is checked before it authenticates as the
- * keyless_user: as the pool's own user, ACL GETUSER must show that user
+ * keyless_user: as the internal user, ACL GETUSER must show that user
  * with no key pattern, no channel pattern and no selector (one that could
  * name keys), or a script run as it could write a key, or publish, on a
  * server that does not own it. The reply is RESP2's (HELLO comes later):
@@ -549,12 +550,12 @@ static void backend_connect(struct backend *b)
      * connections skip what only GENKEY needs (the shared ones load the
      * script; without a run_id the script reads it itself). */
     b->client_id = 0;
-    b->keyless_gen = b->pool->keyless_gen;      /* the credentials it authenticates with */
+    b->creds_gen = b->pool->creds_gen;      /* the credentials it authenticates with */
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
-    else
-        genkey_connecting(b);
-    b->verifying = b->keyless;
+    else if (b->as == BACKEND_AS_INTERNAL || !backend_split_creds(pc))
+        genkey_connecting(b);   /* the sequences are the internal_user's (pool_own) */
+    b->verifying = b->as == BACKEND_AS_KEYLESS;
     if (b->resp3)
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"HELLO", "3"});
     if (pc->redis_db != 0) {
@@ -562,15 +563,17 @@ static void backend_connect(struct backend *b)
         snprintf(db, sizeof(db), "%d", pc->redis_db);
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"SELECT", db});
     }
-    if (b->keyless) {           /* checked as the pool's user, then used */
+    if (b->as == BACKEND_AS_KEYLESS) {  /* checked as the internal user, then used */
         backend_queue_own(b, keyless_auth_reply, true, 3,
                           (const char *const[]){"AUTH", pc->keyless_user, pc->keyless_password});
         backend_queue_own(b, keyless_check_reply, true, 3,
                           (const char *const[]){"ACL", "GETUSER", pc->keyless_user});
     }
-    if (pc->redis_auth != NULL)
-        backend_queue_own(b, handshake_reply, true, 2,
-                       (const char *const[]){"AUTH", pc->redis_auth});
+    const char *auth[3];
+    int nauth = backend_auth_args(pc, b->as == BACKEND_AS_CLIENT ? BACKEND_AS_CLIENT
+                                                                 : BACKEND_AS_INTERNAL, auth);
+    if (nauth > 0)
+        backend_queue_own(b, handshake_reply, true, nauth, auth);
 
     if (sv->unix_socket) {
         uv_pipe_init(proxy.loop, &b->h.pipe, 0);
@@ -670,8 +673,40 @@ void backend_close(struct backend *b)
  * for a connect; bounded, and closed when the pool goes idle. */
 #define BACKEND_SPARES_PER_SERVER 64
 
+int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3])
+{
+    const char *user = NULL, *password = NULL;
+
+    switch (as) {
+    case BACKEND_AS_CLIENT:
+        user = pc->backend_user, password = pc->backend_password;
+        break;
+    case BACKEND_AS_INTERNAL:
+        user = pc->internal_user, password = pc->internal_password;
+        break;
+    case BACKEND_AS_KEYLESS:
+        user = pc->keyless_user, password = pc->keyless_password;
+        break;
+    }
+    argv[0] = "AUTH";
+    if (user != NULL) {
+        argv[1] = user, argv[2] = password;
+        return 3;
+    }
+    if (pc->redis_auth != NULL) {
+        argv[1] = pc->redis_auth;
+        return 2;
+    }
+    return 0;
+}
+
+bool backend_split_creds(const struct conf_pool *pc)
+{
+    return pc->backend_user != NULL || pc->internal_user != NULL;
+}
+
 static struct backend *acquire(struct pool *p, uint32_t server, struct client *owner,
-                               enum backend_role role, bool keyless)
+                               enum backend_role role, enum backend_as as)
 {
     struct backend *b;
     /* Replies are forwarded as they come: in the client's protocol. A
@@ -683,8 +718,7 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
         if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
         if (b->server == server && b->state == BACKEND_UP && !b->closing &&
-            b->resp3 == resp3 && b->keyless == keyless &&
-            (!keyless || b->keyless_gen == p->keyless_gen)) {
+            b->resp3 == resp3 && b->as == as && b->creds_gen == p->creds_gen) {
             TAILQ_REMOVE(&p->dedicated, b, link);
             p->nspare--;
             goto take;
@@ -693,7 +727,7 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
     b = xmalloc(sizeof(*b));
     backend_init(b, p, server);
     b->resp3 = resp3;
-    b->keyless = keyless;
+    b->as = as;
     p->ndedicated++;
 take:
     b->owner = owner;
@@ -706,7 +740,13 @@ take:
 struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
                                 enum backend_role role)
 {
-    return acquire(p, server, owner, role, false);
+    return acquire(p, server, owner, role, BACKEND_AS_CLIENT);
+}
+
+struct backend *backend_acquire_internal(struct pool *p, uint32_t server, struct client *owner)
+{
+    return acquire(p, server, owner, BACKEND_ONE_OFF,
+                   backend_split_creds(p->conf) ? BACKEND_AS_INTERNAL : BACKEND_AS_CLIENT);
 }
 
 struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner)
@@ -718,12 +758,12 @@ struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct 
     TAILQ_FOREACH_REVERSE(b, &p->dedicated, backend_list, link) {
         if (b->role == BACKEND_SPARE)
             break;                  /* in use ones are kept at the tail */
-        if (b->owner == owner && b->keyless && b->server == server && !b->closing &&
-            b->state != BACKEND_FAILED && b->resp3 == owner->resp3 &&
-            b->keyless_gen == p->keyless_gen)
+        if (b->owner == owner && b->as == BACKEND_AS_KEYLESS && b->server == server &&
+            !b->closing && b->state != BACKEND_FAILED && b->resp3 == owner->resp3 &&
+            b->creds_gen == p->creds_gen)
             return b;
     }
-    return acquire(p, server, owner, BACKEND_ONE_OFF, true);
+    return acquire(p, server, owner, BACKEND_ONE_OFF, BACKEND_AS_KEYLESS);
 }
 
 bool backend_idle(const struct backend *b)
@@ -763,7 +803,7 @@ void backend_release(struct backend *b, bool clean)
     /* One with a CLIENT UNBLOCK on its way (mig.c) is closed: the next
      * client's command there would be the one unblocked. */
     if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) && !b->unblocking &&
-        (!b->keyless || b->keyless_gen == p->keyless_gen) &&
+        b->creds_gen == p->creds_gen &&
         p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && p->servers[b->server].active &&
         !proxy.stopping) {
         /* Spares first: backend_acquire and backend_close_spares stop at

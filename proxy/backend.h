@@ -51,6 +51,18 @@ enum backend_role {
     BACKEND_LEFT,               /* released and closing */
 };
 
+/* Who a connection signs in as on its server (backend_auth_args). Clients'
+ * commands run as the pool's backend_user, so that a script can do no
+ * more than that user may; shardis's own work (migration, the group, ID
+ * sequences, admin commands, checking the keyless_user) as its
+ * internal_user; a script that declares no key as the keyless_user. Each
+ * is redis_auth's default user where the pool names no such user. */
+enum backend_as {
+    BACKEND_AS_CLIENT,
+    BACKEND_AS_INTERNAL,
+    BACKEND_AS_KEYLESS,
+};
+
 struct backend {
     union stream     h;
     uv_connect_t     creq;
@@ -79,9 +91,8 @@ struct backend {
     unsigned         role:3;    /* enum backend_role */
     unsigned         unblocking:1;/* a pin: a CLIENT UNBLOCK for it is in flight (mig.c) */
     unsigned         resp3:1;   /* speaks RESP3 (HELLO 3 in its handshake) for RESP3 clients */
-    unsigned         keyless:1; /* dedicated, authenticated as the pool's keyless_user
-                                   (backend_acquire_keyless) */
-    uint32_t         keyless_gen;/* keyless: the pool's keyless_gen it authenticated in */
+    unsigned         as:2;      /* enum backend_as: the ACL user it signs in as */
+    uint32_t         creds_gen; /* the pool's creds_gen it authenticated in */
     unsigned         retired:1; /* a ONE_OFF that was its client's PIN (backend_retire) */
     unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
                                    request may be sent on it yet (gate.c): pipelined
@@ -116,10 +127,20 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
                                 enum backend_role role);
 /* A ONE_OFF for a script that declares no key (pin_keyless): it
  * authenticates as the pool's keyless_user, and fails unless that user is
- * refused a key write (its handshake checks). Spares of this kind serve
- * only this kind, while the pool's keyless_gen is the one they were
- * made in. */
+ * refused a key write (its handshake checks). */
 struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner);
+/* A ONE_OFF for an admin command, authenticated as the pool's
+ * internal_user (pin_internal). Spares serve only their own kind (and
+ * only while the pool's creds_gen is the one they were made in). */
+struct backend *backend_acquire_internal(struct pool *p, uint32_t server, struct client *owner);
+/* The AUTH a connection signing in as `as` starts with, in argv[0..n):
+ * returns n (3: AUTH user password, 2: AUTH redis_auth, 0: none). The
+ * keyless_user's AUTH comes after its check, which runs as internal. */
+int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3]);
+/* Whether the pool's own work and its clients' commands sign in as
+ * different users (backend_user or internal_user named): its own work
+ * then goes over connections of its own (pool_own). */
+bool backend_split_creds(const struct conf_pool *pc);
 /* Whether b is one client's (any role but BACKEND_SHARED). */
 #define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
 void backend_release(struct backend *b, bool clean);
@@ -137,6 +158,12 @@ void backend_retire(struct backend *b);
  * no answer. */
 char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
                         const char *const *argv, size_t *len);
+/* At start: ask server ps (ACL DRYRUN, as the internal user) whether the
+ * pool's backend_user may touch shardis's keys and channels or run what
+ * the README advises against, and whether the internal_user may do
+ * shardis's work; each finding is a warning in the log. The number of
+ * findings, -1 if it cannot tell; 0 where the pool names neither user. */
+int backend_check_users(const struct pool *p, const struct pool_server *ps);
 /* Close p's spare dedicated connections to server (UINT32_MAX: to every
  * server), when the proxy is idle or the server leaves. */
 void backend_close_spares(struct pool *p, uint32_t server);

@@ -2,7 +2,8 @@
  * loop runs (mig_record.c reads the migration record at start): connect,
  * AUTH and SELECT as the pool's connections do, one command, its reply
  * read with the one reply reader; every step bounded by BACKEND_SYNC_MS.
- * Nothing here touches a struct backend or the loop. */
+ * Nothing here touches a struct backend or the loop. Also the start's
+ * check of what the pool's backend_user may do (backend_check_users). */
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "proxy/backend.h"
+#include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/resp.h"
 #include "proxy/util.h"
@@ -69,7 +71,7 @@ static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
     resp_rd_init_flat(&rd, p, len);
     if (resp_rd_next(&rd, &v) < 0 || v.type == RESP_ERROR || v.type == RESP_BLOBERR)
         return -1;
-    if (v.type == RESP_BULK && !v.nil) {
+    if ((v.type == RESP_BULK && !v.nil) || v.type == RESP_SIMPLE) {
         val = xmalloc(v.len + 1);
         memcpy(val, v.p, v.len);
         vlen = v.len;
@@ -155,8 +157,10 @@ char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc
 
     if (fd < 0)
         return NULL;
-    if (pc->redis_auth != NULL) {
-        resp_w_command(&w, 2, (const char *const[]){"AUTH", pc->redis_auth}, NULL);
+    const char *auth[3];
+    int nauth = backend_auth_args(pc, BACKEND_AS_INTERNAL, auth);
+    if (nauth > 0) {
+        resp_w_command(&w, nauth, auth, NULL);
         n++;
     }
     if (pc->redis_db != 0) {
@@ -174,4 +178,75 @@ char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc
     free(req);
     close(fd);
     return val;
+}
+
+/* ---- the users shardis signs in as ------------------------------------------------ */
+
+/* What the backend_user must not be able to do, since a client's script
+ * runs as it and shardis cannot read scripts; and what the internal_user
+ * must, or shardis's own work fails. Each is asked of ACL DRYRUN (Redis
+ * 7), as the internal user. */
+static const struct user_probe {
+    bool internal;              /* the internal_user must be allowed it */
+    int argc;
+    const char *argv[7];
+    const char *what;
+} probes[] = {
+    {false, 3, {"SET", "__shardis:ctl:x", "1"}, "write shardis's migration record"},
+    {false, 2, {"GET", "$equence{00}"}, "read SHARD.GENKEY's sequences"},
+    {false, 3, {"PUBLISH", "__shardis:x", "1"}, "publish on shardis's channels"},
+    {false, 1, {"FLUSHALL"}, "empty a server"},
+    {false, 2, {"KEYS", "*"}, "list every key"},
+    {false, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "send keys to any host"},
+    {false, 3, {"MOVE", "k", "1"}, "move a key to another database"},
+    {false, 4, {"CONFIG", "SET", "dir", "/tmp"}, "reconfigure a server"},
+    {false, 3, {"ACL", "SETUSER", "x"}, "change ACL users"},
+    {false, 1, {"SHUTDOWN"}, "stop a server"},
+    {true, 3, {"SET", "__shardis:ctl:x", "1"}, "write the migration record"},
+    {true, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "move keys"},
+    {true, 4, {"EVALSHA", "0000000000000000000000000000000000000000", "1", "$equence{00}"},
+     "run SHARD.GENKEY's script"},
+    {true, 2, {"INCR", "$equence{00}"}, "keep SHARD.GENKEY's sequences"},
+    {true, 4, {"CLIENT", "UNBLOCK", "1", "ERROR"}, "unblock a moving key's waiter"},
+    {true, 3, {"PUBSUB", "CHANNELS", "__shardis:*"}, "find the group's proxies"},
+    {true, 2, {"SUBSCRIBE", "__shardis:x"}, "join the group's channels"},
+};
+
+int backend_check_users(const struct pool *p, const struct pool_server *ps)
+{
+    const struct conf_pool *pc = p->conf;
+    const char *internal = pc->internal_user != NULL ? pc->internal_user : "default";
+    int found = 0;
+
+    if (!backend_split_creds(pc))
+        return 0;
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+        const struct user_probe *pr = &probes[i];
+        const char *user = pr->internal ? internal
+                         : pc->backend_user != NULL ? pc->backend_user : "default";
+        const char *argv[10] = {"ACL", "DRYRUN", user};
+        size_t len;
+        for (int k = 0; k < pr->argc; k++)
+            argv[3 + k] = pr->argv[k];
+        char *said = backend_sync_call(ps, pc, 3 + pr->argc, argv, &len);
+        if (said == NULL) {
+            log_warn("pool '%s': cannot check what ACL user '%s' may do on %s (ACL DRYRUN, "
+                     "Redis 7, run as '%s', gave no answer or an error): see the README's "
+                     "backend users", pc->name, user, ps->label, internal);
+            return -1;
+        }
+        bool allowed = strcmp(said, "OK") == 0;
+        free(said);
+        if (allowed == pr->internal)
+            continue;
+        found++;
+        if (pr->internal)
+            log_warn("pool '%s': internal user '%s' may not %s (%s) on %s: shardis's own "
+                     "work will fail there", pc->name, user, pr->what, pr->argv[0], ps->label);
+        else
+            log_warn("pool '%s': clients' user on the servers, '%s', may %s (%s) on %s: a client's script "
+                     "could, whatever shardis allows its user", pc->name, user, pr->what,
+                     pr->argv[0], ps->label);
+    }
+    return found;
 }

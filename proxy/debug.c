@@ -29,6 +29,7 @@
 #include <strings.h>
 
 #include "proxy/backend.h"
+#include "proxy/pin.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/debug.h"
@@ -69,6 +70,9 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
     enum debug_where where = DEBUG_FIRST;
     const struct conf_pool *pc = c->pool->conf;
     struct pool *p = c->pool;
+    /* Its servers' side runs as shardis where clients' commands sign in
+     * as a backend_user of their own (pin_internal). */
+    bool split = backend_split_creds(pc);
     int owner;
 
     if (!route_admin_ok(c, r, cmd->name))
@@ -102,6 +106,10 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
     case DEBUG_KEYS:
         if ((owner = route_owner(c, r, a, where == DEBUG_KEY ? &debug_key : &debug_keys)) < 0)
             return;
+        if (split) {
+            pin_internal(c, r, a, CMD_REPLY_DEFAULT, (uint32_t)owner, true);
+            return;
+        }
         args_request(a, &r->out);
         route_send(c, r, a, pool_backend(p, (uint32_t)owner, c));
         return;
@@ -115,10 +123,18 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         /* fall through */
     case DEBUG_EVERY:
         /* No deadline: RELOAD and SLEEP take as long as they take. */
-        frag_broadcast(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
-                       NULL, true);
+        if (split)
+            pin_internal(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
+                         UINT32_MAX, false);
+        else
+            frag_broadcast(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
+                           NULL, true);
         return;
     case DEBUG_FIRST:
+        if (split) {
+            pin_internal(c, r, a, CMD_REPLY_DEFAULT, pool_first_up(p), false);
+            return;
+        }
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(p, pool_first_up(p), c));
         return;

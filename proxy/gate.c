@@ -35,8 +35,9 @@
  * one if it has one there by then, else a shared one), the client's pinned
  * connection and no other (a transaction's or a blocking command's), or a
  * one-off connection its client holds (WAIT's, SCRIPT KILL's, a keyless
- * script's, which a pipeline of them shares). The
- * first two are looked up when the request is sent, so a waiting request
+ * script's, which a pipeline of them shares), or shardis's own connection
+ * to the server (pool_own: SHARD.GENKEY's). All but the one-off are
+ * looked up when the request is sent, so a waiting request
  * never holds a pointer to a connection its client may give back
  * meanwhile (and another client then take). A one-off connection belongs
  * to its client until released; if it fails and is freed while requests
@@ -124,6 +125,8 @@ static struct backend *target(struct client *c, struct req *r)
         return c->pin != NULL && c->pin->server == r->server ? c->pin : NULL;
     case GATE_CONN:
         return r->backend;
+    case GATE_OWN:
+        return pool_own(c->pool, r->server, r->resp3);
     default:
         return pool_backend_in(c->pool, r->server, c, r->resp3);
     }
@@ -164,7 +167,9 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
         return;
     }
     r->server = b->server;
-    r->via = r->pinned ? GATE_PIN : backend_dedicated(b) && b != c->pin ? GATE_CONN : GATE_SERVER;
+    r->via = r->pinned ? GATE_PIN
+           : backend_dedicated(b) && b != c->pin ? GATE_CONN
+           : b->as == BACKEND_AS_INTERNAL ? GATE_OWN : GATE_SERVER;
     r->backend = r->via == GATE_CONN ? b : NULL;
     r->resp3 = b->resp3;            /* a later HELLO does not change it */
     rare = client_rare(c);

@@ -14,6 +14,7 @@ enum gate_via {
     GATE_SERVER,        /* the client's usual connection there, looked up when sent */
     GATE_PIN,           /* the client's pinned connection there, and no other */
     GATE_CONN,          /* a one-off connection its client holds (r->backend) */
+    GATE_OWN,           /* shardis's own connection there (pool_own: SHARD.GENKEY) */
 };
 
 /* Send r (its bytes in r->out) on b, which routing chose, now or once

@@ -428,7 +428,11 @@ void genkey_genkey(struct client *c, struct req *r, struct args *a)
      * could repeat ids when its owner returns. */
     char seq[13];
     sequence_key(r->u.genkey.shard, seq);
-    struct backend *b = pool_backend(c->pool, c->pool->slot[ring_lookup(c->pool->ring, seq, 12)], c);
+    uint32_t server = c->pool->slot[ring_lookup(c->pool->ring, seq, 12)];
+    /* The sequences are shardis's: where clients' commands sign in as a
+     * user of their own, that user cannot touch them. */
+    struct backend *b = backend_split_creds(c->pool->conf) ? pool_own(c->pool, server, c->resp3)
+                                                          : pool_backend(c->pool, server, c);
     genkey_command(c, r, b);
     mig_key(c, b->server, seq, 12);     /* $equence{LL} moves like any key */
     route_send(c, r, NULL, b);

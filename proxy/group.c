@@ -168,6 +168,7 @@ static struct group_sub *sub_of(struct pool *p, struct group *g, uint32_t server
     if (gs->conn == NULL) {
         gs->conn = xmalloc(sizeof(*gs->conn));
         backend_init(gs->conn, p, server);
+        gs->conn->as = BACKEND_AS_INTERNAL;
     }
     return gs;
 }
@@ -201,7 +202,7 @@ static void poll_round(struct pool *p, struct group *g)
             snprintf(gs->channel, sizeof(gs->channel), "%s", channel);
         }
         g->polls++;
-        send_cmd(g, &p->servers[s].conns[0], listed, 3,
+        send_cmd(g, pool_own(p, s, false), listed, 3,
                  (const char *[]){"PUBSUB", "CHANNELS", pattern});
     }
     g->poll_ms = uv_now(proxy.loop);

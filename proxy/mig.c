@@ -149,7 +149,7 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
     u->on_reply = marker_reply;         /* the drain waits for it too */
     u->u.mig.unblock_id = b->client_id;
     m->markers++;
-    backend_send(&p->servers[b->server].conns[0], u);
+    backend_send(pool_own(p, b->server, false), u);
 }
 
 /* The CLIENT UNBLOCK aimed at the dedicated connection to server whose

@@ -40,6 +40,7 @@ struct backend *mig_mover_conn(struct pool *p, uint32_t server)
     if (ps->mover == NULL) {
         ps->mover = xmalloc(sizeof(*ps->mover));
         backend_init(ps->mover, p, server);
+        ps->mover->as = BACKEND_AS_INTERNAL;
     }
     return ps->mover;
 }

@@ -27,17 +27,20 @@ static req_reply_cb migrate_reply;
  * ops the request being routed joined wait in m->joined until mig_send
  * takes them. */
 
-/* op->cmd: "MIGRATE host port "" db timeout REPLACE [AUTH pw] KEYS", to
- * which the keys are appended. */
+/* op->cmd: "MIGRATE host port "" db timeout REPLACE [AUTH pw | AUTH2 user
+ * pw] KEYS", to which the keys are appended: the source server signs in
+ * to the target as shardis's internal user. */
 void mig_op_header(struct mig *m, struct pool *p, struct mig_op *op, long long timeout)
 {
     const struct pool_server *d = &p->servers[op->to];
     const struct conf_pool *pc = p->conf;
     struct resp_w w = resp_w_on(&op->cmd, &m->buf, RESP2);
     uint32_t nkeys = op->nkeys;
+    const char *auth[3];
+    int nauth = backend_auth_args(pc, BACKEND_AS_INTERNAL, auth);
 
     op->timeout = (uint64_t)timeout;
-    resp_w_array(&w, 8 + nkeys + (pc->redis_auth != NULL ? 2 : 0));
+    resp_w_array(&w, 8 + nkeys + (uint32_t)nauth);
     resp_w_bulk_str(&w, "MIGRATE");
     resp_w_bulk_str(&w, d->host);
     resp_w_bulk_ull(&w, d->port);
@@ -45,10 +48,10 @@ void mig_op_header(struct mig *m, struct pool *p, struct mig_op *op, long long t
     resp_w_bulk_ull(&w, (unsigned long long)pc->redis_db);
     resp_w_bulk_ull(&w, (unsigned long long)timeout);
     resp_w_bulk_str(&w, "REPLACE");
-    if (pc->redis_auth != NULL) {
-        resp_w_bulk_str(&w, "AUTH");
-        resp_w_bulk_str(&w, pc->redis_auth);
-    }
+    if (nauth > 0)
+        resp_w_bulk_str(&w, nauth == 3 ? "AUTH2" : "AUTH");
+    for (int i = 1; i < nauth; i++)
+        resp_w_bulk_str(&w, auth[i]);
     resp_w_bulk_str(&w, "KEYS");
 }
 
@@ -182,7 +185,7 @@ void mig_op_send(struct mig *m, struct mig_op *op)
     r->on_reply = migrate_reply;
     r->u.mig.op = op;
     m->inflight++;
-    mig_send_by(op->src >= 0 ? mig_mover_conn(p, op->from) : &p->servers[op->from].conns[0], r,
+    mig_send_by(op->src >= 0 ? mig_mover_conn(p, op->from) : pool_own(p, op->from, false), r,
             op->timeout + 1000);
 }
 

@@ -84,7 +84,7 @@ void mig_record_send(struct pool *p, struct mig *m, bool set)
                        (const size_t[]){3, klen, tlen});
         r->on_reply = record_reply;
         m->writes += set;
-        backend_send(&p->servers[s].conns[0], r);
+        backend_send(pool_own(p, s, false), r);
     }
     free(text);
     m->record_due = false;

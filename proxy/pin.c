@@ -489,7 +489,7 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active)
             continue;
-        via[s] = backend_acquire(p, s, c, BACKEND_ONE_OFF);
+        via[s] = backend_acquire_internal(p, s, c);     /* the marker is shardis's */
         send_quiet_on(c, via[s], 3, wait_marker);
     }
     frag_broadcast(c, r, a, cmd->reply, via, true);
@@ -513,6 +513,35 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
     gate_hold(c, r);
     args_request(a, &r->out);
     route_send(c, r, NULL, b);
+}
+
+/* An admin command (admin_commands: true) where clients' commands sign
+ * in to the servers as the pool's backend_user, which may not run it: on
+ * one-off connections signed in as the internal_user, to server `only`
+ * (keyed: chosen by the keys in a) or, with only UINT32_MAX, every server,
+ * replies merged by reply. The client's user was allowed the command
+ * (route.c); only its servers' side runs as shardis. As pin_keyless, it
+ * runs after every earlier request of the client is answered and before
+ * any later one is sent. */
+void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
+                  uint32_t only, bool keyed)
+{
+    struct pool *p = c->pool;
+    struct backend **via = xcalloc(p->nservers, sizeof(*via));
+
+    r->hold_on_send = 1;
+    gate_hold(c, r);
+    for (uint32_t s = 0; s < p->nservers; s++)
+        if (p->servers[s].active && (only == UINT32_MAX || s == only))
+            via[s] = backend_acquire_internal(p, s, c);
+    if (only != UINT32_MAX) {
+        args_request(a, &r->out);
+        route_send(c, r, keyed ? a : NULL, via[only]);
+    } else {
+        /* No deadline: SAVE, DEBUG RELOAD take as long as the data. */
+        frag_broadcast(c, r, a, reply, via, true);
+    }
+    free(via);
 }
 
 /* SCRIPT KILL and the like must reach a server whose shared connection

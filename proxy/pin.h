@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proxy/cmd.h"
+
 struct args;
 struct client;
 struct cmd;
@@ -26,6 +28,10 @@ void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd 
 void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t server);
 /* A command for a server busy with a script (SCRIPT KILL, FUNCTION KILL or
  * STATS): on every server (or the first), over connections of its own. */
+/* An admin command where the pool's clients sign in to the servers as a
+ * backend_user of their own (see pin.c). */
+void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
+                  uint32_t only, bool keyed);
 void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
               bool first_only);
 /* RESET: c's transaction and WATCH end, as DISCARD would end them. If

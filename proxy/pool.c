@@ -50,6 +50,15 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
     return &p->servers[server].conns[(resp3 ? p->nconns : 0) + c->id % p->nconns];
 }
 
+struct backend *pool_own(struct pool *p, uint32_t server, bool resp3)
+{
+    struct backend *conns = p->servers[server].conns;
+
+    if (!backend_split_creds(p->conf))
+        return &conns[resp3 ? p->nconns : 0];
+    return &conns[2 * p->nconns + (resp3 ? 1 : 0)];
+}
+
 uint32_t pool_first_up(const struct pool *p)
 {
     size_t n = ring_nservers(p->ring);
@@ -171,7 +180,9 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
     ps->conns = xcalloc(pool_nconns(p), sizeof(*ps->conns));
     for (uint32_t k = 0; k < pool_nconns(p); k++) {
         backend_init(&ps->conns[k], p, s);
-        ps->conns[k].resp3 = k >= p->nconns;
+        ps->conns[k].resp3 = k >= 2 * p->nconns ? k == 2 * p->nconns + 1 : k >= p->nconns;
+        if (k >= 2 * p->nconns)
+            ps->conns[k].as = BACKEND_AS_INTERNAL;
     }
     p->nservers = s + 1;
     return s;
@@ -210,8 +221,13 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
     const struct conf_pool *old = p->conf;
 
     if (old != NULL && (!same_str(old->keyless_user, pc->keyless_user) ||
-                        !same_str(old->keyless_password, pc->keyless_password)))
-        p->keyless_gen++;           /* the old ones are not used again (backend.c) */
+                        !same_str(old->keyless_password, pc->keyless_password) ||
+                        !same_str(old->backend_user, pc->backend_user) ||
+                        !same_str(old->backend_password, pc->backend_password) ||
+                        !same_str(old->internal_user, pc->internal_user) ||
+                        !same_str(old->internal_password, pc->internal_password) ||
+                        !same_str(old->redis_auth, pc->redis_auth)))
+        p->creds_gen++;             /* spares of the old ones are not used again (backend.c) */
     p->conf = pc;
 }
 

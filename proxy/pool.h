@@ -33,7 +33,8 @@ struct pool_server {
     bool             active;        /* in the ring, or holds keys still moving */
     uint32_t         ring_idx;      /* its index in pool.ring; UINT32_MAX: not in it */
     struct backend  *conns;         /* [pool_nconns()] shared, pipelined (owned): the
-                                       RESP2 ones, then as many RESP3 ones */
+                                       RESP2 ones, then as many RESP3 ones, then
+                                       shardis's own two (pool_own) */
     struct backend  *mover;         /* mig.c's own connection, so that clients' requests
                                        never queue behind its batches; or NULL (owned) */
     uint64_t         ejected_until; /* loop ms; 0 when in the ring */
@@ -70,8 +71,8 @@ struct pool {
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
     uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */
     struct group     *group;        /* the proxies in front of these servers (group.c) */
-    uint32_t          keyless_gen;  /* reloads that changed keyless_user or its password:
-                                       keyless spares of an older one are not reused */
+    uint32_t          creds_gen;    /* reloads that changed a user or password shardis
+                                       signs in with: older spares are not reused */
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
     struct stats      stats;        /* INFO commandstats, errorstats (stats.c) */
@@ -83,8 +84,14 @@ struct pool {
  * ones connect on first use. */
 static inline uint32_t pool_nconns(const struct pool *p)
 {
-    return 2 * p->nconns;
+    return 2 * p->nconns + 2;
 }
+/* The connection for shardis's own work on server (a migration's record
+ * and MIGRATEs, CLIENT UNBLOCK, the group's PUBSUB, SHARD.GENKEY's
+ * sequences), in RESP2 or 3: one signed in as the internal_user, made on
+ * first use, where the pool names a backend_user or internal_user; else
+ * a shared one, as clients' commands sign in as the same user. */
+struct backend *pool_own(struct pool *p, uint32_t server, bool resp3);
 
 /* The server that owns key now: the pool's ring, minus servers ejected by
  * twemproxy-style auto_eject_hosts (eject_mode: rehash). */
@@ -110,8 +117,8 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
  * retires them once their keys have moved). */
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot);
-/* The pool follows pc from now on (a reload). Connections authenticated
- * as a keyless_user it no longer names are not reused. */
+/* The pool follows pc from now on (a reload). Spare connections signed
+ * in with credentials it no longer names are not reused. */
 void pool_set_conf(struct pool *p, const struct conf_pool *pc);
 /* Free what pool p holds, once its handles are closed and the loop has
  * run their close callbacks (the end of proxy_run, or of a unit test). */

@@ -448,6 +448,13 @@ int proxy_run(struct conf *cf)
             return 1;
         }
         group_init(&proxy.pools[i]);
+        struct pool *p = &proxy.pools[i];
+        if (backend_split_creds(p->conf) && ring_nservers(p->ring) > 0 &&
+            backend_check_users(p, &p->servers[p->slot[0]]) == 0)
+            log_notice("pool '%s': checked on %s: backend_user '%s' cannot touch shardis's "
+                       "keys or channels, nor run what the README advises against",
+                       p->conf->name, p->servers[p->slot[0]].label,
+                       p->conf->backend_user ? p->conf->backend_user : "default");
     }
     char out[4096];
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)

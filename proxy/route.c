@@ -620,6 +620,13 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
+    } else if (backend_split_creds(c->pool->conf)) {
+        /* Keyless and server-wide (KEYS, FLUSHALL, CONFIG ...): what the
+         * least-privileged backend_user is not given; the client's user
+         * was allowed it above. */
+        bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
+        pin_internal(c, r, a, !strcmp(cmd->name, "lastsave") ? CMD_REPLY_MIN : cmd->reply,
+                     first ? pool_first_up(c->pool) : UINT32_MAX, false);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));
@@ -861,7 +868,7 @@ void route_request(struct client *c, struct req *r)
     /* The user's permission, before anything about the command is judged
      * or it is split, fanned out or queued in MULTI: its keys as route_owner
      * and frag.c find them, its channels in pubsub.c. */
-    if (!c->user->all && !(cmd->flags & CMD_NO_AUTH) && !acl_cmd_ok(c->user, cmd)) {
+    if (!(cmd->flags & CMD_NO_AUTH) && !c->user->all && !acl_cmd_ok(c->user, cmd)) {
         client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' command",
                            cmd->name);
         goto reply;

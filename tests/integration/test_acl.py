@@ -13,7 +13,13 @@ same users (ACL SETUSER with the same lines):
 - a reload that removes a user or turns it off closes its connections
   (a subscriber stops getting messages), one that changes a password
   keeps them; a reload with a bad line is refused and changes nothing;
-- shardis -t names the line and column of a bad users line.
+- shardis -t names the line and column of a bad users line;
+- backend_user / internal_user: scripts run as a least-privileged server
+  user (the README's ACL lines), so EVAL ... FLUSHALL, MIGRATE to a foreign
+  port and writes to __shardis:* or $equence{..} get the server's refusal,
+  while shardis's own work (the group of two proxies, a reload that moves
+  keys, SHARD.GENKEY, WAIT, admin commands) runs as its internal user; the
+  start check warns of a backend_user that may do too much.
 
 Run: /usr/bin/python3 tests/integration/test_acl.py --shardis build/shardis
 """
@@ -324,6 +330,120 @@ def t_record_trust(rs):
     harness.t_exit_clean(px2)
 
 
+def excluding(sigil, prefix):
+    """ACL patterns for every name that starts with prefix[:i] but not
+    prefix[:i+1]: with "[^_$]*"-style first characters, every name that
+    does not start with prefix (the README's lines)."""
+    out = []
+    for i in range(1, len(prefix)):
+        out += [sigil + prefix[:i], "%s%s[^%s]*" % (sigil, prefix[:i], prefix[i])]
+    return out
+
+
+APP_KEYS = ["~[^_$]*"] + excluding("~", "__shardis:") + excluding("~", "$equence{")
+APP_CHANNELS = ["&[^_]*"] + excluding("&", "__shardis:")
+BACKEND_USERS = [
+    ["shardis", "on", ">intpw", "~*", "&*", "+@all"],
+    ["app", "on", ">apppw"] + APP_KEYS + APP_CHANNELS +
+    ["+@all", "-@dangerous", "-select", "-move", "-copy"],
+    ["wide", "on", ">widepw", "~*", "&*", "+@all"],
+]
+CREDS = dict(backend_user="app", backend_password="apppw", internal_user="shardis",
+             internal_password="intpw")
+
+
+def acl_servers(n):
+    extra = []
+    for u in BACKEND_USERS:
+        extra += ["--user"] + u
+    return [RedisServer("acl%d" % i, extra=extra)
+            for i in range(n)]
+
+
+def eval_error(c, script, *keys):
+    try:
+        c.eval(script, len(keys), *keys)
+    except redis.ResponseError as e:
+        return str(e)
+    return "no error"
+
+
+def t_backend_user(rs):
+    """Scripts run as the least-privileged backend_user; shardis's own work
+    as its internal_user, through a group of two proxies and a reload."""
+    rs = acl_servers(3)
+    try:
+        backend_user_checks(rs)
+    finally:
+        for s in rs:
+            s.kill()
+
+
+def backend_user_checks(rs):
+    p1 = Shardis("bu1", rs[:2], admin_commands="true", **CREDS)
+    p2 = Shardis("bu2", rs[:2], admin_commands="true", **CREDS)
+    log = open(p1.log).read()
+    expect("backend_user 'app' cannot touch shardis's keys" in log and " W " not in log,
+           "the start check passed quietly: %s" % log[-600:])
+    c = p1.client
+    denied_cmd = "can't run this command or subcommand"
+    denied_key = "can't access at least one of the keys"
+    for script, keys, want in [
+            ("return redis.call('FLUSHALL')", ("k",), denied_cmd),
+            ("return redis.call('KEYS', '*')", ("k",), denied_cmd),
+            ("return redis.call('SELECT', '1')", ("k",), denied_cmd),
+            ("return redis.call('MIGRATE', '127.0.0.1', '%d', 'k', '0', '100')"
+             % harness.free_port(), ("k",), denied_cmd),
+            ("return redis.call('FLUSHDB')", ("k",), denied_cmd),
+            ("return redis.call('SET', '__shardis:ctl:alpha', 'x')", ("k",), denied_key),
+            ("return redis.call('INCR', '$equence{00}')", ("k",), denied_key),
+            ("return redis.call('PUBLISH', '__shardis:group:alpha:x', 'x')", ("k",),
+             "can't publish to the channel")]:
+        err = eval_error(c, script, *keys)
+        expect(want in err, "%s: %r" % (script, err))
+    for s in rs[:2]:
+        expect_eq(s.client.exists("__shardis:ctl:alpha"), 0, "a record planted")
+    # What clients do still works, and shardis's own work does.
+    expect_eq(c.eval("return redis.call('SET', KEYS[1], 'v')", 1, "k"), b"OK", "a script")
+    for i in range(300):
+        c.set("key:%d" % i, i)
+    ids = c.execute_command("SHARD.GENKEY", "COUNT", "3")
+    expect(len(ids) == 3, "GENKEY: %r" % ids)
+    expect_eq(c.execute_command("WAIT", "0", "0"), 0, "WAIT")
+    expect(c.dbsize() >= 301, "DBSIZE (a fan-out) %r" % c.dbsize())
+    expect(c.config_get("maxmemory") == {"maxmemory": "0"}, "CONFIG GET (admin)")
+    harness.until("the two proxies see each other (the group's channels)", lambda: all(
+        b"group_proxies:2" in px.client.execute_command("SHARD.MIGRATION", "STATUS")
+        for px in (p1, p2)))
+    # A reload onto a third server: both proxies agree, keys move (the
+    # record, MIGRATE with AUTH2, the mover as the internal user).
+    for px in (p1, p2):
+        text = open(px.conf).read().replace(
+            "  servers:\n", "  servers:\n    - %s:%d:1 redis3\n" % (HOST, rs[2].port))
+        with open(px.conf, "w") as f:
+            f.write(text)
+        px.client.execute_command("SHARD.RELOAD")
+    harness.until("the migration finished", lambda: all(
+        b"state:stable" in px.client.execute_command("SHARD.MIGRATION", "STATUS")
+        for px in (p1, p2)), 30)
+    expect(rs[2].client.dbsize() > 30, "keys moved to the new server: %d"
+           % rs[2].client.dbsize())
+    got = [c.get("key:%d" % i) for i in range(300)]
+    expect(got == [str(i).encode() for i in range(300)], "values after the move")
+    expect_eq(c.flushall(), True, "FLUSHALL (admin, as the internal user)")
+    expect_eq(sum(s.client.dbsize() for s in rs), 0, "keys left after FLUSHALL")
+    for px in (p1, p2):
+        harness.t_exit_clean(px)
+    # A backend_user that may do everything: the start check says so.
+    p3 = Shardis("bu3", rs[:1], **dict(CREDS, backend_user="wide", backend_password="widepw"))
+    log = open(p3.log).read()
+    for what in ("may write shardis's migration record (SET)", "may empty a server (FLUSHALL)",
+                 "may send keys to any host (MIGRATE)"):
+        expect("clients' user on the servers, 'wide', " + what in log,
+               "start check: %r missing in %s" % (what, log[-800:]))
+    harness.t_exit_clean(p3)
+
+
 def body():
     run = harness.run_with_servers
     run("AUTH user pass, AUTH pass, HELLO AUTH, WHOAMI, WRONGPASS, NOAUTH, #sha256, off, "
@@ -337,6 +457,8 @@ def body():
         "(redis-server's text), RSS stays flat", t_preauth, 1)
     run("a planted migration record that changes settings or sends keys to an unnamed "
         "host is refused", t_record_trust, 3)
+    run("backend_user: scripts get the servers' NOPERM for FLUSHALL, MIGRATE, shardis's keys; "
+        "migration, the group, GENKEY, WAIT, admin run as internal_user", t_backend_user, 0)
 
 
 if __name__ == "__main__":

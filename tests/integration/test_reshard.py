@@ -477,17 +477,32 @@ def t_restart(rs):
     check_placement(px, rs[:4], keys)
     for s in rs[:4]:
         expect_eq(s.client.get("__shardis:ctl:alpha"), None, "record left on " + s.name)
-    # Again, and this time restart on the old file: the record decides the
-    # routing, the file is a reload request that moves the keys back.
+    # Again, and this time restart on the old file, which does not name the
+    # server keys are moving to: the record is not followed that far (it
+    # could have been planted), so shardis does not start and says why.
+    # Restarted on the file the record names, it goes on, and the old file
+    # is then a reload request that moves the keys back.
     write_servers(px, rs[:3] + [rs[4]])
     text = open(px.conf).read().replace("migration_rate: 0", "migration_rate: 300")
     with open(px.conf, "w") as f:
         f.write(text)
     px.client.execute_command("SHARD.RELOAD")
     until("some keys moved", lambda: int(status(px).get("keys_moved", 0)) > 100)
+    recorded = open(px.conf).read()
     with open(px.conf, "w") as f:
         f.write(old)
+    try:
+        px.restart(kill=True)
+        raise Fail("a record moving keys to a server the file does not name was followed")
+    except RuntimeError as e:
+        expect("moves keys to %s, which neither the config file nor the record's earlier "
+               "configs name" % ("%s:%d" % (harness.HOST, rs[4].port)) in str(e), "refusal: %s" % str(e)[-400:])
+    with open(px.conf, "w") as f:
+        f.write(recorded)
     px.restart(kill=True)
+    with open(px.conf, "w") as f:
+        f.write(old)
+    px.client.execute_command("SHARD.RELOAD")
     until("the file is taken as a reload: rings pending (recorded, then the file)",
           lambda: status(px).get("pending_rings") == "2")
     pipe = px.client.pipeline(transaction=False)
