@@ -903,6 +903,14 @@ static const char *const guarded[] = {
     "backend_user", "backend_password", "internal_user", "internal_password",
 };
 
+void conf_pool_swap_listen(struct conf_pool *a, struct conf_pool *b)
+{
+    struct conf_addr t = a->listen;
+
+    a->listen = b->listen;
+    b->listen = t;
+}
+
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b)
 {
     for (size_t g = 0; g < sizeof(guarded) / sizeof(guarded[0]); g++) {

@@ -159,6 +159,10 @@ const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
  * record on the servers is followed only if it differs from the file in
  * nothing else (proxy/mig_record.c). */
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b);
+/* Swap a's and b's listen addresses (each conf goes on owning what it
+ * holds): a pool taken from a migration record listens where this
+ * proxy's file says, not where the record's writer did. */
+void conf_pool_swap_listen(struct conf_pool *a, struct conf_pool *b);
 
 /* Build the pool's ring (ring_create's contract). */
 int conf_pool_ring(const struct conf_pool *pool, struct ring **out,

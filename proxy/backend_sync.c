@@ -210,6 +210,9 @@ static const struct user_probe {
     {true, 4, {"CLIENT", "UNBLOCK", "1", "ERROR"}, "unblock a moving key's waiter"},
     {true, 3, {"PUBSUB", "CHANNELS", "__shardis:*"}, "find the group's proxies"},
     {true, 2, {"SUBSCRIBE", "__shardis:x"}, "join the group's channels"},
+    {true, 3, {"SCRIPT", "LOAD", "return 1"}, "load SHARD.GENKEY's script"},
+    {true, 2, {"INFO", "server"}, "read the server's run_id"},
+    {true, 3, {"ACL", "GETUSER", "x"}, "check the keyless_user"},
 };
 
 int backend_check_users(const struct pool *p, const struct pool_server *ps)

@@ -107,7 +107,7 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         if ((owner = route_owner(c, r, a, where == DEBUG_KEY ? &debug_key : &debug_keys)) < 0)
             return;
         if (split) {
-            pin_internal(c, r, a, CMD_REPLY_DEFAULT, (uint32_t)owner, true);
+            pin_internal(c, r, a, CMD_REPLY_DEFAULT, (uint32_t)owner, true, false);
             return;
         }
         args_request(a, &r->out);
@@ -125,14 +125,14 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         /* No deadline: RELOAD and SLEEP take as long as they take. */
         if (split)
             pin_internal(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
-                         UINT32_MAX, false);
+                         UINT32_MAX, false, true);
         else
             frag_broadcast(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
                            NULL, true);
         return;
     case DEBUG_FIRST:
         if (split) {
-            pin_internal(c, r, a, CMD_REPLY_DEFAULT, pool_first_up(p), false);
+            pin_internal(c, r, a, CMD_REPLY_DEFAULT, pool_first_up(p), false, false);
             return;
         }
         args_request(a, &r->out);

@@ -211,9 +211,9 @@ bool gate_retire_pin(struct client *c, struct backend *b)
     /* What would have gone on the pin goes on it still, after what is
      * there: pinned, or to its server in its protocol. */
     TAILQ_FOREACH(x, &c->rare->gate, bq) {
-        if (x->server != b->server || x->via == GATE_CONN ||
+        if (x->server != b->server || x->via == GATE_CONN || x->via == GATE_OWN ||
             (x->via == GATE_SERVER && x->resp3 != b->resp3))
-            continue;
+            continue;                   /* (shardis's own work never goes on a pin) */
         x->via = GATE_CONN;
         x->backend = b;
     }

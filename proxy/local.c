@@ -756,7 +756,7 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         const struct pool_server *ps = &p->servers[p->slot[i]];
         const char *state = "up";
         char share[32];
-        for (uint32_t k = 0; k < pool_nconns(p); k++)
+        for (uint32_t k = 0; k < 2 * p->nconns; k++)   /* clients' (not pool_own's) */
             if (ps->conns[k].state == BACKEND_FAILED)
                 state = "down";
         if (ps->ejected_until != 0)

@@ -317,6 +317,23 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
     rc = 0;
 out:
     free(best);
+    for (size_t i = 0; rc == 0 && i < proxy.npools; i++) {
+        /* Every pool follows the record's config from here: none may get
+         * from it what the file does not say (the recovering one was
+         * checked above), and each listens where the file says. */
+        const char *name = proxy.pools[i].conf->name;
+        struct conf_pool *np = (struct conf_pool *)conf_pool(cf, name);
+        struct conf_pool *fp = (struct conf_pool *)conf_pool(proxy.conf, name);
+        const char *what = np != NULL && fp != NULL ? conf_pool_differs(fp, np) : NULL;
+        if (what != NULL) {
+            snprintf(err, errlen, "the migration record on the servers (%s) sets %s of pool "
+                     "'%s' otherwise than the config file does: refused, not followed", key,
+                     what, np->name);
+            rc = -EINVAL;
+        } else if (np != NULL && fp != NULL) {
+            conf_pool_swap_listen(np, fp);
+        }
+    }
     if (rc == 0) {
         /* The record's config is the running one now: every pool points
          * into it (the file is read again as a reload). */

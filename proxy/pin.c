@@ -515,8 +515,9 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
     route_send(c, r, NULL, b);
 }
 
-/* An admin command (admin_commands: true) where clients' commands sign
- * in to the servers as the pool's backend_user, which may not run it: on
+/* An admin or @dangerous server-wide command where clients' commands
+ * sign in to the servers as the pool's backend_user, which may not run
+ * it: on
  * one-off connections signed in as the internal_user, to server `only`
  * (keyed: chosen by the keys in a) or, with only UINT32_MAX, every server,
  * replies merged by reply. The client's user was allowed the command
@@ -524,7 +525,7 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
  * runs after every earlier request of the client is answered and before
  * any later one is sent. */
 void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
-                  uint32_t only, bool keyed)
+                  uint32_t only, bool keyed, bool no_deadline)
 {
     struct pool *p = c->pool;
     struct backend **via = xcalloc(p->nservers, sizeof(*via));
@@ -538,8 +539,8 @@ void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_repl
         args_request(a, &r->out);
         route_send(c, r, keyed ? a : NULL, via[only]);
     } else {
-        /* No deadline: SAVE, DEBUG RELOAD take as long as the data. */
-        frag_broadcast(c, r, a, reply, via, true);
+        /* no_deadline: SAVE, DEBUG RELOAD take as long as the data. */
+        frag_broadcast(c, r, a, reply, via, no_deadline);
     }
     free(via);
 }

@@ -31,7 +31,7 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
 /* An admin command where the pool's clients sign in to the servers as a
  * backend_user of their own (see pin.c). */
 void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
-                  uint32_t only, bool keyed);
+                  uint32_t only, bool keyed, bool no_deadline);
 void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
               bool first_only);
 /* RESET: c's transaction and WATCH end, as DISCARD would end them. If

@@ -620,13 +620,16 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
-    } else if (backend_split_creds(c->pool->conf)) {
-        /* Keyless and server-wide (KEYS, FLUSHALL, CONFIG ...): what the
-         * least-privileged backend_user is not given; the client's user
-         * was allowed it above. */
+    } else if (backend_split_creds(c->pool->conf) &&
+               (kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
+                (cmd->flags & CMD_DANGEROUS))) {
+        /* Admin or @dangerous and server-wide (FLUSHALL, CONFIG, KEYS,
+         * INFO ...): what the least-privileged backend_user is not given;
+         * the client's user was allowed it above. */
         bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
         pin_internal(c, r, a, !strcmp(cmd->name, "lastsave") ? CMD_REPLY_MIN : cmd->reply,
-                     first ? pool_first_up(c->pool) : UINT32_MAX, false);
+                     first ? pool_first_up(c->pool) : UINT32_MAX, false,
+                     kind == ROUTE_EVERY_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));

@@ -324,9 +324,16 @@ def t_record_trust(rs):
             raise Fail("shardis followed a planted record (%s): it started" % want)
         expect(p.returncode != 0 and want in p.stderr, "%s: %r" % (want, p.stderr[-300:]))
     expect_eq(rs[2].client.dbsize(), 0, "keys on the foreign server")
-    rs[0].client.delete("__shardis:ctl:alpha")
+    # Another proxy's record (its listen, the same servers and settings) is
+    # followed, but this proxy listens, says it listens, and reloads, as
+    # its own file says.
+    plant(rs[0], text, text)
     px2 = Shardis("record2", rs[:2])
-    expect_eq(px2.client.set("x", "1"), True, "starts once the record is gone")
+    expect_eq(px2.client.set("x", "1"), True, "starts on another proxy's record")
+    info = str(px2.client.info("shardis"))
+    expect("%s:%d" % (HOST, px2.port) in info and "%s:%d" % (HOST, px.port) not in info,
+           "listen in INFO after taking another proxy's record: %s" % info)
+    expect("not applied" not in open(px2.log).read(), "the file not applied at start")
     harness.t_exit_clean(px2)
 
 
@@ -383,7 +390,8 @@ def backend_user_checks(rs):
     p1 = Shardis("bu1", rs[:2], admin_commands="true", **CREDS)
     p2 = Shardis("bu2", rs[:2], admin_commands="true", **CREDS)
     log = open(p1.log).read()
-    expect("backend_user 'app' cannot touch shardis's keys" in log and " W " not in log,
+    expect("backend_user 'app' cannot touch shardis's keys" in log and
+           "clients' user on the servers" not in log and "internal user 'shardis'" not in log,
            "the start check passed quietly: %s" % log[-600:])
     c = p1.client
     denied_cmd = "can't run this command or subcommand"
@@ -411,6 +419,40 @@ def backend_user_checks(rs):
     expect(len(ids) == 3, "GENKEY: %r" % ids)
     expect_eq(c.execute_command("WAIT", "0", "0"), 0, "WAIT")
     expect(c.dbsize() >= 301, "DBSIZE (a fan-out) %r" % c.dbsize())
+    expect(len(c.keys("key:*")) == 300, "KEYS (@dangerous: as the internal user)")
+    r3 = Raw(p1.port)
+    r3.cmd("HELLO", "3")
+    got = r3.cmd("SHARD.GENKEY", "COUNT", "2")
+    expect(got.startswith(b"*2\r\n"), "GENKEY in RESP3: %r" % got)
+    r3.sock.close()
+    # A GENKEY waiting at the gate while the client's pin is given back
+    # (a transaction, then WATCH on another server) goes on shardis's own
+    # connection, never on the pin, which signs in as the backend_user.
+    c.set("big", "x" * (4 << 20))
+    ka = next("k%d" % i for i in range(100) if c.execute_command("SHARD.WHEREIS", "k%d" % i)
+              == c.execute_command("SHARD.WHEREIS", "big"))
+    kb = next("k%d" % i for i in range(100) if c.execute_command("SHARD.WHEREIS", "k%d" % i)
+              != c.execute_command("SHARD.WHEREIS", "big"))
+    raw = Raw(p1.port, timeout=20)
+    step = b"".join(harness.enc(*a) for a in (
+        ("GET", "big"), ("MULTI",), ("SET", ka, "1"), ("EXEC",), ("SHARD.GENKEY",),
+        ("WATCH", kb), ("UNWATCH",)))
+    raw.send(step * 40)
+    replies = [raw.reply() for _ in range(7 * 40)]
+    bad = [x for x in replies if x.startswith(b"-")]
+    expect(not bad, "errors in the pipeline (GENKEY on the pin?): %r" % bad[:2])
+    c.delete("big")
+    # The users shardis signs in as change only with a restart.
+    text = open(p1.conf).read()
+    with open(p1.conf, "w") as f:
+        f.write(text.replace("backend_user: app", "backend_user: wide")
+                .replace("backend_password: apppw", "backend_password: widepw"))
+    err = reload(p1)
+    expect(b"restart shardis to change them" in err, "a reload changing backend_user: %r" % err)
+    with open(p1.conf, "w") as f:
+        f.write(text)
+    expect("no error" != eval_error(c, "return redis.call('FLUSHALL')", "k"),
+           "FLUSHALL from a script after the refused reload")
     expect(c.config_get("maxmemory") == {"maxmemory": "0"}, "CONFIG GET (admin)")
     harness.until("the two proxies see each other (the group's channels)", lambda: all(
         b"group_proxies:2" in px.client.execute_command("SHARD.MIGRATION", "STATUS")
