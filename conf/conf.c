@@ -888,7 +888,7 @@ int conf_load(struct conf **out, const char *path, char *err, size_t errlen)
     return rc;
 }
 
-static bool str_eq(const char *a, const char *b)
+bool conf_str_eq(const char *a, const char *b)
 {
     return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
@@ -925,7 +925,7 @@ const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool 
         switch (key->kind) {
         case K_INT:    same = *(const int *)fa == *(const int *)fb; break;
         case K_BOOL:   same = *(const bool *)fa == *(const bool *)fb; break;
-        case K_STR:    same = str_eq(*(char *const *)fa, *(char *const *)fb); break;
+        case K_STR:    same = conf_str_eq(*(char *const *)fa, *(char *const *)fb); break;
         case K_HASH:   same = a->hash == b->hash; break;
         case K_DIST:   same = a->distribution == b->distribution; break;
         case K_EJECT:  same = a->eject_mode == b->eject_mode; break;

@@ -159,6 +159,8 @@ const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
  * record on the servers is followed only if it differs from the file in
  * nothing else (proxy/mig_record.c). */
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b);
+/* Two optional settings are the same: both NULL or equal strings. */
+bool conf_str_eq(const char *a, const char *b);
 /* Swap a's and b's listen addresses (each conf goes on owning what it
  * holds): a pool taken from a migration record listens where this
  * proxy's file says, not where the record's writer did. */

@@ -211,22 +211,14 @@ static void pool_mark_gains(struct pool *p, const struct ring *old, const struct
     ring_diff_free(d);
 }
 
-static bool same_str(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && !strcmp(a, b));
-}
-
 void pool_set_conf(struct pool *p, const struct conf_pool *pc)
 {
     const struct conf_pool *old = p->conf;
 
-    if (old != NULL && (!same_str(old->keyless_user, pc->keyless_user) ||
-                        !same_str(old->keyless_password, pc->keyless_password) ||
-                        !same_str(old->backend_user, pc->backend_user) ||
-                        !same_str(old->backend_password, pc->backend_password) ||
-                        !same_str(old->internal_user, pc->internal_user) ||
-                        !same_str(old->internal_password, pc->internal_password) ||
-                        !same_str(old->redis_auth, pc->redis_auth)))
+    /* (backend_user and internal_user cannot change: reload.c.) */
+    if (old != NULL && (!conf_str_eq(old->keyless_user, pc->keyless_user) ||
+                        !conf_str_eq(old->keyless_password, pc->keyless_password) ||
+                        !conf_str_eq(old->redis_auth, pc->redis_auth)))
         p->creds_gen++;             /* spares of the old ones are not used again (backend.c) */
     p->conf = pc;
 }

@@ -31,11 +31,6 @@
 #include "proxy/route.h"
 #include "proxy/util.h"
 
-static bool same_str(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 /* What a reload cannot change in pool a -> b; NULL if nothing. */
 static const char *fixed_change(const struct conf_pool *a, const struct conf_pool *b)
 {
@@ -52,10 +47,10 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
                "nearly every key)";
     if (a->idgen.epoch_ms != b->idgen.epoch_ms)
         return "idgen epoch_ms changed (ids already given out would decode wrongly)";
-    if (!same_str(a->backend_user, b->backend_user) ||
-        !same_str(a->backend_password, b->backend_password) ||
-        !same_str(a->internal_user, b->internal_user) ||
-        !same_str(a->internal_password, b->internal_password))
+    if (!conf_str_eq(a->backend_user, b->backend_user) ||
+        !conf_str_eq(a->backend_password, b->backend_password) ||
+        !conf_str_eq(a->internal_user, b->internal_user) ||
+        !conf_str_eq(a->internal_password, b->internal_password))
         return "backend_user, internal_user or a password of theirs changed (the open "
                "connections are signed in as they were: restart shardis to change them)";
     return NULL;
