@@ -231,13 +231,14 @@ static void addr_free(struct conf_addr *a)
 }
 
 /* listen: "host:port" or "/path [permissions]". */
-static int set_listen(struct parser *p, const yaml_node_t *n, struct conf_pool *pool)
+static int set_listen(struct parser *p, const yaml_node_t *n, const char *what,
+                      struct conf_addr *addr)
 {
     const char *s, *sp;
     size_t len;
     int rc;
 
-    if ((rc = scalar(p, n, "listen", &s)) < 0)
+    if ((rc = scalar(p, n, what, &s)) < 0)
         return rc;
     len = strlen(s);
     sp = s[0] == '/' ? strchr(s, ' ') : NULL;
@@ -249,11 +250,11 @@ static int set_listen(struct parser *p, const yaml_node_t *n, struct conf_pool *
         errno = 0;
         perm = strtoul(sp + 1, &end, 8);
         if (sp[1] == '\0' || *end != '\0' || errno != 0 || perm > 0777)
-            return fail(p, n, "listen '%s' has invalid permissions '%s'; expected "
-                        "octal 0 to 0777", s, sp + 1);
-        pool->listen.perm = (uint32_t)perm;
+            return fail(p, n, "%s '%s' has invalid permissions '%s'; expected "
+                        "octal 0 to 0777", what, s, sp + 1);
+        addr->perm = (uint32_t)perm;
     }
-    return parse_addr(p, n, "listen", s, len, &pool->listen);
+    return parse_addr(p, n, what, s, len, addr);
 }
 
 /* "host:port:weight [name]" or "/unix/path:weight [name]". */
@@ -479,7 +480,7 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_IDGEN, K_USERS
+    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH
 };
 
 struct pool_key {
@@ -527,6 +528,17 @@ static const struct pool_key pool_keys[] = {
     {"migrate_retries",      K_INT,     F(migrate_retries), 0, 100},
     {"lock_max_ms",          K_INT,     F(lock_max_ms), 1, INT_MAX},
     {"bigkey_bytes",         K_INT,     F(bigkey_bytes), 1, INT_MAX},
+    {"tls_listen",           K_TLS_LISTEN, 0, 0, 0},
+    {"tls_cert_file",        K_STR,     F(tls.cert_file), 1, 4096},
+    {"tls_key_file",         K_STR,     F(tls.key_file), 1, 4096},
+    {"tls_ca_cert_file",     K_STR,     F(tls.ca_cert_file), 1, 4096},
+    {"tls_auth_clients",     K_TLS_AUTH, F(tls.auth_clients), 0, 0},
+    {"tls_handshake_timeout", K_INT,    F(tls.handshake_timeout), 1, INT_MAX},
+    {"backend_tls",          K_BOOL,    F(tls.backend), 0, 0},
+    {"backend_tls_ca_cert_file", K_STR, F(tls.backend_ca_cert_file), 1, 4096},
+    {"backend_tls_cert_file", K_STR,    F(tls.backend_cert_file), 1, 4096},
+    {"backend_tls_key_file", K_STR,     F(tls.backend_key_file), 1, 4096},
+    {"backend_tls_server_name", K_STR,  F(tls.backend_server_name), 1, 255},
 };
 
 #undef F
@@ -629,7 +641,22 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         pool->has_hash_tag = true;
         return 0;
     case K_LISTEN:
-        return set_listen(p, v, pool);
+        return set_listen(p, v, "listen", &pool->listen);
+    case K_TLS_LISTEN:
+        return set_listen(p, v, "tls_listen", &pool->tls.listen);
+    case K_TLS_AUTH:
+        if ((rc = scalar(p, v, name, &s)) < 0)
+            return rc;
+        if (strcmp(s, "yes") == 0)
+            pool->tls.auth_clients = CONF_TLS_AUTH_YES;
+        else if (strcmp(s, "no") == 0)
+            pool->tls.auth_clients = CONF_TLS_AUTH_NO;
+        else if (strcmp(s, "optional") == 0)
+            pool->tls.auth_clients = CONF_TLS_AUTH_OPTIONAL;
+        else
+            return fail(p, v, "unknown tls_auth_clients '%s'; expected one of: yes, no, "
+                        "optional", s);
+        return 0;
     case K_SERVERS:
         return set_servers(p, v, pool);
     case K_IDGEN:
@@ -671,6 +698,48 @@ static void pool_defaults(struct conf_pool *pool)
     pool->migrate_retries = 3;
     pool->lock_max_ms = 2000;
     pool->bigkey_bytes = 8 * 1024 * 1024;
+    pool->tls.auth_clients = CONF_TLS_AUTH_NO;
+    pool->tls.handshake_timeout = 10000;
+}
+
+/* TLS keys make sense together: a listener with its certificate, a CA
+ * for clients' certificates, backend_tls_* with backend_tls. (That the
+ * files hold what they should is proxy/tls.c's to check, at start and at
+ * each reload.) */
+static int check_tls(struct parser *p, const struct pool_state *st, struct conf_pool *pool)
+{
+    static const char *const listener_keys[] = {
+        "tls_cert_file", "tls_key_file", "tls_ca_cert_file", "tls_auth_clients",
+        "tls_handshake_timeout",
+    };
+    static const char *const backend_keys[] = {
+        "backend_tls_ca_cert_file", "backend_tls_cert_file", "backend_tls_key_file",
+        "backend_tls_server_name",
+    };
+    struct conf_tls *t = &pool->tls;
+    yaml_node_t *at;
+
+    for (size_t i = 0; i < sizeof(listener_keys) / sizeof(listener_keys[0]); i++)
+        if (t->listen.text == NULL && (at = given(st, listener_keys[i])) != NULL)
+            return fail(p, at, "%s applies only to a TLS listener: add tls_listen: "
+                        "host:port", listener_keys[i]);
+    for (size_t i = 0; i < sizeof(backend_keys) / sizeof(backend_keys[0]); i++)
+        if (!t->backend && (at = given(st, backend_keys[i])) != NULL)
+            return fail(p, at, "%s applies only with backend_tls: true", backend_keys[i]);
+    if (t->listen.text != NULL && (t->cert_file == NULL || t->key_file == NULL))
+        return fail(p, given(st, "tls_listen"), "tls_listen needs tls_cert_file and "
+                    "tls_key_file (the listener's certificate and its private key)");
+    if (given(st, "tls_auth_clients") == NULL && t->ca_cert_file != NULL)
+        t->auth_clients = CONF_TLS_AUTH_YES;        /* redis-server's default */
+    if (t->auth_clients != CONF_TLS_AUTH_NO && t->ca_cert_file == NULL)
+        return fail(p, given(st, "tls_auth_clients"), "tls_auth_clients asks for clients' "
+                    "certificates: add tls_ca_cert_file, the CA that signs them");
+    if ((t->backend_cert_file == NULL) != (t->backend_key_file == NULL))
+        return fail(p, given(st, t->backend_cert_file ? "backend_tls_cert_file"
+                                                      : "backend_tls_key_file"),
+                    "backend_tls_cert_file and backend_tls_key_file go together "
+                    "(shardis's certificate for servers that ask for one)");
+    return 0;
 }
 
 static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
@@ -729,6 +798,8 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
                         "%s and %s go together (%s)", creds[i].user, creds[i].password,
                         creds[i].what);
     }
+    if ((rc = check_tls(p, &st, pool)) < 0)
+        return rc;
     if (given(&st, "jedis_version") != NULL && pool->distribution != RING_DIST_JEDIS)
         return fail(p, given(&st, "jedis_version"), "jedis_version applies only to "
                     "distribution: jedis");
@@ -738,11 +809,21 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
     if ((rc = conf_pool_ring(pool, &r, why, sizeof(why))) < 0)
         return rc == -ENOMEM ? oom(p) : fail(p, given(&st, "servers"), "%s", why);
     ring_free(r);
-    for (size_t i = 0; i + 1 < cf->npools; i++)
-        if (strcmp(cf->pools[i].listen.text, pool->listen.text) == 0)
-            return fail(p, given(&st, "listen"), "pool '%s' listens on '%s', as "
-                        "pool '%s' does (line %d); each pool needs its own address",
-                        name, pool->listen.text, cf->pools[i].name, cf->pools[i].line);
+    /* Every listener, plain or TLS, of every pool needs its own address. */
+    const struct conf_addr *mine[2] = {&pool->listen, &pool->tls.listen};
+    for (size_t i = 0; i < cf->npools; i++)
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                const struct conf_pool *o = &cf->pools[i];
+                const struct conf_addr *theirs = b == 0 ? &o->listen : &o->tls.listen;
+                if ((o == pool && a <= b) || mine[a]->text == NULL || theirs->text == NULL ||
+                    strcmp(mine[a]->text, theirs->text) != 0)
+                    continue;
+                return fail(p, given(&st, a == 0 ? "listen" : "tls_listen"), "pool '%s' "
+                            "listens on '%s', as pool '%s' does (line %d, its %s); each "
+                            "listener needs its own address", name, mine[a]->text, o->name,
+                            o->line, b == 0 ? "listen" : "tls_listen");
+            }
     return 0;
 }
 
@@ -752,6 +833,14 @@ static void pool_free(struct conf_pool *pool)
 {
     free(pool->name);
     addr_free(&pool->listen);
+    addr_free(&pool->tls.listen);
+    free(pool->tls.cert_file);
+    free(pool->tls.key_file);
+    free(pool->tls.ca_cert_file);
+    free(pool->tls.backend_ca_cert_file);
+    free(pool->tls.backend_cert_file);
+    free(pool->tls.backend_key_file);
+    free(pool->tls.backend_server_name);
     free(pool->redis_auth);
     free(pool->keyless_user);
     free(pool->keyless_password);
@@ -895,20 +984,23 @@ bool conf_str_eq(const char *a, const char *b)
 
 /* Who may do what, where data lives, and how keys are placed: what a
  * planted record must not change. (The rest, timeouts and the
- * migration's pace, is the file's to tune; listen is each proxy's own,
- * and the record is its writer's.) */
+ * migration's pace, is the file's to tune; listen and TLS are each
+ * proxy's own, and the record's are its writer's: conf_pool_swap_own.) */
 static const char *const guarded[] = {
     "hash", "hash_tag", "distribution", "jedis_version", "redis_auth",
     "redis_db", "admin_commands", "keyless_user", "keyless_password", "users", "eject_mode",
     "backend_user", "backend_password", "internal_user", "internal_password",
 };
 
-void conf_pool_swap_listen(struct conf_pool *a, struct conf_pool *b)
+void conf_pool_swap_own(struct conf_pool *a, struct conf_pool *b)
 {
-    struct conf_addr t = a->listen;
+    struct conf_addr l = a->listen;
+    struct conf_tls t = a->tls;
 
     a->listen = b->listen;
-    b->listen = t;
+    b->listen = l;
+    a->tls = b->tls;
+    b->tls = t;
 }
 
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b)

@@ -50,6 +50,31 @@ struct conf_user {
     int      line, col;     /* where it was written, 1-based */
 };
 
+/* Whether a TLS listener asks clients for a certificate (redis-server's
+ * tls-auth-clients). */
+enum conf_tls_auth {
+    CONF_TLS_AUTH_NO,
+    CONF_TLS_AUTH_YES,          /* one signed by tls_ca_cert_file, or no handshake */
+    CONF_TLS_AUTH_OPTIONAL,     /* checked if sent */
+};
+
+/* TLS: a pool's TLS listener and its connections to the servers
+ * (proxy/tls.c). Each proxy's own, as listen is: a migration record never
+ * brings another proxy's. Files are read again at each reload. */
+struct conf_tls {
+    struct conf_addr listen;        /* tls_listen; text NULL: none */
+    char    *cert_file;             /* tls_cert_file, tls_key_file: both with tls_listen */
+    char    *key_file;
+    char    *ca_cert_file;          /* tls_ca_cert_file: verifies clients' certificates */
+    enum conf_tls_auth auth_clients;/* tls_auth_clients: yes with a CA file, else no */
+    int      handshake_timeout;     /* tls_handshake_timeout, ms (10000) */
+    bool     backend;               /* backend_tls: the servers speak TLS */
+    char    *backend_ca_cert_file;  /* NULL: the system's CAs */
+    char    *backend_cert_file;     /* shardis's own certificate, if they ask for one */
+    char    *backend_key_file;
+    char    *backend_server_name;   /* SNI, and the name their certificates must bear */
+};
+
 struct conf_idgen_entry {
     char    *name;
     uint32_t code;          /* type code (types) */
@@ -114,6 +139,7 @@ struct conf_pool {
      * password is redis_auth. */
     struct conf_user *users;
     size_t   nusers;
+    struct conf_tls tls;
     /* live resharding after a reload (proxy/mig.c) */
     int      migration_rate;        /* keys/s the background mover may move; 0: no limit
                                        (3000; a reload can change it mid-migration) */
@@ -161,10 +187,11 @@ const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b);
 /* Two optional settings are the same: both NULL or equal strings. */
 bool conf_str_eq(const char *a, const char *b);
-/* Swap a's and b's listen addresses (each conf goes on owning what it
- * holds): a pool taken from a migration record listens where this
- * proxy's file says, not where the record's writer did. */
-void conf_pool_swap_listen(struct conf_pool *a, struct conf_pool *b);
+/* Swap what is each proxy's own, its listen addresses and TLS settings,
+ * between a and b (each conf goes on owning what it holds): a pool taken
+ * from a migration record listens, and speaks TLS, as this proxy's file
+ * says, not as the record's writer did. */
+void conf_pool_swap_own(struct conf_pool *a, struct conf_pool *b);
 
 /* Build the pool's ring (ring_create's contract). */
 int conf_pool_ring(const struct conf_pool *pool, struct ring **out,

@@ -43,6 +43,7 @@
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
+#include "proxy/tls.h"
 #include "proxy/util.h"
 
 #define BACKEND_IOV_MAX     1024
@@ -131,6 +132,8 @@ static void backend_close_cb(uv_handle_t *h)
     }
     b->closing = 0;
     b->writing = 0;
+    tls_free(b->tls);               /* the next connection makes its own */
+    b->tls = NULL;
     rstream_trim(&b->in, b->in.rx);
     b->in.rx = 0;
     if (b->state != BACKEND_FAILED)
@@ -221,7 +224,10 @@ static void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct backend *b = container_of(h, struct backend, h);
     (void)suggested;
-    rstream_buf(&b->in, buf);
+    if (b->tls != NULL)
+        tls_read_buf(buf);          /* ciphertext: backend_read_tls */
+    else
+        rstream_buf(&b->in, buf);
 }
 
 /* AUTH or SELECT: +OK; HELLO 3: the server's map (the connection speaks
@@ -321,27 +327,19 @@ static int client_id_reply(struct backend *b, struct req *r)
     return 0;
 }
 
-static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* nread bytes were read into the tail chunk of b->in: frame each reply
+ * they complete and hand it on. -1 if b failed meanwhile. */
+static int backend_consume(struct backend *b, size_t nread)
 {
-    struct backend *b = container_of(s, struct backend, h.stream);
     uint64_t off;
     const char *p;
     size_t left;
 
-    (void)buf;
-    proxy.now_us = uv_hrtime() / 1000;
-    if (nread < 0) {
-        backend_fail(b, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
-        return;
-    }
-    if (nread == 0)
-        return;
-    b->rx_ms = uv_now(proxy.loop);
     p = b->in.tail->data + b->in.tail->len;
     off = b->in.rx;
     b->in.tail->len += (uint32_t)nread;
     b->in.rx += (uint64_t)nread;
-    left = (size_t)nread;
+    left = nread;
 
     while (left > 0) {
         size_t used;
@@ -350,7 +348,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             char why[128];
             snprintf(why, sizeof(why), "protocol error: %s", resp_error());
             backend_fail(b, why);
-            return;
+            return -1;
         }
         p += used;
         off += used;
@@ -377,7 +375,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         if (r == NULL) {
             backend_fail(b, "reply to no request");
-            return;
+            return -1;
         }
         TAILQ_REMOVE(&b->pendq, r, pq);
         r->pending = 0;
@@ -387,7 +385,7 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (r->on_reply != NULL) {
             if (r->on_reply(b, r) < 0) {
                 req_maybe_free(r);      /* b failed; r was off its queues */
-                return;
+                return -1;
             }
             msg_release(&r->rsp);
             req_maybe_free(r);
@@ -409,6 +407,53 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         backend_release(b, true);
     else if (b->owner != NULL)
         pin_check(b->owner);        /* the last reply its client waited for? */
+    return 0;
+}
+
+/* Ciphertext was read: its plaintext goes into b->in's chunks and is
+ * consumed as a plain connection's bytes are. The handshake ends here:
+ * only then is b up, and what waits in its sendq is written. */
+static void backend_read_tls(struct backend *b, const char *p, size_t nread)
+{
+    ssize_t n;
+
+    tls_feed(b->tls, p, nread);
+    do {
+        uv_buf_t buf;
+        rstream_buf(&b->in, &buf);
+        n = tls_read(b->tls, buf.base, buf.len);
+        if (n > 0 && backend_consume(b, (size_t)n) < 0)
+            return;
+    } while (n > 0 && !b->closing);
+    if (b->closing)
+        return;
+    if (n < 0) {
+        backend_fail(b, n == UV_EOF ? "connection closed" : tls_error(b->tls));
+        return;
+    }
+    if (b->state == BACKEND_CONNECTING && tls_ready(b->tls)) {
+        b->state = BACKEND_UP;
+        log_info("backend %s connected (TLS)", label(b));
+        proxy_mark_backend(b);
+    }
+}
+
+static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct backend *b = container_of(s, struct backend, h.stream);
+
+    proxy.now_us = uv_hrtime() / 1000;
+    if (nread < 0) {
+        backend_fail(b, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0)
+        return;
+    b->rx_ms = uv_now(proxy.loop);
+    if (b->tls != NULL)
+        backend_read_tls(b, buf->base, (size_t)nread);
+    else
+        backend_consume(b, (size_t)nread);
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -442,6 +487,11 @@ static void backend_write_cb(uv_write_t *w, int status)
     backend_written(container_of(w, struct backend, wreq), status);
 }
 
+static void backend_tls_sent(void *data, int status)
+{
+    backend_written(data, status);
+}
+
 void backend_flush(struct backend *b)
 {
     uv_buf_t stack[BACKEND_IOV_MAX], *iovs = stack, *iov;
@@ -470,10 +520,11 @@ void backend_flush(struct backend *b)
     iov = iovs;
     if (niov == 0)
         return;         /* nothing queued: iovs is still the stack */
-    rc = stream_try_write(&b->h.stream, &iov, &niov, total);
-    if (rc == 0)
+    if (b->tls != NULL)
+        rc = tls_send(b->tls, iov, niov);   /* 0: backend_tls_sent ends it */
+    else if ((rc = stream_try_write(&b->h.stream, &iov, &niov, total)) == 0)
         rc = uv_write(&b->wreq, &b->h.stream, iov, niov, backend_write_cb);
-    else if (rc == 1)
+    if (rc == 1)
         rc = 2;
     if (rc == 2) {
         backend_written(b, 0);
@@ -483,7 +534,8 @@ void backend_flush(struct backend *b)
             TAILQ_REMOVE(&b->writeq, r, bq);
             r->queued = 0;
         }
-        backend_fail(b, uv_strerror(rc));
+        backend_fail(b, rc == UV_EPROTO && b->tls != NULL ? tls_error(b->tls)
+                                                          : uv_strerror(rc));
     } else {
         b->writing = 1;
     }
@@ -523,13 +575,27 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
         backend_fail(b, uv_strerror(status));
         return;
     }
-    b->state = BACKEND_UP;
     if (b->h.handle.type == UV_TCP)
         uv_tcp_nodelay(&b->h.tcp, 1);
+    if (b->pool->tls_client != NULL) {
+        /* Connecting until the handshake is over (backend_read_tls). */
+        b->tls = tls_new(b->pool->tls_client, &b->h.stream, false,
+                         b->pool->conf->tls.backend_server_name, 0, backend_tls_sent, b);
+        if (b->tls == NULL) {
+            backend_fail(b, "TLS: out of memory");
+            return;
+        }
+    }
     if (uv_read_start(&b->h.stream, backend_alloc_cb, backend_read_cb) < 0) {
         backend_fail(b, "cannot read");
         return;
     }
+    if (b->tls != NULL) {
+        if (tls_connect(b->tls) < 0)
+            backend_fail(b, tls_error(b->tls));
+        return;
+    }
+    b->state = BACKEND_UP;
     log_info("backend %s connected", label(b));
     proxy_mark_backend(b);
 }

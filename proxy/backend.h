@@ -75,6 +75,8 @@ struct backend {
     TAILQ_HEAD(, req) pendq;    /* written, waiting for their replies */
     TAILQ_ENTRY(backend) dirty; /* on proxy.dirty_backends */
     struct rstream   in;
+    struct tls      *tls;       /* backend_tls: made once connected, freed by the close
+                                   callback (tls.h); NULL in the clear */
     struct resp_rsp  scan;
     uint64_t         framed;    /* stream offset: replies framed up to here */
     uint64_t         retry_at;  /* loop ms */
@@ -156,7 +158,7 @@ void backend_retire(struct backend *b);
  * timeout at each step. The reply's bulk string, or the bulks of an array
  * reply one per line (the caller frees it); NULL: nil, an error reply, or
  * no answer. */
-char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
+char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
                         const char *const *argv, size_t *len);
 /* At start: ask server ps (ACL DRYRUN, as the internal user) whether the
  * pool's backend_user may touch shardis's keys and channels or run what

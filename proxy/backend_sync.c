@@ -1,7 +1,8 @@
 /* backend_sync.c -- blocking requests to a server, for use before the
  * loop runs (mig_record.c reads the migration record at start): connect,
  * AUTH and SELECT as the pool's connections do, one command, its reply
- * read with the one reply reader; every step bounded by BACKEND_SYNC_MS.
+ * read with the one reply reader, over TLS where the pool's servers speak
+ * it (tls.c's blocking calls); every step bounded by BACKEND_SYNC_MS.
  * Nothing here touches a struct backend or the loop. Also the start's
  * check of what the pool's backend_user may do (backend_check_users). */
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/resp.h"
+#include "proxy/tls.h"
 #include "proxy/util.h"
 
 #define BACKEND_SYNC_MS 1000
@@ -104,7 +106,7 @@ static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
 
 /* Read n replies, each framed as it arrives; the last one's value
  * (sync_value) into *out, or NULL. */
-static int sync_replies(int fd, int n, char **out, size_t *outlen)
+static int sync_replies(int fd, struct tls *t, int n, char **out, size_t *outlen)
 {
     size_t cap = 4096, len = 0, at = 0, fed = 0, used;
     char *buf = xmalloc(cap);
@@ -131,7 +133,13 @@ static int sync_replies(int fd, int n, char **out, size_t *outlen)
             buf = xrealloc(buf, cap *= 2);
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         ssize_t r;
-        if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 || (r = read(fd, buf + len, cap - len)) <= 0)
+        if (t != NULL)
+            r = tls_sync_read(t, buf + len, cap - len, BACKEND_SYNC_MS);
+        else if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1)
+            goto fail;
+        else
+            r = read(fd, buf + len, cap - len);
+        if (r <= 0)
             goto fail;
         len += (size_t)r;
     }
@@ -145,10 +153,12 @@ fail:
 }
 
 /* The request is written as every other (resp_w, into chunks), then
- * copied out once: write(2) on this blocking socket wants one buffer. */
-char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc, int argc,
+ * copied out once: write(2) on this socket wants one buffer. */
+char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
                         const char *const *argv, size_t *len)
 {
+    const struct conf_pool *pc = p->conf;
+    struct tls *t = NULL;
     char *req, *val = NULL, db[16];
     struct msg g = {0};
     struct mbuf *m = NULL;
@@ -157,6 +167,11 @@ char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc
 
     if (fd < 0)
         return NULL;
+    if (p->tls_client != NULL &&
+        (t = tls_sync_new(p->tls_client, fd, pc->tls.backend_server_name)) == NULL) {
+        close(fd);
+        return NULL;
+    }
     const char *auth[3];
     int nauth = backend_auth_args(pc, BACKEND_AS_INTERNAL, auth);
     if (nauth > 0) {
@@ -171,11 +186,15 @@ char *backend_sync_call(const struct pool_server *ps, const struct conf_pool *pc
     resp_w_command(&w, argc, argv, NULL);
     req = xmalloc(g.len);
     msg_copy(&g, 0, g.len, req);
-    if (write(fd, req, g.len) == (ssize_t)g.len)
-        sync_replies(fd, n, &val, len);
+    if (t != NULL ? tls_sync_write(t, req, g.len, BACKEND_SYNC_MS) == 0
+                  : write(fd, req, g.len) == (ssize_t)g.len)
+        sync_replies(fd, t, n, &val, len);
+    else if (t != NULL)
+        log_warn("pool '%s': %s: %s", pc->name, ps->label, tls_error(t));
     msg_release(&g);
     mbuf_unref(m);
     free(req);
+    tls_free(t);
     close(fd);
     return val;
 }
@@ -231,7 +250,7 @@ int backend_check_users(const struct pool *p, const struct pool_server *ps)
         size_t len;
         for (int k = 0; k < pr->argc; k++)
             argv[3 + k] = pr->argv[k];
-        char *said = backend_sync_call(ps, pc, 3 + pr->argc, argv, &len);
+        char *said = backend_sync_call(p, ps, 3 + pr->argc, argv, &len);
         if (said == NULL) {
             log_warn("pool '%s': cannot check what ACL user '%s' may do on %s (ACL DRYRUN, "
                      "Redis 7, run as '%s', gave no answer or an error): see the README's "

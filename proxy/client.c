@@ -45,6 +45,7 @@
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/route.h"
+#include "proxy/tls.h"
 #include "proxy/util.h"
 
 #define CLIENT_PAUSE_REQS    1024        /* stop reading above this many in flight */
@@ -103,7 +104,10 @@ static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct client *c = container_of(h, struct client, h);
     (void)suggested;
-    rstream_buf(&c->in, buf);
+    if (c->tls)
+        tls_read_buf(buf);          /* ciphertext: client_read_tls */
+    else
+        rstream_buf(&c->in, buf);
 }
 
 static void client_pause(struct client *c)
@@ -154,30 +158,19 @@ static void client_protocol_error(struct client *c)
     req_done(r);
 }
 
-static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* nread bytes were read into the tail chunk of c->in: frame and route
+ * each request they complete. */
+static void client_consume(struct client *c, size_t nread)
 {
-    struct client *c = container_of(s, struct client, h.stream);
     const char *p;
     uint64_t off;
     size_t left;
 
-    (void)buf;
-    if (nread < 0) {
-        if (nread != UV_EOF)
-            log_info("client %llu: read: %s", (unsigned long long)c->id,
-                     uv_strerror((int)nread));
-        client_close(c);
-        return;
-    }
-    if (nread == 0)
-        return;
-
-    proxy.now_us = uv_hrtime() / 1000;
     p = c->in.tail->data + c->in.tail->len;
     off = c->in.rx;
     c->in.tail->len += (uint32_t)nread;
     c->in.rx += (uint64_t)nread;
-    left = (size_t)nread;
+    left = nread;
 
     while (left > 0 && !c->quitting) {
         size_t used;
@@ -209,6 +202,59 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         resp_req_free(&c->scan);
     if (client_busy(c, false))
         client_pause(c);
+}
+
+/* Ciphertext was read: what it decrypts to goes into c->in's chunks, as a
+ * plain client's bytes are read, and is consumed the same way. */
+static void client_read_tls(struct client *c, const char *p, size_t nread)
+{
+    struct tls *t = c->rare->tls;
+    ssize_t n;
+
+    tls_feed(t, p, nread);
+    do {
+        uv_buf_t b;
+        rstream_buf(&c->in, &b);
+        n = tls_read(t, b.base, b.len);
+        if (n > 0)
+            client_consume(c, (size_t)n);
+    } while (n > 0 && !c->closing && !c->quitting);
+    if (n < 0 && !c->closing) {
+        if (n != UV_EOF)
+            log_info("client %llu: %s", (unsigned long long)c->id, tls_error(t));
+        client_close(c);
+    }
+}
+
+static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct client *c = container_of(s, struct client, h.stream);
+
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_info("client %llu: read: %s", (unsigned long long)c->id,
+                     uv_strerror((int)nread));
+        client_close(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    proxy.now_us = uv_hrtime() / 1000;
+    if (c->tls)
+        client_read_tls(c, buf->base, (size_t)nread);
+    else
+        client_consume(c, (size_t)nread);
+}
+
+/* TLS clients whose handshake is past tls_handshake_timeout are closed. */
+void client_check_tls(uint64_t now)
+{
+    struct client *c;
+
+    while ((c = tls_expired(now)) != NULL) {
+        log_info("client %llu: %s", (unsigned long long)c->id, tls_error(c->rare->tls));
+        client_close(c);
+    }
 }
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -375,6 +421,11 @@ static void client_written(struct client *c, int status)
     client_ready(c);
 }
 
+static void client_tls_sent(void *data, int status)
+{
+    client_written(data, status);
+}
+
 static void client_write_cb(uv_write_t *w, int status)
 {
     struct client *c = w->data;
@@ -420,8 +471,10 @@ void client_flush(struct client *c)
         return;
     }
     iov = iovs;
-    rc = stream_try_write(&c->h.stream, &iov, &niov, total);
-    if (rc == 0) {
+    if (c->tls) {
+        rc = tls_send(c->rare->tls, iov, niov);
+        c->writing = rc == 0;       /* client_tls_sent ends it */
+    } else if ((rc = stream_try_write(&c->h.stream, &iov, &niov, total)) == 0) {
         uv_write_t *w = xmalloc(sizeof(*w));
         w->data = c;
         rc = uv_write(w, &c->h.stream, iov, niov, client_write_cb);
@@ -455,6 +508,7 @@ static void client_close_cb(uv_handle_t *h)
     if (c->lbuf != NULL)
         mbuf_unref(c->lbuf);
     if (c->rare != NULL) {
+        tls_free(c->rare->tls);     /* (its write, if any, was cancelled by now) */
         free(c->rare->name);
         free(c->rare->tx_held);     /* (emptied by pin_client_gone) */
         free(c->rare);
@@ -541,7 +595,7 @@ static void client_start(struct pool *p, struct client *c)
 
 void client_accept(struct pool *p, uv_stream_t *listener)
 {
-    struct client *c = client_new(p, p->conf->listen.unix_socket);
+    struct client *c = client_new(p, listener->type == UV_NAMED_PIPE);
 
     if (c == NULL)
         return;
@@ -549,6 +603,21 @@ void client_accept(struct pool *p, uv_stream_t *listener)
         c->closing = 1;
         uv_close(&c->h.handle, client_close_cb);
         return;
+    }
+    if (listener == &p->tls_listener.stream) {
+        /* Its handshake runs as it is read; no request is read before
+         * the handshake is over, so none is answered in the clear. */
+        struct tls *t = tls_new(p->tls_server, &c->h.stream, true, NULL,
+                                uv_now(proxy.loop) + (uint64_t)p->conf->tls.handshake_timeout,
+                                client_tls_sent, c);
+        if (t == NULL) {
+            log_warn("pool '%s': no TLS for a new client (out of memory)", p->conf->name);
+            c->closing = 1;
+            uv_close(&c->h.handle, client_close_cb);
+            return;
+        }
+        client_rare(c)->tls = t;
+        c->tls = 1;
     }
     client_start(p, c);
 }

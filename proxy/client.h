@@ -94,6 +94,7 @@ struct client {
     unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
     unsigned short   kicking:1; /* gate.c: sending from the gate now */
     unsigned short   reply:2;   /* enum client_reply */
+    unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
@@ -113,6 +114,8 @@ struct client_rare {
     struct req **tx_held;       /* pin.c: PING/ECHO queued in MULTI before any key, */
     uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
+    struct tls  *tls;           /* TLS (tls.h) of a client of a TLS listener: made when
+                                   accepted, freed by its close callback */
 };
 
 struct client_rare *client_rare(struct client *c);
@@ -127,6 +130,8 @@ struct client *client_open(struct pool *p, uv_file fd);
 /* Close the clients that have taken none of their unread replies for too
  * long (client.c's limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);
+/* Close TLS clients whose handshake is past the pool's tls_handshake_timeout. */
+void client_check_tls(uint64_t now);
 /* Append r to c's requests, in flight until req_done. */
 void client_queue(struct client *c, struct req *r);
 /* r's reply is complete in r->rsp: account for it and write when its turn

@@ -457,7 +457,7 @@ int group_check_start(struct pool *p, char *err, size_t errlen)
         size_t len;
         char *text;
         if (!p->servers[s].active ||
-            (text = backend_sync_call(&p->servers[s], p->conf, 3, (const char *[]){
+            (text = backend_sync_call(p, &p->servers[s], 3, (const char *[]){
                  "PUBSUB", "CHANNELS", pattern}, &len)) == NULL)
             continue;
         for (char *line = text, *end; *line != '\0'; line = *end ? end + 1 : end) {

@@ -252,7 +252,7 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
     for (uint32_t s = 0; s < p->nservers; s++) {
         size_t len;
         char *v = p->servers[s].active
-                  ? backend_sync_call(&p->servers[s], p->conf, 2, (const char *[]){"GET", key},
+                  ? backend_sync_call(p, &p->servers[s], 2, (const char *[]){"GET", key},
                                       &len)
                   : NULL;
         if (v == NULL)
@@ -331,7 +331,7 @@ out:
                      what, np->name);
             rc = -EINVAL;
         } else if (np != NULL && fp != NULL) {
-            conf_pool_swap_listen(np, fp);
+            conf_pool_swap_own(np, fp);
         }
     }
     if (rc == 0) {

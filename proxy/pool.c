@@ -343,8 +343,17 @@ void pool_set_acl(struct pool *p, struct acl *acl)
     p->acl = acl;
 }
 
+void pool_set_tls(struct pool *p, SSL_CTX *server, SSL_CTX *client)
+{
+    tls_ctx_free(p->tls_server);
+    tls_ctx_free(p->tls_client);
+    p->tls_server = server;
+    p->tls_client = client;
+}
+
 void pool_free(struct pool *p)
 {
+    pool_set_tls(p, NULL, NULL);
     acl_free(p->acl);
     free(p->clients);
     stats_free(&p->stats);

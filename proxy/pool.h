@@ -10,6 +10,7 @@
 #include "conf/conf.h"
 #include "proxy/stats.h"
 #include "proxy/stream.h"
+#include "proxy/tls.h"
 #include "ring/ring.h"
 
 struct acl;
@@ -54,6 +55,10 @@ struct pool {
                                        or NULL when that is all of them */
     uint32_t         *live_map;     /* live ring index -> server */
     union stream      listener;
+    union stream      tls_listener; /* tls_listen's (handle.loop NULL without one) */
+    SSL_CTX          *tls_server;   /* what TLS clients' connections are made from, and */
+    SSL_CTX          *tls_client;   /* connections to servers (backend_tls): owned, NULL
+                                       without; swapped by pool_set_tls (tls.h) */
     struct pool_server *servers;    /* [nservers]: every server ever in a ring */
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections (of each protocol) */
@@ -144,5 +149,8 @@ void pool_client_gone(struct pool *p, struct client *c);
  * same name in acl, or is closed if that user is gone or off; then the
  * old users are freed. p owns acl from here on. */
 void pool_set_acl(struct pool *p, struct acl *acl);
+/* New TLS contexts (a reload read the files again): connections made from
+ * now on use them; open ones go on with the ones they were made from. */
+void pool_set_tls(struct pool *p, SSL_CTX *server, SSL_CTX *client);
 
 #endif

@@ -5,7 +5,8 @@
  * Time is enforced in one place, tick_cb, every PROXY_TICK_MS: request
  * deadlines (backend_check_timeout: a request's deadline is set when it is
  * queued, and a backend still sending is not timed out), clients that take
- * none of their unread replies (client_check_stalled), ejected servers
+ * none of their unread replies (client_check_stalled) and TLS handshakes
+ * that take too long (client_check_tls), ejected servers
  * coming back and idle ones retired (pool_tick), the group's rounds and
  * the migration's retries and mover (group_tick, mig_tick), and the idle
  * trim. The only other timer is the stop's (drain_cb).
@@ -38,6 +39,7 @@
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
 #include "proxy/route.h"
+#include "proxy/tls.h"
 #include "proxy/util.h"
 
 #define PROXY_DRAIN_MS  5000
@@ -126,6 +128,7 @@ static void tick_cb(uv_timer_t *t)
     proxy.now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
     idle_check(now);
     client_check_stalled(now);
+    client_check_tls(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         pool_tick(p, now);
@@ -162,9 +165,9 @@ static void accept_cb(uv_stream_t *listener, int status)
     client_accept(p, listener);
 }
 
-static int listen_tcp(struct pool *p, char *err, size_t errlen)
+static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
+                      size_t errlen)
 {
-    const struct conf_addr *a = &p->conf->listen;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
     char port[8];
     int rc;
@@ -174,7 +177,7 @@ static int listen_tcp(struct pool *p, char *err, size_t errlen)
         snprintf(err, errlen, "cannot resolve '%s': %s", a->host, gai_strerror(rc));
         return -EINVAL;
     }
-    uv_tcp_init(proxy.loop, &p->listener.tcp);
+    uv_tcp_init(proxy.loop, &l->tcp);
     if (p->conf->reuseport) {
         /* libuv 1.44 has no flag for it: make the socket ourselves. Once
          * uv_tcp_open took it the handle owns it; until then we do. */
@@ -182,40 +185,51 @@ static int listen_tcp(struct pool *p, char *err, size_t errlen)
         if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
             rc = -errno;
         else
-            rc = uv_tcp_open(&p->listener.tcp, fd);
+            rc = uv_tcp_open(&l->tcp, fd);
         if (rc < 0 && fd >= 0)
             close(fd);
     }
     if (rc == 0)
-        rc = uv_tcp_bind(&p->listener.tcp, ai->ai_addr, 0);
+        rc = uv_tcp_bind(&l->tcp, ai->ai_addr, 0);
     freeaddrinfo(ai);
     if (rc == 0)
-        rc = uv_listen(&p->listener.stream, p->conf->backlog, accept_cb);
+        rc = uv_listen(&l->stream, p->conf->backlog, accept_cb);
     if (rc < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
         /* The socket goes now (uv_close closes it at once); the process
          * is about to stop without running the loop again. */
-        uv_close(&p->listener.handle, NULL);
+        uv_close(&l->handle, NULL);
     }
     if (rc == 0 && proxy.port == 0)
         proxy.port = a->port;
     return rc;
 }
 
-static int listen_unix(struct pool *p, char *err, size_t errlen)
+static int listen_unix(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
+                       size_t errlen)
 {
-    const struct conf_addr *a = &p->conf->listen;
     int rc;
 
-    uv_pipe_init(proxy.loop, &p->listener.pipe, 0);
+    uv_pipe_init(proxy.loop, &l->pipe, 0);
     unlink(a->host);            /* a stale socket from an earlier run */
-    rc = uv_pipe_bind(&p->listener.pipe, a->host);
+    rc = uv_pipe_bind(&l->pipe, a->host);
     if (rc == 0 && a->perm != 0 && chmod(a->host, a->perm) < 0)
         rc = -errno;
     if (rc == 0)
-        rc = uv_listen(&p->listener.stream, p->conf->backlog, accept_cb);
+        rc = uv_listen(&l->stream, p->conf->backlog, accept_cb);
     if (rc < 0)
         snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+    return rc;
+}
+
+/* Listen on a, plain (l: p->listener) or TLS (l: p->tls_listener). */
+static int listen_on(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
+                     size_t errlen)
+{
+    int rc = a->unix_socket ? listen_unix(p, l, a, err, errlen)
+                            : listen_tcp(p, l, a, err, errlen);
+
+    l->handle.data = p;
     return rc;
 }
 
@@ -282,15 +296,21 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
         log_notice("pool '%s': auto_eject_hosts is set but eject_mode is fail: a failing "
                    "server keeps its keys and its requests fail fast; set eject_mode: "
                    "rehash for twemproxy's ejection", pc->name);
-    p->listener.handle.data = p;
-    rc = pc->listen.unix_socket ? listen_unix(p, err, errlen) : listen_tcp(p, err, errlen);
-    p->listener.handle.data = p;
+    if ((rc = tls_ctx_build(pc, &p->tls_server, &p->tls_client, err, errlen)) < 0) {
+        ring_free(ring);
+        return rc;
+    }
+    rc = listen_on(p, &p->listener, &pc->listen, err, errlen);
+    if (rc == 0 && pc->tls.listen.text != NULL)
+        rc = listen_on(p, &p->tls_listener, &pc->tls.listen, err, errlen);
     pool_set_ring(p, pc, ring, NULL);
     if (rc < 0)
         return rc;
-    log_notice("pool '%s' listening on %s with %u servers (%s, %s)", pc->name,
-               pc->listen.text, p->nservers, ring_dist_name(pc->distribution),
-               ring_hash_name(pc->hash));
+    log_notice("pool '%s' listening on %s%s%s with %u servers (%s, %s)%s", pc->name,
+               pc->listen.text, pc->tls.listen.text ? " and, TLS, on " : "",
+               pc->tls.listen.text ? pc->tls.listen.text : "", p->nservers,
+               ring_dist_name(pc->distribution), ring_hash_name(pc->hash),
+               pc->tls.backend ? ", TLS to the servers" : "");
     return 0;
 }
 
@@ -306,7 +326,7 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     if (h->type == UV_TCP || h->type == UV_NAMED_PIPE) {
         for (size_t i = 0; i < proxy.npools; i++) {
             struct pool *p = &proxy.pools[i];
-            if (h == &p->listener.handle) {
+            if (h == &p->listener.handle || h == &p->tls_listener.handle) {
                 uv_close(h, NULL);
                 return;
             }
@@ -371,8 +391,11 @@ static void stop_cb(uv_signal_t *s, int signum)
     proxy.stopping = true;
     proxy.stop_ms = uv_now(proxy.loop);
     log_notice("signal %d: stopping; finishing requests in flight", signum);
-    for (size_t i = 0; i < proxy.npools; i++)
+    for (size_t i = 0; i < proxy.npools; i++) {
         uv_close(&proxy.pools[i].listener.handle, NULL);
+        if (proxy.pools[i].tls_listener.handle.loop != NULL)
+            uv_close(&proxy.pools[i].tls_listener.handle, NULL);
+    }
     uv_timer_init(proxy.loop, &proxy.drainer);
     uv_timer_start(&proxy.drainer, drain_cb, 0, 20);
 }
@@ -473,6 +496,8 @@ int proxy_run(struct conf *cf)
         struct pool *p = &proxy.pools[i];
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
+        if (p->conf->tls.listen.unix_socket)
+            unlink(p->conf->tls.listen.host);
         pool_free(p);
     }
     free(proxy.pools);

@@ -12,7 +12,8 @@
  * numbers), new servers are connected on first use, and the keys whose
  * owner changed move (mig.c) while the servers they leave stay connected.
  * Timeouts, limits and auth apply to the next request and the next
- * connection. Users change at once: a signed-in client goes on as its
+ * connection; so do TLS certificates and keys, read again from their
+ * files (open connections go on as they were). Users change at once: a signed-in client goes on as its
  * user's new self, and one whose user is gone or off is closed
  * (pool_set_acl). */
 #include <errno.h>
@@ -29,6 +30,7 @@
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
 #include "proxy/route.h"
+#include "proxy/tls.h"
 #include "proxy/util.h"
 
 /* What a reload cannot change in pool a -> b; NULL if nothing. */
@@ -38,6 +40,11 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
         return "pools cannot be added, removed or renamed";
     if (strcmp(a->listen.text, b->listen.text) != 0)
         return "its listen address changed";
+    if (!conf_str_eq(a->tls.listen.text, b->tls.listen.text))
+        return "its tls_listen address changed";
+    if (a->tls.backend != b->tls.backend)
+        return "backend_tls changed (the open connections to the servers would stay as "
+               "they are)";
     if (a->server_connections != b->server_connections)
         return "server_connections changed";
     if (a->distribution != b->distribution || a->hash != b->hash ||
@@ -140,6 +147,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     struct conf *cf, *old = proxy.conf;
     struct ring **rings = NULL;
     struct acl **acls = NULL;
+    SSL_CTX **tls = NULL;           /* [2 * npools]: each pool's server and client contexts */
     char *sum = NULL, why[CONF_ERRLEN];
     size_t sumlen = 0;
     FILE *f = NULL;
@@ -158,6 +166,15 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     for (size_t i = 0; i < cf->npools; i++)
         if ((rc = acl_build(&cf->pools[i], cf->path, &acls[i], err, errlen)) < 0)
             goto fail;
+    /* Certificates and keys are read again: a rotated one is taken up. */
+    tls = xcalloc(2 * cf->npools, sizeof(*tls));
+    for (size_t i = 0; i < cf->npools; i++)
+        if ((rc = tls_ctx_build(&cf->pools[i], &tls[2 * i], &tls[2 * i + 1], why,
+                                sizeof(why))) < 0) {
+            snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, cf->pools[i].line,
+                     cf->pools[i].col, cf->pools[i].name, why);
+            goto fail;
+        }
     rc = -EINVAL;
     f = xopen_memstream(&sum, &sumlen);
     for (size_t i = 0; i < cf->npools; i++) {
@@ -203,6 +220,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     for (size_t i = 0; i < cf->npools; i++) {
         pool_set_acl(&proxy.pools[i], acls[i]);
         acls[i] = NULL;
+        pool_set_tls(&proxy.pools[i], tls[2 * i], tls[2 * i + 1]);
     }
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &proxy.pools[i];
@@ -230,6 +248,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     free(sum);
     free(rings);
     free(acls);
+    free(tls);
     return 0;
 
 fail:
@@ -244,6 +263,10 @@ fail:
         for (size_t i = 0; i < cf->npools; i++)
             acl_free(acls[i]);
     free(acls);
+    if (tls != NULL)
+        for (size_t i = 0; i < 2 * cf->npools; i++)
+            tls_ctx_free(tls[i]);
+    free(tls);
     conf_free(cf);
     return rc;
 }

@@ -241,6 +241,8 @@ Test(conf, redis_auth_length)
     }
 }
 
+#define TLS "  tls_cert_file: /c\n  tls_key_file: /k\n"
+
 ParameterizedTestParameters(conf, errors)
 {
     static struct bad_case cases[] = {
@@ -256,7 +258,23 @@ ParameterizedTestParameters(conf, errors)
         {HEAD, "t.yml:1:1: ", "pool 'alpha' has no servers"},
         {"alpha:\n" SERVERS, "t.yml:1:1: ", "pool 'alpha' has no listen address"},
         {HEAD SERVERS "beta:\n  listen: 127.0.0.1:22121\n" SERVERS, "t.yml:6:11: ",
-         "listens on '127.0.0.1:22121', as pool 'alpha' does (line 1)"},
+         "listens on '127.0.0.1:22121', as pool 'alpha' does (line 1, its listen)"},
+        {HEAD "  tls_listen: 127.0.0.1:22121\n" TLS SERVERS, "t.yml:3:15: ",
+         "pool 'alpha' listens on '127.0.0.1:22121', as pool 'alpha' does (line 1, its listen)"},
+        {HEAD "  tls_listen: 127.0.0.1:6380\n" TLS SERVERS "beta:\n  listen: 127.0.0.1:6380\n"
+         SERVERS, "t.yml:9:11: ", "as pool 'alpha' does (line 1, its tls_listen)"},
+        {HEAD "  tls_listen: 127.0.0.1:6380\n" SERVERS, "t.yml:3:15: ",
+         "tls_listen needs tls_cert_file and tls_key_file"},
+        {HEAD "  tls_cert_file: /c\n" SERVERS, "t.yml:3:18: ",
+         "tls_cert_file applies only to a TLS listener: add tls_listen"},
+        {HEAD "  tls_listen: 127.0.0.1:6380\n" TLS "  tls_auth_clients: yes\n" SERVERS,
+         "t.yml:6:21: ", "tls_auth_clients asks for clients' certificates: add tls_ca_cert_file"},
+        {HEAD "  tls_listen: 127.0.0.1:6380\n" TLS "  tls_auth_clients: maybe\n" SERVERS,
+         "t.yml:6:21: ", "unknown tls_auth_clients 'maybe'; expected one of: yes, no, optional"},
+        {HEAD "  backend_tls_ca_cert_file: /c\n" SERVERS, "t.yml:3:29: ",
+         "backend_tls_ca_cert_file applies only with backend_tls: true"},
+        {HEAD "  backend_tls: true\n  backend_tls_cert_file: /c\n" SERVERS, "t.yml:4:26: ",
+         "backend_tls_cert_file and backend_tls_key_file go together"},
         {HEAD "  redis: false\n" SERVERS, "t.yml:3:10: ", "memcached pools are not supported"},
         {HEAD "  redis: maybe\n" SERVERS, "t.yml:3:10: ", "expected true or false"},
         {HEAD "  servers:\n   - 127.0.0.1:6379:0\n", "t.yml:4:6: ",

@@ -1,0 +1,84 @@
+/* tls.h -- TLS on a connection (tls.c): OpenSSL driven through memory
+ * BIOs on the loop, so that no handshake, read or write ever blocks it.
+ *
+ * The owner (a client or a backend connection) keeps reading its stream
+ * and hands tls the ciphertext; tls gives back plaintext, which the owner
+ * frames as it frames a plain connection's bytes, and sends what the
+ * owner writes, encrypted, on the stream. Ciphertext waiting for the
+ * socket lives in the write BIO, not in the owner's queues.
+ *
+ * Lifetime: the owner makes one with tls_new once its stream is connected
+ * and frees it with tls_free from the stream's close callback (a write in
+ * flight is cancelled by uv_close and its callback runs before that). */
+#ifndef SHARDIS_TLS_H
+#define SHARDIS_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+struct tls;
+
+/* A tls_send that returned 0 is done: status 0, or the write's error. */
+typedef void tls_sent_cb(void *data, int status);
+
+/* The contexts a pool's connections are made from, read from the files
+ * pc names: *server for its TLS listener (NULL without tls_listen),
+ * *client for its servers (NULL without backend_tls). 0, or -EINVAL with
+ * err saying which file is wrong and why; then neither is made. A context
+ * outlives its pool's hold on it while connections made from it last
+ * (OpenSSL counts them): a reload replaces them without closing any. */
+int tls_ctx_build(const struct conf_pool *pc, SSL_CTX **server, SSL_CTX **client,
+                  char *err, size_t errlen);
+void tls_ctx_free(SSL_CTX *ctx);
+
+/* TLS on stream s, connected: as a server (server_name NULL), or as a
+ * client that sends server_name (SNI) and checks the certificate is for it
+ * if it is not NULL. A server's handshake must end by deadline_ms (loop
+ * time; 0: no deadline), see tls_expired. NULL if OpenSSL cannot. */
+struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *server_name,
+                    uint64_t deadline_ms, tls_sent_cb *on_sent, void *data);
+void tls_free(struct tls *t);
+
+/* A client's handshake: send its first flight. 0 or a negative error. */
+int tls_connect(struct tls *t);
+
+/* Where the owner's alloc_cb reads ciphertext into: one buffer for every
+ * connection, as read_cb runs right after alloc_cb and tls_feed empties it. */
+void tls_read_buf(uv_buf_t *buf);
+/* Ciphertext read from the stream. */
+void tls_feed(struct tls *t, const char *p, size_t len);
+/* Plaintext into buf: the bytes, 0 when none can be read for now (the
+ * handshake's replies are on their way), or a negative error: UV_EOF for
+ * the peer's close_notify, UV_EPROTO for anything else (tls_error says
+ * what). */
+ssize_t tls_read(struct tls *t, char *buf, size_t len);
+/* The handshake is over: plaintext may be written. */
+bool tls_ready(const struct tls *t);
+/* Why the connection failed, for a log line. */
+const char *tls_error(const struct tls *t);
+
+/* Encrypt iov[0 .. niov) and write it: 1 when the socket took all of it, 0
+ * when some waits (on_sent runs once it is written, or failed), or a
+ * negative error (on_sent will not run for it). */
+int tls_send(struct tls *t, const uv_buf_t *iov, unsigned niov);
+
+/* Blocking use, before the loop runs (backend_sync.c): TLS as a client on
+ * fd, a connected non-blocking socket, each step waiting at most ms. The
+ * handshake is part of the first write. Free with tls_free (fd stays
+ * open). NULL if OpenSSL cannot. */
+struct tls *tls_sync_new(SSL_CTX *ctx, int fd, const char *server_name);
+/* 0 when all of p went out, or -1 (tls_error says why). */
+int tls_sync_write(struct tls *t, const char *p, size_t len, int ms);
+/* Bytes read into p (at least 1), or -1. */
+ssize_t tls_sync_read(struct tls *t, char *p, size_t len, int ms);
+
+/* The owner's data of a server-side connection whose handshake is past
+ * its deadline (it is taken off the watch), or NULL if none is. */
+void *tls_expired(uint64_t now_ms);
+
+#endif
