@@ -424,6 +424,8 @@ static void backend_read_tls(struct backend *b, const char *p, size_t nread)
         n = tls_read(b->tls, buf.base, buf.len);
         if (n > 0 && backend_consume(b, (size_t)n) < 0)
             return;
+        if (n == 0 && b->framed == b->in.rx)
+            rstream_trim(&b->in, b->in.rx);     /* the chunk it took is still empty */
     } while (n > 0 && !b->closing);
     if (b->closing)
         return;

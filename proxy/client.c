@@ -205,20 +205,25 @@ static void client_consume(struct client *c, size_t nread)
 }
 
 /* Ciphertext was read: what it decrypts to goes into c->in's chunks, as a
- * plain client's bytes are read, and is consumed the same way. */
+ * plain client's bytes are read, and is consumed the same way. Until its
+ * handshake is over a client has no chunk (tls_accept), so a handshake
+ * left half way costs its SSL and what it sent, not a chunk more. */
 static void client_read_tls(struct client *c, const char *p, size_t nread)
 {
     struct tls *t = c->rare->tls;
     ssize_t n;
 
     tls_feed(t, p, nread);
-    do {
+    n = tls_accept(t);
+    while (n > 0 && !c->closing && !c->quitting) {
         uv_buf_t b;
         rstream_buf(&c->in, &b);
         n = tls_read(t, b.base, b.len);
         if (n > 0)
             client_consume(c, (size_t)n);
-    } while (n > 0 && !c->closing && !c->quitting);
+        else if (resp_req_idle(&c->scan))
+            rstream_trim(&c->in, c->in.rx);     /* the chunk it took is still empty */
+    }
     if (n < 0 && !c->closing) {
         if (n != UV_EOF)
             log_info("client %llu: %s", (unsigned long long)c->id, tls_error(t));

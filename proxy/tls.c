@@ -1,13 +1,18 @@
-/* tls.c -- TLS on a connection: OpenSSL through memory BIOs on the loop.
+/* tls.c -- TLS on a connection: OpenSSL on the loop, through a BIO of
+ * shardis's own.
  *
- * Each connection's SSL reads ciphertext from one memory BIO (filled by
- * tls_feed with what the stream read) and writes ciphertext to another
- * (emptied onto the stream by pump). So OpenSSL never touches a socket and
- * never blocks: a handshake is a few rounds of feed, read, pump, driven by
- * the owner's read callback, and a write is SSL_write into the BIO, then
- * the BIO onto the socket: uv_try_write first, as for a plain connection,
- * and a uv_write of what is left (copied out of the BIO, so that the BIO
- * can take more meanwhile).
+ * OpenSSL never touches a socket, so it never blocks: its BIO reads the
+ * ciphertext the owner's read callback got (tls_feed lends it, and the
+ * owner reads until tls gives nothing, which leaves none unread), and
+ * writes into one staging buffer shared by every connection, which goes
+ * to the socket with uv_try_write at the end of each call, as a plain
+ * connection's writes do; only what the socket does not take is copied,
+ * into the connection's pending buffer, for a uv_write. A handshake is a
+ * few rounds of that, driven by the owner's read callback.
+ *
+ * Why not OpenSSL's memory BIOs: a memory BIO keeps the largest buffer it
+ * ever held, so one 3 MiB reply would cost its connection 3 MiB for life;
+ * here a connection holds ciphertext only while its socket is full.
  *
  * The trade-offs: plaintext is copied once each way (the cost of TLS
  * anyway), and small replies are gathered into one record per write
@@ -15,9 +20,9 @@
  * call). Contexts are built once per start or reload and shared by every
  * connection made from them; SSL_MODE_RELEASE_BUFFERS gives an idle
  * connection's record buffers back. A server-side handshake has a
- * deadline (tls_expired): a peer that connects and stalls costs one SSL
- * and its BIOs until then, and what it may make shardis buffer is bounded
- * by OpenSSL's own limits on handshake messages. */
+ * deadline (tls_expired): a peer that connects and stalls costs its SSL
+ * until then (a record buffer while a record is half sent), bounded by
+ * OpenSSL's own limits on handshake messages. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -27,6 +32,7 @@
 #include <sys/queue.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -36,15 +42,18 @@
 #include "proxy/util.h"
 
 #define TLS_RBUF   (64 * 1024)      /* ciphertext read at once (tls_read_buf) */
-#define TLS_WBUF   (64 * 1024)      /* ciphertext written at once (pump) */
+#define TLS_STAGE  (64 * 1024)      /* ciphertext gathered for one socket write */
 #define TLS_RECORD (16 * 1024)      /* the most plaintext one record carries */
 
 struct tls {
     SSL         *ssl;
-    BIO         *rbio, *wbio;       /* ciphertext from / for the stream (the SSL owns both) */
     uv_stream_t *stream;
     uv_write_t   wreq;
-    char        *wleft;             /* what the write in flight holds: the socket's to take */
+    const char  *in;                /* ciphertext lent by tls_feed, not yet read */
+    size_t       inlen;
+    char        *pend;              /* ciphertext the socket has not taken, after */
+    size_t       pendlen, pendcap;  /*   what is in flight; owned (xmalloc) */
+    char        *inflight;          /* what wreq is writing: owned until write_cb */
     tls_sent_cb *on_sent;
     void        *data;
     uint64_t     deadline;          /* loop ms; on the handshaking list while it is not 0 */
@@ -56,7 +65,12 @@ struct tls {
 };
 
 static TAILQ_HEAD(tls_head_s, tls) handshaking = TAILQ_HEAD_INITIALIZER(handshaking);
-static char rbuf[TLS_RBUF], wbuf[TLS_WBUF], gather[TLS_RECORD];
+static char rbuf[TLS_RBUF], gather[TLS_RECORD];
+/* The staging buffer: whose ciphertext it holds (empty between calls). */
+static char stage[TLS_STAGE];
+static size_t stage_len;
+static struct tls *stage_owner;
+static BIO_METHOD *loop_bio;
 
 /* ---- contexts -------------------------------------------------------------------- */
 
@@ -179,6 +193,89 @@ void tls_ctx_free(SSL_CTX *ctx)
     SSL_CTX_free(ctx);
 }
 
+/* ---- the BIO ---------------------------------------------------------------------- */
+
+static int flush(struct tls *t);
+
+static void queue_pending(struct tls *t, const char *p, size_t len)
+{
+    if (t->pendlen + len > t->pendcap) {
+        t->pendcap = t->pendlen + len > 2 * t->pendcap ? t->pendlen + len : 2 * t->pendcap;
+        t->pend = xrealloc(t->pend, t->pendcap);
+    }
+    memcpy(t->pend + t->pendlen, p, len);
+    t->pendlen += len;
+}
+
+static int bio_write(BIO *b, const char *p, size_t len, size_t *written)
+{
+    struct tls *t = BIO_get_data(b);
+
+    if (stage_owner != t && stage_len > 0)
+        flush(stage_owner);         /* (each call flushes its own: not expected) */
+    stage_owner = t;
+    *written = len;
+    while (len > 0) {
+        size_t n = len < sizeof(stage) - stage_len ? len : sizeof(stage) - stage_len;
+        memcpy(stage + stage_len, p, n);
+        stage_len += n;
+        p += n;
+        len -= n;
+        if (stage_len == sizeof(stage))
+            flush(t);
+    }
+    return 1;
+}
+
+static int bio_read(BIO *b, char *p, size_t len, size_t *got)
+{
+    struct tls *t = BIO_get_data(b);
+    size_t n = len < t->inlen ? len : t->inlen;
+
+    BIO_clear_retry_flags(b);
+    if (n == 0) {
+        BIO_set_retry_read(b);      /* none now: "again later", not EOF */
+        *got = 0;
+        return 0;
+    }
+    memcpy(p, t->in, n);
+    t->in += n;
+    t->inlen -= n;
+    *got = n;
+    return 1;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)b, (void)num, (void)ptr;
+    return cmd == BIO_CTRL_FLUSH;   /* flushed by the call that wrote */
+}
+
+static int bio_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static BIO *bio_new(struct tls *t)
+{
+    BIO *b;
+
+    if (loop_bio == NULL) {         /* made once, kept for the process's life */
+        loop_bio = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "shardis loop");
+        if (loop_bio == NULL || !BIO_meth_set_write_ex(loop_bio, bio_write) ||
+            !BIO_meth_set_read_ex(loop_bio, bio_read) || !BIO_meth_set_ctrl(loop_bio, bio_ctrl) ||
+            !BIO_meth_set_create(loop_bio, bio_create)) {
+            BIO_meth_free(loop_bio);
+            loop_bio = NULL;
+            return NULL;
+        }
+    }
+    if ((b = BIO_new(loop_bio)) != NULL)
+        BIO_set_data(b, t);
+    return b;
+}
+
 /* ---- connections ------------------------------------------------------------------ */
 
 static void watch_end(struct tls *t)
@@ -194,21 +291,18 @@ struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *serve
 {
     struct tls *t = xcalloc(1, sizeof(*t));
     unsigned char ip[16];
+    BIO *b;
 
     ERR_clear_error();
     t->ssl = SSL_new(ctx);
-    t->rbio = BIO_new(BIO_s_mem());
-    t->wbio = BIO_new(BIO_s_mem());
-    if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
-        BIO_free(t->rbio);
-        BIO_free(t->wbio);
+    b = t->ssl != NULL ? bio_new(t) : NULL;
+    if (b == NULL) {
         SSL_free(t->ssl);
         free(t);
         ERR_clear_error();
         return NULL;
     }
-    BIO_set_mem_eof_return(t->rbio, -1);    /* empty: "read again later", not EOF */
-    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    SSL_set_bio(t->ssl, b, b);      /* (one reference: the SSL's) */
     if (server) {
         SSL_set_accept_state(t->ssl);
     } else {
@@ -217,10 +311,12 @@ struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *serve
             bool is_ip = inet_pton(AF_INET, server_name, ip) == 1 ||
                          inet_pton(AF_INET6, server_name, ip) == 1;
             /* SNI names a host, never an address (RFC 6066). */
-            if (is_ip)
+            if (is_ip) {
                 X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), server_name);
-            else
-                SSL_set_tlsext_host_name(t->ssl, server_name), SSL_set1_host(t->ssl, server_name);
+            } else {
+                SSL_set_tlsext_host_name(t->ssl, server_name);
+                SSL_set1_host(t->ssl, server_name);
+            }
         }
     }
     t->stream = s;
@@ -247,8 +343,13 @@ void tls_free(struct tls *t)
     if (t == NULL)
         return;
     watch_end(t);
-    SSL_free(t->ssl);               /* and its BIOs */
-    free(t->wleft);
+    if (stage_owner == t) {
+        stage_owner = NULL;
+        stage_len = 0;
+    }
+    SSL_free(t->ssl);               /* and its BIO */
+    free(t->pend);
+    free(t->inflight);
     free(t);
 }
 
@@ -288,7 +389,7 @@ static void note_error(struct tls *t)
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-static int pump(struct tls *t);
+static int finish(struct tls *t, int e);
 
 static void write_cb(uv_write_t *w, int status)
 {
@@ -296,11 +397,11 @@ static void write_cb(uv_write_t *w, int status)
     int rc = status;
 
     t->writing = 0;
-    free(t->wleft);
-    t->wleft = NULL;
+    free(t->inflight);
+    t->inflight = NULL;
     if (status < 0)
         t->werr = status;
-    else if ((rc = pump(t)) == 0)
+    else if ((rc = flush(t)) == 0)
         return;                     /* more of it in flight */
     if (t->owner_waits) {
         t->owner_waits = 0;
@@ -308,28 +409,40 @@ static void write_cb(uv_write_t *w, int status)
     }
 }
 
-/* Move the write BIO onto the socket: 1 when it is empty, 0 when a write
- * is in flight (write_cb goes on), or a negative error. */
-static int pump(struct tls *t)
+/* Move what t wrote onto the socket: the stage now, as much as the socket
+ * takes, the rest into t's pending buffer, which a uv_write then takes.
+ * 1 when all of it is on the socket, 0 when a write is in flight
+ * (write_cb goes on), or a negative error. */
+static int flush(struct tls *t)
 {
-    while (!t->writing && BIO_ctrl_pending(t->wbio) > 0) {
-        int n = BIO_read(t->wbio, wbuf, sizeof(wbuf));
-        uv_buf_t b = uv_buf_init(wbuf, n > 0 ? (unsigned)n : 0), *iov = &b;
-        unsigned niov = 1;
-        int rc;
-        if (n <= 0)
-            break;
-        rc = stream_try_write(t->stream, &iov, &niov, (size_t)n);
-        if (rc < 0)
-            return t->werr = rc;
-        if (rc == 1)
-            continue;
-        t->wleft = xmalloc(iov->len);   /* wbuf is the next pump's */
-        memcpy(t->wleft, iov->base, iov->len);
-        b = uv_buf_init(t->wleft, iov->len);
+    int rc;
+
+    if (stage_owner == t && stage_len > 0) {
+        if (t->werr < 0) {
+            ;                       /* dropped: the connection is failing */
+        } else if (t->writing || t->pendlen > 0) {
+            queue_pending(t, stage, stage_len);     /* behind what waits */
+        } else {
+            uv_buf_t b = uv_buf_init(stage, (unsigned)stage_len), *iov = &b;
+            unsigned niov = 1;
+            rc = stream_try_write(t->stream, &iov, &niov, stage_len);
+            if (rc < 0)
+                t->werr = rc;
+            else if (rc == 0)
+                queue_pending(t, iov->base, iov->len);
+        }
+        stage_len = 0;
+    }
+    if (t->werr < 0)
+        return t->werr;
+    if (!t->writing && t->pendlen > 0) {
+        uv_buf_t b = uv_buf_init(t->pend, (unsigned)t->pendlen);
+        t->inflight = t->pend;      /* wreq's until write_cb */
+        t->pend = NULL;
+        t->pendlen = t->pendcap = 0;
         if ((rc = uv_write(&t->wreq, t->stream, &b, 1, write_cb)) < 0) {
-            free(t->wleft);
-            t->wleft = NULL;
+            free(t->inflight);
+            t->inflight = NULL;
             return t->werr = rc;
         }
         t->writing = 1;
@@ -343,6 +456,7 @@ static int put(struct tls *t, const char *p, size_t len)
 
     if (SSL_write_ex(t->ssl, p, len, &n) != 1 || n != len) {
         note_error(t);
+        flush(t);
         return t->werr = UV_EPROTO;
     }
     return 0;
@@ -374,7 +488,7 @@ int tls_send(struct tls *t, const uv_buf_t *iov, unsigned niov)
     }
     if (have > 0 && (rc = put(t, gather, have)) < 0)
         return rc;
-    rc = pump(t);
+    rc = flush(t);
     if (rc == 0)
         t->owner_waits = 1;
     return rc;
@@ -388,9 +502,10 @@ int tls_connect(struct tls *t)
     rc = SSL_do_handshake(t->ssl);
     if (rc != 1 && SSL_get_error(t->ssl, rc) != SSL_ERROR_WANT_READ) {
         note_error(t);
+        flush(t);
         return UV_EPROTO;
     }
-    rc = pump(t);
+    rc = flush(t);
     return rc < 0 ? rc : 0;
 }
 
@@ -401,7 +516,7 @@ struct tls *tls_sync_new(SSL_CTX *ctx, int fd, const char *server_name)
     struct tls *t = tls_new(ctx, NULL, false, server_name, 0, NULL, NULL);
 
     if (t != NULL)
-        SSL_set_fd(t->ssl, fd), t->rbio = t->wbio = NULL;   /* (it freed the BIOs) */
+        SSL_set_fd(t->ssl, fd);     /* (in place of the loop's BIO, which it frees) */
     return t;
 }
 
@@ -454,37 +569,18 @@ ssize_t tls_sync_read(struct tls *t, char *p, size_t len, int ms)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-void tls_read_buf(uv_buf_t *buf)
+/* After an SSL call that did not succeed (SSL_get_error's e): send what it
+ * wrote (the handshake's answers, or the alert that says why it failed);
+ * 0 if it only wants more from the peer, else a negative error. */
+static int finish(struct tls *t, int e)
 {
-    *buf = uv_buf_init(rbuf, sizeof(rbuf));
-}
+    int rc = flush(t);
 
-void tls_feed(struct tls *t, const char *p, size_t len)
-{
-    /* A memory BIO takes all of it (it grows); SSL_read empties it. */
-    if (len > 0)
-        BIO_write(t->rbio, p, (int)len);
-}
-
-ssize_t tls_read(struct tls *t, char *buf, size_t len)
-{
-    size_t n = 0;
-    int rc, e;
-
-    ERR_clear_error();
-    rc = SSL_read_ex(t->ssl, buf, len, &n);
-    if (t->deadline != 0 && SSL_is_init_finished(t->ssl))
-        watch_end(t);
-    if (rc == 1)
-        return (ssize_t)n;
-    e = SSL_get_error(t->ssl, rc);
-    /* The handshake's answers, or the alert that says why it failed. */
-    int prc = pump(t);
     switch (e) {
     case SSL_ERROR_WANT_READ:
-        if (prc < 0) {
-            snprintf(t->err, sizeof(t->err), "TLS: write: %s", uv_strerror(prc));
-            return prc;
+        if (rc < 0) {
+            snprintf(t->err, sizeof(t->err), "TLS: write: %s", uv_strerror(rc));
+            return rc;
         }
         return 0;
     case SSL_ERROR_ZERO_RETURN:
@@ -494,4 +590,50 @@ ssize_t tls_read(struct tls *t, char *buf, size_t len)
         note_error(t);
         return UV_EPROTO;
     }
+}
+
+void tls_read_buf(uv_buf_t *buf)
+{
+    *buf = uv_buf_init(rbuf, sizeof(rbuf));
+}
+
+void tls_feed(struct tls *t, const char *p, size_t len)
+{
+    t->in = p;                      /* bio_read's, until the owner has read it all */
+    t->inlen = len;
+}
+
+int tls_accept(struct tls *t)
+{
+    int rc;
+
+    if (SSL_is_init_finished(t->ssl))
+        return 1;
+    ERR_clear_error();
+    rc = SSL_do_handshake(t->ssl);
+    if (rc == 1) {
+        watch_end(t);
+        rc = flush(t);              /* (TLS 1.3: its session tickets) */
+        if (rc < 0)
+            snprintf(t->err, sizeof(t->err), "TLS: write: %s", uv_strerror(rc));
+        return rc < 0 ? rc : 1;
+    }
+    return finish(t, SSL_get_error(t->ssl, rc));
+}
+
+ssize_t tls_read(struct tls *t, char *buf, size_t len)
+{
+    size_t n = 0;
+    int rc;
+
+    ERR_clear_error();
+    rc = SSL_read_ex(t->ssl, buf, len, &n);
+    if (t->deadline != 0 && SSL_is_init_finished(t->ssl))
+        watch_end(t);
+    if (rc == 1) {
+        if (stage_owner == t && stage_len > 0 && flush(t) < 0)
+            snprintf(t->err, sizeof(t->err), "TLS: write: %s", uv_strerror(t->werr));
+        return (ssize_t)n;
+    }
+    return finish(t, SSL_get_error(t->ssl, rc));
 }

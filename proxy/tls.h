@@ -1,11 +1,12 @@
-/* tls.h -- TLS on a connection (tls.c): OpenSSL driven through memory
- * BIOs on the loop, so that no handshake, read or write ever blocks it.
+/* tls.h -- TLS on a connection (tls.c): OpenSSL driven on the loop
+ * through a BIO of its own, so that no handshake, read or write ever
+ * blocks it.
  *
  * The owner (a client or a backend connection) keeps reading its stream
- * and hands tls the ciphertext; tls gives back plaintext, which the owner
+ * and lends tls the ciphertext; tls gives back plaintext, which the owner
  * frames as it frames a plain connection's bytes, and sends what the
- * owner writes, encrypted, on the stream. Ciphertext waiting for the
- * socket lives in the write BIO, not in the owner's queues.
+ * owner writes, encrypted, on the stream. Ciphertext the socket has not
+ * taken yet is tls's, not in the owner's queues.
  *
  * Lifetime: the owner makes one with tls_new once its stream is connected
  * and frees it with tls_free from the stream's close callback (a write in
@@ -50,13 +51,19 @@ int tls_connect(struct tls *t);
 /* Where the owner's alloc_cb reads ciphertext into: one buffer for every
  * connection, as read_cb runs right after alloc_cb and tls_feed empties it. */
 void tls_read_buf(uv_buf_t *buf);
-/* Ciphertext read from the stream. */
+/* Ciphertext read from the stream, lent: the owner then reads (tls_accept,
+ * tls_read) until tls_read gives 0 or an error, which leaves none of it
+ * unread, or stops reading the connection for good. */
 void tls_feed(struct tls *t, const char *p, size_t len);
 /* Plaintext into buf: the bytes, 0 when none can be read for now (the
  * handshake's replies are on their way), or a negative error: UV_EOF for
  * the peer's close_notify, UV_EPROTO for anything else (tls_error says
  * what). */
 ssize_t tls_read(struct tls *t, char *buf, size_t len);
+/* Go on with a server's handshake with what was fed: 1 when it is over, 0
+ * when it needs more from the peer, or a negative error as tls_read's.
+ * The owner holds no buffer for plaintext until it is over. */
+int tls_accept(struct tls *t);
 /* The handshake is over: plaintext may be written. */
 bool tls_ready(const struct tls *t);
 /* Why the connection failed, for a log line. */

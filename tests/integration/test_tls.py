@@ -105,6 +105,10 @@ class TLSRedis:
         harness.wait_port(self.plain, self.proc, "redis-server " + name, [log])
         self.client = redis.Redis(HOST, self.plain, socket_timeout=10)
 
+    @property
+    def pid(self):
+        return self.proc.pid
+
     def kill(self):
         self.proc.kill()
         self.proc.wait()
@@ -188,6 +192,17 @@ def t_both_sides(certs, rs):
     big = os.urandom(3 << 20)
     c.set("big", big)
     expect_eq(c.get("big"), big, "a 3 MiB value back over TLS")
+    # What a TLS client holds once its reply is written: nothing of it.
+    base = harness.rss(px.pid)
+    readers = [tls_client(px.tls_port, certs) for _ in range(16)]
+    for r in readers:
+        expect_eq(r.get("big"), big, "a 3 MiB value to each of 16 TLS clients")
+    time.sleep(1)
+    held = (harness.rss(px.pid) - base) >> 20
+    expect(harness.ARGS.sanitized or held < 16, "16 idle TLS clients hold %d MiB after "
+           "3 MiB replies" % held)
+    for r in readers:
+        r.close()
     on = [s.client.dbsize() for s in rs]
     expect(all(n > 1000 for n in on), "the keys are spread over both TLS servers: %r" % on)
     expect_eq(sum(on), 3002, "keys on the servers")
@@ -224,7 +239,8 @@ def t_both_sides(certs, rs):
             got += d
         expect(got.startswith(b"%7\r\n"), "HELLO 3 over TLS: a RESP3 map: %r" % got[:20])
     harness.t_exit_clean(px)
-    return "3000 pipelined, a 3 MiB value, MULTI, BLPOP, pub/sub over TLS; keys %r" % on
+    return "3000 pipelined, 3 MiB values (%d MiB held after), MULTI, BLPOP, pub/sub over " \
+           "TLS; keys %r" % (held, on)
 
 
 def t_client_certs(certs, rs):
@@ -370,6 +386,28 @@ def t_handshakes(certs, rs):
         g = closed_by_peer(s, 5)
         expect(g is not None, "%s to the TLS port: closed" % what)
         expect(b"PONG" not in g and b"ERR" not in g, "%s: no RESP reply: %r" % (what, g))
+    # Handshakes that stop half way through a 16 KiB record: what each
+    # costs until it is timed out, next to what it costs redis-server.
+    per = {}
+    for who, pid, port in (("redis-server", rs[0].pid, rs[0].port),
+                           ("shardis", px.pid, px.tls_port)):
+        hwm = harness.rss(pid, "VmHWM")
+        half = []
+        for _ in range(200):
+            s = socket.create_connection((HOST, port))
+            s.sendall(b"\x16\x03\x01\x40\x00" + os.urandom(8192))
+            half.append(s)
+        if who == "shardis":
+            got = [closed_by_peer(s, 5) for s in half]
+            expect(all(g is not None for g in got), "half handshakes closed")
+        else:
+            time.sleep(0.5)
+        per[who] = (harness.rss(pid, "VmHWM") - hwm) / len(half)
+        for s in half:
+            s.close()
+    expect(harness.ARGS.sanitized or per["shardis"] < 1.25 * per["redis-server"] + (4 << 10),
+           "a half handshake cost shardis %.0f KiB at the peak, redis-server %.0f KiB"
+           % (per["shardis"] / 1024, per["redis-server"] / 1024))
     time.sleep(0.5)
     done.sendall(harness.enc("PING"))
     expect_eq(done.recv(64), b"+PONG\r\n", "the finished handshake outlives the timeout")
@@ -379,7 +417,9 @@ def t_handshakes(certs, rs):
         s.close()
     done.close()
     harness.t_exit_clean(px)
-    return "40 silent handshakes closed %.2f s after the last began" % took
+    return "40 silent handshakes closed %.2f s after the last began; a half one costs " \
+           "%.1f KiB at the peak (redis-server: %.1f KiB)" % (
+               took, per["shardis"] / 1024, per["redis-server"] / 1024)
 
 
 # ---- moving keys, restarts, start ------------------------------------------------------
@@ -404,7 +444,7 @@ def t_reshard(certs, rs):
     reload_switch(px, 2)
     px.restart()
     harness.wait_port(px.tls_port, px.proc, "shardis TLS", [px.out, px.log])
-    expect(log_has(px, "a migration was under way"), "the restart took the record up")
+    until("the restart took the record up", lambda: log_has(px, "a migration was under way"))
     until("the migration finished after the restart",
           lambda: status(px)["state"] == "stable", 30)
     c_left = c.client.dbsize()
