@@ -7,7 +7,10 @@ at -v 4, its quietest level), and one more redis-server as the direct
 baseline, then runs redis-benchmark (-c 50 -r 100000 -d 64) for SET, GET,
 MSET and MGET (10 keys, spread over every backend) and SET/GET with -P 16
 against each target, alternating targets, ROUNDS rounds, and reports
-medians; then SHARD.GENKEY (COUNT 1 and COUNT 100) against shardis alone,
+medians; then SET and GET over TLS (redis-benchmark --tls) against a
+shardis with TLS to clients only, one with TLS on both sides, and the
+direct server's tls-port (certificates made with the openssl CLI); then
+SHARD.GENKEY (COUNT 1 and COUNT 100) against shardis alone,
 next to its GET, and MULTI/EXEC transactions (bench_tx.c) against shardis
 and the direct server (twemproxy has no MULTI). On a machine with 2+ cores the
 client is pinned to core 0 and every server to core 1 (taskset), which keeps
@@ -55,6 +58,7 @@ def pinned(core, argv):
 def start(argv, log):
     out = open(log, "ab")
     p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    p.log = log
     PROCS.append(p)
     return p
 
@@ -63,7 +67,8 @@ def wait_port(port, proc, timeout=10):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
-            raise RuntimeError("process %s exited" % proc.args)
+            with open(proc.log, errors="replace") as f:
+                raise RuntimeError("process %s exited: %s" % (proc.args, f.read()[-600:]))
         try:
             socket.create_connection((HOST, port), 0.2).close()
             return
@@ -115,6 +120,34 @@ RESP3_TESTS = [  # (label, its RESP2 row, -t, extra args, requests)
     ("SET -P 16 RESP3", "SET -P 16", "set", ["-3", "-P", "16"], 400000),
     ("GET -P 16 RESP3", "GET -P 16", "get", ["-3", "-P", "16"], 400000),
 ]
+
+
+# TLS (redis-benchmark --tls): shardis with TLS to its clients and plain
+# servers, shardis with TLS on both sides, and the direct server's
+# tls-port (twemproxy has no TLS): (label, its plain row, -t, extra, requests)
+TLS_TESTS = [
+    ("SET TLS", "SET", "set", [], 100000),
+    ("GET TLS", "GET", "get", [], 100000),
+    ("SET -P 16 TLS", "SET -P 16", "set", ["-P", "16"], 400000),
+    ("GET -P 16 TLS", "GET -P 16", "get", ["-P", "16"], 400000),
+]
+TLS_TARGETS = ("shardis TLS", "shardis TLS both sides", "direct TLS")
+
+
+def make_certs(d):
+    """A CA and a certificate for 127.0.0.1 it signs: (ca, crt, key)."""
+    ca, cakey, crt, key, csr, ext = (os.path.join(d, n) for n in (
+        "ca.crt", "ca.key", "s.crt", "s.key", "s.csr", "s.ext"))
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for argv in (["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", cakey, "-out", ca,
+                  "-days", "1", "-subj", "/CN=bench CA"],
+                 ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+                  "-subj", "/CN=bench"],
+                 ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey, "-CAcreateserial",
+                  "-out", crt, "-days", "1", "-extfile", ext]):
+        subprocess.run(["openssl"] + argv, check=True, capture_output=True)
+    return ca, crt, key
 
 
 # shardis's own commands, against shardis alone: (label, command, ids per call, requests)
@@ -170,15 +203,22 @@ def main():
         GENKEY_TESTS = [(l, c, k, n // 10) for l, c, k, n in GENKEY_TESTS]
         global RESP3_TESTS
         RESP3_TESTS = [(l, b, t, e, n // 10) for l, b, t, e, n in RESP3_TESTS]
+        global TLS_TESTS
+        TLS_TESTS = [(l, b, t, e, n // 10) for l, b, t, e, n in TLS_TESTS]
     nutcracker = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
 
     with tempfile.TemporaryDirectory(prefix="shardis-bench-") as tmp:
+        ca, crt, key = make_certs(tmp)
+        tls_files = ["--tls-cert-file", crt, "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                     "--tls-auth-clients", "no"]
         ports = [free_port() for _ in range(5)]
+        tls_ports = [free_port() for _ in range(5)]
         for i, port in enumerate(ports):
             d = os.path.join(tmp, "r%d" % i)
             os.mkdir(d)
             p = start(pinned(1, ["redis-server", "--port", str(port), "--bind", HOST,
-                                 "--save", "", "--appendonly", "no", "--dir", d]), d + "/log")
+                                 "--tls-port", str(tls_ports[i])] + tls_files +
+                             ["--save", "", "--appendonly", "no", "--dir", d]), d + "/log")
             wait_port(port, p)
         direct, direct_proc = ports[4], p     # the last one started
         servers = "".join("    - %s:%d:1\n" % (HOST, p) for p in ports[:4])
@@ -194,6 +234,27 @@ def main():
                               "-s", str(free_port()), "-a", HOST]), tmp + "/nc.log")
         wait_port(sh_port, sh)
         wait_port(nc_port, nc)
+        # The TLS shardises: to plain servers, and to the servers' tls-ports.
+        tls_conf = ("  tls_listen: %s:%%d\n  tls_cert_file: %s\n  tls_key_file: %s\n"
+                    % (HOST, crt, key))
+        tls_servers = "".join("    - %s:%d:1\n" % (HOST, p) for p in tls_ports[:4])
+        tls_targets = []
+        # (Another pool name for the second: the same servers at other
+        # addresses would be another server list to the group, group.c.)
+        for name, extra, srv in (("shardis TLS", "", servers),
+                                 ("shardis TLS both sides", "  backend_tls: true\n"
+                                  "  backend_tls_ca_cert_file: %s\n" % ca, tls_servers)):
+            port, tport = free_port(), free_port()
+            path = os.path.join(tmp, name.replace(" ", "-") + ".yml")
+            with open(path, "w") as f:
+                f.write(conf.replace("  servers:\n" + servers, "").replace(
+                    "alpha:", name.replace(" ", "_") + ":") % port +
+                        tls_conf % tport + extra + "  servers:\n" + srv)
+            proc = start(pinned(1, [os.path.abspath(args.shardis), "-c", path, "-v", "4"]),
+                         path + ".log")
+            wait_port(tport, proc)
+            tls_targets.append((name, tport, proc))
+        tls_targets.append(("direct TLS", tls_ports[4], direct_proc))
 
         time.sleep(SETTLE)
         mem = {"idle": rss_kb(sh.pid)}
@@ -208,6 +269,9 @@ def main():
             results[("shardis", lbl)], cpu[("shardis", lbl)] = [], []
         for lbl, *_ in RESP3_TESTS:
             for name in ("shardis", "direct"):
+                results[(name, lbl)], cpu[(name, lbl)] = [], []
+        for lbl, *_ in TLS_TESTS:
+            for name, _, _ in tls_targets:
                 results[(name, lbl)], cpu[(name, lbl)] = [], []
         tx = {"shardis": [], "direct": []}
         tx_seconds = 1 if args.quick else 3
@@ -224,6 +288,12 @@ def main():
                         continue
                     before = cpu_seconds(proc.pid)
                     results[(name, lbl)].append(bench(port, test, extra, n))
+                    cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
+            for lbl, _, test, extra, n in TLS_TESTS:
+                for name, port, proc in tls_targets:
+                    before = cpu_seconds(proc.pid)
+                    results[(name, lbl)].append(bench(port, test, extra + ["--tls", "--cacert",
+                                                                           ca], n))
                     cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
             for lbl, command, _, n in GENKEY_TESTS:
                 before = cpu_seconds(sh.pid)
@@ -275,6 +345,19 @@ def main():
         cs, cs2 = med(cpu[("shardis", lbl)]), med(cpu[("shardis", base)])
         print("| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |" % (
             lbl, s, d, s / d, s / s2, cs, cs / cs2 if cs2 else 0))
+    print()
+    print("| TLS (redis-benchmark --tls) | target | req/s | p50 ms | p99 ms | CPU us/req | "
+          "vs direct TLS | vs the same plain |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for lbl, base, *_ in TLS_TESTS:
+        d = med([r[0] for r in results[("direct TLS", lbl)]])
+        for name in TLS_TARGETS:
+            rs = results[(name, lbl)]
+            rps = med([r[0] for r in rs])
+            plain = med([r[0] for r in results[(name.split(" TLS")[0], base)]])
+            print("| %s | %s | %.0f | %.3f | %.3f | %.2f | %.2f | %.2f |" % (
+                lbl, name, rps, med([r[1] for r in rs]), med([r[2] for r in rs]),
+                med(cpu[(name, lbl)]), rps / d, rps / plain))
     print()
     print("| shardis only | calls/s | ids/s | p50 ms | p99 ms | proxy CPU us/call | calls/s vs GET |")
     print("|---|---:|---:|---:|---:|---:|---:|")

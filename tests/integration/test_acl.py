@@ -31,7 +31,7 @@ import sys
 import redis
 
 import harness
-from harness import Fail, Raw, RedisServer, Shardis, array, bulk, expect, expect_eq
+from harness import Fail, Raw, RedisServer, Shardis, array, bulk, expect, expect_eq, until
 
 
 def reload(px):
@@ -389,6 +389,9 @@ def t_backend_user(rs):
 def backend_user_checks(rs):
     p1 = Shardis("bu1", rs[:2], admin_commands="true", **CREDS)
     p2 = Shardis("bu2", rs[:2], admin_commands="true", **CREDS)
+    # (The check runs after shardis listens: its last line ends it.)
+    until("the start check ran", lambda: "backend_user 'app' cannot touch shardis's keys"
+          in open(p1.log).read())
     log = open(p1.log).read()
     expect("backend_user 'app' cannot touch shardis's keys" in log and
            "clients' user on the servers" not in log and "internal user 'shardis'" not in log,
@@ -478,6 +481,8 @@ def backend_user_checks(rs):
         harness.t_exit_clean(px)
     # A backend_user that may do everything: the start check says so.
     p3 = Shardis("bu3", rs[:1], **dict(CREDS, backend_user="wide", backend_password="widepw"))
+    until("the start check ran", lambda: "may send keys to any host (MIGRATE)"
+          in open(p3.log).read())
     log = open(p3.log).read()
     for what in ("may write shardis's migration record (SET)", "may empty a server (FLUSHALL)",
                  "may send keys to any host (MIGRATE)"):
