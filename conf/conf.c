@@ -710,7 +710,6 @@ static int check_tls(struct parser *p, const struct pool_state *st, struct conf_
 {
     static const char *const listener_keys[] = {
         "tls_cert_file", "tls_key_file", "tls_ca_cert_file", "tls_auth_clients",
-        "tls_handshake_timeout",
     };
     static const char *const backend_keys[] = {
         "backend_tls_ca_cert_file", "backend_tls_cert_file", "backend_tls_key_file",
@@ -726,6 +725,10 @@ static int check_tls(struct parser *p, const struct pool_state *st, struct conf_
     for (size_t i = 0; i < sizeof(backend_keys) / sizeof(backend_keys[0]); i++)
         if (!t->backend && (at = given(st, backend_keys[i])) != NULL)
             return fail(p, at, "%s applies only with backend_tls: true", backend_keys[i]);
+    if (t->listen.text == NULL && !t->backend &&
+        (at = given(st, "tls_handshake_timeout")) != NULL)
+        return fail(p, at, "tls_handshake_timeout applies only with tls_listen or "
+                    "backend_tls: true");
     if (t->listen.text != NULL && (t->cert_file == NULL || t->key_file == NULL))
         return fail(p, given(st, "tls_listen"), "tls_listen needs tls_cert_file and "
                     "tls_key_file (the listener's certificate and its private key)");

@@ -67,12 +67,14 @@ struct conf_tls {
     char    *key_file;
     char    *ca_cert_file;          /* tls_ca_cert_file: verifies clients' certificates */
     enum conf_tls_auth auth_clients;/* tls_auth_clients: yes with a CA file, else no */
-    int      handshake_timeout;     /* tls_handshake_timeout, ms (10000) */
+    int      handshake_timeout;     /* tls_handshake_timeout, ms (10000): clients' and
+                                       servers' handshakes */
     bool     backend;               /* backend_tls: the servers speak TLS */
     char    *backend_ca_cert_file;  /* NULL: the system's CAs */
     char    *backend_cert_file;     /* shardis's own certificate, if they ask for one */
     char    *backend_key_file;
-    char    *backend_server_name;   /* SNI, and the name their certificates must bear */
+    char    *backend_server_name;   /* the name their certificates must bear (and SNI);
+                                       NULL: each server's host or IP as written */
 };
 
 struct conf_idgen_entry {

@@ -494,6 +494,24 @@ static void backend_tls_sent(void *data, int status)
     backend_written(data, status);
 }
 
+/* Its handshake took longer than tls_handshake_timeout: a server that
+ * does not speak TLS there reads the hello as a command and waits. */
+static void backend_tls_expired(void *data)
+{
+    struct backend *b = data;
+
+    backend_fail(b, tls_error(b->tls));
+}
+
+const char *backend_tls_name(const struct pool *p, uint32_t server)
+{
+    const struct pool_server *sv = &p->servers[server];
+
+    if (p->conf->tls.backend_server_name != NULL)
+        return p->conf->tls.backend_server_name;
+    return sv->unix_socket ? NULL : sv->host;
+}
+
 void backend_flush(struct backend *b)
 {
     uv_buf_t stack[BACKEND_IOV_MAX], *iovs = stack, *iov;
@@ -582,7 +600,9 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
     if (b->pool->tls_client != NULL) {
         /* Connecting until the handshake is over (backend_read_tls). */
         b->tls = tls_new(b->pool->tls_client, &b->h.stream, false,
-                         b->pool->conf->tls.backend_server_name, 0, backend_tls_sent, b);
+                         backend_tls_name(b->pool, b->server),
+                         uv_now(proxy.loop) + (uint64_t)b->pool->conf->tls.handshake_timeout,
+                         backend_tls_sent, backend_tls_expired, b);
         if (b->tls == NULL) {
             backend_fail(b, "TLS: out of memory");
             return;

@@ -158,6 +158,10 @@ void backend_retire(struct backend *b);
  * timeout at each step. The reply's bulk string, or the bulks of an array
  * reply one per line (the caller frees it); NULL: nil, an error reply, or
  * no answer. */
+/* The name a TLS server's certificate must bear (and SNI, for a host
+ * name): backend_tls_server_name, else the server's host or IP address as
+ * written; NULL for a unix socket. */
+const char *backend_tls_name(const struct pool *p, uint32_t server);
 char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
                         const char *const *argv, size_t *len);
 /* At start: ask server ps (ACL DRYRUN, as the internal user) whether the

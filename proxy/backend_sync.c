@@ -168,7 +168,8 @@ char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int 
     if (fd < 0)
         return NULL;
     if (p->tls_client != NULL &&
-        (t = tls_sync_new(p->tls_client, fd, pc->tls.backend_server_name)) == NULL) {
+        (t = tls_sync_new(p->tls_client, fd, backend_tls_name(p, (uint32_t)(ps - p->servers))))
+            == NULL) {
         close(fd);
         return NULL;
     }
@@ -186,9 +187,10 @@ char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int 
     resp_w_command(&w, argc, argv, NULL);
     req = xmalloc(g.len);
     msg_copy(&g, 0, g.len, req);
-    if (t != NULL ? tls_sync_write(t, req, g.len, BACKEND_SYNC_MS) == 0
-                  : write(fd, req, g.len) == (ssize_t)g.len)
-        sync_replies(fd, t, n, &val, len);
+    if ((t != NULL ? tls_sync_write(t, req, g.len, BACKEND_SYNC_MS) == 0
+                   : write(fd, req, g.len) == (ssize_t)g.len) &&
+        sync_replies(fd, t, n, &val, len) == 0)
+        ;
     else if (t != NULL)
         log_warn("pool '%s': %s: %s", pc->name, ps->label, tls_error(t));
     msg_release(&g);

@@ -251,15 +251,13 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         client_consume(c, (size_t)nread);
 }
 
-/* TLS clients whose handshake is past tls_handshake_timeout are closed. */
-void client_check_tls(uint64_t now)
+/* Its TLS handshake took longer than the pool's tls_handshake_timeout. */
+static void client_tls_expired(void *data)
 {
-    struct client *c;
+    struct client *c = data;
 
-    while ((c = tls_expired(now)) != NULL) {
-        log_info("client %llu: %s", (unsigned long long)c->id, tls_error(c->rare->tls));
-        client_close(c);
-    }
+    log_info("client %llu: %s", (unsigned long long)c->id, tls_error(c->rare->tls));
+    client_close(c);
 }
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -614,7 +612,7 @@ void client_accept(struct pool *p, uv_stream_t *listener)
          * the handshake is over, so none is answered in the clear. */
         struct tls *t = tls_new(p->tls_server, &c->h.stream, true, NULL,
                                 uv_now(proxy.loop) + (uint64_t)p->conf->tls.handshake_timeout,
-                                client_tls_sent, c);
+                                client_tls_sent, client_tls_expired, c);
         if (t == NULL) {
             log_warn("pool '%s': no TLS for a new client (out of memory)", p->conf->name);
             c->closing = 1;

@@ -130,8 +130,6 @@ struct client *client_open(struct pool *p, uv_file fd);
 /* Close the clients that have taken none of their unread replies for too
  * long (client.c's limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);
-/* Close TLS clients whose handshake is past the pool's tls_handshake_timeout. */
-void client_check_tls(uint64_t now);
 /* Append r to c's requests, in flight until req_done. */
 void client_queue(struct client *c, struct req *r);
 /* r's reply is complete in r->rsp: account for it and write when its turn

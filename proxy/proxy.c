@@ -6,7 +6,7 @@
  * deadlines (backend_check_timeout: a request's deadline is set when it is
  * queued, and a backend still sending is not timed out), clients that take
  * none of their unread replies (client_check_stalled) and TLS handshakes
- * that take too long (client_check_tls), ejected servers
+ * that take too long (tls_tick), ejected servers
  * coming back and idle ones retired (pool_tick), the group's rounds and
  * the migration's retries and mover (group_tick, mig_tick), and the idle
  * trim. The only other timer is the stop's (drain_cb).
@@ -128,7 +128,7 @@ static void tick_cb(uv_timer_t *t)
     proxy.now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
     idle_check(now);
     client_check_stalled(now);
-    client_check_tls(now);
+    tls_tick(now);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         pool_tick(p, now);
@@ -200,8 +200,8 @@ static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a
          * is about to stop without running the loop again. */
         uv_close(&l->handle, NULL);
     }
-    if (rc == 0 && proxy.port == 0)
-        proxy.port = a->port;
+    if (rc == 0 && proxy.port == 0 && l == &p->listener)
+        proxy.port = a->port;       /* (INFO's tcp_port: the first plain one) */
     return rc;
 }
 

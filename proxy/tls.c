@@ -55,6 +55,7 @@ struct tls {
     size_t       pendlen, pendcap;  /*   what is in flight; owned (xmalloc) */
     char        *inflight;          /* what wreq is writing: owned until write_cb */
     tls_sent_cb *on_sent;
+    tls_expired_cb *on_expired;
     void        *data;
     uint64_t     deadline;          /* loop ms; on the handshaking list while it is not 0 */
     TAILQ_ENTRY(tls) hs;
@@ -83,12 +84,24 @@ static const char *ssl_reason(void)
     return r != NULL ? r : "unknown error";
 }
 
+/* OpenSSL's default asks the terminal for an encrypted key's passphrase,
+ * which would stop the loop at a reload: shardis takes none. */
+static bool asked_passphrase;
+
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    asked_passphrase = true;
+    return 0;
+}
+
 static SSL_CTX *ctx_new(bool server)
 {
     SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
 
     if (ctx == NULL)
         return NULL;
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
@@ -102,6 +115,9 @@ static int ctx_fail(SSL_CTX *ctx, char *err, size_t errlen, const char *key, con
     /* OpenSSL says "system lib" of a file it cannot open: say why. */
     if (ctx != NULL && access(file, R_OK) < 0)
         snprintf(err, errlen, "%s '%s': %s", key, file, strerror(errno));
+    else if (ctx != NULL && asked_passphrase)
+        snprintf(err, errlen, "%s '%s': the key is encrypted, and shardis takes no "
+                 "passphrase (decrypt it: openssl pkey -in KEY -out PLAIN)", key, file);
     else
         snprintf(err, errlen, "%s '%s': %s", key, file, ssl_reason());
     SSL_CTX_free(ctx);
@@ -177,6 +193,7 @@ int tls_ctx_build(const struct conf_pool *pc, SSL_CTX **server, SSL_CTX **client
 {
     int rc;
 
+    asked_passphrase = false;
     *server = *client = NULL;
     if (pc->tls.listen.text != NULL && (rc = ctx_server(&pc->tls, server, err, errlen)) < 0)
         return rc;
@@ -287,7 +304,8 @@ static void watch_end(struct tls *t)
 }
 
 struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *server_name,
-                    uint64_t deadline_ms, tls_sent_cb *on_sent, void *data)
+                    uint64_t deadline_ms, tls_sent_cb *on_sent, tls_expired_cb *on_expired,
+                    void *data)
 {
     struct tls *t = xcalloc(1, sizeof(*t));
     unsigned char ip[16];
@@ -311,16 +329,20 @@ struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *serve
             bool is_ip = inet_pton(AF_INET, server_name, ip) == 1 ||
                          inet_pton(AF_INET6, server_name, ip) == 1;
             /* SNI names a host, never an address (RFC 6066). */
-            if (is_ip) {
-                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), server_name);
-            } else {
-                SSL_set_tlsext_host_name(t->ssl, server_name);
-                SSL_set1_host(t->ssl, server_name);
+            if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl),
+                                                      server_name) != 1
+                      : SSL_set_tlsext_host_name(t->ssl, server_name) != 1 ||
+                        SSL_set1_host(t->ssl, server_name) != 1) {
+                SSL_free(t->ssl);
+                free(t);
+                ERR_clear_error();
+                return NULL;
             }
         }
     }
     t->stream = s;
     t->on_sent = on_sent;
+    t->on_expired = on_expired;
     t->data = data;
     t->wreq.data = t;
     if (deadline_ms != 0) {
@@ -353,15 +375,15 @@ void tls_free(struct tls *t)
     free(t);
 }
 
-void *tls_expired(uint64_t now_ms)
+void tls_tick(uint64_t now_ms)
 {
-    struct tls *t = TAILQ_FIRST(&handshaking);
+    struct tls *t;
 
-    if (t == NULL || t->deadline > now_ms)
-        return NULL;
-    watch_end(t);
-    snprintf(t->err, sizeof(t->err), "TLS handshake timed out");
-    return t->data;
+    while ((t = TAILQ_FIRST(&handshaking)) != NULL && t->deadline <= now_ms) {
+        watch_end(t);
+        snprintf(t->err, sizeof(t->err), "TLS handshake timed out");
+        t->on_expired(t->data);
+    }
 }
 
 bool tls_ready(const struct tls *t)
@@ -513,10 +535,14 @@ int tls_connect(struct tls *t)
 
 struct tls *tls_sync_new(SSL_CTX *ctx, int fd, const char *server_name)
 {
-    struct tls *t = tls_new(ctx, NULL, false, server_name, 0, NULL, NULL);
+    struct tls *t = tls_new(ctx, NULL, false, server_name, 0, NULL, NULL, NULL);
 
-    if (t != NULL)
-        SSL_set_fd(t->ssl, fd);     /* (in place of the loop's BIO, which it frees) */
+    /* (A socket BIO in place of the loop's, which SSL_set_fd frees.) */
+    if (t != NULL && SSL_set_fd(t->ssl, fd) != 1) {
+        tls_free(t);
+        ERR_clear_error();
+        return NULL;
+    }
     return t;
 }
 

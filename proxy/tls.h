@@ -26,6 +26,8 @@ struct tls;
 
 /* A tls_send that returned 0 is done: status 0, or the write's error. */
 typedef void tls_sent_cb(void *data, int status);
+/* The handshake did not end by its deadline (tls_tick): tls_error says so. */
+typedef void tls_expired_cb(void *data);
 
 /* The contexts a pool's connections are made from, read from the files
  * pc names: *server for its TLS listener (NULL without tls_listen),
@@ -38,11 +40,13 @@ int tls_ctx_build(const struct conf_pool *pc, SSL_CTX **server, SSL_CTX **client
 void tls_ctx_free(SSL_CTX *ctx);
 
 /* TLS on stream s, connected: as a server (server_name NULL), or as a
- * client that sends server_name (SNI) and checks the certificate is for it
- * if it is not NULL. A server's handshake must end by deadline_ms (loop
- * time; 0: no deadline), see tls_expired. NULL if OpenSSL cannot. */
+ * client that checks the peer's certificate is for server_name (a host
+ * name, also sent as SNI, or an IP address) if it is not NULL. The
+ * handshake must end by deadline_ms (loop time; 0: no deadline), else
+ * on_expired runs (tls_tick). NULL if OpenSSL cannot. */
 struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *server_name,
-                    uint64_t deadline_ms, tls_sent_cb *on_sent, void *data);
+                    uint64_t deadline_ms, tls_sent_cb *on_sent, tls_expired_cb *on_expired,
+                    void *data);
 void tls_free(struct tls *t);
 
 /* A client's handshake: send its first flight. 0 or a negative error. */
@@ -84,8 +88,9 @@ int tls_sync_write(struct tls *t, const char *p, size_t len, int ms);
 /* Bytes read into p (at least 1), or -1. */
 ssize_t tls_sync_read(struct tls *t, char *p, size_t len, int ms);
 
-/* The owner's data of a server-side connection whose handshake is past
- * its deadline (it is taken off the watch), or NULL if none is. */
-void *tls_expired(uint64_t now_ms);
+/* Call on_expired of each connection whose handshake is past its deadline
+ * (the loop's tick; it is taken off the watch first, so on_expired may
+ * close the owner). */
+void tls_tick(uint64_t now_ms);
 
 #endif

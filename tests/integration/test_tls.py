@@ -20,7 +20,13 @@ CLI:
 - a reload that moves keys between TLS servers (MIGRATE over TLS,
   tls-cluster yes), and a restart that reads the migration record over
   TLS;
-- a certificate that cannot be read stops the start with its key named.
+- a certificate that cannot be read stops the start with its key named;
+  an encrypted key is refused at start and at a reload, never asked for;
+- without backend_tls_server_name each server's address is checked;
+  backend_tls to a server in the clear fails at tls_handshake_timeout;
+- after QUIT over TLS, what the client goes on sending is dropped;
+- a migration record written by another proxy never brings its TLS
+  listener or server name.
 
 Run: /usr/bin/python3 tests/integration/test_tls.py --shardis build/shardis
 """
@@ -63,6 +69,10 @@ class Certs:
         self.rotated = self.make("rotated", self.ca, "rotated")
         self.client = self.make("client", self.ca, "client")
         self.rogue_client = self.make("rogue-client", self.rogue, "client")
+        self.named = self.make("named", self.ca, "named", san="DNS:localhost")
+        self.encrypted = self.path("encrypted.key")
+        openssl("pkey", "-in", self.server[1], "-aes256", "-passout", "pass:secret",
+                "-out", self.encrypted)
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -73,11 +83,11 @@ class Certs:
                 "-days", "2", "-subj", "/CN=shardis test %s" % name)
         return crt, key
 
-    def make(self, name, ca, cn):
+    def make(self, name, ca, cn, san="IP:127.0.0.1,DNS:localhost"):
         crt, key, csr = (self.path(name + x) for x in (".crt", ".key", ".csr"))
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
-            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+            f.write("subjectAltName=%s\n" % san)
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
                 "-subj", "/CN=%s" % cn)
         openssl("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
@@ -89,7 +99,7 @@ class TLSRedis:
     """A redis-server that speaks TLS on .port (what shardis is given) and
     the clear on .plain (for the test to look at it)."""
 
-    def __init__(self, certs, name, auth_clients="no", extra=()):
+    def __init__(self, certs, name, auth_clients="no", extra=(), cert=None):
         self.name = name
         self.port = harness.free_port()
         self.plain = harness.free_port()
@@ -97,8 +107,8 @@ class TLSRedis:
         os.mkdir(self.dir)
         log = os.path.join(self.dir, "log")
         argv = [harness.ARGS.redis_server, "--port", str(self.plain), "--bind", HOST,
-                "--tls-port", str(self.port), "--tls-cert-file", certs.server[0],
-                "--tls-key-file", certs.server[1], "--tls-ca-cert-file", certs.ca[0],
+                "--tls-port", str(self.port), "--tls-cert-file", (cert or certs.server)[0],
+                "--tls-key-file", (cert or certs.server)[1], "--tls-ca-cert-file", certs.ca[0],
                 "--tls-auth-clients", auth_clients, "--save", "", "--appendonly", "no",
                 "--dir", self.dir] + list(extra)
         self.proc = harness.start(argv, log)
@@ -267,17 +277,25 @@ def t_server_certs(certs, rs):
     rogue = tls_px("rogue-ca", rs, certs, backend_tls_ca_cert_file=certs.rogue[0])
     why = [backend_refused(rogue, "certificate verify failed (self-signed certificate in "
                                   "certificate chain)")]
-    expect_eq(rogue.client.execute_command("SHARD.NODES") is not None, True,
-              "shardis itself goes on")
+    expect_eq(rogue.client.info("server")["tcp_port"], rogue.port, "shardis itself goes on")
     harness.t_exit_clean(rogue)
 
     wrong = tls_px("wrong-name", rs, certs, backend_tls_server_name="wrong.example")
     why.append(backend_refused(wrong, "certificate verify failed (hostname mismatch)"))
     harness.t_exit_clean(wrong)
-    right = tls_px("right-name", rs, certs, backend_tls_server_name="localhost")
-    right.client.set("named", "1")
-    expect_eq(right.client.get("named"), b"1", "backend_tls_server_name localhost")
-    harness.t_exit_clean(right)
+    # Without backend_tls_server_name, each server's address as written is
+    # checked: a certificate for a name only does not do for 127.0.0.1.
+    named = [TLSRedis(certs, "named", cert=certs.named)]
+    try:
+        by_ip = tls_px("by-ip", named, certs)
+        why.append(backend_refused(by_ip, "certificate verify failed (IP address mismatch)"))
+        harness.t_exit_clean(by_ip)
+        right = tls_px("right-name", named, certs, backend_tls_server_name="localhost")
+        right.client.set("named", "1")
+        expect_eq(right.client.get("named"), b"1", "backend_tls_server_name localhost")
+        harness.t_exit_clean(right)
+    finally:
+        named[0].kill()
 
     asks = [TLSRedis(certs, "asks%d" % i, auth_clients="yes") for i in range(2)]
     try:
@@ -295,6 +313,103 @@ def t_server_certs(certs, rs):
         for s in asks:
             s.kill()
     return " | ".join(why)
+
+
+def t_plain_server(certs, rs):
+    plain = harness.RedisServer("plain%d" % harness.free_port())
+    try:
+        px = tls_px("to-plain", [plain], certs, tls_handshake_timeout=500)
+        px.client.info("server")    # (answered once the start's checks, 1 s each, are over)
+        t0 = time.monotonic()
+        why = backend_refused(px, "TLS handshake timed out")
+        took = time.monotonic() - t0
+        expect(took < 2, "the handshake failed after %.1f s" % took)
+        harness.t_exit_clean(px)
+    finally:
+        plain.kill()
+    return "%s, after %.1f s" % (why, took)
+
+
+def t_encrypted_key(certs, rs):
+    conf = os.path.join(harness.TMP, "enc.yml")
+    with open(conf, "w") as f:
+        f.write("alpha:\n  listen: %s:%d\n  tls_listen: %s:%d\n  tls_cert_file: %s\n"
+                "  tls_key_file: %s\n  servers:\n    - %s:%d:1 r\n"
+                % (HOST, harness.free_port(), HOST, harness.free_port(), certs.server[0],
+                   certs.encrypted, HOST, rs[0].port))
+    out = subprocess.run([harness.ARGS.shardis, "-c", conf], capture_output=True, text=True,
+                         timeout=10, stdin=subprocess.DEVNULL)
+    expect(out.returncode != 0 and "the key is encrypted" in out.stderr,
+           "start with an encrypted key: %r" % out.stderr[-300:])
+    key = os.path.join(harness.TMP, "enc-live.key")
+    shutil.copy(certs.server[1], key)
+    px = tls_px("enc", rs, certs, tls_key_file=key)
+    shutil.copy(certs.encrypted, key)
+    os.kill(px.pid, signal.SIGHUP)
+    until("the reload refused", lambda: log_has(px, "reload refused"))
+    expect(log_has(px, "the key is encrypted"), "the refusal says why")
+    expect_eq(px.client.info("server")["tcp_port"], px.port, "shardis goes on")
+    expect_eq(peer_cn(px.tls_port, certs), "server", "the old key and certificate kept")
+    harness.t_exit_clean(px)
+    return out.stderr.strip().splitlines()[-1]
+
+
+def t_quit_then_data(certs, rs):
+    """A TLS client that sends QUIT behind a BLPOP, then keeps sending: what
+    it sends is read and dropped, as in the clear, never kept."""
+    px = tls_px("quit", rs, certs)
+    ctx = ssl.create_default_context(cafile=certs.ca[0])
+    t = ctx.wrap_socket(socket.create_connection((HOST, px.tls_port), 5),
+                        server_hostname="localhost")
+    t.sendall(harness.enc("BLPOP", "q", "0") + harness.enc("QUIT"))
+    time.sleep(0.2)
+    base = harness.rss(px.pid)
+    junk = b"x" * (1 << 16)
+    for _ in range(1024):                       # 64 MiB
+        t.sendall(junk)
+    time.sleep(0.5)
+    grew = (harness.rss(px.pid) - base) >> 20
+    expect(harness.ARGS.sanitized or grew < 16, "RSS grew %d MiB" % grew)
+    px.client.rpush("q", "v")
+    got = b""
+    t.settimeout(5)
+    while True:
+        d = t.recv(4096)
+        if not d:
+            break
+        got += d
+    expect_eq(got, b"*2\r\n$1\r\nq\r\n$1\r\nv\r\n+OK\r\n", "BLPOP's reply, QUIT's, then EOF")
+    harness.t_exit_clean(px)
+    return "64 MiB after QUIT: RSS %+d MiB" % grew
+
+
+def t_record_keeps_own_tls(certs, rs):
+    """Another proxy's migration record, naming its own TLS listener and
+    server name: this proxy follows the record, but listens and checks
+    the servers as its own file says."""
+    px = tls_px("own", rs, certs)
+    text = open(px.conf, "rb").read()
+    px.proc.terminate()
+    px.proc.wait()
+    harness.PROCS.remove(px.proc)
+    theirs = text.replace(b"tls_listen: %s:%d" % (HOST.encode(), px.tls_port),
+                          b"tls_listen: %s:%d" % (HOST.encode(), harness.free_port()))
+    theirs = theirs.replace(b"  servers:", b"  backend_tls_server_name: wrong.example\n"
+                            b"  servers:")
+    rec = b"shardis-migration 1\nepoch 5\nconf %d\n%s\nprior %d\n%s\n" % (
+        len(theirs), theirs, len(theirs), theirs)
+    rs[0].client.set("__shardis:ctl:alpha", rec)
+    px2 = tls_px("own2", rs, certs)
+    until("the record taken up", lambda: log_has(px2, "a migration was under way"))
+    px2.client.set("x", "1")
+    expect_eq(tls_client(px2.tls_port, certs).get("x"), b"1",
+              "its own TLS listener, and its servers checked by their addresses")
+    os.kill(px2.pid, signal.SIGHUP)
+    until("a reload of its own file applied", lambda: log_has(px2, "reload applied"))
+    expect(not log_has(px2, "reload refused"), "a reload refused")
+    harness.t_exit_clean(px2)
+    rs[0].client.delete("__shardis:ctl:alpha")
+    return ""
 
 
 # ---- reload ----------------------------------------------------------------------------
@@ -486,6 +601,12 @@ def body():
     with_servers("servers' certificates: CA, name, shardis's own", t_server_certs, 1)
     with_servers("SIGHUP rotates the certificate under load", t_reload_cert, 1)
     with_servers("handshakes that do not finish are closed", t_handshakes, 1)
+    with_servers("backend_tls to a server in the clear: the handshake times out",
+                 t_plain_server, 1)
+    with_servers("an encrypted key: refused at start and at a reload", t_encrypted_key, 1)
+    with_servers("after QUIT over TLS, what a client sends is dropped", t_quit_then_data, 1)
+    with_servers("a migration record never brings another proxy's TLS settings",
+                 t_record_keeps_own_tls, 2)
     with_servers("keys move between TLS servers; a restart reads the record over TLS",
                  t_reshard, 3, extra=("--tls-cluster", "yes", "--tls-replication", "yes"))
     with_servers("a certificate that cannot be read stops the start", t_bad_files, 1)

@@ -271,6 +271,8 @@ ParameterizedTestParameters(conf, errors)
          "t.yml:6:21: ", "tls_auth_clients asks for clients' certificates: add tls_ca_cert_file"},
         {HEAD "  tls_listen: 127.0.0.1:6380\n" TLS "  tls_auth_clients: maybe\n" SERVERS,
          "t.yml:6:21: ", "unknown tls_auth_clients 'maybe'; expected one of: yes, no, optional"},
+        {HEAD "  tls_handshake_timeout: 100\n" SERVERS, "t.yml:3:26: ",
+         "tls_handshake_timeout applies only with tls_listen or backend_tls: true"},
         {HEAD "  backend_tls_ca_cert_file: /c\n" SERVERS, "t.yml:3:29: ",
          "backend_tls_ca_cert_file applies only with backend_tls: true"},
         {HEAD "  backend_tls: true\n  backend_tls_cert_file: /c\n" SERVERS, "t.yml:4:26: ",
