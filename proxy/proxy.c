@@ -416,6 +416,17 @@ static void hup_cb(uv_signal_t *s, int signum)
 
 /* ---- running ------------------------------------------------------------------ */
 
+/* A SIGHUP between the listen and the loop (the start's checks on the
+ * servers take up to a second each) would end the process, SIGHUP's
+ * default: it is noted here, and the reload runs once the loop does. */
+static volatile sig_atomic_t early_hup;
+
+static void early_hup_handler(int signum)
+{
+    (void)signum;
+    early_hup = 1;
+}
+
 void proxy_loop_start(void)
 {
     uv_check_init(proxy.loop, &proxy.flusher);
@@ -440,6 +451,7 @@ int proxy_run(struct conf *cf)
     route_init();
     genkey_init();
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, early_hup_handler);
 
     proxy.npools = cf->npools;
     proxy.pools = xcalloc(cf->npools, sizeof(*proxy.pools));
@@ -489,6 +501,8 @@ int proxy_run(struct conf *cf)
     uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
     uv_signal_init(proxy.loop, &proxy.sighup);
     uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
+    if (early_hup)
+        hup_cb(&proxy.sighup, SIGHUP);
 
     uv_run(proxy.loop, UV_RUN_DEFAULT);
 

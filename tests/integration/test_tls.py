@@ -319,7 +319,11 @@ def t_plain_server(certs, rs):
     plain = harness.RedisServer("plain%d" % harness.free_port())
     try:
         px = tls_px("to-plain", [plain], certs, tls_handshake_timeout=500)
-        px.client.info("server")    # (answered once the start's checks, 1 s each, are over)
+        # The start's checks take 1 s each here: a SIGHUP meanwhile is a
+        # reload once the loop runs, not the end of the process.
+        os.kill(px.pid, signal.SIGHUP)
+        px.client.info("server")    # (answered once those checks are over)
+        until("the early SIGHUP's reload", lambda: log_has(px, "reload applied"))
         t0 = time.monotonic()
         why = backend_refused(px, "TLS handshake timed out")
         took = time.monotonic() - t0
@@ -344,6 +348,7 @@ def t_encrypted_key(certs, rs):
     key = os.path.join(harness.TMP, "enc-live.key")
     shutil.copy(certs.server[1], key)
     px = tls_px("enc", rs, certs, tls_key_file=key)
+    px.client.info("server")
     shutil.copy(certs.encrypted, key)
     os.kill(px.pid, signal.SIGHUP)
     until("the reload refused", lambda: log_has(px, "reload refused"))
