@@ -418,6 +418,44 @@ static int add_entry(struct parser *p, yaml_node_t *k, const char *name,
     return dup_scalar(p, v, "a fixed key's type", &ent->type);
 }
 
+static int add_subkey(struct parser *p, yaml_node_t *k, const char *name, yaml_node_t *v,
+                      void *arg)
+{
+    struct conf_idgen *ig = arg;
+    struct conf_subkey *list, *sk;
+    int rc;
+
+    if (name[0] == '\0')
+        return fail(p, k, "an empty name is not allowed here");
+    if (ig->nsubkeys == 65536)
+        return fail(p, k, "idgen.subkeys has more than 65536 names");
+    list = realloc(ig->subkeys, (ig->nsubkeys + 1) * sizeof(*list));
+    if (list == NULL)
+        return oom(p);
+    ig->subkeys = list;
+    sk = &list[ig->nsubkeys++];
+    memset(sk, 0, sizeof(*sk));
+    if ((sk->name = strdup(name)) == NULL)
+        return oom(p);
+    if ((rc = dup_scalar(p, v, "a short name", &sk->abbr)) < 0)
+        return rc;
+    if (sk->abbr[0] == '\0')
+        return fail(p, v, "idgen.subkeys '%s' has an empty short name", name);
+    /* Both ways one to one, and no name read both ways: a field stored
+     * short must never be taken for a long one, nor the other way. */
+    for (size_t i = 0; i + 1 < ig->nsubkeys; i++) {
+        if (strcmp(list[i].abbr, sk->abbr) == 0)
+            return fail(p, v, "idgen.subkeys: '%s' and '%s' both shorten to '%s'",
+                        list[i].name, name, sk->abbr);
+        if (strcmp(list[i].name, sk->abbr) == 0 || strcmp(list[i].abbr, name) == 0)
+            return fail(p, v, "idgen.subkeys: '%s' is both a long and a short name",
+                        strcmp(list[i].name, sk->abbr) == 0 ? sk->abbr : name);
+    }
+    if (strcmp(name, sk->abbr) == 0)
+        return fail(p, v, "idgen.subkeys: '%s' is both a long and a short name", name);
+    return 0;
+}
+
 static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
                          yaml_node_t *v, void *arg)
 {
@@ -433,6 +471,8 @@ static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
         struct entries e = {&ig->fixed, &ig->nfixed, false};
         return each_pair(p, v, "idgen.fixed", add_entry, &e);
     }
+    if (strcmp(name, "subkeys") == 0)
+        return each_pair(p, v, "idgen.subkeys", add_subkey, ig);
     if (strcmp(name, "epoch_ms") == 0) {
         /* 62^7 ms must fit after the epoch: 7 base62 digits of time. */
         if ((rc = number(p, v, "idgen.epoch_ms", 0, 4102444800000LL, &num)) < 0)
@@ -453,7 +493,7 @@ static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
         return 0;
     }
     return fail(p, k, "unknown key 'idgen.%s'; expected one of: epoch_ms, "
-                "max_ahead_ms, restart_guard_ms, types, fixed", name);
+                "max_ahead_ms, restart_guard_ms, types, fixed, subkeys", name);
 }
 
 static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
@@ -867,6 +907,11 @@ static void pool_free(struct conf_pool *pool)
         free(pool->idgen.fixed[i].type);
     }
     free(pool->idgen.fixed);
+    for (size_t i = 0; i < pool->idgen.nsubkeys; i++) {
+        free(pool->idgen.subkeys[i].name);
+        free(pool->idgen.subkeys[i].abbr);
+    }
+    free(pool->idgen.subkeys);
 }
 
 void conf_free(struct conf *cf)
@@ -992,7 +1037,7 @@ bool conf_str_eq(const char *a, const char *b)
 static const char *const guarded[] = {
     "hash", "hash_tag", "distribution", "jedis_version", "redis_auth",
     "redis_db", "admin_commands", "keyless_user", "keyless_password", "users", "eject_mode",
-    "backend_user", "backend_password", "internal_user", "internal_password",
+    "backend_user", "backend_password", "internal_user", "internal_password", "idgen",
 };
 
 void conf_pool_swap_own(struct conf_pool *a, struct conf_pool *b)
@@ -1029,6 +1074,9 @@ const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool 
             same = a->has_hash_tag == b->has_hash_tag &&
                    memcmp(a->hash_tag, b->hash_tag, 2) == 0;
             break;
+        case K_IDGEN:           /* its subkeys: what stored field names mean */
+            same = conf_subkeys_kept(a, b) == NULL && a->idgen.nsubkeys == b->idgen.nsubkeys;
+            break;
         case K_USERS:
             same = a->nusers == b->nusers;
             for (size_t i = 0; same && i < a->nusers; i++)
@@ -1039,6 +1087,30 @@ const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool 
         }
         if (!same)
             return key->name;
+    }
+    return NULL;
+}
+
+const char *conf_subkeys_kept(const struct conf_pool *a, const struct conf_pool *b)
+{
+    for (size_t i = 0; i < a->idgen.nsubkeys; i++) {
+        const struct conf_subkey *sk = &a->idgen.subkeys[i];
+        const char *now = conf_subkey(b, sk->name, strlen(sk->name), false);
+        if (now == NULL || strcmp(now, sk->abbr) != 0)
+            return sk->name;
+    }
+    return NULL;
+}
+
+const char *conf_subkey(const struct conf_pool *pc, const char *name, size_t len, bool maxify)
+{
+    /* (A scan: the dictionary is small, and only SHARD.MINIFY and
+     * SHARD.MAXIFY ask.) */
+    for (size_t i = 0; i < pc->idgen.nsubkeys; i++) {
+        const struct conf_subkey *sk = &pc->idgen.subkeys[i];
+        const char *from = maxify ? sk->abbr : sk->name;
+        if (strlen(from) == len && memcmp(from, name, len) == 0)
+            return maxify ? sk->name : sk->abbr;
     }
     return NULL;
 }

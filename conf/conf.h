@@ -83,6 +83,13 @@ struct conf_idgen_entry {
     char    *type;          /* type name (fixed) */
 };
 
+/* A hash field's long name and the short one stored for it (shardjs's
+ * subKeys). */
+struct conf_subkey {
+    char    *name;
+    char    *abbr;
+};
+
 struct conf_idgen {
     int64_t  epoch_ms;          /* default 1325404800000 (shardjs's epoch) */
     int64_t  max_ahead_ms;      /* default 5000 */
@@ -91,6 +98,11 @@ struct conf_idgen {
     size_t   ntypes;
     struct conf_idgen_entry *fixed;   /* name -> type name */
     size_t   nfixed;
+    /* subkeys: long -> short, a bijection in which no short name is also a
+     * long one (SHARD.MINIFY, SHARD.MAXIFY). A reload may add names, never
+     * change or remove one: what was stored under it would read wrongly. */
+    struct conf_subkey *subkeys;
+    size_t   nsubkeys;
 };
 
 struct conf_pool {
@@ -187,6 +199,12 @@ const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
  * record on the servers is followed only if it differs from the file in
  * nothing else (proxy/mig_record.c). */
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b);
+/* idgen.subkeys: the short name of the long one name[0 .. len) (maxify:
+ * the long name of a short one), or NULL if the dictionary has none. */
+const char *conf_subkey(const struct conf_pool *pc, const char *name, size_t len, bool maxify);
+/* The first long name of a's subkeys that b drops or shortens otherwise
+ * (a reload may only add names), or NULL. */
+const char *conf_subkeys_kept(const struct conf_pool *a, const struct conf_pool *b);
 /* Two optional settings are the same: both NULL or equal strings. */
 bool conf_str_eq(const char *a, const char *b);
 /* Swap what is each proxy's own, its listen addresses and TLS settings,

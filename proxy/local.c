@@ -779,6 +779,39 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
     }
 }
 
+/* SHARD.MINIFY field ... / SHARD.MAXIFY field ...: each field's short
+ * (long) name from idgen.subkeys, shardjs's minify and maxify; a field the
+ * dictionary does not name comes back as it is. */
+static void map_fields(struct client *c, struct req *r, struct args *a, bool maxify)
+{
+    struct resp_w w = out(c, r);
+
+    if (a->argc < 2) {
+        reply_arity(c, r, maxify ? "shard.maxify" : "shard.minify");
+        return;
+    }
+    resp_w_array(&w, a->argc - 1);
+    for (uint32_t i = 1; i < a->argc; i++) {
+        size_t len;
+        const char *f = args_get(a, i, &len);
+        const char *to = conf_subkey(c->pool->conf, f, len, maxify);
+        if (to != NULL)
+            resp_w_bulk_str(&w, to);
+        else
+            resp_w_bulk(&w, f, len);
+    }
+}
+
+static void cmd_minify(struct client *c, struct req *r, struct args *a)
+{
+    map_fields(c, r, a, false);
+}
+
+static void cmd_maxify(struct client *c, struct req *r, struct args *a)
+{
+    map_fields(c, r, a, true);
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 struct local_cmd {
@@ -814,6 +847,8 @@ static const struct local_cmd local_cmds[] = {
      CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
     {"shard.migration", mig_command, false, false,
      CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
+    {"shard.minify", cmd_minify, false, false, CMD_CAT_FAST},
+    {"shard.maxify", cmd_maxify, false, false, CMD_CAT_FAST},
 };
 
 #define FIRST_SHARD 12

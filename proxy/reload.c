@@ -54,6 +54,9 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
                "nearly every key)";
     if (a->idgen.epoch_ms != b->idgen.epoch_ms)
         return "idgen epoch_ms changed (ids already given out would decode wrongly)";
+    if (conf_subkeys_kept(a, b) != NULL)
+        return "idgen.subkeys dropped a name or changed its short name (fields stored "
+               "under it would read wrongly; names may only be added)";
     if (!conf_str_eq(a->backend_user, b->backend_user) ||
         !conf_str_eq(a->backend_password, b->backend_password) ||
         !conf_str_eq(a->internal_user, b->internal_user) ||

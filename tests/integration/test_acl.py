@@ -313,6 +313,8 @@ def t_record_trust(rs):
          "sets admin_commands otherwise than the config file does"),
         (text.replace(b"  servers:", b"  users: [\"evil on >x allkeys +@all\"]\n  servers:"),
          "sets users otherwise"),
+        (text.replace(b"  servers:", b"  idgen: {subkeys: {name: x}}\n  servers:"),
+         "sets idgen otherwise"),
         (text + foreign, "moves keys to %s:%d, which neither" % (HOST, rs[2].port)),
     ]
     for target, want in cases:

@@ -17,6 +17,8 @@ What it proves, with its own decoder of the key layout (not shardis's):
 - SHARD.CHANGETYPE siblings live on the same backend as the original
   (checked on the backends), NEAR keeps the logical shard, and
   SHARD.KEYINFO / SHARD.FIXEDKEY decode and encode every layout;
+- idgen.subkeys: SHARD.MINIFY / SHARD.MAXIFY map fields both ways, in
+  RESP2 and RESP3; a reload may add a name, not change or drop one;
 - bad input gets a clear error and allocates nothing; a flushed script
   cache (NOSCRIPT) is recovered; a pool without {} hash tags refuses.
 
@@ -432,6 +434,44 @@ def t_no_tag(R):
     harness.stop(px.proc)
 
 
+def t_subkeys(R):
+    """idgen.subkeys: SHARD.MINIFY and SHARD.MAXIFY map each field (one the
+    dictionary does not name comes back as it is); a reload may add names,
+    not change or drop one."""
+    px = Shardis("subkeys", R, admin_commands="true",
+                 idgen="{subkeys: {name: n, city: c, password: p}}")
+    c = px.client
+    expect_eq(c.execute_command("SHARD.MINIFY", "name", "city", "other", "n"),
+              [b"n", b"c", b"other", b"n"], "SHARD.MINIFY")
+    expect_eq(c.execute_command("SHARD.MAXIFY", "n", "p", "x", "name"),
+              [b"name", b"password", b"x", b"name"], "SHARD.MAXIFY")
+    expect_eq(one_reply(px.port, enc("SHARD.MINIFY")),
+              b"-ERR wrong number of arguments for 'shard.minify' command\r\n", "no field")
+    r3 = harness.Raw(px.port)
+    r3.cmd("HELLO", "3")
+    expect_eq(r3.cmd("SHARD.MAXIFY", "c"), b"*1\r\n$4\r\ncity\r\n", "RESP3")
+    r3.close()
+    text = open(px.conf).read()
+
+    def reload_with(subkeys):
+        with open(px.conf, "w") as f:
+            f.write(text.replace("{name: n, city: c, password: p}", subkeys))
+        try:
+            return c.execute_command("SHARD.RELOAD").decode()
+        except redis.ResponseError as e:
+            return "refused: %s" % e
+
+    got = reload_with("{name: n, city: c, password: p, zip: z}")
+    expect(not got.startswith("refused"), "a reload that adds a name: %s" % got)
+    expect_eq(c.execute_command("SHARD.MINIFY", "zip"), [b"z"], "the added name")
+    for changed in ("{name: m, city: c, password: p, zip: z}", "{city: c, password: p, zip: z}"):
+        got = reload_with(changed)
+        expect("idgen.subkeys dropped a name or changed its short name" in got,
+               "a reload that changes or drops a name: %s" % got)
+    expect_eq(c.execute_command("SHARD.MINIFY", "name", "zip"), [b"n", b"z"], "kept")
+    t_exit_clean(px)
+
+
 def t_auth():
     """With redis_auth: NOAUTH before AUTH; after it, the backends (which
     want the password too) run the allocator."""
@@ -455,6 +495,7 @@ def body():
     check("genkey_noscript_fallback", t_noscript, pa, R)
     check("genkey_needs_hash_tag", t_no_tag, R)
     check("genkey_auth", t_auth)
+    check("subkeys_minify_maxify_reload", t_subkeys, R)
     check("genkey_spread_fnv1a_64", t_spread, pa)
     M = [RedisServer("md5-%d" % (i + 1)) for i in range(3)]   # its ring: its servers
     md5 = Shardis("md5", M, idgen=IDGEN, hash="md5")
