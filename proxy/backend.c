@@ -422,11 +422,14 @@ static void backend_read_tls(struct backend *b, const char *p, size_t nread)
         uv_buf_t buf;
         rstream_buf(&b->in, &buf);
         n = tls_read(b->tls, buf.base, buf.len);
-        if (n > 0 && backend_consume(b, (size_t)n) < 0)
+        if (n > 0 && backend_consume(b, (size_t)n) < 0) {
+            tls_feed(b->tls, NULL, 0);  /* (b failed: the rest is dropped) */
             return;
+        }
         if (n == 0 && b->framed == b->in.rx)
             rstream_trim(&b->in, b->in.rx);     /* the chunk it took is still empty */
     } while (n > 0 && !b->closing);
+    tls_feed(b->tls, NULL, 0);      /* (a failed one's unread bytes are dropped) */
     if (b->closing)
         return;
     if (n < 0) {

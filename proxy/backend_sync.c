@@ -105,12 +105,13 @@ static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
 }
 
 /* Read n replies, each framed as it arrives; the last one's value
- * (sync_value) into *out, or NULL. */
+ * (sync_value) into *out, or NULL. 0; -1 for a reply of no use; -2 when
+ * reading failed (no answer in time, closed, TLS). */
 static int sync_replies(int fd, struct tls *t, int n, char **out, size_t *outlen)
 {
     size_t cap = 4096, len = 0, at = 0, fed = 0, used;
     char *buf = xmalloc(cap);
-    int got = 0, rc;
+    int got = 0, rc = -1;
     struct resp_rsp scan;
 
     *out = NULL;
@@ -136,20 +137,24 @@ static int sync_replies(int fd, struct tls *t, int n, char **out, size_t *outlen
         if (t != NULL)
             r = tls_sync_read(t, buf + len, cap - len, BACKEND_SYNC_MS);
         else if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1)
-            goto fail;
+            r = -1;
         else
             r = read(fd, buf + len, cap - len);
-        if (r <= 0)
-            goto fail;
+        if (r <= 0) {
+            rc = -2;
+            goto out;
+        }
         len += (size_t)r;
     }
     free(buf);
     return 0;
 fail:
+    rc = -1;
+out:
     free(buf);
     free(*out);
     *out = NULL;
-    return -1;
+    return rc;
 }
 
 /* The request is written as every other (resp_w, into chunks), then
@@ -163,7 +168,7 @@ char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int 
     struct msg g = {0};
     struct mbuf *m = NULL;
     struct resp_w w = resp_w_on(&g, &m, RESP2);
-    int n = 1, fd = sync_connect(ps);
+    int n = 1, rc, fd = sync_connect(ps);
 
     if (fd < 0)
         return NULL;
@@ -187,11 +192,13 @@ char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int 
     resp_w_command(&w, argc, argv, NULL);
     req = xmalloc(g.len);
     msg_copy(&g, 0, g.len, req);
-    if ((t != NULL ? tls_sync_write(t, req, g.len, BACKEND_SYNC_MS) == 0
-                   : write(fd, req, g.len) == (ssize_t)g.len) &&
-        sync_replies(fd, t, n, &val, len) == 0)
-        ;
-    else if (t != NULL)
+    /* (An error reply is the caller's to judge; a TLS failure is said here.) */
+    if (t != NULL ? tls_sync_write(t, req, g.len, BACKEND_SYNC_MS) < 0
+                  : write(fd, req, g.len) != (ssize_t)g.len)
+        rc = -2;
+    else
+        rc = sync_replies(fd, t, n, &val, len);
+    if (rc == -2 && t != NULL)
         log_warn("pool '%s': %s: %s", pc->name, ps->label, tls_error(t));
     msg_release(&g);
     mbuf_unref(m);

@@ -224,6 +224,7 @@ static void client_read_tls(struct client *c, const char *p, size_t nread)
         else if (resp_req_idle(&c->scan))
             rstream_trim(&c->in, c->in.rx);     /* the chunk it took is still empty */
     }
+    tls_feed(t, NULL, 0);           /* (quitting: what it sent after is dropped) */
     if (n < 0 && !c->closing) {
         if (n != UV_EOF)
             log_info("client %llu: %s", (unsigned long long)c->id, tls_error(t));

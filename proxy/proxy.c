@@ -416,15 +416,19 @@ static void hup_cb(uv_signal_t *s, int signum)
 
 /* ---- running ------------------------------------------------------------------ */
 
-/* A SIGHUP between the listen and the loop (the start's checks on the
- * servers take up to a second each) would end the process, SIGHUP's
- * default: it is noted here, and the reload runs once the loop does. */
-static volatile sig_atomic_t early_hup;
-
-static void early_hup_handler(int signum)
+/* A SIGHUP before the loop runs (the pid file is written, then the
+ * start's checks on the servers take up to a second each) would end the
+ * process, SIGHUP's default; a handler of ours would cut those checks'
+ * poll() short (EINTR: no restart for poll) and skip a server's record.
+ * So it is blocked until libuv's handler is in place: one that came
+ * meanwhile is then a reload, once the loop runs. */
+void proxy_hold_sighup(bool hold)
 {
-    (void)signum;
-    early_hup = 1;
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
 }
 
 void proxy_loop_start(void)
@@ -451,7 +455,6 @@ int proxy_run(struct conf *cf)
     route_init();
     genkey_init();
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGHUP, early_hup_handler);
 
     proxy.npools = cf->npools;
     proxy.pools = xcalloc(cf->npools, sizeof(*proxy.pools));
@@ -501,8 +504,7 @@ int proxy_run(struct conf *cf)
     uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
     uv_signal_init(proxy.loop, &proxy.sighup);
     uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
-    if (early_hup)
-        hup_cb(&proxy.sighup, SIGHUP);
+    proxy_hold_sighup(false);
 
     uv_run(proxy.loop, UV_RUN_DEFAULT);
 

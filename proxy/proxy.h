@@ -67,6 +67,9 @@ void proxy_conf_sweep(void);
 void proxy_mark_client(struct client *c);
 void proxy_mark_backend(struct backend *b);
 
+/* Block SIGHUP (hold) until proxy_run has its handler in place, which
+ * unblocks it: main calls it before it writes the pid file. */
+void proxy_hold_sighup(bool hold);
 /* Start every pool of cf and run the event loop. The proxy takes cf (a
  * reload replaces it) and frees it before returning; a reload reads
  * cf->path again. Returns the process exit code. */

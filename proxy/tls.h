@@ -57,7 +57,8 @@ int tls_connect(struct tls *t);
 void tls_read_buf(uv_buf_t *buf);
 /* Ciphertext read from the stream, lent: the owner then reads (tls_accept,
  * tls_read) until tls_read gives 0 or an error, which leaves none of it
- * unread, or stops reading the connection for good. */
+ * unread, or stops reading the connection for good; either way it ends
+ * the loan before its read callback returns, with tls_feed(t, NULL, 0). */
 void tls_feed(struct tls *t, const char *p, size_t len);
 /* Plaintext into buf: the bytes, 0 when none can be read for now (the
  * handshake's replies are on their way), or a negative error: UV_EOF for

@@ -930,6 +930,72 @@ def t_discard_across_reload(rs):
     harness.t_exit_clean(px)
 
 
+class SlowForward(threading.Thread):
+    """A loopback TCP forwarder to port that holds every reply for delay s:
+    a server that answers slowly (its own thread; daemon, gone with the test)."""
+
+    def __init__(self, port, delay):
+        super().__init__(daemon=True)
+        self.to, self.delay = port, delay
+        self.sock = socket.socket()
+        self.sock.bind((HOST, 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+
+    def pipe(self, src, dst, delay):
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    break
+                time.sleep(delay)
+                dst.sendall(d)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def run(self):
+        while True:
+            c, _ = self.sock.accept()
+            u = socket.create_connection((HOST, self.to))
+            threading.Thread(target=self.pipe, args=(c, u, 0), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(u, c, self.delay), daemon=True).start()
+
+
+def t_hup_during_start(rs):
+    """A SIGHUP while the start reads the migration record from a slow
+    server: the record is still read and taken up, and the SIGHUP is a
+    reload once the loop runs (a handler that cut the read short skipped
+    the record; no handler at all ended the process)."""
+    slow = SlowForward(rs[0].port, 0.6)
+    slow.start()
+    slow.name = "redis1"
+    px = Shardis("hup", [slow, rs[1]])
+    text = open(px.conf, "rb").read()
+    px.proc.terminate()
+    px.proc.wait()
+    harness.PROCS.remove(px.proc)
+    rec = b"shardis-migration 1\nepoch 5\nconf %d\n%s\nprior %d\n%s\n" % (
+        len(text), text, len(text), text)
+    rs[0].client.set("__shardis:ctl:alpha", rec)
+    px.proc = harness.start([harness.ARGS.shardis, "-c", px.conf, "-v", "6", "-o", px.log],
+                            px.out)
+    harness.wait_port(px.port, px.proc, "shardis hup", [px.out, px.log])
+    time.sleep(0.2)                 # inside the record's read (0.6 s for its answer)
+    os.kill(px.proc.pid, signal.SIGHUP)
+    px.client = redis.Redis(HOST, px.port, socket_timeout=10)
+    until("the record taken up", lambda: "a migration was under way" in open(px.log).read())
+    until("the SIGHUP's reload", lambda: "reload applied" in open(px.log).read()
+          or "reload refused" in open(px.log).read())
+    expect_eq(px.proc.poll(), None, "shardis exited")
+    rs[0].client.delete("__shardis:ctl:alpha")
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
 
@@ -954,6 +1020,8 @@ def body():
         t_scenario, 5)
     run("a destination stopped for 2 s: TRYAGAIN, nothing lost", t_stalled_destination, 4)
     run("a transaction whose moving key cannot move is discarded whole", t_tx_migrate_fails, 4)
+    run("a SIGHUP while the start reads the record: read, then a reload", t_hup_during_start,
+        2)
 
 
 if __name__ == "__main__":

@@ -492,6 +492,7 @@ def t_handshakes(certs, rs):
     clear.sendall(harness.enc("PING"))
     junk = socket.create_connection((HOST, px.tls_port))
     junk.sendall(os.urandom(2000))
+    expect_eq(px.client.set("x", "1"), True, "a SET: a server connection made now")
     ctx = ssl.create_default_context(cafile=certs.ca[0])
     done = ctx.wrap_socket(socket.create_connection((HOST, px.tls_port), 5),
                            server_hostname="localhost")
@@ -531,6 +532,11 @@ def t_handshakes(certs, rs):
     time.sleep(0.5)
     done.sendall(harness.enc("PING"))
     expect_eq(done.recv(64), b"+PONG\r\n", "the finished handshake outlives the timeout")
+    # So does a finished handshake to a server: made before, used after.
+    expect_eq(px.client.get("x"), b"1", "a key over a server connection older than the "
+              "timeout")
+    expect(not log_has(px, "failed: TLS handshake timed out"),
+           "a server connection whose handshake had finished was timed out")
     clients = px.client.info("clients")["connected_clients"]
     expect_eq(clients, 2, "connected_clients (this one and the TLS one)")
     for s in idle + [clear, junk]:
