@@ -19,10 +19,11 @@
  * rather than one per slice (a record costs its header, MAC and a cipher
  * call). Contexts are built once per start or reload and shared by every
  * connection made from them; SSL_MODE_RELEASE_BUFFERS gives an idle
- * connection's record buffers back. A server-side handshake has a
- * deadline (tls_expired): a peer that connects and stalls costs its SSL
- * until then (a record buffer while a record is half sent), bounded by
- * OpenSSL's own limits on handshake messages. */
+ * connection's record buffers back. Every handshake has a deadline
+ * (tls_tick): a client that connects and stalls costs its SSL until then
+ * (a record buffer while a record is half sent, about what redis-server
+ * pays), bounded by OpenSSL's own limits on handshake messages; a server
+ * that never answers fails its connection. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
