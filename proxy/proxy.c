@@ -487,11 +487,16 @@ int proxy_run(struct conf *cf)
         }
         group_init(&proxy.pools[i]);
         struct pool *p = &proxy.pools[i];
-        if (backend_split_creds(p->conf) && ring_nservers(p->ring) > 0 &&
-            backend_check_users(p, &p->servers[p->slot[0]]) == 0)
-            log_notice("pool '%s': checked on %s: backend_user '%s' cannot touch shardis's "
-                       "keys or channels, nor run what the README advises against",
-                       p->conf->name, p->servers[p->slot[0]].label,
+        /* Each server has ACL users of its own: every one is asked. */
+        size_t n = ring_nservers(p->ring);
+        int found = 0;              /* servers with findings, or that could not tell */
+        for (size_t k = 0; k < n && backend_split_creds(p->conf); k++)
+            if (backend_check_users(p, &p->servers[p->slot[k]]) != 0)
+                found++;
+        if (backend_split_creds(p->conf) && n > 0 && found == 0)
+            log_notice("pool '%s': checked on its %zu server%s: backend_user '%s' cannot touch "
+                       "shardis's keys or channels, nor run what the README advises against",
+                       p->conf->name, n, n > 1 ? "s" : "",
                        p->conf->backend_user ? p->conf->backend_user : "default");
     }
     char out[4096];
