@@ -427,8 +427,9 @@ static int add_subkey(struct parser *p, yaml_node_t *k, const char *name, yaml_n
 
     if (name[0] == '\0')
         return fail(p, k, "an empty name is not allowed here");
-    if (ig->nsubkeys == 65536)
-        return fail(p, k, "idgen.subkeys has more than 65536 names");
+    /* (Looked up by a scan: a dictionary of field names is small.) */
+    if (ig->nsubkeys == CONF_SUBKEYS_MAX)
+        return fail(p, k, "idgen.subkeys has more than %d names", CONF_SUBKEYS_MAX);
     list = realloc(ig->subkeys, (ig->nsubkeys + 1) * sizeof(*list));
     if (list == NULL)
         return oom(p);
@@ -1074,8 +1075,11 @@ const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool 
             same = a->has_hash_tag == b->has_hash_tag &&
                    memcmp(a->hash_tag, b->hash_tag, 2) == 0;
             break;
-        case K_IDGEN:           /* its subkeys: what stored field names mean */
-            same = conf_subkeys_kept(a, b) == NULL && a->idgen.nsubkeys == b->idgen.nsubkeys;
+        case K_IDGEN:
+            /* What a reload cannot change: the epoch ids decode by, and
+             * the short names b stores fields under, which a must keep (a
+             * reload may have added names since b was written). */
+            same = a->idgen.epoch_ms == b->idgen.epoch_ms && conf_subkeys_kept(b, a) == NULL;
             break;
         case K_USERS:
             same = a->nusers == b->nusers;

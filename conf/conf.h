@@ -84,7 +84,8 @@ struct conf_idgen_entry {
 };
 
 /* A hash field's long name and the short one stored for it (shardjs's
- * subKeys). */
+ * subKeys); a dictionary has at most CONF_SUBKEYS_MAX. */
+#define CONF_SUBKEYS_MAX 1024
 struct conf_subkey {
     char    *name;
     char    *abbr;
@@ -195,9 +196,10 @@ void conf_free(struct conf *cf);
 const struct conf_pool *conf_pool(const struct conf *cf, const char *name);
 
 /* The first setting, other than the servers and the migration's pace,
- * in which a and b differ, by its key's name; NULL if none. A migration
- * record on the servers is followed only if it differs from the file in
- * nothing else (proxy/mig_record.c). */
+ * in which a (the file) and b (a migration record) differ, by its key's
+ * name; NULL if none. A record on the servers is followed only if it
+ * differs from the file in nothing else (proxy/mig_record.c); of idgen,
+ * only the epoch must be the same, and b's subkeys kept by a. */
 const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool *b);
 /* idgen.subkeys: the short name of the long one name[0 .. len) (maxify:
  * the long name of a short one), or NULL if the dictionary has none. */

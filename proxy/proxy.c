@@ -487,12 +487,17 @@ int proxy_run(struct conf *cf)
         }
         group_init(&proxy.pools[i]);
         struct pool *p = &proxy.pools[i];
-        /* Each server has ACL users of its own: every one is asked. */
-        size_t n = ring_nservers(p->ring);
+        /* Each server has ACL users of its own: every one clients reach is
+         * asked (those of the ring, and those a taken-up migration empties). */
+        size_t n = 0;
         int found = 0;              /* servers with findings, or that could not tell */
-        for (size_t k = 0; k < n && backend_split_creds(p->conf); k++)
-            if (backend_check_users(p, &p->servers[p->slot[k]]) != 0)
+        for (uint32_t k = 0; k < p->nservers && backend_split_creds(p->conf); k++) {
+            if (!p->servers[k].active)
+                continue;
+            n++;
+            if (backend_check_users(p, &p->servers[k]) != 0)
                 found++;
+        }
         if (backend_split_creds(p->conf) && n > 0 && found == 0)
             log_notice("pool '%s': checked on its %zu server%s: backend_user '%s' cannot touch "
                        "shardis's keys or channels, nor run what the README advises against",

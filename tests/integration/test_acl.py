@@ -315,6 +315,8 @@ def t_record_trust(rs):
          "sets users otherwise"),
         (text.replace(b"  servers:", b"  idgen: {subkeys: {name: x}}\n  servers:"),
          "sets idgen otherwise"),
+        (text.replace(b"  servers:", b"  idgen: {epoch_ms: 1}\n  servers:"),
+         "sets idgen otherwise"),
         (text + foreign, "moves keys to %s:%d, which neither" % (HOST, rs[2].port)),
     ]
     for target, want in cases:
@@ -337,6 +339,16 @@ def t_record_trust(rs):
            "listen in INFO after taking another proxy's record: %s" % info)
     expect("not applied" not in open(px2.log).read(), "the file not applied at start")
     harness.t_exit_clean(px2)
+    # A record written before a reload that added a subkey (a reload that
+    # keeps the servers does not rewrite it) is followed by a file that
+    # kept its names, and the file's added one applies.
+    older = text.replace(b"  servers:", b"  idgen: {subkeys: {name: n}}\n  servers:")
+    plant(rs[0], older, older)
+    px3 = Shardis("record3", rs[:2], idgen="{subkeys: {name: n, zip: z}}")
+    until("the record taken up", lambda: "a migration was under way" in open(px3.log).read())
+    until("the file applied", lambda: px3.client.execute_command("SHARD.MINIFY", "zip")
+          == [b"z"])
+    harness.t_exit_clean(px3)
 
 
 def excluding(sigil, prefix):

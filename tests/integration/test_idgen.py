@@ -25,6 +25,7 @@ What it proves, with its own decoder of the key layout (not shardis's):
 Run: /usr/bin/python3 tests/integration/test_idgen.py --shardis build/shardis
 """
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -470,6 +471,14 @@ def t_subkeys(R):
                "a reload that changes or drops a name: %s" % got)
     expect_eq(c.execute_command("SHARD.MINIFY", "name", "zip"), [b"n", b"z"], "kept")
     t_exit_clean(px)
+    # (Looked up by a scan: a dictionary is held to 1024 names.)
+    big = "{%s}" % ", ".join("f%d: s%d" % (i, i) for i in range(1025))
+    with open(px.conf, "w") as f:
+        f.write(text.replace("{name: n, city: c, password: p}", big))
+    out = subprocess.run([harness.ARGS.shardis, "-t", "-c", px.conf], capture_output=True,
+                         text=True, timeout=30)
+    expect(out.returncode != 0 and "more than 1024 names" in out.stderr,
+           "1025 names: %r" % out.stderr[-200:])
 
 
 def t_auth():
