@@ -502,6 +502,7 @@ def backend_user_checks(rs):
                  "may send keys to any host (MIGRATE)"):
         expect("clients' user on the servers, 'wide', " + what in log,
                "start check: %r missing in %s" % (what, log[-800:]))
+    p3.client.info("server")        # (the loop answers once the start's checks are done)
     harness.t_exit_clean(p3)
     # Each server has users of its own: one where 'app' may do too much is
     # named, whichever place it has in the ring.
@@ -509,6 +510,7 @@ def backend_user_checks(rs):
     p4 = Shardis("bu4", rs[:2], **CREDS)
     until("the start check ran on the second server", lambda: "may empty a server (FLUSHALL) "
           "on redis2" in open(p4.log).read())
+    p4.client.info("server")        # (the checks are over)
     log = open(p4.log).read()
     expect("on redis1" not in log and "cannot touch shardis's keys" not in log,
            "the first server's check or a clean notice: %s" % log[-800:])
