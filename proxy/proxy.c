@@ -491,12 +491,11 @@ int proxy_run(struct conf *cf)
          * asked (those of the ring, and those a taken-up migration empties). */
         size_t n = 0;
         int found = 0;              /* servers with findings, or that could not tell */
-        for (uint32_t k = 0; k < p->nservers && backend_split_creds(p->conf); k++) {
-            if (!p->servers[k].active)
-                continue;
-            n++;
-            if (backend_check_users(p, &p->servers[k]) != 0)
-                found++;
+        for (uint32_t k = 0; k < p->nservers; k++) {
+            if (p->servers[k].active) {
+                n++;
+                found += backend_check_users(p, &p->servers[k]) != 0;
+            }
         }
         if (backend_split_creds(p->conf) && n > 0 && found == 0)
             log_notice("pool '%s': checked on its %zu server%s: backend_user '%s' cannot touch "

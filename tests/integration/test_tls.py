@@ -176,6 +176,19 @@ def backend_refused(px, why):
     raise Fail("a server's connection was used: want %r" % why)
 
 
+def start_refused(server, cert, key):
+    """shardis started on a TLS listener with cert and key, in front of
+    server: its completed run (the caller checks it was refused)."""
+    conf = os.path.join(harness.TMP, "refused-%d.yml" % harness.free_port())
+    with open(conf, "w") as f:
+        f.write("alpha:\n  listen: %s:%d\n  tls_listen: %s:%d\n  tls_cert_file: %s\n"
+                "  tls_key_file: %s\n  servers:\n    - %s:%d:1 r\n"
+                % (HOST, harness.free_port(), HOST, harness.free_port(), cert, key, HOST,
+                   server.port))
+    return subprocess.run([harness.ARGS.shardis, "-c", conf], capture_output=True, text=True,
+                          timeout=10, stdin=subprocess.DEVNULL)
+
+
 def log_has(px, text):
     with open(px.log, errors="replace") as f:
         return text in f.read()
@@ -257,6 +270,18 @@ def t_both_sides(certs, rs):
     sub.close()
 
     c.close()
+    # TLS 1.3 by default, and 1.2 for a client that offers no more.
+    versions = []
+    for top in (None, ssl.TLSVersion.TLSv1_2):
+        ctx = ssl.create_default_context(cafile=certs.ca[0])
+        if top is not None:
+            ctx.maximum_version = top
+        with ctx.wrap_socket(socket.create_connection((HOST, px.tls_port), 5),
+                             server_hostname="localhost") as t:
+            t.sendall(harness.enc("GET", "cli"))
+            expect_eq(t.recv(64), b"$8\r\nover tls\r\n", "a GET over %s" % t.version())
+            versions.append(t.version())
+    expect_eq(versions, ["TLSv1.3", "TLSv1.2"], "the versions spoken")
     ctx = ssl.create_default_context(cafile=certs.ca[0])
     with ctx.wrap_socket(socket.create_connection((HOST, px.tls_port), 5),
                          server_hostname="localhost") as t:
@@ -355,14 +380,7 @@ def t_plain_server(certs, rs):
 
 
 def t_encrypted_key(certs, rs):
-    conf = os.path.join(harness.TMP, "enc.yml")
-    with open(conf, "w") as f:
-        f.write("alpha:\n  listen: %s:%d\n  tls_listen: %s:%d\n  tls_cert_file: %s\n"
-                "  tls_key_file: %s\n  servers:\n    - %s:%d:1 r\n"
-                % (HOST, harness.free_port(), HOST, harness.free_port(), certs.server[0],
-                   certs.encrypted, HOST, rs[0].port))
-    out = subprocess.run([harness.ARGS.shardis, "-c", conf], capture_output=True, text=True,
-                         timeout=10, stdin=subprocess.DEVNULL)
+    out = start_refused(rs[0], certs.server[0], certs.encrypted)
     expect(out.returncode != 0 and "the key is encrypted" in out.stderr,
            "start with an encrypted key: %r" % out.stderr[-300:])
     key = os.path.join(harness.TMP, "enc-live.key")
@@ -602,14 +620,7 @@ def t_reshard(certs, rs):
 
 
 def t_bad_files(certs, rs):
-    conf = os.path.join(harness.TMP, "bad.yml")
-    with open(conf, "w") as f:
-        f.write("alpha:\n  listen: %s:%d\n  tls_listen: %s:%d\n  tls_cert_file: /nonexistent.crt\n"
-                "  tls_key_file: %s\n  servers:\n    - %s:%d:1 r\n"
-                % (HOST, harness.free_port(), HOST, harness.free_port(), certs.server[1],
-                   HOST, rs[0].port))
-    out = subprocess.run([harness.ARGS.shardis, "-c", conf], capture_output=True, text=True,
-                         timeout=10)
+    out = start_refused(rs[0], "/nonexistent.crt", certs.server[1])
     expect(out.returncode != 0, "shardis started with a certificate it cannot read")
     expect("tls_cert_file '/nonexistent.crt'" in out.stderr, "stderr: %r" % out.stderr)
     return out.stderr.strip().splitlines()[-1]
