@@ -442,6 +442,9 @@ static int add_subkey(struct parser *p, yaml_node_t *k, const char *name, yaml_n
         return rc;
     if (sk->abbr[0] == '\0')
         return fail(p, v, "idgen.subkeys '%s' has an empty short name", name);
+    if (strlen(sk->abbr) > CONF_SUBKEY_SHORT_MAX)
+        return fail(p, v, "idgen.subkeys '%s' has a short name of more than %d bytes", name,
+                    CONF_SUBKEY_SHORT_MAX);
     /* Both ways one to one, and no name read both ways: a field stored
      * short must never be taken for a long one, nor the other way. */
     for (size_t i = 0; i + 1 < ig->nsubkeys; i++) {
@@ -454,6 +457,36 @@ static int add_subkey(struct parser *p, yaml_node_t *k, const char *name, yaml_n
     }
     if (strcmp(name, sk->abbr) == 0)
         return fail(p, v, "idgen.subkeys: '%s' is both a long and a short name", name);
+    return 0;
+}
+
+/* idgen.minify: a list of type names, resolved to codes by check_idgen
+ * (types may be written after it). */
+static int set_minify(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
+{
+    yaml_node_item_t *start, *top;
+    size_t count;
+    int rc;
+
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(p, n, "idgen.minify must be a list of type names, not %s", kind_name(n));
+    start = n->data.sequence.items.start;
+    top = n->data.sequence.items.top;
+    count = (size_t)(top - start);
+    if ((ig->minify = calloc(count + 1, sizeof(*ig->minify))) == NULL ||
+        (ig->minify_types = calloc(count + 1, sizeof(*ig->minify_types))) == NULL)
+        return oom(p);
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *item = node(p, start[i]);
+        if (item == NULL)
+            return fail(p, n, "idgen.minify has an empty entry");
+        if ((rc = dup_scalar(p, item, "a type name", &ig->minify[i])) < 0)
+            return rc;
+        ig->nminify = i + 1;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(ig->minify[j], ig->minify[i]) == 0)
+                return fail(p, item, "idgen.minify names type '%s' twice", ig->minify[i]);
+    }
     return 0;
 }
 
@@ -474,6 +507,8 @@ static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
     }
     if (strcmp(name, "subkeys") == 0)
         return each_pair(p, v, "idgen.subkeys", add_subkey, ig);
+    if (strcmp(name, "minify") == 0)
+        return set_minify(p, v, ig);
     if (strcmp(name, "epoch_ms") == 0) {
         /* 62^7 ms must fit after the epoch: 7 base62 digits of time. */
         if ((rc = number(p, v, "idgen.epoch_ms", 0, 4102444800000LL, &num)) < 0)
@@ -494,7 +529,7 @@ static int set_idgen_key(struct parser *p, yaml_node_t *k, const char *name,
         return 0;
     }
     return fail(p, k, "unknown key 'idgen.%s'; expected one of: epoch_ms, "
-                "max_ahead_ms, restart_guard_ms, types, fixed, subkeys", name);
+                "max_ahead_ms, restart_guard_ms, types, fixed, subkeys, minify", name);
 }
 
 static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
@@ -514,6 +549,20 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
             return fail(p, n, "idgen.fixed '%s' names type '%s', which is not in "
                         "idgen.types (or 'default')", ig->fixed[i].name, t);
     }
+    for (size_t i = 0; i < ig->nminify; i++) {
+        const char *t = ig->minify[i];
+        bool known = strcmp(t, "default") == 0;
+        ig->minify_types[i] = IDGEN_TYPE_MAX + 1;  /* "default" */
+        for (size_t j = 0; !known && j < ig->ntypes; j++)
+            if ((known = strcmp(t, ig->types[j].name) == 0))
+                ig->minify_types[i] = ig->types[j].code;
+        if (!known)
+            return fail(p, n, "idgen.minify names type '%s', which is not in idgen.types "
+                        "(or 'default')", t);
+    }
+    if (ig->nminify > 0 && ig->nsubkeys == 0)
+        return fail(p, n, "idgen.minify needs idgen.subkeys: the dictionary its types' "
+                    "hash fields are mapped by");
     return 0;
 }
 
@@ -913,6 +962,10 @@ static void pool_free(struct conf_pool *pool)
         free(pool->idgen.subkeys[i].abbr);
     }
     free(pool->idgen.subkeys);
+    for (size_t i = 0; i < pool->idgen.nminify; i++)
+        free(pool->idgen.minify[i]);
+    free(pool->idgen.minify);
+    free(pool->idgen.minify_types);
 }
 
 void conf_free(struct conf *cf)
@@ -1079,7 +1132,8 @@ const char *conf_pool_differs(const struct conf_pool *a, const struct conf_pool 
             /* What a reload cannot change: the epoch ids decode by, and
              * the short names b stores fields under, which a must keep (a
              * reload may have added names since b was written). */
-            same = a->idgen.epoch_ms == b->idgen.epoch_ms && conf_subkeys_kept(b, a) == NULL;
+            same = a->idgen.epoch_ms == b->idgen.epoch_ms && conf_subkeys_kept(b, a) == NULL &&
+                   conf_minify_eq(a, b);
             break;
         case K_USERS:
             same = a->nusers == b->nusers;
@@ -1104,6 +1158,20 @@ const char *conf_subkeys_kept(const struct conf_pool *a, const struct conf_pool 
             return sk->name;
     }
     return NULL;
+}
+
+bool conf_minify_eq(const struct conf_pool *a, const struct conf_pool *b)
+{
+    if (a->idgen.nminify != b->idgen.nminify)
+        return false;
+    for (size_t i = 0; i < a->idgen.nminify; i++) {
+        bool found = false;
+        for (size_t j = 0; !found && j < b->idgen.nminify; j++)
+            found = a->idgen.minify_types[i] == b->idgen.minify_types[j];
+        if (!found)
+            return false;
+    }
+    return true;
 }
 
 const char *conf_subkey(const struct conf_pool *pc, const char *name, size_t len, bool maxify)

@@ -86,6 +86,7 @@ struct conf_idgen_entry {
 /* A hash field's long name and the short one stored for it (shardjs's
  * subKeys); a dictionary has at most CONF_SUBKEYS_MAX. */
 #define CONF_SUBKEYS_MAX 1024
+#define CONF_SUBKEY_SHORT_MAX 255   /* bytes of a short name: a reply's are read in place */
 struct conf_subkey {
     char    *name;
     char    *abbr;
@@ -104,6 +105,13 @@ struct conf_idgen {
      * change or remove one: what was stored under it would read wrongly. */
     struct conf_subkey *subkeys;
     size_t   nsubkeys;
+    /* minify: the types, by name (or "default"), whose hashes have their
+     * field names mapped by subkeys on the way to the servers and back
+     * (proxy/minify.c), and their codes, each once. Like subkeys, fixed for
+     * the life of the data: a reload may not change the list. */
+    char   **minify;
+    uint32_t *minify_types;
+    size_t   nminify;
 };
 
 struct conf_pool {
@@ -207,6 +215,8 @@ const char *conf_subkey(const struct conf_pool *pc, const char *name, size_t len
 /* The first long name of a's subkeys that b drops or shortens otherwise
  * (a reload may only add names), or NULL. */
 const char *conf_subkeys_kept(const struct conf_pool *a, const struct conf_pool *b);
+/* Whether a and b minify the same types (idgen.minify, in any order). */
+bool conf_minify_eq(const struct conf_pool *a, const struct conf_pool *b);
 /* Two optional settings are the same: both NULL or equal strings. */
 bool conf_str_eq(const char *a, const char *b);
 /* Swap what is each proxy's own, its listen addresses and TLS settings,

@@ -15,6 +15,7 @@
 
 struct acl_user;
 struct backend;
+struct minify_tx;
 struct client;
 struct pool;
 struct req;
@@ -114,6 +115,10 @@ struct client_rare {
     struct req **tx_held;       /* pin.c: PING/ECHO queued in MULTI before any key, */
     uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
+    uint32_t     tx_sent;       /* pin.c: commands queued on the pin in this transaction */
+    struct minify_tx *tx_minify;/* pin.c: their replies to map in EXEC's (minify.h), made
+                                   on first use, given to the EXEC or freed at the next
+                                   MULTI or the client's end */
     struct tls  *tls;           /* TLS (tls.h) of a client of a TLS listener: made when
                                    accepted, freed by its close callback */
 };

@@ -21,6 +21,7 @@
 #include "proxy/genkey.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
+#include "proxy/minify.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -792,11 +793,11 @@ static void map_fields(struct client *c, struct req *r, struct args *a, bool max
     }
     resp_w_array(&w, a->argc - 1);
     for (uint32_t i = 1; i < a->argc; i++) {
-        size_t len;
+        size_t len, n;
         const char *f = args_get(a, i, &len);
-        const char *to = conf_subkey(c->pool->conf, f, len, maxify);
+        const char *to = minify_name(c->pool->minify, f, len, maxify, &n);
         if (to != NULL)
-            resp_w_bulk_str(&w, to);
+            resp_w_bulk(&w, to, n);
         else
             resp_w_bulk(&w, f, len);
     }

@@ -36,6 +36,7 @@
 #include "proxy/cmd.h"
 #include "proxy/frag.h"
 #include "proxy/gate.h"
+#include "proxy/minify.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/route.h"
@@ -83,8 +84,19 @@ static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
     return c->pin->server == server && c->pin->resp3 == c->resp3 ? c->pin : NULL;
 }
 
+/* Send r, in c's pin, as it is for the transaction's state: a command
+ * queued in it is counted (its place in EXEC's reply), and its reply's
+ * map, if its hash fields are minified, is kept for the EXEC. */
 static void forward(struct client *c, struct req *r, struct args *a)
 {
+    if (client_tx_queued(c) && !r->is_exec) {
+        struct client_rare *rare = client_rare(c);
+        if (r->minified)
+            minify_tx_queued(&rare->tx_minify, r, rare->tx_sent);
+        rare->tx_sent++;
+    } else if (r->is_exec && c->rare != NULL) {
+        minify_tx_exec(&c->rare->tx_minify, r);
+    }
     args_request(a, &r->out);
     r->pinned = 1;
     route_send(c, r, a, c->pin);
@@ -199,7 +211,10 @@ static void tx_release_held(struct client *c, bool send)
  * was held for it. */
 static void tx_begin_on_pin(struct client *c)
 {
+    struct client_rare *rare = client_rare(c);
+
     send_quiet(c, "MULTI");
+    rare->tx_sent = rare->tx_nheld;         /* (queued first) */
     tx_release_held(c, true);
     c->tx = TX_QUEUED;
 }
@@ -209,6 +224,10 @@ void pin_client_gone(struct client *c)
     struct backend *b, *next;
 
     tx_release_held(c, false);
+    if (c->rare != NULL) {
+        minify_tx_free(c->rare->tx_minify);
+        c->rare->tx_minify = NULL;
+    }
 
     if (c->pin != NULL) {
         backend_release(c->pin, false);
@@ -230,6 +249,11 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
         return;
     }
     c->tx_abort = 0;
+    if (c->rare != NULL) {          /* (what an aborted one left) */
+        minify_tx_free(c->rare->tx_minify);
+        c->rare->tx_minify = NULL;
+        c->rare->tx_sent = 0;
+    }
     if (c->tx == TX_NONE) {         /* the first key will choose the server */
         client_rare(c)->tx_epoch = c->pool->epoch;
         c->tx = TX_MULTI;
@@ -238,6 +262,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
     }
     c->tx = TX_QUEUED_WATCHED;      /* WATCH chose it */
     forward(c, r, a);
+    c->rare->tx_sent = 0;           /* (MULTI itself is not queued) */
 }
 
 static void tx_exec(struct client *c, struct req *r, struct args *a)

@@ -23,6 +23,7 @@
 #include "proxy/group.h"
 #include "proxy/log.h"
 #include "proxy/mig.h"
+#include "proxy/minify.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
@@ -221,6 +222,8 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
                         !conf_str_eq(old->redis_auth, pc->redis_auth)))
         p->creds_gen++;             /* spares of the old ones are not used again (backend.c) */
     p->conf = pc;
+    minify_free(p->minify);         /* (a reload may only add names: reload.c) */
+    p->minify = minify_new(pc);
 }
 
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
@@ -360,6 +363,7 @@ void pool_free(struct pool *p)
     mig_free(p);
     group_free(p);
     genkey_pool_free(p);
+    minify_free(p->minify);
     ring_free(p->ring);
     ring_free(p->live);
     free(p->live_map);

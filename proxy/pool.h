@@ -17,6 +17,7 @@ struct acl;
 struct backend;
 struct client;
 struct mig;
+struct minify;
 struct pool;
 struct pool_server;
 
@@ -72,6 +73,8 @@ struct pool {
     uint32_t          ndedicated, nspare;
     struct genkey_shards *shards;   /* the logical shards each server owns on ring:
                                        rebuild (genkey_pool_init) when ring changes */
+    struct minify    *minify;       /* idgen.subkeys, indexed (minify.c; rebuilt by
+                                       pool_set_conf), or NULL without */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
     uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */

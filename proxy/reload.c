@@ -57,6 +57,9 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
     if (conf_subkeys_kept(a, b) != NULL)
         return "idgen.subkeys dropped a name or changed its short name (fields stored "
                "under it would read wrongly; names may only be added)";
+    if (!conf_minify_eq(a, b))
+        return "idgen.minify changed (the hashes of a type stored one way would be read "
+               "the other)";
     if (!conf_str_eq(a->backend_user, b->backend_user) ||
         !conf_str_eq(a->backend_password, b->backend_password) ||
         !conf_str_eq(a->internal_user, b->internal_user) ||

@@ -33,6 +33,7 @@ void req_maybe_free(struct req *r)
     msg_release(&r->out);
     msg_release(&r->rsp);
     route_kept_free(r);
+    minify_req_free(r);
     if (proxy.req_nfree < REQ_FREE_MAX) {
         r->client = (struct client *)proxy.req_free;
         proxy.req_free = r;

@@ -39,6 +39,7 @@
 #include <sys/queue.h>
 
 #include "proxy/mbuf.h"
+#include "proxy/minify.h"
 
 struct backend;
 struct client;
@@ -90,6 +91,8 @@ struct req {
         } sub;
         struct req_kept *kept;  /* a blocking command's arguments (route.c) */
         uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
+        struct minify_map minify;   /* minify.c: how its reply's fields map back */
+        struct minify_tx *minify_tx;/* minify.c: an EXEC's, its commands' maps */
         union {                 /* mig.c's own requests */
             struct mig_op *op;  /* a MIGRATE */
             struct {            /* the mover's SCAN: which source, of which epoch */
@@ -130,6 +133,7 @@ struct req {
     unsigned        rejected:1; /* refused before it ran (route_refused; stats.c) */
     unsigned        ends_tx:1;  /* DISCARD or RESET on the pin: as it goes, the next
                                    transaction starts unbroken (gate.c tx_broken) */
+    unsigned        minified:1; /* u.minify (u.minify_tx if is_exec) holds its map */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

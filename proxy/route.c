@@ -28,6 +28,7 @@
 #include "proxy/gate.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
+#include "proxy/minify.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -524,8 +525,12 @@ void args_request(struct args *a, struct msg *g)
     struct client *c = a->c;
     struct resp_w w;
 
-    if (!c->scan.is_inline && a->av == NULL && a->name == NULL) {
+    if (!c->scan.is_inline && a->av == NULL && a->name == NULL && a->minify == 0) {
         rstream_slice(&c->in, c->scan.start, c->scan.end, g);
+        return;
+    }
+    if (a->minify != 0) {
+        minify_request(a, g);
         return;
     }
     /* Inline: the arguments are already unquoted, and a backend pipelines
@@ -931,6 +936,8 @@ void route_request(struct client *c, struct req *r)
         goto done;
 
 forward:
+    if (c->pool->minify != NULL && !minify_route(c, r, &a, cmd))
+        goto done;                          /* (refused) */
     if (r->keyless)
         pin_keyless(c, r, &a, (uint32_t)owner);
     else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {

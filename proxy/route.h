@@ -38,6 +38,7 @@ struct args {
     size_t        *avlen;
     const char    *name;        /* sent instead of argument 0 (a keyless script runs
                                    as its read-only form), or NULL: as the client sent it */
+    uint8_t        minify;      /* its hash fields are mapped (minify_route), or 0 */
 };
 
 /* Argument i; *len gets its length. Valid until args_release. */

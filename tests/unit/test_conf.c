@@ -221,6 +221,9 @@ struct bad_case {
 
 #define HEAD "alpha:\n  listen: 127.0.0.1:22121\n"
 #define SERVERS "  servers:\n   - 127.0.0.1:6379:1\n"
+#define LONG16 "xxxxxxxxxxxxxxxx"
+#define LONG256 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 \
+                LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16
 
 Test(conf, redis_auth_length)
 {
@@ -336,6 +339,16 @@ ParameterizedTestParameters(conf, errors)
          "idgen.subkeys: 'name' is both a long and a short name"},
         {HEAD "  idgen: {subkeys: {name: ''}}\n" SERVERS, "t.yml:3:27: ",
          "idgen.subkeys 'name' has an empty short name"},
+        {HEAD "  idgen: {types: {user: 1}, minify: [user]}\n" SERVERS, "t.yml:3:10: ",
+         "idgen.minify needs idgen.subkeys"},
+        {HEAD "  idgen: {subkeys: {name: n}, minify: [person]}\n" SERVERS, "t.yml:3:10: ",
+         "idgen.minify names type 'person', which is not in idgen.types (or 'default')"},
+        {HEAD "  idgen: {types: {u: 1}, subkeys: {a: b}, minify: [u, u]}\n" SERVERS,
+         "t.yml:3:55: ", "idgen.minify names type 'u' twice"},
+        {HEAD "  idgen: {subkeys: {a: b}, minify: default}\n" SERVERS, "t.yml:3:36: ",
+         "idgen.minify must be a list of type names, not a scalar"},
+        {HEAD "  idgen: {subkeys: {a: " LONG256 "}}\n" SERVERS, "t.yml:3:24: ",
+         "idgen.subkeys 'a' has a short name of more than 255 bytes"},
         {HEAD "  idgen: {types: {user: 3843}}\n" SERVERS, "t.yml:3:25: ",
          "expected a whole number from 0 to 3842"},
         {HEAD "  idgen: {types: {a: 1, b: 1}}\n" SERVERS, "t.yml:3:28: ",
