@@ -10,7 +10,10 @@ against each target, alternating targets, ROUNDS rounds, and reports
 medians; then SET and GET over TLS (redis-benchmark --tls) against a
 shardis with TLS to clients only, one with TLS on both sides, and the
 direct server's tls-port (certificates made with the openssl CLI); then
-SHARD.GENKEY (COUNT 1 and COUNT 100) against shardis alone,
+SHARD.GENKEY (COUNT 1 and COUNT 100) against shardis alone, HSET and
+HGETALL of 5-field hashes through a shardis with idgen.minify (on keys of
+the minified type and of another) beside the plain shardis and the direct
+server,
 next to its GET, and MULTI/EXEC transactions (bench_tx.c) against shardis
 and the direct server (twemproxy has no MULTI). On a machine with 2+ cores the
 client is pinned to core 0 and every server to core 1 (taskset), which keeps
@@ -157,6 +160,23 @@ GENKEY_TESTS = [
 ]
 
 
+# idgen.minify: HSET and HGETALL of a 5-field hash on generated keys
+# ("0000001{0a}000YY-<n>", type YY: all on one server, for every target
+# alike), against (label, port of, key type): the plain shardis (no
+# dictionary), a shardis whose dictionary minifies type 01, on a key of
+# type 02 (not mapped) and of type 01 (mapped), and the direct server.
+MINIFY_IDGEN = ("  idgen: {types: {user: 1, post: 2}, subkeys: {firstName: f, lastName: l, "
+                "emailAddress: e, city: c, createdAt: t}, minify: [user]}\n")
+MINIFY_FIELDS = ["firstName", "Ann", "lastName", "Lee", "emailAddress", "ann@example.org",
+                 "city", "Oslo", "createdAt", "1700000000"]
+MINIFY_TESTS = [
+    ("HSET 5 fields", lambda k: ["HSET", k] + MINIFY_FIELDS, 100000),
+    ("HGETALL 5 fields", lambda k: ["HGETALL", k], 100000),
+]
+MINIFY_TARGETS = [("shardis", "sh", "01"), ("shardis dictionary, other type", "mf", "02"),
+                  ("shardis dictionary, minified", "mf", "01"), ("direct", "direct", "01")]
+
+
 def bench(port, test, extra, n):
     """redis-benchmark -t test, or (test a list) that command line."""
     what = ["-t", test] if isinstance(test, str) else test
@@ -205,6 +225,8 @@ def main():
         RESP3_TESTS = [(l, b, t, e, n // 10) for l, b, t, e, n in RESP3_TESTS]
         global TLS_TESTS
         TLS_TESTS = [(l, b, t, e, n // 10) for l, b, t, e, n in TLS_TESTS]
+        global MINIFY_TESTS
+        MINIFY_TESTS = [(l, c, n // 10) for l, c, n in MINIFY_TESTS]
     nutcracker = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
 
     with tempfile.TemporaryDirectory(prefix="shardis-bench-") as tmp:
@@ -255,6 +277,16 @@ def main():
             wait_port(tport, proc)
             tls_targets.append((name, tport, proc))
         tls_targets.append(("direct TLS", tls_ports[4], direct_proc))
+        # The shardis with a dictionary (another pool name: group.c).
+        mf_port = free_port()
+        with open(os.path.join(tmp, "minify.yml"), "w") as f:
+            f.write(conf.replace("alpha:", "minify:").replace("  servers:\n",
+                                                              MINIFY_IDGEN + "  servers:\n")
+                    % mf_port)
+        mf = start(pinned(1, [os.path.abspath(args.shardis), "-c", tmp + "/minify.yml",
+                              "-v", "4"]), tmp + "/minify.log")
+        wait_port(mf_port, mf)
+        mf_of = {"sh": (sh_port, sh), "mf": (mf_port, mf), "direct": (direct, direct_proc)}
 
         time.sleep(SETTLE)
         mem = {"idle": rss_kb(sh.pid)}
@@ -273,6 +305,9 @@ def main():
         for lbl, *_ in TLS_TESTS:
             for name, _, _ in tls_targets:
                 results[(name, lbl)], cpu[(name, lbl)] = [], []
+        for lbl, *_ in MINIFY_TESTS:
+            for name, *_ in MINIFY_TARGETS:
+                results[(name, "minify " + lbl)], cpu[(name, "minify " + lbl)] = [], []
         tx = {"shardis": [], "direct": []}
         tx_seconds = 1 if args.quick else 3
         for rnd in range(args.rounds):
@@ -299,6 +334,14 @@ def main():
                 before = cpu_seconds(sh.pid)
                 results[("shardis", lbl)].append(bench(sh_port, command, [], n))
                 cpu[("shardis", lbl)].append((cpu_seconds(sh.pid) - before) / n * 1e6)
+            for lbl, command, n in MINIFY_TESTS:
+                for name, which, ytype in MINIFY_TARGETS:
+                    port, proc = mf_of[which]
+                    before = cpu_seconds(proc.pid)
+                    key = "0000001{0a}000%s-__rand_int__" % ytype
+                    results[(name, "minify " + lbl)].append(
+                        bench(port, command(key), ["-r", "10000"], n))
+                    cpu[(name, "minify " + lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
             for name, port in (("shardis", sh_port), ("direct", direct)):
                 out = subprocess.run(pinned(0, [args.bench_tx, HOST, str(port), "50",
                                                 str(tx_seconds)]),
@@ -368,6 +411,19 @@ def main():
         print("| %s | %.0f | %.0f | %.3f | %.3f | %.2f | %.2f |" % (
             lbl, rps, rps * ids, med([r[1] for r in rs]), med([r[2] for r in rs]),
             med(cpu[("shardis", lbl)]), rps / get))
+    print()
+    print("| idgen.minify, -r 10000 | target | req/s | p50 ms | p99 ms | CPU us/req | "
+          "vs plain shardis | CPU vs plain shardis |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for lbl, *_ in MINIFY_TESTS:
+        base = results[("shardis", "minify " + lbl)]
+        b_rps, b_cpu = med([r[0] for r in base]), med(cpu[("shardis", "minify " + lbl)])
+        for name, *_ in MINIFY_TARGETS:
+            rs = results[(name, "minify " + lbl)]
+            rps, c = med([r[0] for r in rs]), med(cpu[(name, "minify " + lbl)])
+            print("| %s | %s | %.0f | %.3f | %.3f | %.2f | %.2f | %.2f |" % (
+                lbl, name, rps, med([r[1] for r in rs]), med([r[2] for r in rs]), c,
+                rps / b_rps, c / b_cpu if b_cpu else 0))
     print()
     print("| MULTI, SET, INCR, EXEC (50 clients, tests/bench/bench_tx.c) | tx/s | p50 ms | "
           "p99 ms |")
