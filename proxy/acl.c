@@ -90,6 +90,11 @@ bool acl_glob(const char *p, size_t plen, const char *s, size_t slen)
     const char *pe = p + plen, *se = s + slen, *star = NULL, *mark = NULL;
     size_t adv;
 
+    /* stringmatchlen compares nothing against "": only "" matches it (its
+     * callers take "*" as every name before asking). */
+    if (slen == 0)
+        return plen == 0 || (plen == 1 && p[0] == '*');
+
     while (s < se) {
         if (p < pe && *p == '*') {
             while (p < pe && *p == '*')

@@ -343,7 +343,7 @@ out:
         for (size_t i = 0; i < proxy.npools; i++) {
             const struct conf_pool *np = conf_pool(cf, proxy.pools[i].conf->name);
             if (np != NULL)
-                proxy.pools[i].conf = np;
+                pool_set_conf(&proxy.pools[i], np);
         }
         proxy.conf = cf;
         proxy_conf_done(was);

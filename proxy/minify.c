@@ -45,7 +45,8 @@
 /* ---- the dictionary ---------------------------------------------------------- */
 
 struct minify_name {
-    const char *s;              /* borrowed from the pool's conf */
+    char       *s;              /* owned: a pool's conf may be swapped and freed
+                                   without a call here (the dictionary is the same) */
     uint32_t    len;
 };
 
@@ -95,9 +96,9 @@ struct minify *minify_new(const struct conf_pool *pc)
     m->by_long = xcalloc(size, sizeof(*m->by_long));
     m->by_short = xcalloc(size, sizeof(*m->by_short));
     for (uint32_t i = 0; i < m->n; i++) {
-        m->lng[i] = (struct minify_name){ig->subkeys[i].name,
+        m->lng[i] = (struct minify_name){xstrdup(ig->subkeys[i].name),
                                          (uint32_t)strlen(ig->subkeys[i].name)};
-        m->shrt[i] = (struct minify_name){ig->subkeys[i].abbr,
+        m->shrt[i] = (struct minify_name){xstrdup(ig->subkeys[i].abbr),
                                           (uint32_t)strlen(ig->subkeys[i].abbr)};
         if (m->shrt[i].len > m->max_short)
             m->max_short = m->shrt[i].len;
@@ -117,6 +118,10 @@ void minify_free(struct minify *m)
 {
     if (m == NULL)
         return;
+    for (uint32_t i = 0; i < m->n; i++) {
+        free(m->lng[i].s);
+        free(m->shrt[i].s);
+    }
     free(m->lng);
     free(m->shrt);
     free(m->by_long);
@@ -178,24 +183,23 @@ struct spec {
     const char *name;
     uint8_t     args;   /* enum minify_args */
     uint8_t     reply;  /* enum minify_reply, 0: none; HRANDFIELD's by its arguments */
-    bool        write;  /* refuses short names (reads too: see the top) */
 };
 
 static const struct spec specs[] = {
-    {"hdel", ARGS_ALL, 0, true},
-    {"hexists", ARGS_ONE, 0, false},
-    {"hget", ARGS_ONE, 0, false},
-    {"hgetall", ARGS_NONE, MINIFY_REPLY_PAIRS, false},
-    {"hincrby", ARGS_ONE, 0, true},
-    {"hincrbyfloat", ARGS_ONE, 0, true},
-    {"hkeys", ARGS_NONE, MINIFY_REPLY_FIELDS, false},
-    {"hmget", ARGS_ALL, 0, false},
-    {"hmset", ARGS_PAIRS, 0, true},
-    {"hrandfield", ARGS_NONE, MINIFY_REPLY_FIELD, false},
-    {"hscan", ARGS_SCAN, MINIFY_REPLY_SCAN, false},
-    {"hset", ARGS_PAIRS, 0, true},
-    {"hsetnx", ARGS_ONE, 0, true},
-    {"hstrlen", ARGS_ONE, 0, false},
+    {"hdel", ARGS_ALL, 0},
+    {"hexists", ARGS_ONE, 0},
+    {"hget", ARGS_ONE, 0},
+    {"hgetall", ARGS_NONE, MINIFY_REPLY_PAIRS},
+    {"hincrby", ARGS_ONE, 0},
+    {"hincrbyfloat", ARGS_ONE, 0},
+    {"hkeys", ARGS_NONE, MINIFY_REPLY_FIELDS},
+    {"hmget", ARGS_ALL, 0},
+    {"hmset", ARGS_PAIRS, 0},
+    {"hrandfield", ARGS_NONE, MINIFY_REPLY_FIELD},
+    {"hscan", ARGS_SCAN, MINIFY_REPLY_SCAN},
+    {"hset", ARGS_PAIRS, 0},
+    {"hsetnx", ARGS_ONE, 0},
+    {"hstrlen", ARGS_ONE, 0},
 };
 
 static const struct spec *spec_of(const struct cmd *cmd)
@@ -277,8 +281,10 @@ bool minify_route(struct client *c, struct req *r, struct args *a, const struct 
                                                                : MINIFY_REPLY_FIELDS;
     if (map.kind == MINIFY_REPLY_SCAN) {
         uint32_t at, nmatch;
-        if (scan_options(a, &at, &nmatch, &map.novalues) && at != 0) {
-            const char *p = args_get(a, at, &len);
+        const char *p;
+        /* ("*" is no pattern to Redis's SCAN: every field.) */
+        if (scan_options(a, &at, &nmatch, &map.novalues) && at != 0 &&
+            ((p = args_get(a, at, &len)), !(len == 1 && p[0] == '*'))) {
             map.match = xmalloc(len + 1);
             memcpy(map.match, p, len);
             map.match[len] = '\0';
@@ -474,12 +480,18 @@ static int map_scan(struct mapper *mp)
     }
     if (resp_rd_next(&mp->rd, &v) < 0 || v.elems % per != 0)
         return -1;
-    /* First count what MATCH keeps, for the array's new length. */
+    /* First what MATCH keeps, for the array's new length (each field
+     * matched once: a pattern can cost the loop dearly). */
     struct resp_rd saved = mp->rd;
+    bool keeps[64], *keep = v.elems / per <= 64 ? keeps : xmalloc(v.elems / per);
     for (size_t i = 0; i < v.elems; i += per) {
-        if (resp_rd_next(&mp->rd, &f) < 0 || (per == 2 && resp_rd_skip(&mp->rd, &val) < 0))
+        if (resp_rd_next(&mp->rd, &f) < 0 || (per == 2 && resp_rd_skip(&mp->rd, &val) < 0)) {
+            if (keep != keeps)
+                free(keep);
             return -1;
-        kept += f.type == RESP_BULK && match_field(mp, &f);
+        }
+        keep[i / per] = f.type == RESP_BULK && match_field(mp, &f);
+        kept += keep[i / per];
     }
     mp->rd = saved;
     emit(mp, v.start);
@@ -487,21 +499,20 @@ static int map_scan(struct mapper *mp)
     skip(mp, v.end);
     for (size_t i = 0; i < v.elems; i += per) {
         struct resp_rd at = mp->rd;
-        if (resp_rd_next(&mp->rd, &f) < 0)
-            return -1;
-        bool keep = f.type == RESP_BULK && match_field(mp, &f);
-        if (!keep) {
-            if (per == 2 && resp_rd_skip(&mp->rd, &val) < 0)
-                return -1;
+        if (!keep[i / per]) {
+            if (resp_rd_next(&mp->rd, &f) < 0 || (per == 2 && resp_rd_skip(&mp->rd, &val) < 0))
+                break;
             emit(mp, f.start);
             skip(mp, per == 2 ? val.end : f.end);
             continue;
         }
         mp->rd = at;
         if (map_field(mp) < 0 || (per == 2 && resp_rd_skip(&mp->rd, &val) < 0))
-            return -1;
+            break;
     }
-    return 0;
+    if (keep != keeps)
+        free(keep);
+    return mp->rd.err == NULL ? 0 : -1;
 rest:
     for (size_t i = 1; i < top.elems; i++)
         if (resp_rd_skip(&mp->rd, &v) < 0)

@@ -207,6 +207,17 @@ static void tx_release_held(struct client *c, bool send)
     rare->tx_nheld = 0;
 }
 
+/* The transaction is over, or never was: what its minified commands'
+ * replies needed is let go (an EXEC took it, if it went). */
+static void tx_maps_drop(struct client *c)
+{
+    if (c->rare != NULL) {
+        minify_tx_free(c->rare->tx_minify);
+        c->rare->tx_minify = NULL;
+        c->rare->tx_sent = 0;
+    }
+}
+
 /* The transaction has its server (c's pin): MULTI goes there, and what
  * was held for it. */
 static void tx_begin_on_pin(struct client *c)
@@ -224,10 +235,7 @@ void pin_client_gone(struct client *c)
     struct backend *b, *next;
 
     tx_release_held(c, false);
-    if (c->rare != NULL) {
-        minify_tx_free(c->rare->tx_minify);
-        c->rare->tx_minify = NULL;
-    }
+    tx_maps_drop(c);
 
     if (c->pin != NULL) {
         backend_release(c->pin, false);
@@ -249,11 +257,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
         return;
     }
     c->tx_abort = 0;
-    if (c->rare != NULL) {          /* (what an aborted one left) */
-        minify_tx_free(c->rare->tx_minify);
-        c->rare->tx_minify = NULL;
-        c->rare->tx_sent = 0;
-    }
+    tx_maps_drop(c);
     if (c->tx == TX_NONE) {         /* the first key will choose the server */
         client_rare(c)->tx_epoch = c->pool->epoch;
         c->tx = TX_MULTI;
@@ -276,6 +280,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     c->tx = TX_NONE;
     if (c->tx_abort) {
         c->tx_abort = 0;
+        tx_maps_drop(c);
         tx_release_held(c, false);
         if (c->pin != NULL)
             send_quiet(c, was >= TX_QUEUED ? "DISCARD" : "UNWATCH");
@@ -300,6 +305,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         /* Keys moved since it began: what it queued or watched on its
          * server may no longer live there. */
         send_quiet(c, "DISCARD");
+        tx_maps_drop(c);
         refuse(c, r, "TRYAGAIN resharding: the transaction began before a reload, retry");
         return;
     }
@@ -319,6 +325,7 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
     c->tx_abort = 0;
     client_rare(c)->tx_broken = false;
     tx_release_held(c, false);
+    tx_maps_drop(c);
     if (was >= TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
         r->anywhere = 1;
         r->ends_tx = 1;
@@ -352,6 +359,7 @@ bool pin_reset(struct client *c, struct req *r)
     if (c->rare != NULL)
         c->rare->tx_broken = false;
     tx_release_held(c, false);
+    tx_maps_drop(c);
     if (was != TX_WATCHING && was < TX_QUEUED) {
         if (c->pin != NULL)
             retire(c);              /* an EXEC or DISCARD still on it */

@@ -112,6 +112,9 @@ SEQ = [
     ("HRANDFIELD", "K", "0"), ("HDEL", "K", "name", "zip", "score", "password", "extra"),
     ("HGETALL", "K"), ("HKEYS", "K"), ("HRANDFIELD", "K"), ("HRANDFIELD", "K", "2"),
     ("HSCAN", "K", "0", "MATCH", "*"),
+    # An empty field: "*" is every field to Redis's SCAN, "**" none of "".
+    ("HSET", "K", "", "e", "city", "c"), ("HSCAN", "K", "0", "MATCH", "**"),
+    ("HSCAN", "K", "0", "MATCH", "*"), ("HSCAN", "K", "0", "MATCH", "*?"), ("HGETALL", "K"),
 ]
 
 
@@ -296,18 +299,71 @@ def t_reload(px, R):
             return "refused: %s" % e
 
     key = fresh(px)[0]
-    c.hset(key, "country", "NO")
+    c.hset(key, "phone", "1")
     text = text.replace("createdAt: t}", "createdAt: t, country: co}")
     got = reload_with(text)
     expect(not got.startswith("refused"), "a reload that adds a name: %s" % got)
     c.hset(key, "country", "SE")           # now stored as "co"
-    expect_eq(set(backend_of(px, R, key).hkeys(key)), {b"country", b"co"}, "on the backend")
-    expect_eq(c.hget(key, "country"), b"SE", "the added name")
+    expect_eq(set(backend_of(px, R, key).hkeys(key)), {b"phone", b"co"}, "on the backend")
+    expect_eq(Raw(px.port).cmd("HGETALL", key),
+              b"*4\r\n$5\r\nphone\r\n$1\r\n1\r\n$7\r\ncountry\r\n$2\r\nSE\r\n",
+              "the added name")
     for changed in ("minify: [user, post]", "minify: [post]", "minify: []"):
         got = reload_with(text.replace("minify: [user]", changed))
         expect("idgen.minify changed" in got, "a reload to %s: %s" % (changed, got))
     reload_with(text)
-    expect_eq(c.hgetall(key), {b"country": b"SE"}, "after the refused reloads")
+    expect_eq(c.hgetall(key), {b"phone": b"1", b"country": b"SE"}, "after the refused reloads")
+
+
+def t_record_swap():
+    """A restart that takes up another pool's migration record swaps every
+    pool's config for the record's, and frees the file's: the dictionary
+    of a pool with subkeys stays good (a sanitizer build caught it reading
+    the freed config)."""
+    S = [RedisServer("swap%d" % i) for i in range(3)]
+    port_a, port_b = harness.free_port(), harness.free_port()
+    pool = """alpha:
+  listen: %s:%d
+  hash_tag: "{}"
+  servers:
+%%s
+beta:
+  listen: %s:%d
+  hash_tag: "{}"
+  idgen: {types: {user: 1}, subkeys: {name: n, city: c}, minify: [user]}
+  servers:
+    - %s:%d:1 redis1
+""" % (harness.HOST, port_a, harness.HOST, port_b, harness.HOST, S[2].port)
+    both = "    - %s:%d:1 redis1\n    - %s:%d:1 redis2" % (harness.HOST, S[0].port, harness.HOST,
+                                                       S[1].port)
+    one = "    - %s:%d:1 redis1" % (harness.HOST, S[0].port)
+    ftext = (pool % both).encode()
+    rtext = (pool % one).encode()
+    conf = harness.os.path.join(harness.TMP, "swap.yml")
+    with open(conf, "wb") as f:
+        f.write(ftext)
+    # Two earlier rings: the file's reload, after the record is taken up,
+    # is refused (a reshard in progress), so nothing rebuilds the pools.
+    S[0].client.set("__shardis:ctl:alpha", b"shardis-migration 1\nepoch 5\nconf %d\n%s\n"
+                    b"prior %d\n%s\nprior %d\n%s\n" % (len(rtext), rtext, len(ftext), ftext,
+                                                     len(ftext), ftext))
+    log = harness.os.path.join(harness.TMP, "swap.log")
+    proc = harness.start([harness.ARGS.shardis, "-c", conf, "-v", "6", "-o", log], log + ".out")
+    harness.wait_port(port_b, proc, "shardis swap", [log])
+    c = redis.Redis(harness.HOST, port_b, socket_timeout=5)
+    harness.until("the loop", lambda: c.ping())
+    expect_eq(c.execute_command("SHARD.MINIFY", "name", "city"), [b"n", b"c"], "SHARD.MINIFY")
+    k = c.execute_command("SHARD.GENKEY", "user").decode()
+    c.hset(k, mapping={"name": "a", "city": "b"})
+    expect_eq(c.hgetall(k), {b"name": b"a", b"city": b"b"}, "HGETALL")
+    expect_eq(set(S[2].client.hkeys(k)), {b"n", b"c"}, "on the server")
+    proc.send_signal(harness.signal.SIGTERM)
+    expect_eq(proc.wait(10), 0, "exit code")
+    with open(log + ".out", errors="replace") as f:
+        bad = [l for l in f if "AddressSanitizer" in l or "runtime error" in l]
+    expect(not bad, "stderr: %s" % "".join(bad[:3]))
+    for s in S:
+        harness.stop(s.proc)
 
 
 def t_memory(px, R):
@@ -360,6 +416,7 @@ def body():
     check("minify_big_hashes", t_big, px, direct, R)
     check("minify_only_its_keys", t_untouched, px, R)
     check("minify_reload", t_reload, px, R)
+    check("minify_record_swap_keeps_dictionary", t_record_swap)
     check("minify_memory_100k", t_memory, px, R)
     check("exit_clean", t_exit_clean, px)
 
