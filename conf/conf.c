@@ -338,6 +338,46 @@ static int set_servers(struct parser *p, yaml_node_t *n, struct conf_pool *pool)
     return 0;
 }
 
+/* ---- sentinels ---------------------------------------------------------- */
+
+/* A list of "host:port", each once. */
+static int set_sentinels(struct parser *p, yaml_node_t *n, struct conf_pool *pool)
+{
+    yaml_node_item_t *start, *top;
+    size_t count;
+    const char *s;
+    int rc;
+
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(p, n, "sentinels must be a list of \"host:port\", not %s", kind_name(n));
+    start = n->data.sequence.items.start;
+    top = n->data.sequence.items.top;
+    count = (size_t)(top - start);
+    if (count == 0)
+        return fail(p, n, "sentinels is empty; list the Sentinels watching the servers, "
+                    "or leave the key out");
+    if ((pool->sentinels = calloc(count, sizeof(*pool->sentinels))) == NULL)
+        return oom(p);
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *item = node(p, start[i]);
+        struct conf_addr *a = &pool->sentinels[i];
+        if (item == NULL)
+            return fail(p, n, "sentinels has an empty entry");
+        if ((rc = scalar(p, item, "a sentinel", &s)) < 0)
+            return rc;
+        pool->nsentinels = i + 1;
+        if ((rc = parse_addr(p, item, "sentinel", s, strlen(s), a)) < 0)
+            return rc;
+        if (a->unix_socket)
+            return fail(p, item, "sentinel '%s': a Sentinel is reached over TCP, as "
+                        "host:port", s);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(pool->sentinels[j].text, a->text) == 0)
+                return fail(p, item, "sentinel '%s' is listed twice", s);
+    }
+    return 0;
+}
+
 /* ---- users -------------------------------------------------------------- */
 
 /* A list of ACL lines; what each says is checked by proxy/acl.c, which
@@ -570,7 +610,7 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH
+    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS
 };
 
 struct pool_key {
@@ -611,6 +651,8 @@ static const struct pool_key pool_keys[] = {
     {"internal_user",        K_STR,     F(internal_user), 1, 128},
     {"internal_password",    K_STR,     F(internal_password), 0, 4096},
     {"users",                K_USERS,   0, 0, 0},
+    {"sentinels",            K_SENTINELS, 0, 0, 0},
+    {"sentinel_auth",        K_STR,     F(sentinel_auth), 0, 4096},
     {"idgen",                K_IDGEN,   0, 0, 0},
     {"migration_rate",       K_INT,     F(migration_rate), 0, INT_MAX},
     {"migration_batch",      K_INT,     F(migration_batch), 1, 10000},
@@ -755,6 +797,8 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         return check_idgen(p, v, &pool->idgen);
     case K_USERS:
         return set_users(p, v, pool);
+    case K_SENTINELS:
+        return set_sentinels(p, v, pool);
     }
     return 0;
 }
@@ -893,6 +937,14 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
     }
     if ((rc = check_tls(p, &st, pool)) < 0)
         return rc;
+    if (pool->nsentinels == 0 && (at = given(&st, "sentinel_auth")) != NULL)
+        return fail(p, at, "sentinel_auth applies only with sentinels");
+    for (size_t j = 0; pool->nsentinels > 0 && j < pool->nservers; j++)
+        if (pool->servers[j].name == NULL)
+            return fail(p, given(&st, "servers"), "server '%s' has no name: with "
+                        "sentinels every server is named as its master, as in "
+                        "\"%s:1 mymaster\"", pool->servers[j].addr.text,
+                        pool->servers[j].addr.text);
     if (given(&st, "jedis_version") != NULL && pool->distribution != RING_DIST_JEDIS)
         return fail(p, given(&st, "jedis_version"), "jedis_version applies only to "
                     "distribution: jedis");
@@ -927,6 +979,10 @@ static void pool_free(struct conf_pool *pool)
     free(pool->name);
     addr_free(&pool->listen);
     addr_free(&pool->tls.listen);
+    for (size_t i = 0; i < pool->nsentinels; i++)
+        addr_free(&pool->sentinels[i]);
+    free(pool->sentinels);
+    free(pool->sentinel_auth);
     free(pool->tls.cert_file);
     free(pool->tls.key_file);
     free(pool->tls.ca_cert_file);
@@ -1176,8 +1232,8 @@ bool conf_minify_eq(const struct conf_pool *a, const struct conf_pool *b)
 
 const char *conf_subkey(const struct conf_pool *pc, const char *name, size_t len, bool maxify)
 {
-    /* (A scan: the dictionary is small, and only SHARD.MINIFY and
-     * SHARD.MAXIFY ask.) */
+    /* (A scan: only a reload's check asks; requests use proxy/minify.c's
+     * index of the same names.) */
     for (size_t i = 0; i < pc->idgen.nsubkeys; i++) {
         const struct conf_subkey *sk = &pc->idgen.subkeys[i];
         const char *from = maxify ? sk->abbr : sk->name;

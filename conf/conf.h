@@ -163,6 +163,13 @@ struct conf_pool {
     struct conf_user *users;
     size_t   nusers;
     struct conf_tls tls;
+    /* High availability (proxy/sentinel.c): the Sentinels watching the
+     * servers. With any, every server has a name, the master name they
+     * know it by, and its address is only the first guess: the ring is
+     * built from the names, so a failover moves no key. */
+    struct conf_addr *sentinels;
+    size_t   nsentinels;
+    char    *sentinel_auth;         /* the Sentinels' password, or NULL */
     /* live resharding after a reload (proxy/mig.c) */
     int      migration_rate;        /* keys/s the background mover may move; 0: no limit
                                        (3000; a reload can change it mid-migration) */

@@ -43,6 +43,7 @@
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
+#include "proxy/sentinel.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
 
@@ -60,6 +61,19 @@ const char *backend_state_name(const struct backend *b)
     case BACKEND_UP:         return "up";
     default:                 return "failed";
     }
+}
+
+/* Where b connects: its server's address now (a failover may have
+ * moved it from the one written). */
+static const char *backend_addr(const struct backend *b)
+{
+    static char buf[300];
+    const struct pool_server *ps = &b->pool->servers[b->server];
+
+    if (ps->unix_socket)
+        return ps->host;
+    snprintf(buf, sizeof(buf), strchr(ps->host, ':') ? "[%s]:%u" : "%s:%u", ps->host, ps->port);
+    return buf;
 }
 
 static const char *label(const struct backend *b)
@@ -164,8 +178,8 @@ static void backend_close_cb(uv_handle_t *h)
     }
 }
 
-/* Answer every request queued on b with b->reason, and close it. */
-static void backend_abort(struct backend *b)
+/* Answer every request written on b (or being written) with b->reason. */
+static void fail_pending(struct backend *b)
 {
     struct req *r;
 
@@ -177,6 +191,14 @@ static void backend_abort(struct backend *b)
         else
             answer_failed(b, r);    /* in the cancelled write: freed after it */
     }
+}
+
+/* Answer every request queued on b with b->reason, and close it. */
+static void backend_abort(struct backend *b)
+{
+    struct req *r;
+
+    fail_pending(b);
     while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
         TAILQ_REMOVE(&b->sendq, r, bq);
         r->queued = 0;
@@ -202,8 +224,7 @@ static void backend_fail(struct backend *b, const char *reason)
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
     b->run_id[0] = '\0';       /* the next connection may meet another server */
     if (b->state != BACKEND_FAILED)
-        log_warn("backend %s (%s)%s failed: %s", label(b),
-                 b->pool->servers[b->server].addr,
+        log_warn("backend %s (%s)%s failed: %s", label(b), backend_addr(b),
                  backend_dedicated(b) ? ", a dedicated connection," : "", reason);
     if (!backend_dedicated(b)) {
         b->failures++;
@@ -216,6 +237,8 @@ static void backend_fail(struct backend *b, const char *reason)
     backend_abort(b);
     if (b->role == BACKEND_SUBSCRIBER && b->owner != NULL)
         pubsub_failed(b);
+    if (!backend_dedicated(b) && b->pool->servers[b->server].resolved)
+        sentinel_hint(b->pool, b->server, reason);      /* (a pool that has them) */
 }
 
 /* ---- replies ------------------------------------------------------------------- */
@@ -245,6 +268,30 @@ static int handshake_reply(struct backend *b, struct req *r)
         return 0;
     snprintf(why, sizeof(why), "handshake refused: %s", first);
     backend_fail(b, why);
+    return -1;
+}
+
+/* HELLO, where the pool follows Sentinels: the server must say it is a
+ * master, or nothing is written on this connection (and the Sentinels
+ * are asked again). RESP3 connections speak RESP3 from here on. */
+static int role_reply(struct backend *b, struct req *r)
+{
+    char *flat;
+    bool master;
+    char why[128];
+
+    if (r->rsp.len == 0)
+        return 0;                   /* failed: the connection has failed already */
+    flat = xmalloc(r->rsp.len);
+    msg_copy(&r->rsp, 0, r->rsp.len, flat);
+    master = sentinel_says_master(flat, r->rsp.len);
+    free(flat);
+    if (master)
+        return 0;
+    snprintf(why, sizeof(why), "%s:%u does not say it is a master",
+             b->pool->servers[b->server].host, b->pool->servers[b->server].port);
+    backend_fail(b, why);
+    sentinel_hint(b->pool, b->server, why);
     return -1;
 }
 
@@ -392,6 +439,10 @@ static int backend_consume(struct backend *b, size_t nread)
             continue;
         }
         b->failures = 0;
+        /* A master demoted while connected: its Sentinels know where to. */
+        if (b->pool->sentinel != NULL && msg_first(&r->rsp) == RESP_ERROR &&
+            resp_rd_error_is(&r->rsp, "READONLY"))
+            sentinel_hint(b->pool, b->server, "a -READONLY reply");
         if (r->unblocked && mig_unblocked(r))
             continue;               /* sent again, to the key's new owner */
         if (r->client != NULL || r->parent != NULL)
@@ -631,6 +682,13 @@ static void backend_connect(struct backend *b)
     const struct conf_pool *pc = b->pool->conf;
     int rc;
 
+    if (!sv->resolved) {
+        /* A pool with sentinels: none has said where this master is yet. */
+        uv_tcp_init(proxy.loop, &b->h.tcp);
+        backend_fail(b, "its master's address is not known: the Sentinels have not agreed "
+                        "on one");
+        return;
+    }
     b->state = BACKEND_CONNECTING;
     b->framed = 0;
     b->rx_ms = 0;
@@ -647,7 +705,10 @@ static void backend_connect(struct backend *b)
     else if (b->as == BACKEND_AS_INTERNAL || !backend_split_creds(pc))
         genkey_connecting(b);   /* the sequences are the internal_user's (pool_own) */
     b->verifying = b->as == BACKEND_AS_KEYLESS;
-    if (b->resp3)
+    if (b->pool->sentinel != NULL)          /* a master, or nothing is written */
+        backend_queue_own(b, role_reply, true, 2,
+                          (const char *const[]){"HELLO", b->resp3 ? "3" : "2"});
+    else if (b->resp3)
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"HELLO", "3"});
     if (pc->redis_db != 0) {
         char db[16];
@@ -742,6 +803,42 @@ void backend_preconnect(struct backend *b)
 {
     if (b->state == BACKEND_DOWN)
         backend_connect(b);
+}
+
+void backend_move(struct backend *b, const char *why)
+{
+    struct req *r, *next;
+
+    if (backend_dedicated(b)) {
+        if (b->state != BACKEND_FAILED)
+            backend_fail(b, why);
+        return;
+    }
+    snprintf(b->reason, sizeof(b->reason), "%s", why);
+    fail_pending(b);
+    /* The old connection's handshake goes with it; the new one has its own. */
+    for (r = TAILQ_FIRST(&b->sendq); r != NULL; r = next) {
+        next = TAILQ_NEXT(r, bq);
+        if (r->on_reply != NULL) {
+            TAILQ_REMOVE(&b->sendq, r, bq);
+            r->queued = 0;
+            fail_req(b, r);
+        }
+    }
+    b->failures = 0;
+    b->retry_at = 0;
+    b->run_id[0] = '\0';
+    b->state = BACKEND_DOWN;
+    if (b->h.handle.loop != NULL && !b->closing && !uv_is_closing(&b->h.handle)) {
+        if (b->is_dirty) {
+            TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+            b->is_dirty = 0;
+        }
+        b->closing = 1;
+        uv_close(&b->h.handle, backend_close_cb);   /* (which connects again for the rest) */
+    } else if (!b->closing && !TAILQ_EMPTY(&b->sendq)) {
+        backend_connect(b);
+    }
 }
 
 /* Close at shutdown: anything still queued is answered with an error. */

@@ -112,6 +112,12 @@ void backend_flush(struct backend *b);
 /* Deadline check: fail a backend whose oldest request timed out. */
 void backend_check_timeout(struct backend *b, uint64_t now);
 void backend_close(struct backend *b);
+/* b's server is now elsewhere (pool_server_move): what was written on b
+ * gets an error (its outcome is unknown), what was not yet written goes
+ * to the new address (within its deadline), and b reconnects there. A
+ * dedicated connection fails instead: its client's state was on the old
+ * server. */
+void backend_move(struct backend *b, const char *why);
 /* Queue the proxy's own command argv[0..argc) on b, ahead of everything
  * queued (front) or behind it; its reply goes to on_reply. */
 void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, int argc,
@@ -164,6 +170,14 @@ void backend_retire(struct backend *b);
 const char *backend_tls_name(const struct pool *p, uint32_t server);
 char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
                         const char *const *argv, size_t *len);
+/* The same, the reply's bytes as they came (read them with resp_rd_*);
+ * NULL: no answer. */
+char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int argc,
+                       const char *const *argv, size_t *len);
+/* At start: argv on the Sentinel at host:port (AUTH password first, if
+ * given), in the clear: the reply's bytes as they came, NULL if none. */
+char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
+                            const char *const *argv, size_t *len);
 /* At start: ask server ps (ACL DRYRUN, as the internal user) whether the
  * pool's backend_user may touch shardis's keys and channels or run what
  * the README advises against, and whether the internal_user may do

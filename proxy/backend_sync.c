@@ -105,9 +105,10 @@ static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
 }
 
 /* Read n replies, each framed as it arrives; the last one's value
- * (sync_value) into *out, or NULL. 0; -1 for a reply of no use; -2 when
- * reading failed (no answer in time, closed, TLS). */
-static int sync_replies(int fd, struct tls *t, int n, char **out, size_t *outlen)
+ * (sync_value; raw: its bytes as they came) into *out, or NULL. 0; -1 for
+ * a reply of no use; -2 when reading failed (no answer in time, closed,
+ * TLS). */
+static int sync_replies(int fd, struct tls *t, int n, bool raw, char **out, size_t *outlen)
 {
     size_t cap = 4096, len = 0, at = 0, fed = 0, used;
     char *buf = xmalloc(cap);
@@ -122,8 +123,14 @@ static int sync_replies(int fd, struct tls *t, int n, char **out, size_t *outlen
                 goto fail;
             fed += used;
             if (rc == 1) {
-                if (sync_value(buf + at, fed - at, got == n - 1 ? out : NULL, outlen) < 0)
+                if (raw && got == n - 1) {
+                    *out = xmalloc(fed - at);
+                    memcpy(*out, buf + at, fed - at);
+                    *outlen = fed - at;
+                } else if (!raw &&
+                           sync_value(buf + at, fed - at, got == n - 1 ? out : NULL, outlen) < 0) {
                     goto fail;
+                }
                 at = fed;
                 got++;
                 resp_rsp_reset(&scan);
@@ -157,14 +164,32 @@ out:
     return rc;
 }
 
-/* The request is written as every other (resp_w, into chunks), then
- * copied out once: write(2) on this socket wants one buffer. */
-char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
-                        const char *const *argv, size_t *len)
+/* Send what w holds (n commands) on fd (over t if given) and read their
+ * replies: the last one's, as sync_replies gives it. The request is
+ * written as every other (resp_w, into chunks), then copied out once:
+ * write(2) on this socket wants one buffer. */
+static char *sync_exchange(int fd, struct tls *t, struct msg *g, int n, bool raw,
+                           size_t *len, int *rc)
+{
+    char *req = xmalloc(g->len), *val = NULL;
+
+    msg_copy(g, 0, g->len, req);
+    /* (An error reply is the caller's to judge.) */
+    if (t != NULL ? tls_sync_write(t, req, g->len, BACKEND_SYNC_MS) < 0
+                  : write(fd, req, g->len) != (ssize_t)g->len)
+        *rc = -2;
+    else
+        *rc = sync_replies(fd, t, n, raw, &val, len);
+    free(req);
+    return val;
+}
+
+static char *sync_call(const struct pool *p, const struct pool_server *ps, int argc,
+                       const char *const *argv, bool raw, size_t *len)
 {
     const struct conf_pool *pc = p->conf;
     struct tls *t = NULL;
-    char *req, *val = NULL, db[16];
+    char *val, db[16];
     struct msg g = {0};
     struct mbuf *m = NULL;
     struct resp_w w = resp_w_on(&g, &m, RESP2);
@@ -190,20 +215,48 @@ char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int 
         n++;
     }
     resp_w_command(&w, argc, argv, NULL);
-    req = xmalloc(g.len);
-    msg_copy(&g, 0, g.len, req);
-    /* (An error reply is the caller's to judge; a TLS failure is said here.) */
-    if (t != NULL ? tls_sync_write(t, req, g.len, BACKEND_SYNC_MS) < 0
-                  : write(fd, req, g.len) != (ssize_t)g.len)
-        rc = -2;
-    else
-        rc = sync_replies(fd, t, n, &val, len);
-    if (rc == -2 && t != NULL)
+    val = sync_exchange(fd, t, &g, n, raw, len, &rc);
+    if (rc == -2 && t != NULL)          /* (a TLS failure is said here) */
         log_warn("pool '%s': %s: %s", pc->name, ps->label, tls_error(t));
     msg_release(&g);
     mbuf_unref(m);
-    free(req);
     tls_free(t);
+    close(fd);
+    return val;
+}
+
+char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
+                        const char *const *argv, size_t *len)
+{
+    return sync_call(p, ps, argc, argv, false, len);
+}
+
+char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int argc,
+                       const char *const *argv, size_t *len)
+{
+    return sync_call(p, ps, argc, argv, true, len);
+}
+
+char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
+                            const char *const *argv, size_t *len)
+{
+    struct pool_server ps = {.host = (char *)host, .port = port};
+    struct msg g = {0};
+    struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&g, &m, RESP2);
+    char *val;
+    int n = 1, rc, fd = sync_connect(&ps);
+
+    if (fd < 0)
+        return NULL;
+    if (password != NULL) {
+        resp_w_command(&w, 2, (const char *const[]){"AUTH", password}, NULL);
+        n++;
+    }
+    resp_w_command(&w, argc, argv, NULL);
+    val = sync_exchange(fd, NULL, &g, n, true, len, &rc);
+    msg_release(&g);
+    mbuf_unref(m);
     close(fd);
     return val;
 }

@@ -101,8 +101,11 @@ uint64_t group_checksum(const struct conf_pool *pc)
     uint64_t h = 0xcbf29ce484222325ULL;    /* FNV-1a 64 over "addr:weight name\n" */
     char line[600];
 
+    /* With sentinels a server is its name: the address written is a first
+     * guess, which proxies in front of the same masters may differ on. */
     for (size_t i = 0; i < pc->nservers; i++) {
-        int n = snprintf(line, sizeof(line), "%s:%u %s\n", pc->servers[i].addr.text,
+        int n = snprintf(line, sizeof(line), "%s:%u %s\n",
+                         pc->nsentinels > 0 ? "" : pc->servers[i].addr.text,
                          pc->servers[i].weight, pc->servers[i].name ? pc->servers[i].name : "");
         for (int k = 0; k < n && k < (int)sizeof(line); k++)
             h = (h ^ (unsigned char)line[k]) * 0x100000001b3ULL;

@@ -22,6 +22,7 @@
 #include "proxy/local.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
+#include "proxy/sentinel.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -763,8 +764,10 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         if (ps->ejected_until != 0)
             state = "ejected";      /* eject_mode rehash: out of the routing ring */
         snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, i) * 100);
+        if (!ps->resolved)
+            state = "unresolved";   /* the Sentinels have not agreed where it is */
         /* A map in RESP3, its pairs in an array in RESP2 (as HGETALL). */
-        resp_w_map(&w, 6);
+        resp_w_map(&w, 6 + (p->sentinel != NULL ? SENTINEL_FIELDS : 0));
         resp_w_bulk_str(&w, "name");
         resp_w_bulk_str(&w, ring_server_label(p->ring, i));
         resp_w_bulk_str(&w, "addr");
@@ -777,6 +780,8 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         resp_w_bulk_str(&w, share);
         resp_w_bulk_str(&w, "state");
         resp_w_bulk_str(&w, state);
+        if (p->sentinel != NULL)
+            sentinel_describe(p, p->slot[i], &w);
     }
 }
 

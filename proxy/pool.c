@@ -25,6 +25,7 @@
 #include "proxy/mig.h"
 #include "proxy/minify.h"
 #include "proxy/pool.h"
+#include "proxy/sentinel.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/util.h"
@@ -166,15 +167,20 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
     struct pool_server *ps;
     uint32_t s;
 
+    /* With sentinels a server is its name (the address is a first guess,
+     * and where it is now may be elsewhere); else its address. */
+    bool by_name = p->conf->nsentinels > 0 && sv->name != NULL;
     for (s = 0; s < p->nservers; s++)
-        if (!strcmp(p->servers[s].addr, sv->addr.text))
+        if (by_name ? !strcmp(p->servers[s].label, sv->name)
+                    : !strcmp(p->servers[s].addr, sv->addr.text))
             return s;
     p->servers = xrealloc(p->servers, (s + 1) * sizeof(*p->servers));
     ps = &p->servers[s];
     memset(ps, 0, sizeof(*ps));
     ps->addr = xstrdup(sv->addr.text);
     ps->host = xstrdup(sv->addr.host);
-    ps->label = xstrdup(sv->addr.text);
+    ps->label = xstrdup(by_name ? sv->name : sv->addr.text);
+    ps->resolved = p->conf->nsentinels == 0;    /* (sentinel.c finds it) */
     ps->port = sv->addr.port;
     ps->unix_socket = sv->addr.unix_socket;
     ps->ring_idx = UINT32_MAX;
@@ -210,6 +216,29 @@ static void pool_mark_gains(struct pool *p, const struct ring *old, const struct
             p->servers[p->slot[i]].gained = p->ring_changes;
     }
     ring_diff_free(d);
+}
+
+void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_t port)
+{
+    struct pool_server *ps = &p->servers[server];
+    char why[96];
+
+    snprintf(why, sizeof(why), "its master moved to %s:%u", host, port);
+    free(ps->host);
+    ps->host = xstrdup(host);
+    ps->port = port;
+    ps->unix_socket = false;
+    ps->resolved = true;
+    for (uint32_t k = 0; k < pool_nconns(p); k++)
+        backend_move(&ps->conns[k], why);
+    if (ps->mover != NULL)
+        backend_move(ps->mover, why);
+    backend_close_spares(p, server);
+    for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
+        next = TAILQ_NEXT(b, link);
+        if (b->server == server)
+            backend_move(b, why);
+    }
 }
 
 void pool_set_conf(struct pool *p, const struct conf_pool *pc)
@@ -364,6 +393,7 @@ void pool_free(struct pool *p)
     group_free(p);
     genkey_pool_free(p);
     minify_free(p->minify);
+    sentinel_free(p);
     ring_free(p->ring);
     ring_free(p->live);
     free(p->live_map);

@@ -18,6 +18,7 @@ struct backend;
 struct client;
 struct mig;
 struct minify;
+struct sentinel;
 struct pool;
 struct pool_server;
 
@@ -42,6 +43,8 @@ struct pool_server {
     uint64_t         ejected_until; /* loop ms; 0 when in the ring */
     uint32_t         gained;        /* pool.ring_changes when a ring change last gave it
                                        keys (scan.c walks it again) */
+    bool             resolved;      /* host:port is where it is: always, but in a pool
+                                       with sentinels only once they agreed on it */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
@@ -76,6 +79,7 @@ struct pool {
     struct minify    *minify;       /* idgen.subkeys, indexed (minify.c; rebuilt by
                                        pool_set_conf), or NULL without */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
+    struct sentinel  *sentinel;     /* the Sentinels followed (sentinel.c), or NULL */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
     uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */
     struct group     *group;        /* the proxies in front of these servers (group.c) */
@@ -118,6 +122,10 @@ static inline bool pool_in_ring(const struct pool *p, uint32_t server)
 /* The server at a config server's address: its index, added now (not yet
  * active, its connections not opened) if the pool has none there. */
 uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
+/* The server's master is now at host:port (sentinel.c): its connections
+ * go there, those in use are closed (backend_move), and it counts as
+ * resolved. */
+void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_t port);
 /* Route by ring (built from pc, which becomes p->conf): the pool takes
  * ring; the one it had is returned, and its ring index -> server map in
  * *old_slot (or freed, with old_slot NULL), for the caller to keep or

@@ -38,6 +38,7 @@
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
+#include "proxy/sentinel.h"
 #include "proxy/route.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
@@ -136,6 +137,7 @@ static void tick_cb(uv_timer_t *t)
             group_tick(p, now);
         if (p->mig != NULL)
             mig_tick(p, now);
+        sentinel_tick(p, now);
         /* (MIGRATE and the mover's commands have deadlines of their own,
          * even where the pool has no timeout.) */
         for (uint32_t s = 0; s < p->nservers; s++) {
@@ -311,6 +313,8 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
                pc->tls.listen.text ? pc->tls.listen.text : "", p->nservers,
                ring_dist_name(pc->distribution), ring_hash_name(pc->hash),
                pc->tls.backend ? ", TLS to the servers" : "");
+    if (pc->nsentinels > 0)
+        sentinel_start(p);          /* where each master is, before anything is read */
     return 0;
 }
 
@@ -341,6 +345,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                     return;
                 }
             }
+            if (sentinel_close_handle(p, h))
+                return;
             if (group_close_handle(p, h))
                 return;
             struct backend *b;

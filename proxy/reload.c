@@ -57,6 +57,11 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
     if (conf_subkeys_kept(a, b) != NULL)
         return "idgen.subkeys dropped a name or changed its short name (fields stored "
                "under it would read wrongly; names may only be added)";
+    if (a->nsentinels != b->nsentinels || !conf_str_eq(a->sentinel_auth, b->sentinel_auth))
+        return "sentinels or sentinel_auth changed (restart shardis to follow others)";
+    for (size_t i = 0; i < a->nsentinels; i++)
+        if (strcmp(a->sentinels[i].text, b->sentinels[i].text) != 0)
+            return "sentinels changed (restart shardis to follow others)";
     if (!conf_minify_eq(a, b))
         return "idgen.minify changed (the hashes of a type stored one way would be read "
                "the other)";
@@ -75,7 +80,9 @@ static bool same_servers(const struct conf_pool *a, const struct conf_pool *b)
         return false;
     for (size_t i = 0; i < a->nservers; i++) {
         const struct conf_server *x = &a->servers[i], *y = &b->servers[i];
-        if (strcmp(x->addr.text, y->addr.text) != 0 || x->weight != y->weight ||
+        /* (With sentinels an address is only a first guess: names count.) */
+        if ((a->nsentinels == 0 && strcmp(x->addr.text, y->addr.text) != 0) ||
+            x->weight != y->weight ||
             (x->name == NULL) != (y->name == NULL) ||
             (x->name != NULL && strcmp(x->name, y->name) != 0))
             return false;

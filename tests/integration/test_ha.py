@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+"""test_ha.py -- following Redis Sentinel: 3 shards, each a master and a
+replica, watched by 3 Sentinels (redis-server --sentinel, the program
+Debian's redis-sentinel runs), all real processes on loopback ports:
+
+- at start the masters are found by name wherever the file's first guess
+  points (a replica, a dead port), and written to there;
+- kill -9 of a master: shardis routes its keys to the promoted replica
+  within a second of the Sentinels' +switch-master; every write that was
+  acknowledged and replicated (WAIT 1) before the kill is on the new
+  master; no key moves shard; writers on the other shards see no error;
+- a manual SENTINEL FAILOVER (the old master alive and demoted) is
+  followed; the old master, restarted and rejoined as a replica, gets no
+  write from shardis (MONITOR);
+- a Sentinel that lies (a minority naming another server) is outvoted;
+- a master no Sentinel majority knows answers its keys with an error and
+  the rest of the pool works.
+
+Run: /usr/bin/python3 tests/integration/test_ha.py --shardis build/shardis
+"""
+import os
+import sys
+import threading
+import time
+
+import redis
+
+import harness
+from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, t_exit_clean, until
+
+DOWN_AFTER = 300
+
+
+class Sentinel:
+    """A redis-server --sentinel of our own, watching masters {name: port}."""
+
+    def __init__(self, name, masters, quorum=2):
+        self.port = harness.free_port()
+        self.dir = os.path.join(harness.TMP, name)
+        os.mkdir(self.dir)
+        conf = os.path.join(self.dir, "sentinel.conf")
+        lines = ["port %d" % self.port, "bind %s" % harness.HOST, "dir %s" % self.dir]
+        for m, port in masters.items():
+            lines += ["sentinel monitor %s %s %d %d" % (m, harness.HOST, port, quorum),
+                      "sentinel down-after-milliseconds %s %d" % (m, DOWN_AFTER),
+                      "sentinel failover-timeout %s 3000" % m]
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        log = os.path.join(self.dir, "log")
+        self.proc = harness.start([harness.ARGS.redis_server, conf, "--sentinel"], log)
+        harness.wait_port(self.port, self.proc, "sentinel " + name, [log])
+        self.client = redis.Redis(harness.HOST, self.port, socket_timeout=5,
+                                  decode_responses=True)
+
+    def master(self, name):
+        addr = self.client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
+        return int(addr[1]) if addr else None
+
+
+class Addr:
+    def __init__(self, port):
+        self.port = port
+
+
+def shard_set():
+    """3 masters, a replica each; Sentinels that know all of them."""
+    masters = [RedisServer("m%d" % i) for i in range(3)]
+    replicas = [RedisServer("r%d" % i, extra=["--replicaof", harness.HOST, str(m.port)])
+                for i, m in enumerate(masters)]
+    for r in replicas:
+        until("replica in sync", lambda: r.client.info("replication")
+              .get("master_link_status") == "up")
+    names = {"redis%d" % (i + 1): m.port for i, m in enumerate(masters)}
+    sentinels = [Sentinel("s%d" % i, names) for i in range(3)]
+    for s in sentinels:     # each knows the others and the replicas before any kill
+        until("sentinels see each other", lambda: all(
+            int(s.client.execute_command("SENTINEL", "MASTER", n)[
+                s.client.execute_command("SENTINEL", "MASTER", n).index(
+                    "num-other-sentinels") + 1]) == 2 for n in names), timeout=15)
+    return masters, replicas, sentinels
+
+
+def server_of(port, servers):
+    return next(s for s in servers if s.port == port)
+
+
+def sentinel_conf(sentinels):
+    return "[%s]" % ", ".join("%s:%d" % (harness.HOST, s.port) for s in sentinels)
+
+
+def t_start(px, masters, replicas):
+    """The first guesses were a replica, a dead port and the master: each
+    shard's keys are written on its master."""
+    nodes = px.client.execute_command("SHARD.NODES")
+    for i, node in enumerate(nodes):
+        d = dict(zip(node[::2], node[1::2]))
+        expect_eq(d[b"master"], ("%s:%d" % (harness.HOST, masters[i].port)).encode(),
+                  "shard %d's master" % i)
+    for i in range(3):
+        k = px.keys_on("start", i)[0]
+        px.client.set(k, "v")
+        expect_eq(masters[i].client.get(k), b"v", "written on master %d" % i)
+
+
+class Writers:
+    """A writer per shard: SET then WAIT 1, recording what was acknowledged
+    and replicated, and every error with its time."""
+
+    def __init__(self, px, keys_by_shard):
+        self.stop = False
+        self.acked = {i: [] for i in keys_by_shard}
+        self.errors = {i: [] for i in keys_by_shard}
+        self.first_ok_after = {}
+        self.mark = None
+        self.threads = [threading.Thread(target=self.run, args=(px.port, i, keys))
+                        for i, keys in keys_by_shard.items()]
+        for t in self.threads:
+            t.start()
+
+    def run(self, port, shard, keys):
+        c = redis.Redis(harness.HOST, port, socket_timeout=5)
+        n = 0
+        while not self.stop:
+            k = keys[n % len(keys)]
+            v = "%d" % n
+            n += 1
+            try:
+                c.set(k, v)
+                # (WAIT goes to every server: shard 0's writer alone asks.)
+                if shard == 0 and c.execute_command("WAIT", 1, 200) >= 1:
+                    self.acked[shard].append((time.monotonic(), k, v))
+                if self.mark is not None and shard not in self.first_ok_after \
+                        and time.monotonic() > self.mark:
+                    self.first_ok_after[shard] = time.monotonic()
+            except redis.RedisError as e:
+                self.errors[shard].append((time.monotonic(), str(e)))
+                time.sleep(0.02)
+            time.sleep(0.005)
+
+    def end(self):
+        self.stop = True
+        for t in self.threads:
+            t.join()
+
+
+def switch_seen(sentinel, name):
+    """A thread that records when sentinel announces +switch-master for name."""
+    seen = {}
+    ps = redis.Redis(harness.HOST, sentinel.port, decode_responses=True).pubsub()
+    ps.subscribe("+switch-master")
+
+    def run():
+        for m in ps.listen():
+            if m["type"] == "message" and m["data"].split()[0] == name:
+                seen["t"] = time.monotonic()
+                seen["to"] = int(m["data"].split()[4])
+                return
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return seen, ps
+
+
+def t_kill(px, masters, replicas, sentinels):
+    """kill -9 the master of shard 0 under three writers."""
+    keys = {i: px.keys_on("kill%d-" % i, i, 20) for i in range(3)}
+    where = px.whereis([k for ks in keys.values() for k in ks])
+    w = Writers(px, keys)
+    time.sleep(1.0)
+    seen, ps = switch_seen(sentinels[0], "redis1")
+    t_kill = time.monotonic()
+    masters[0].kill()
+    w.mark = t_kill
+    try:
+        until("the Sentinels' switch", lambda: "t" in seen, timeout=15)
+        until("a write to shard 0 after the switch", lambda: 0 in w.first_ok_after and
+              w.first_ok_after[0] > seen["t"], timeout=5)
+    except Fail as e:
+        w.end()
+        raise Fail("%s; shard 0's last errors %r; log: %s" % (
+            e, w.errors[0][-3:], "".join(open(px.log).readlines()[-15:])))
+    time.sleep(0.5)
+    w.end()
+    ps.close()
+    took = w.first_ok_after[0] - seen["t"]
+    expect(took < 1.0, "shard 0 writable %.3f s after +switch-master" % took)
+    new = server_of(seen["to"], replicas)
+    expect(new is replicas[0], "the promoted one is shard 0's replica")
+    # Every write acknowledged and replicated before the kill is there.
+    last = {}
+    for t, k, v in w.acked[0]:
+        if t < t_kill:
+            last[k] = v
+    got = new.client.mget(list(last))
+    lost = [k for k, g in zip(last, got) if g is None or int(g) < int(last[k])]
+    expect(not lost, "acknowledged writes missing on the new master: %r" % lost[:5])
+    # Keys never moved shard; the other shards never saw an error.
+    expect_eq(px.whereis(list(where)), where, "placement")
+    for i in (1, 2):
+        expect_eq(w.errors[i], [], "errors on shard %d" % i)
+    nodes = px.client.execute_command("SHARD.NODES")
+    d = dict(zip(nodes[0][::2], nodes[0][1::2]))
+    expect_eq(d[b"master"], ("%s:%d" % (harness.HOST, new.port)).encode(), "SHARD.NODES")
+    expect_eq(d[b"switches"], 1, "switches")
+    return "shard 0 writable %.0f ms after +switch-master (%.0f ms after the kill); " \
+           "%d errors on it meanwhile, none elsewhere" % (
+               took * 1000, (w.first_ok_after[0] - t_kill) * 1000, len(w.errors[0]))
+
+
+def t_manual(px, masters, replicas, sentinels):
+    """SENTINEL FAILOVER of shard 1: followed; the demoted old master, and
+    the old master of shard 0 restarted as a replica, get no write."""
+    old = masters[1]
+    seen, ps = switch_seen(sentinels[1], "redis2")
+    sentinels[1].client.execute_command("SENTINEL", "FAILOVER", "redis2")
+    until("the switch", lambda: "t" in seen, timeout=15)
+    ps.close()
+    new = server_of(seen["to"], replicas)
+    k = px.keys_on("manual", 1)[0]
+    until("a write to the new master", lambda: px.client.set(k, "after") and
+          new.client.get(k) == b"after", timeout=3)
+    # The old master of shard 0 comes back. The Sentinels make both
+    # replicas, when they next look (their INFO period is 10 s).
+    masters[0].launch()
+    until("the old masters demoted", lambda: all(
+        srv.client.info("replication")["role"] == "slave" and
+        srv.client.info("replication")["master_link_status"] == "up"
+        for srv in (old, masters[0])), timeout=40)
+    # Whatever reaches the old ones now comes from their masters' links.
+    spies = []
+    for srv in (old, masters[0]):
+        m = redis.Redis(harness.HOST, srv.port, socket_timeout=5).monitor()
+        m.__enter__()
+        spies.append(m)
+    for i in range(100):
+        for shard in (0, 1):
+            px.client.set(px.keys_on("spy%d-" % shard, shard)[0], i)
+    links = {(srv, server_of(int(srv.client.info("replication")["master_port"]),
+                            masters + replicas)) for srv in (old, masters[0])}
+    links = {srv.port: m.port for srv, m in links}
+    time.sleep(0.3)
+    seen_cmds = 0
+    for srv, spy in zip((old, masters[0]), spies):
+        # (The stream never ends: Sentinels ping every second. 2 s of it.)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                cmd = spy.next_command()
+            except redis.TimeoutError:
+                break
+            seen_cmds += cmd["command"].startswith("SET")
+            if cmd["command"].startswith(("PING", "REPLCONF", "INFO", "SELECT", "SUBSCRIBE",
+                                          "PUBLISH", "CLIENT", "ROLE", "HELLO")):
+                continue
+            if cmd.get("client_address") in (None, "", "lua"):
+                continue
+            expect(int(cmd["client_port"]) == links[srv.port],
+                   "a command from a client on the old master %d: %r" % (srv.port, cmd))
+        spy.__exit__(None, None, None)
+    expect(seen_cmds > 0, "MONITOR showed the replicated writes")
+    return "shard 1 moved to %d; %d replicated SETs seen on the old masters, none of a " \
+           "client's" % (new.port, seen_cmds)
+
+
+def t_liar(masters, replicas, sentinels):
+    """A Sentinel that names another server for a master (it watches a
+    server of its own under that name) is outvoted by the other two."""
+    stale = RedisServer("stale")
+    liar = Sentinel("liar", {"redis3": stale.port}, quorum=1)
+    first = [Addr(p) for p in (masters[0].port, masters[1].port, stale.port)]
+    px = Shardis("liar", first, sentinels=sentinel_conf([liar] + sentinels[:2]))
+    nodes = px.client.execute_command("SHARD.NODES")
+    d = dict(zip(nodes[2][::2], nodes[2][1::2]))
+    expect_eq(d[b"master"], ("%s:%d" % (harness.HOST, masters[2].port)).encode(),
+              "the majority's master")
+    k = px.keys_on("liar", 2)[0]
+    px.client.set(k, "x")
+    expect_eq(masters[2].client.get(k), b"x", "on the true master")
+    expect_eq(stale.client.get(k), None, "not on the liar's")
+    t_exit_clean(px)
+    for proc in (liar.proc, stale.proc):
+        harness.stop(proc)
+
+
+def t_unknown_master(masters, sentinels):
+    """A server named as no Sentinel knows: its keys get an error, the
+    others work."""
+    lines = ["unknown:", "  listen: %s:%d" % (harness.HOST, harness.free_port()),
+             '  hash_tag: "{}"', "  sentinels: %s" % sentinel_conf(sentinels),
+             "  servers:"]
+    port = int(lines[1].rsplit(":", 1)[1])
+    names = ["redis1", "redis2", "nosuch"]
+    lines += ["    - %s:%d:1 %s" % (harness.HOST, masters[i].port, n) for i, n in enumerate(names)]
+    conf = os.path.join(harness.TMP, "unknown.yml")
+    with open(conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    log = os.path.join(harness.TMP, "unknown.log")
+    proc = harness.start([harness.ARGS.shardis, "-c", conf, "-v", "6", "-o", log], log + ".out")
+    harness.wait_port(port, proc, "shardis unknown", [log])
+    c = redis.Redis(harness.HOST, port, socket_timeout=5)
+    where = {}
+    for i in range(200):
+        k = "u%d" % i
+        where.setdefault(c.execute_command("SHARD.WHEREIS", k), k)
+    try:
+        c.set(where[b"nosuch"], "x")
+    except redis.ResponseError as e:
+        expect("Sentinels have not agreed" in str(e), "the error: %s" % e)
+    else:
+        raise Fail("a write to a master no Sentinel knows worked")
+    expect(c.set(where[b"redis1"], "x"), "another shard works")
+    nodes = c.execute_command("SHARD.NODES")
+    d = dict(zip(nodes[2][::2], nodes[2][1::2]))
+    expect_eq((d[b"state"], d[b"master"]), (b"unresolved", b"unknown"), "SHARD.NODES")
+    harness.stop(proc)
+
+
+def body():
+    masters, replicas, sentinels = shard_set()
+    # First guesses: shard 0's replica, a port nothing listens on, the master.
+    first = [Addr(replicas[0].port), Addr(harness.free_port()), Addr(masters[2].port)]
+    px = Shardis("ha", first, sentinels=sentinel_conf(sentinels), timeout=2000)
+    check("ha_start_finds_masters", t_start, px, masters, replicas)
+    check("ha_unknown_master_errors_others_work", t_unknown_master, masters, sentinels)
+    check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
+    check("ha_kill_master", t_kill, px, masters, replicas, sentinels)
+    check("ha_manual_failover_old_masters_unwritten", t_manual, px, masters, replicas,
+          sentinels)
+    check("exit_clean", t_exit_clean, px)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body, tmp_prefix="shardis-ha-"))
