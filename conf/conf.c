@@ -939,6 +939,10 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         return rc;
     if (pool->nsentinels == 0 && (at = given(&st, "sentinel_auth")) != NULL)
         return fail(p, at, "sentinel_auth applies only with sentinels");
+    if (pool->nsentinels > 0 && pool->eject_mode == CONF_EJECT_REHASH)
+        return fail(p, given(&st, "eject_mode"), "eject_mode: rehash would move a failing "
+                    "master's keys to other servers; with sentinels its replica takes over "
+                    "instead (use eject_mode: fail)");
     for (size_t j = 0; pool->nsentinels > 0 && j < pool->nservers; j++)
         if (pool->servers[j].name == NULL)
             return fail(p, given(&st, "servers"), "server '%s' has no name: with "

@@ -286,8 +286,11 @@ static int role_reply(struct backend *b, struct req *r)
     msg_copy(&r->rsp, 0, r->rsp.len, flat);
     master = sentinel_says_master(flat, r->rsp.len);
     free(flat);
-    if (master)
+    if (master) {
+        b->checking = 0;
+        proxy_mark_backend(b);      /* what waited for it */
         return 0;
+    }
     snprintf(why, sizeof(why), "%s:%u does not say it is a master",
              b->pool->servers[b->server].host, b->pool->servers[b->server].port);
     backend_fail(b, why);
@@ -584,6 +587,8 @@ void backend_flush(struct backend *b)
     while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
         if (niov > 0 && niov + r->out.n > BACKEND_IOV_MAX)
             break;
+        if (b->checking && r->on_reply == NULL)
+            break;                  /* nothing of a client's before the role is known */
         niov += msg_bufs(&r->out, iovs + niov);
         total += r->out.len;
         TAILQ_REMOVE(&b->sendq, r, bq);
@@ -705,7 +710,8 @@ static void backend_connect(struct backend *b)
     else if (b->as == BACKEND_AS_INTERNAL || !backend_split_creds(pc))
         genkey_connecting(b);   /* the sequences are the internal_user's (pool_own) */
     b->verifying = b->as == BACKEND_AS_KEYLESS;
-    if (b->pool->sentinel != NULL)          /* a master, or nothing is written */
+    b->checking = b->pool->sentinel != NULL;
+    if (b->checking)                        /* a master, or nothing is written */
         backend_queue_own(b, role_reply, true, 2,
                           (const char *const[]){"HELLO", b->resp3 ? "3" : "2"});
     else if (b->resp3)

@@ -96,6 +96,9 @@ struct backend {
     unsigned         as:2;      /* enum backend_as: the ACL user it signs in as */
     uint32_t         creds_gen; /* the pool's creds_gen it authenticated in */
     unsigned         retired:1; /* a ONE_OFF that was its client's PIN (backend_retire) */
+    unsigned         checking:1;/* a pool with sentinels: its HELLO has not yet said the
+                                   server is a master, so only the handshake is written
+                                   (backend_flush), nothing of a client's */
     unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
                                    request may be sent on it yet (gate.c): pipelined
                                    behind a failed AUTH, it would run as another user */

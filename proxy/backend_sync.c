@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -108,12 +109,21 @@ static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
  * (sync_value; raw: its bytes as they came) into *out, or NULL. 0; -1 for
  * a reply of no use; -2 when reading failed (no answer in time, closed,
  * TLS). */
+#define BACKEND_SYNC_MAX (64u << 20)     /* the most a blocking call reads */
+
 static int sync_replies(int fd, struct tls *t, int n, bool raw, char **out, size_t *outlen)
 {
     size_t cap = 4096, len = 0, at = 0, fed = 0, used;
     char *buf = xmalloc(cap);
     int got = 0, rc = -1;
     struct resp_rsp scan;
+    struct timespec now;
+    int64_t end;
+
+    /* The whole call, not each read, is bounded: a server that drips a
+     * byte at a time must not hold the start for ever. */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    end = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 3 * BACKEND_SYNC_MS;
 
     *out = NULL;
     resp_rsp_reset(&scan);
@@ -137,13 +147,23 @@ static int sync_replies(int fd, struct tls *t, int n, bool raw, char **out, size
                 continue;
             }
         }
-        if (len == cap)
+        if (len == cap) {
+            if (cap >= BACKEND_SYNC_MAX) {
+                rc = -2;
+                goto out;
+            }
             buf = xrealloc(buf, cap *= 2);
+        }
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         ssize_t r;
-        if (t != NULL)
-            r = tls_sync_read(t, buf + len, cap - len, BACKEND_SYNC_MS);
-        else if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1)
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left = end - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+        int wait = left <= 0 ? 0 : left < BACKEND_SYNC_MS ? (int)left : BACKEND_SYNC_MS;
+        if (wait == 0)
+            r = -1;
+        else if (t != NULL)
+            r = tls_sync_read(t, buf + len, cap - len, wait);
+        else if (poll(&pfd, 1, wait) != 1)
             r = -1;
         else
             r = read(fd, buf + len, cap - len);
@@ -187,6 +207,13 @@ static char *sync_exchange(int fd, struct tls *t, struct msg *g, int n, bool raw
 static char *sync_call(const struct pool *p, const struct pool_server *ps, int argc,
                        const char *const *argv, bool raw, size_t *len)
 {
+    if (!ps->resolved) {
+        /* (A pool with sentinels: where the file guessed may be a replica,
+         * or another shard's server. Nothing is read from a guess.) */
+        log_warn("pool '%s': %s: its master's address is not known: not asked",
+                 p->conf->name, ps->label);
+        return NULL;
+    }
     const struct conf_pool *pc = p->conf;
     struct tls *t = NULL;
     char *val, db[16];

@@ -178,6 +178,16 @@ static struct group_sub *sub_of(struct pool *p, struct group *g, uint32_t server
 
 static void round_end(struct pool *p, struct group *g);
 
+void group_server_moved(struct pool *p, uint32_t server, const char *why)
+{
+    struct group *g = p->group;
+
+    if (g == NULL || server >= g->nsubs || g->subs[server].conn == NULL)
+        return;
+    backend_move(g->subs[server].conn, why);
+    g->subs[server].channel[0] = '\0';  /* the next round subscribes there */
+}
+
 /* Our channel on every server that holds keys (subscribed anew where the
  * connection was lost), then every server's list of the group. */
 static void poll_round(struct pool *p, struct group *g)

@@ -239,6 +239,7 @@ void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_
         if (b->server == server)
             backend_move(b, why);
     }
+    group_server_moved(p, server, why);     /* its registration there */
 }
 
 void pool_set_conf(struct pool *p, const struct conf_pool *pc)
@@ -279,6 +280,8 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
             ps->active = true;
             pubsub_server_added(p, s);
         }
+        if (!ps->resolved)
+            sentinel_hint(p, s, "it joined the ring");  /* (none at start: sentinel_start) */
         free(ps->label);
         ps->label = xstrdup(ring_server_label(ring, i));
         if (pc->preconnect)

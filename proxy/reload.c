@@ -59,9 +59,13 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
                "under it would read wrongly; names may only be added)";
     if (a->nsentinels != b->nsentinels || !conf_str_eq(a->sentinel_auth, b->sentinel_auth))
         return "sentinels or sentinel_auth changed (restart shardis to follow others)";
-    for (size_t i = 0; i < a->nsentinels; i++)
-        if (strcmp(a->sentinels[i].text, b->sentinels[i].text) != 0)
+    for (size_t i = 0; i < a->nsentinels; i++) {
+        bool kept = false;
+        for (size_t j = 0; j < b->nsentinels && !kept; j++)
+            kept = strcmp(a->sentinels[i].text, b->sentinels[j].text) == 0;
+        if (!kept)
             return "sentinels changed (restart shardis to follow others)";
+    }
     if (!conf_minify_eq(a, b))
         return "idgen.minify changed (the hashes of a type stored one way would be read "
                "the other)";

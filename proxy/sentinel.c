@@ -188,8 +188,9 @@ static struct master *master_of(struct sentinel *set, uint32_t server)
     return &set->masters[server];
 }
 
-/* The address a majority of the configured Sentinels gave in answers, at
- * the highest epoch any of them gave it; NULL if none has a majority. */
+/* The address a majority of the configured Sentinels gave in answers, and
+ * in *epoch the lowest config epoch any of them gave with it (so that no
+ * one Sentinel can make it look newer); NULL if none has a majority. */
 static const struct answer *tally(const struct sentinel *set, const struct answer *answers,
                                   uint64_t *epoch)
 {
@@ -200,12 +201,12 @@ static const struct answer *tally(const struct sentinel *set, const struct answe
         uint32_t votes = 0;
         if (!a->valid)
             continue;
-        *epoch = 0;
+        *epoch = UINT64_MAX;
         for (uint32_t j = 0; j < set->nlinks; j++) {
             const struct answer *b = &answers[j];
             if (b->valid && b->port == a->port && strcmp(b->ip, a->ip) == 0) {
                 votes++;
-                if (b->epoch > *epoch)
+                if (b->epoch < *epoch)
                     *epoch = b->epoch;
             }
         }
@@ -235,16 +236,11 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
         }
         return;
     }
+    /* The majority decides. (An epoch floor would let one Sentinel that
+     * claims a huge epoch, or a SENTINEL RESET's return to 0, pin the old
+     * address for good; a majority is what Sentinel's own failover needs.) */
     if (ps->resolved && !ps->unix_socket && ps->port == a->port && strcmp(ps->host, a->ip) == 0) {
-        if (epoch > m->epoch)
-            m->epoch = epoch;
-        return;
-    }
-    if (ps->resolved && epoch < m->epoch) {
-        log_warn("pool '%s': master '%s': the Sentinels' majority names %s:%u at config "
-                 "epoch %llu, older than the %llu followed: ignored", p->conf->name,
-                 ps->label, a->ip, a->port, (unsigned long long)epoch,
-                 (unsigned long long)m->epoch);
+        m->epoch = epoch;
         return;
     }
     snprintf(from, sizeof(from), "%s:%u", ps->host, ps->port);
@@ -283,9 +279,10 @@ void sentinel_start(struct pool *p)
     p->sentinel = set;
     for (uint32_t s = 0; s < p->nservers; s++) {
         struct pool_server *ps = &p->servers[s];
-        struct answer *answers = xcalloc(set->nlinks, sizeof(*answers));
+        struct answer *answers;
         if (!ps->active)
             continue;
+        answers = xcalloc(set->nlinks, sizeof(*answers));
         for (uint32_t i = 0; i < set->nlinks; i++) {
             const struct conf_addr *at = &pc->sentinels[i];
             size_t len;
@@ -585,6 +582,8 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
     memset(m->answers, 0, set->nlinks * sizeof(*m->answers));
     for (uint32_t i = 0; i < set->nlinks; i++) {
         struct link *l = &set->links[i];
+        if (l->state == LINK_UP && l->n - l->head > 2 * set->p->nservers + 2)
+            link_down(l, "does not answer");    /* its rounds ended without it */
         if (l->state != LINK_UP)
             continue;
         link_send(l, 3, (const char *const[]){"SENTINEL", "MASTER", name});

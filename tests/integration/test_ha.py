@@ -218,6 +218,9 @@ def t_manual(px, masters, replicas, sentinels):
     k = px.keys_on("manual", 1)[0]
     until("a write to the new master", lambda: px.client.set(k, "after") and
           new.client.get(k) == b"after", timeout=3)
+    # The proxy's group registration (its channel) follows to the new master.
+    until("the group's channel on the new master", lambda: new.client.pubsub_channels(
+        "__shardis:group:alpha:*"), timeout=5)
     # The old master of shard 0 comes back. The Sentinels make both
     # replicas, when they next look (their INFO period is 10 s).
     masters[0].launch()
@@ -314,6 +317,48 @@ def t_unknown_master(masters, sentinels):
     harness.stop(proc)
 
 
+def t_replica_named():
+    """A majority of Sentinels naming a replica (they watch it as a
+    master): nothing of a client's is written there, though the replica
+    would take writes (replica-read-only no)."""
+    m = RedisServer("lone-m")
+    r = RedisServer("lone-r", extra=["--replicaof", harness.HOST, str(m.port),
+                                     "--replica-read-only", "no"])
+    until("replica in sync", lambda: r.client.info("replication")
+          .get("master_link_status") == "up")
+    sx = [Sentinel("sx%d" % i, {"lone": r.port}) for i in range(2)]
+    port = harness.free_port()
+    conf = os.path.join(harness.TMP, "lone.yml")
+    with open(conf, "w") as f:
+        f.write("lone:\n  listen: %s:%d\n  sentinels: %s\n  servers:\n    - %s:%d:1 lone\n"
+                % (harness.HOST, port, sentinel_conf(sx), harness.HOST, m.port))
+    log = os.path.join(harness.TMP, "lone.log")
+    proc = harness.start([harness.ARGS.shardis, "-c", conf, "-v", "6", "-o", log], log + ".out")
+    harness.wait_port(port, proc, "shardis lone", [log])
+    c = redis.Redis(harness.HOST, port, socket_timeout=5)
+    until("the loop", lambda: c.execute_command("SHARD.NODES"))
+    errors, oks = 0, []
+    deadline = time.monotonic() + 3.0      # (the rounds resolve it again and again)
+    i = 0
+    while time.monotonic() < deadline:
+        for cmd in (("SET", "k%d" % i, "v"), ("GET", "k%d" % i)):
+            try:
+                got = c.execute_command(*cmd)
+                oks.append((cmd[0], got))
+            except redis.ResponseError:
+                errors += 1
+        i += 1
+        time.sleep(0.01)
+    expect_eq(r.client.dbsize(), 0, "keys on the replica")
+    expect_eq(m.client.dbsize(), 0, "keys on the master the Sentinels do not name")
+    expect(errors == 2 * i, "every request refused: %d of %d, answered: %r" % (
+        errors, 2 * i, oks[:4]))
+    expect(any("does not say it is a master" in l for l in open(log)), "the log says why")
+    for p in [proc] + [x.proc for x in sx] + [r.proc, m.proc]:
+        harness.stop(p)
+    return "%d requests, none written" % (2 * i)
+
+
 def body():
     masters, replicas, sentinels = shard_set()
     # First guesses: shard 0's replica, a port nothing listens on, the master.
@@ -322,6 +367,7 @@ def body():
     check("ha_start_finds_masters", t_start, px, masters, replicas)
     check("ha_unknown_master_errors_others_work", t_unknown_master, masters, sentinels)
     check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
+    check("ha_replica_named_nothing_written", t_replica_named)
     check("ha_kill_master", t_kill, px, masters, replicas, sentinels)
     check("ha_manual_failover_old_masters_unwritten", t_manual, px, masters, replicas,
           sentinels)

@@ -342,6 +342,8 @@ ParameterizedTestParameters(conf, errors)
         {HEAD "  sentinels: [127.0.0.1:26379]\n" SERVERS, "t.yml:5:4: ",
          "server '127.0.0.1:6379' has no name: with sentinels every server is named"},
         {HEAD "  sentinels: []\n" SERVERS, "t.yml:3:14: ", "sentinels is empty"},
+        {HEAD "  sentinels: [h:1]\n  eject_mode: rehash\n  servers: ['h:2:1 m']\n",
+         "t.yml:4:15: ", "eject_mode: rehash would move a failing master's keys"},
         {HEAD "  sentinels: [a:1, a:1]\n" SERVERS, "t.yml:3:20: ", "sentinel 'a:1' is listed twice"},
         {HEAD "  sentinels: [/tmp/s.sock]\n" SERVERS, "t.yml:3:15: ",
          "a Sentinel is reached over TCP"},
