@@ -710,10 +710,13 @@ static void cmd_info(struct client *c, struct req *r, struct args *a)
                 if (!p->servers[s].active)
                     continue;
                 fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
-                        "errors=%llu,timeouts=%llu\r\n", i, s, p->servers[s].label,
+                        "errors=%llu,timeouts=%llu", i, s, p->servers[s].label,
                         p->servers[s].addr, backend_state_name(b),
                         (unsigned long long)b->requests, (unsigned long long)b->errors,
                         (unsigned long long)b->timeouts);
+                if (p->sentinel != NULL)        /* where its master is now */
+                    sentinel_info(p, s, f);
+                fprintf(f, "\r\n");
             }
         }
     }

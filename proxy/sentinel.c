@@ -659,6 +659,20 @@ void sentinel_free(struct pool *p)
     p->sentinel = NULL;
 }
 
+void sentinel_info(const struct pool *p, uint32_t server, FILE *f)
+{
+    const struct pool_server *ps = &p->servers[server];
+    const struct master *m = server < p->sentinel->nmasters ? &p->sentinel->masters[server]
+                                                             : NULL;
+
+    if (ps->resolved)
+        fprintf(f, ",master=%s:%u", ps->host, ps->port);
+    else
+        fprintf(f, ",master=unknown");
+    fprintf(f, ",config_epoch=%llu,switches=%u", m != NULL ? (unsigned long long)m->epoch : 0,
+            m != NULL ? m->switches : 0);
+}
+
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
 {
     const struct pool_server *ps = &p->servers[server];

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct pool;
 struct resp_w;
@@ -39,7 +40,9 @@ void sentinel_free(struct pool *p);
  * (its "role"). Every connection to a server of a pool with sentinels
  * asks, before anything else is written on it (backend.c). */
 bool sentinel_says_master(const char *p, size_t len);
-/* SHARD.NODES and INFO: the fields of server's master, name/value pairs
+/* INFO's: ",master=host:port,config_epoch=E,switches=N" for server. */
+void sentinel_info(const struct pool *p, uint32_t server, FILE *f);
+/* SHARD.NODES: the fields of server's master, name/value pairs
  * written with w (their count: SENTINEL_FIELDS pairs). */
 #define SENTINEL_FIELDS 4
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w);

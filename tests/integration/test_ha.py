@@ -164,6 +164,12 @@ def t_kill(px, masters, replicas, sentinels):
     """kill -9 the master of shard 0 under three writers."""
     keys = {i: px.keys_on("kill%d-" % i, i, 20) for i in range(3)}
     where = px.whereis([k for ks in keys.values() for k in ks])
+    # SHARD.GENKEY on a logical shard of shard 0: its sequence is on the
+    # master, and replicated; the allocator's run_id guard must keep ids
+    # unique and ascending across the failover.
+    gen = [px.client.execute_command("SHARD.GENKEY").decode() for _ in range(60)]
+    near = next(k for k, s in px.whereis(gen).items() if s == 0)
+    ids_before = px.client.execute_command("SHARD.GENKEY", "COUNT", 100, "NEAR", near)
     w = Writers(px, keys)
     time.sleep(1.0)
     seen, ps = switch_seen(sentinels[0], "redis1")
@@ -201,6 +207,13 @@ def t_kill(px, masters, replicas, sentinels):
     d = dict(zip(nodes[0][::2], nodes[0][1::2]))
     expect_eq(d[b"master"], ("%s:%d" % (harness.HOST, new.port)).encode(), "SHARD.NODES")
     expect_eq(d[b"switches"], 1, "switches")
+    info = harness.Raw(px.port).cmd("INFO", "shardis").decode()
+    expect(",master=%s:%d,config_epoch=" % (harness.HOST, new.port) in info and
+           "switches=1" in info, "INFO shardis: %s" % info)
+    ids_after = px.client.execute_command("SHARD.GENKEY", "COUNT", 100, "NEAR", near)
+    expect_eq(len(set(ids_before) | set(ids_after)), 200, "ids unique across the failover")
+    expect(max(ids_before) < min(ids_after), "ids ascending across the failover")
+    expect_eq(px.whereis(ids_after[:1])[ids_after[0]], 0, "on shard 0")
     return "shard 0 writable %.0f ms after +switch-master (%.0f ms after the kill); " \
            "%d errors on it meanwhile, none elsewhere" % (
                took * 1000, (w.first_ok_after[0] - t_kill) * 1000, len(w.errors[0]))
@@ -363,7 +376,8 @@ def body():
     masters, replicas, sentinels = shard_set()
     # First guesses: shard 0's replica, a port nothing listens on, the master.
     first = [Addr(replicas[0].port), Addr(harness.free_port()), Addr(masters[2].port)]
-    px = Shardis("ha", first, sentinels=sentinel_conf(sentinels), timeout=2000)
+    # (md5: every server owns some of the generated keys' {LL} tags.)
+    px = Shardis("ha", first, sentinels=sentinel_conf(sentinels), timeout=2000, hash="md5")
     check("ha_start_finds_masters", t_start, px, masters, replicas)
     check("ha_unknown_master_errors_others_work", t_unknown_master, masters, sentinels)
     check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
