@@ -587,14 +587,16 @@ void backend_flush(struct backend *b)
     while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
         if (niov > 0 && niov + r->out.n > BACKEND_IOV_MAX)
             break;
-        if (b->checking && r->on_reply == NULL)
-            break;                  /* nothing of a client's before the role is known */
+        if (b->checking && b->role_asked)
+            break;                  /* nothing after the question before its answer */
         niov += msg_bufs(&r->out, iovs + niov);
         total += r->out.len;
         TAILQ_REMOVE(&b->sendq, r, bq);
         TAILQ_INSERT_TAIL(&b->writeq, r, bq);
         TAILQ_INSERT_TAIL(&b->pendq, r, pq);
         r->pending = 1;
+        if (r->on_reply == role_reply)
+            b->role_asked = 1;
     }
     iov = iovs;
     if (niov == 0)
@@ -711,6 +713,7 @@ static void backend_connect(struct backend *b)
         genkey_connecting(b);   /* the sequences are the internal_user's (pool_own) */
     b->verifying = b->as == BACKEND_AS_KEYLESS;
     b->checking = b->pool->sentinel != NULL;
+    b->role_asked = 0;
     if (b->checking)                        /* a master, or nothing is written */
         backend_queue_own(b, role_reply, true, 2,
                           (const char *const[]){"HELLO", b->resp3 ? "3" : "2"});

@@ -97,8 +97,10 @@ struct backend {
     uint32_t         creds_gen; /* the pool's creds_gen it authenticated in */
     unsigned         retired:1; /* a ONE_OFF that was its client's PIN (backend_retire) */
     unsigned         checking:1;/* a pool with sentinels: its HELLO has not yet said the
-                                   server is a master, so only the handshake is written
-                                   (backend_flush), nothing of a client's */
+                                   server is a master, so nothing queued after that
+                                   HELLO is written (backend_flush): no client's
+                                   request, no MIGRATE, nothing of the group's */
+    unsigned         role_asked:1;/* ... and that HELLO is written */
     unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
                                    request may be sent on it yet (gate.c): pipelined
                                    behind a failed AUTH, it would run as another user */
