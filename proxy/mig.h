@@ -26,6 +26,9 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
 bool mig_can_start(const struct pool *p, char *err, size_t errlen);
 void mig_free(struct pool *p);
 void mig_tick(struct pool *p, uint64_t now);
+/* server's master moved (a failover, pool_server_move): a walk of it
+ * starts over, since a SCAN cursor means nothing on another server. */
+void mig_server_moved(struct pool *p, uint32_t server);
 /* Sending r to b (its keys' owner), where r has the keys given by
  * mig_key just before: move each key the ring change moved to b's server
  * from every earlier owner first. r waits for that (on c's parked queue,

@@ -359,6 +359,26 @@ void mig_mover_reset(struct pool *p, struct mig *m)
         TAILQ_INIT(&m->src[i].queue);
 }
 
+void mig_server_moved(struct pool *p, uint32_t server)
+{
+    struct mig *m = p->mig;
+
+    for (uint32_t i = 0; m != NULL && i < m->nsrc; i++) {
+        struct mig_source *src = &m->src[i];
+        if (src->server != server)
+            continue;
+        /* Keys that moved from the old master are gone from the new one
+         * too (or were never there, if not replicated: then the writes
+         * that made them were not either); SCAN again from the start. */
+        src->cursor = 0;
+        src->resume = 0;
+        if (src->walk == WALK_DONE || src->walk == WALK_WALKED)
+            src->walk = WALK_WALKING;
+        log_notice("pool '%s': %s's master moved while its keys were moving: walking it "
+                   "again from the start", p->conf->name, p->servers[server].label);
+    }
+}
+
 /* A batch of the mover is over. One of an earlier epoch only counts as
  * finished (the drain waits for it); its source was walked anew. */
 void mig_mover_op_done(struct pool *p, struct mig *m, struct mig_op *op, bool ok, bool nokey)

@@ -240,6 +240,7 @@ void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_
             backend_move(b, why);
     }
     group_server_moved(p, server, why);     /* its registration there */
+    mig_server_moved(p, server);            /* a walk of it: SCAN anew */
 }
 
 void pool_set_conf(struct pool *p, const struct conf_pool *pc)

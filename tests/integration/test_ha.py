@@ -14,7 +14,9 @@ Debian's redis-sentinel runs), all real processes on loopback ports:
   write from shardis (MONITOR);
 - a Sentinel that lies (a minority naming another server) is outvoted;
 - a master no Sentinel majority knows answers its keys with an error and
-  the rest of the pool works.
+  the rest of the pool works;
+- a source master killed while a reload's keys move off it: no key is
+  left behind, every acknowledged and replicated write reads back.
 
 Run: /usr/bin/python3 tests/integration/test_ha.py --shardis build/shardis
 """
@@ -62,16 +64,17 @@ class Addr:
         self.port = port
 
 
-def shard_set():
+def shard_set(tag=""):
     """3 masters, a replica each; Sentinels that know all of them."""
-    masters = [RedisServer("m%d" % i) for i in range(3)]
-    replicas = [RedisServer("r%d" % i, extra=["--replicaof", harness.HOST, str(m.port)])
+    masters = [RedisServer("%sm%d" % (tag, i)) for i in range(3)]
+    replicas = [RedisServer("%sr%d" % (tag, i), extra=["--replicaof", harness.HOST,
+                                                        str(m.port)])
                 for i, m in enumerate(masters)]
     for r in replicas:
         until("replica in sync", lambda: r.client.info("replication")
               .get("master_link_status") == "up")
     names = {"redis%d" % (i + 1): m.port for i, m in enumerate(masters)}
-    sentinels = [Sentinel("s%d" % i, names) for i in range(3)]
+    sentinels = [Sentinel("%ss%d" % (tag, i), names) for i in range(3)]
     for s in sentinels:     # each knows the others and the replicas before any kill
         until("sentinels see each other", lambda: all(
             int(s.client.execute_command("SENTINEL", "MASTER", n)[
@@ -372,6 +375,66 @@ def t_replica_named():
     return "%d requests, none written" % (2 * i)
 
 
+def t_reshard_failover():
+    """A source master dies while a reload's keys move off it: the walk of
+    it starts over on the new master (a SCAN cursor means nothing there),
+    so no key is left behind and every acknowledged, replicated write is
+    read back."""
+    masters, replicas, sentinels = shard_set("rsf-")
+    px = Shardis("rsf", [Addr(m.port) for m in masters[:2]], sentinels=sentinel_conf(sentinels),
+                 timeout=2000, admin_commands="true", migration_rate=1500)
+    c = px.client
+    pipe = c.pipeline(transaction=False)
+    for i in range(6000):
+        pipe.set("k:%d" % i, "v%d" % i)
+    pipe.execute()
+    expect(c.execute_command("WAIT", 1, 2000) >= 1, "the fill replicated")
+    with open(px.conf) as f:
+        text = f.read()
+    with open(px.conf, "w") as f:
+        f.write(text.rstrip("\n") + "\n    - %s:%d:1 redis3\n" % (harness.HOST, masters[2].port))
+    c.execute_command("SHARD.RELOAD")
+    acked, stop = {}, []
+
+    def writer():
+        w = redis.Redis(harness.HOST, px.port, socket_timeout=5)
+        n = 0
+        while not stop:
+            k, v = "k:%d" % (n % 6000), "w%d" % n
+            n += 1
+            try:
+                w.set(k, v)
+                if w.execute_command("WAIT", 1, 300) >= 1:
+                    acked[k] = v
+            except redis.RedisError:
+                time.sleep(0.01)
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        until("keys moving", lambda: b"state:moving" in
+              c.execute_command("SHARD.MIGRATION", "STATUS"))
+        time.sleep(0.5)
+        expect(b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"),
+               "still moving at the kill")
+        masters[0].kill()
+        until("the migration over", lambda: b"state:stable" in
+              c.execute_command("SHARD.MIGRATION", "STATUS"), timeout=60)
+    finally:
+        stop.append(True)
+        th.join()
+    got = c.mget(list(acked))
+    wrong = [k for (k, v), g in zip(acked.items(), got) if g is None or g.decode() != v]
+    expect(not wrong, "acknowledged writes not read back: %r" % wrong[:5])
+    every = c.mget(["k:%d" % i for i in range(6000)])
+    missing = [i for i, v in enumerate(every) if v is None]
+    expect(not missing, "%d keys left behind, e.g. k:%r" % (len(missing), missing[:5]))
+    expect("walking it again from the start" in open(px.log).read(), "the walk restarted")
+    t_exit_clean(px)
+    for p in [x.proc for x in masters[1:] + replicas] + [x.proc for x in sentinels]:
+        harness.stop(p)
+    return "%d acknowledged writes and 6000 keys read back" % len(acked)
+
+
 def body():
     masters, replicas, sentinels = shard_set()
     # First guesses: shard 0's replica, a port nothing listens on, the master.
@@ -386,6 +449,9 @@ def body():
     check("ha_manual_failover_old_masters_unwritten", t_manual, px, masters, replicas,
           sentinels)
     check("exit_clean", t_exit_clean, px)
+    for p in [x.proc for x in masters + replicas + sentinels]:
+        harness.stop(p)
+    check("ha_failover_during_reshard_loses_nothing", t_reshard_failover)
 
 
 if __name__ == "__main__":
