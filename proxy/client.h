@@ -117,8 +117,8 @@ struct client_rare {
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
     uint32_t     tx_sent;       /* pin.c: commands queued on the pin in this transaction */
     struct minify_tx *tx_minify;/* pin.c: their replies to map in EXEC's (minify.h), made
-                                   on first use, given to the EXEC or freed at the next
-                                   MULTI or the client's end */
+                                   on first use, given to the EXEC, freed when the
+                                   transaction ends otherwise (tx_maps_drop) */
     struct tls  *tls;           /* TLS (tls.h) of a client of a TLS listener: made when
                                    accepted, freed by its close callback */
 };
