@@ -599,8 +599,11 @@ void backend_flush(struct backend *b)
             b->role_asked = 1;
     }
     iov = iovs;
-    if (niov == 0)
-        return;         /* nothing queued: iovs is still the stack */
+    if (niov == 0) {    /* nothing queued, or held until the role is known */
+        if (iovs != stack)
+            free(iovs);
+        return;
+    }
     if (b->tls != NULL)
         rc = tls_send(b->tls, iov, niov);   /* 0: backend_tls_sent ends it */
     else if ((rc = stream_try_write(&b->h.stream, &iov, &niov, total)) == 0)

@@ -372,6 +372,7 @@ void mig_server_moved(struct pool *p, uint32_t server)
          * that made them were not either); SCAN again from the start. */
         src->cursor = 0;
         src->resume = 0;
+        m->record_due = true;           /* a restart must not take up the old cursor */
         if (src->walk == WALK_DONE || src->walk == WALK_WALKED)
             src->walk = WALK_WALKING;
         log_notice("pool '%s': %s's master moved while its keys were moving: walking it "

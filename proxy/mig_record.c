@@ -302,8 +302,11 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
         free(ptext);
         conf_free(pcf);
     }
-    /* The mover goes on from the recorded cursors. */
-    for (const char *c = rec.cursors; c != NULL && !strncmp(c, "cursor ", 7); ) {
+    /* The mover goes on from the recorded cursors; but not where Sentinels
+     * may have failed a master over since: a cursor means nothing on
+     * another server, and the walk starts again (mig_server_moved). */
+    for (const char *c = p->sentinel == NULL ? rec.cursors : NULL;
+         c != NULL && !strncmp(c, "cursor ", 7); ) {
         char addr[256];
         unsigned long long cur;
         if (sscanf(c, "cursor %255s %llu", addr, &cur) == 2)

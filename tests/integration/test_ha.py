@@ -435,6 +435,45 @@ def t_reshard_failover():
     return "%d acknowledged writes and 6000 keys read back" % len(acked)
 
 
+def t_restart_failover():
+    """shardis is down while a master fails over mid-migration: restarted,
+    it takes up the migration record (replicated to the new master) but
+    not its cursors, which mean nothing on the new master: every key is
+    read back."""
+    masters, replicas, sentinels = shard_set("rst-")
+    px = Shardis("rst", [Addr(m.port) for m in masters[:2]], sentinels=sentinel_conf(sentinels),
+                 timeout=2000, admin_commands="true", migration_rate=1000)
+    c = px.client
+    pipe = c.pipeline(transaction=False)
+    for i in range(6000):
+        pipe.set("k:%d" % i, "v%d" % i)
+    pipe.execute()
+    expect(c.execute_command("WAIT", 1, 2000) >= 1, "the fill replicated")
+    with open(px.conf) as f:
+        text = f.read()
+    with open(px.conf, "w") as f:
+        f.write(text.rstrip("\n") + "\n    - %s:%d:1 redis3\n" % (harness.HOST, masters[2].port))
+    c.execute_command("SHARD.RELOAD")
+    until("keys moving", lambda: b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"))
+    time.sleep(1.2)                     # (a record with cursors is written each second)
+    expect(b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"), "still moving")
+    os.kill(px.pid, harness.signal.SIGSTOP)     # down, as far as anyone can tell
+    seen, ps = switch_seen(sentinels[0], "redis1")
+    sentinels[0].client.execute_command("SENTINEL", "FAILOVER", "redis1")
+    until("the switch", lambda: "t" in seen, timeout=15)
+    ps.close()
+    px.restart(kill=True)
+    c = px.client
+    until("the migration over", lambda: b"state:stable" in
+          c.execute_command("SHARD.MIGRATION", "STATUS"), timeout=60)
+    every = c.mget(["k:%d" % i for i in range(6000)])
+    missing = [i for i, v in enumerate(every) if v is None]
+    expect(not missing, "%d keys left behind, e.g. k:%r" % (len(missing), missing[:5]))
+    t_exit_clean(px)
+    for p in [x.proc for x in masters + replicas + sentinels]:
+        harness.stop(p)
+
+
 def body():
     masters, replicas, sentinels = shard_set()
     # First guesses: shard 0's replica, a port nothing listens on, the master.
@@ -452,6 +491,7 @@ def body():
     for p in [x.proc for x in masters + replicas + sentinels]:
         harness.stop(p)
     check("ha_failover_during_reshard_loses_nothing", t_reshard_failover)
+    check("ha_failover_while_down_mid_reshard_loses_nothing", t_restart_failover)
 
 
 if __name__ == "__main__":
