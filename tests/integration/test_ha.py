@@ -375,17 +375,18 @@ def t_replica_named():
     return "%d requests, none written" % (2 * i)
 
 
-def t_reshard_failover():
-    """A source master dies while a reload's keys move off it: the walk of
-    it starts over on the new master (a SCAN cursor means nothing there),
-    so no key is left behind and every acknowledged, replicated write is
-    read back."""
-    masters, replicas, sentinels = shard_set("rsf-")
-    px = Shardis("rsf", [Addr(m.port) for m in masters[:2]], sentinels=sentinel_conf(sentinels),
-                 timeout=2000, admin_commands="true", migration_rate=1500)
+KEYS = 6000
+
+
+def reshard_started(tag, rate):
+    """A fresh shard set, shardis on its first two masters filled with KEYS
+    keys (replicated), and a reload that adds the third: keys moving."""
+    masters, replicas, sentinels = shard_set(tag + "-")
+    px = Shardis(tag, [Addr(m.port) for m in masters[:2]], sentinels=sentinel_conf(sentinels),
+                 timeout=2000, admin_commands="true", migration_rate=rate)
     c = px.client
     pipe = c.pipeline(transaction=False)
-    for i in range(6000):
+    for i in range(KEYS):
         pipe.set("k:%d" % i, "v%d" % i)
     pipe.execute()
     expect(c.execute_command("WAIT", 1, 2000) >= 1, "the fill replicated")
@@ -394,13 +395,37 @@ def t_reshard_failover():
     with open(px.conf, "w") as f:
         f.write(text.rstrip("\n") + "\n    - %s:%d:1 redis3\n" % (harness.HOST, masters[2].port))
     c.execute_command("SHARD.RELOAD")
+    until("keys moving", lambda: b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"))
+    return masters, replicas, sentinels, px
+
+
+def reshard_over(px, procs):
+    """Once the migration is over, every key reads back; then stop it all."""
+    c = px.client
+    until("the migration over", lambda: b"state:stable" in
+          c.execute_command("SHARD.MIGRATION", "STATUS"), timeout=60)
+    every = c.mget(["k:%d" % i for i in range(KEYS)])
+    missing = [i for i, v in enumerate(every) if v is None]
+    expect(not missing, "%d keys left behind, e.g. k:%r" % (len(missing), missing[:5]))
+    t_exit_clean(px)
+    for p in procs:
+        harness.stop(p)
+
+
+def t_reshard_failover():
+    """A source master dies while a reload's keys move off it: the walk of
+    it starts over on the new master (a SCAN cursor means nothing there),
+    so no key is left behind and every acknowledged, replicated write is
+    read back."""
+    masters, replicas, sentinels, px = reshard_started("rsf", 1500)
+    c = px.client
     acked, stop = {}, []
 
     def writer():
         w = redis.Redis(harness.HOST, px.port, socket_timeout=5)
         n = 0
         while not stop:
-            k, v = "k:%d" % (n % 6000), "w%d" % n
+            k, v = "k:%d" % (n % KEYS), "w%d" % n
             n += 1
             try:
                 w.set(k, v)
@@ -411,8 +436,6 @@ def t_reshard_failover():
     th = threading.Thread(target=writer)
     th.start()
     try:
-        until("keys moving", lambda: b"state:moving" in
-              c.execute_command("SHARD.MIGRATION", "STATUS"))
         time.sleep(0.5)
         expect(b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"),
                "still moving at the kill")
@@ -425,14 +448,9 @@ def t_reshard_failover():
     got = c.mget(list(acked))
     wrong = [k for (k, v), g in zip(acked.items(), got) if g is None or g.decode() != v]
     expect(not wrong, "acknowledged writes not read back: %r" % wrong[:5])
-    every = c.mget(["k:%d" % i for i in range(6000)])
-    missing = [i for i, v in enumerate(every) if v is None]
-    expect(not missing, "%d keys left behind, e.g. k:%r" % (len(missing), missing[:5]))
     expect("walking it again from the start" in open(px.log).read(), "the walk restarted")
-    t_exit_clean(px)
-    for p in [x.proc for x in masters[1:] + replicas] + [x.proc for x in sentinels]:
-        harness.stop(p)
-    return "%d acknowledged writes and 6000 keys read back" % len(acked)
+    reshard_over(px, [x.proc for x in masters[1:] + replicas + sentinels])
+    return "%d acknowledged writes and %d keys read back" % (len(acked), KEYS)
 
 
 def t_restart_failover():
@@ -440,21 +458,8 @@ def t_restart_failover():
     it takes up the migration record (replicated to the new master) but
     not its cursors, which mean nothing on the new master: every key is
     read back."""
-    masters, replicas, sentinels = shard_set("rst-")
-    px = Shardis("rst", [Addr(m.port) for m in masters[:2]], sentinels=sentinel_conf(sentinels),
-                 timeout=2000, admin_commands="true", migration_rate=1000)
+    masters, replicas, sentinels, px = reshard_started("rst", 1000)
     c = px.client
-    pipe = c.pipeline(transaction=False)
-    for i in range(6000):
-        pipe.set("k:%d" % i, "v%d" % i)
-    pipe.execute()
-    expect(c.execute_command("WAIT", 1, 2000) >= 1, "the fill replicated")
-    with open(px.conf) as f:
-        text = f.read()
-    with open(px.conf, "w") as f:
-        f.write(text.rstrip("\n") + "\n    - %s:%d:1 redis3\n" % (harness.HOST, masters[2].port))
-    c.execute_command("SHARD.RELOAD")
-    until("keys moving", lambda: b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"))
     time.sleep(1.2)                     # (a record with cursors is written each second)
     expect(b"state:moving" in c.execute_command("SHARD.MIGRATION", "STATUS"), "still moving")
     os.kill(px.pid, harness.signal.SIGSTOP)     # down, as far as anyone can tell
@@ -463,15 +468,7 @@ def t_restart_failover():
     until("the switch", lambda: "t" in seen, timeout=15)
     ps.close()
     px.restart(kill=True)
-    c = px.client
-    until("the migration over", lambda: b"state:stable" in
-          c.execute_command("SHARD.MIGRATION", "STATUS"), timeout=60)
-    every = c.mget(["k:%d" % i for i in range(6000)])
-    missing = [i for i, v in enumerate(every) if v is None]
-    expect(not missing, "%d keys left behind, e.g. k:%r" % (len(missing), missing[:5]))
-    t_exit_clean(px)
-    for p in [x.proc for x in masters + replicas + sentinels]:
-        harness.stop(p)
+    reshard_over(px, [x.proc for x in masters + replicas + sentinels])
 
 
 def body():
