@@ -610,7 +610,7 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS
+    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS, K_READ_FROM
 };
 
 struct pool_key {
@@ -653,6 +653,7 @@ static const struct pool_key pool_keys[] = {
     {"users",                K_USERS,   0, 0, 0},
     {"sentinels",            K_SENTINELS, 0, 0, 0},
     {"sentinel_auth",        K_STR,     F(sentinel_auth), 0, 4096},
+    {"read_from",            K_READ_FROM, F(read_from), 0, 0},
     {"idgen",                K_IDGEN,   0, 0, 0},
     {"migration_rate",       K_INT,     F(migration_rate), 0, INT_MAX},
     {"migration_batch",      K_INT,     F(migration_batch), 1, 10000},
@@ -762,6 +763,19 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
             pool->eject_mode = CONF_EJECT_REHASH;
         else
             return fail(p, v, "unknown eject_mode '%s'; expected one of: fail, rehash", s);
+        return 0;
+    case K_READ_FROM:
+        if ((rc = scalar(p, v, name, &s)) < 0)
+            return rc;
+        if (strcmp(s, "master") == 0)
+            pool->read_from = CONF_READ_MASTER;
+        else if (strcmp(s, "replica") == 0)
+            pool->read_from = CONF_READ_REPLICA;
+        else if (strcmp(s, "prefer_replica") == 0)
+            pool->read_from = CONF_READ_PREFER_REPLICA;
+        else
+            return fail(p, v, "unknown read_from '%s'; expected one of: master, replica, "
+                        "prefer_replica", s);
         return 0;
     case K_TAG:
         if ((rc = scalar(p, v, name, &s)) < 0)
@@ -939,6 +953,10 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         return rc;
     if (pool->nsentinels == 0 && (at = given(&st, "sentinel_auth")) != NULL)
         return fail(p, at, "sentinel_auth applies only with sentinels");
+    if (pool->nsentinels == 0 && pool->read_from != CONF_READ_MASTER)
+        return fail(p, given(&st, "read_from"), "read_from: %s needs sentinels: they list "
+                    "each master's replicas", pool->read_from == CONF_READ_REPLICA
+                                                   ? "replica" : "prefer_replica");
     if (pool->nsentinels > 0 && pool->eject_mode == CONF_EJECT_REHASH)
         return fail(p, given(&st, "eject_mode"), "eject_mode: rehash would move a failing "
                     "master's keys to other servers; with sentinels its replica takes over "

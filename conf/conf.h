@@ -43,6 +43,13 @@ enum conf_eject {
     CONF_EJECT_REHASH,      /* twemproxy: drop it from the ring for a while */
 };
 
+/* Where a read-only command goes (read_from; proxy/pool.c decides). */
+enum conf_read_from {
+    CONF_READ_MASTER,           /* every command to the master (default) */
+    CONF_READ_REPLICA,          /* reads to a replica; none up: an error */
+    CONF_READ_PREFER_REPLICA,   /* reads to a replica; none up: the master */
+};
+
 /* A client user: a line in Redis's ACL SETUSER terms ("name on >pw ~app:*
  * +@all"), compiled and checked by proxy/acl.c. */
 struct conf_user {
@@ -170,6 +177,8 @@ struct conf_pool {
     struct conf_addr *sentinels;
     size_t   nsentinels;
     char    *sentinel_auth;         /* the Sentinels' password, or NULL */
+    enum conf_read_from read_from;  /* master; the others need sentinels, who list
+                                       each master's replicas */
     /* live resharding after a reload (proxy/mig.c) */
     int      migration_rate;        /* keys/s the background mover may move; 0: no limit
                                        (3000; a reload can change it mid-migration) */

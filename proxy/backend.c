@@ -64,15 +64,34 @@ const char *backend_state_name(const struct backend *b)
 }
 
 /* Where b connects: its server's address now (a failover may have
- * moved it from the one written). */
+ * moved it from the one written), or its replica's. */
+static void where(const struct backend *b, const char **host, uint16_t *port, bool *unix_socket)
+{
+    const struct pool_server *ps = &b->pool->servers[b->server];
+
+    if (b->replica != 0) {
+        const struct pool_replica *rp = &ps->replicas[b->replica - 1];
+        *host = rp->host;
+        *port = rp->port;
+        *unix_socket = false;
+        return;
+    }
+    *host = ps->host;
+    *port = ps->port;
+    *unix_socket = ps->unix_socket;
+}
+
 static const char *backend_addr(const struct backend *b)
 {
     static char buf[300];
-    const struct pool_server *ps = &b->pool->servers[b->server];
+    const char *host;
+    uint16_t port;
+    bool unix_socket;
 
-    if (ps->unix_socket)
-        return ps->host;
-    snprintf(buf, sizeof(buf), strchr(ps->host, ':') ? "[%s]:%u" : "%s:%u", ps->host, ps->port);
+    where(b, &host, &port, &unix_socket);
+    if (unix_socket)
+        return host;
+    snprintf(buf, sizeof(buf), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
     return buf;
 }
 
@@ -114,8 +133,32 @@ static void answer_failed(struct backend *b, struct req *r)
     req_done(r);
 }
 
+/* read_from: prefer_replica: a client's read that a replica's connection
+ * failed, written or not (a read may be asked twice), goes to the master.
+ * Such a connection keeps what it wrote until the reply (backend_written). */
+static bool may_resend(const struct backend *b)
+{
+    return b->replica != 0 && b->pool->conf->read_from == CONF_READ_PREFER_REPLICA;
+}
+
+static bool to_master(struct backend *b, struct req *r)
+{
+    struct client *c = r->parent != NULL ? r->parent->client : r->client;
+
+    /* (Its bytes must all be there: an empty request on the master would
+     * take the next one's reply.) */
+    if (!may_resend(b) || r->on_reply != NULL || c == NULL || c->closing || proxy.stopping ||
+        r->out.len == 0)
+        return false;
+    msg_release(&r->rsp);
+    backend_send(pool_backend_in(b->pool, b->server, c, b->resp3), r);
+    return true;
+}
+
 static void fail_req(struct backend *b, struct req *r)
 {
+    if (to_master(b, r))
+        return;
     msg_release(&r->out);
     answer_failed(b, r);
 }
@@ -228,7 +271,8 @@ static void backend_fail(struct backend *b, const char *reason)
                  backend_dedicated(b) ? ", a dedicated connection," : "", reason);
     if (!backend_dedicated(b)) {
         b->failures++;
-        pool_backend_failed(b->pool, b->server, b->failures);
+        if (b->replica == 0)        /* (a replica's failure ejects no master) */
+            pool_backend_failed(b->pool, b->server, b->failures);
         backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
         b->retry_at = uv_now(proxy.loop) +
                       (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
@@ -291,8 +335,7 @@ static int role_reply(struct backend *b, struct req *r)
         proxy_mark_backend(b);      /* what waited for it */
         return 0;
     }
-    snprintf(why, sizeof(why), "%s:%u does not say it is a master",
-             b->pool->servers[b->server].host, b->pool->servers[b->server].port);
+    snprintf(why, sizeof(why), "%s does not say it is a master", backend_addr(b));
     backend_fail(b, why);
     sentinel_hint(b->pool, b->server, why);
     return -1;
@@ -526,7 +569,8 @@ static void backend_written(struct backend *b, int status)
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
         TAILQ_REMOVE(&b->writeq, r, bq);
         r->queued = 0;
-        msg_release(&r->out);
+        if (!may_resend(b))
+            msg_release(&r->out);
         req_maybe_free(r);
     }
     if (status == UV_ECANCELED || b->closing)
@@ -663,8 +707,13 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
         uv_tcp_nodelay(&b->h.tcp, 1);
     if (b->pool->tls_client != NULL) {
         /* Connecting until the handshake is over (backend_read_tls). */
-        b->tls = tls_new(b->pool->tls_client, &b->h.stream, false,
-                         backend_tls_name(b->pool, b->server),
+        const char *host, *name = backend_tls_name(b->pool, b->server);
+        uint16_t port;
+        bool unix_socket;
+        where(b, &host, &port, &unix_socket);
+        if (b->replica != 0 && b->pool->conf->tls.backend_server_name == NULL)
+            name = host;            /* (a replica's certificate bears its own address) */
+        b->tls = tls_new(b->pool->tls_client, &b->h.stream, false, name,
                          uv_now(proxy.loop) + (uint64_t)b->pool->conf->tls.handshake_timeout,
                          backend_tls_sent, backend_tls_expired, b);
         if (b->tls == NULL) {
@@ -690,9 +739,13 @@ static void backend_connect(struct backend *b)
 {
     const struct pool_server *sv = &b->pool->servers[b->server];
     const struct conf_pool *pc = b->pool->conf;
+    const char *host;
+    uint16_t port;
+    bool unix_socket;
     int rc;
 
-    if (!sv->resolved) {
+    where(b, &host, &port, &unix_socket);
+    if (!sv->resolved && b->replica == 0) {
         /* A pool with sentinels: none has said where this master is yet. */
         uv_tcp_init(proxy.loop, &b->h.tcp);
         backend_fail(b, "its master's address is not known: the Sentinels have not agreed "
@@ -712,10 +765,12 @@ static void backend_connect(struct backend *b)
     b->creds_gen = b->pool->creds_gen;      /* the credentials it authenticates with */
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
-    else if (b->as == BACKEND_AS_INTERNAL || !backend_split_creds(pc))
+    else if (b->replica == 0 && (b->as == BACKEND_AS_INTERNAL || !backend_split_creds(pc)))
         genkey_connecting(b);   /* the sequences are the internal_user's (pool_own) */
     b->verifying = b->as == BACKEND_AS_KEYLESS;
-    b->checking = b->pool->sentinel != NULL;
+    /* A master's connection checks its role; a replica's carries only
+     * reads, which any server may answer (a replica just promoted too). */
+    b->checking = b->pool->sentinel != NULL && b->replica == 0;
     b->role_asked = 0;
     if (b->checking)                        /* a master, or nothing is written */
         backend_queue_own(b, role_reply, true, 2,
@@ -739,19 +794,19 @@ static void backend_connect(struct backend *b)
     if (nauth > 0)
         backend_queue_own(b, handshake_reply, true, nauth, auth);
 
-    if (sv->unix_socket) {
+    if (unix_socket) {
         uv_pipe_init(proxy.loop, &b->h.pipe, 0);
-        uv_pipe_connect(&b->creq, &b->h.pipe, sv->host, backend_connect_cb);
+        uv_pipe_connect(&b->creq, &b->h.pipe, host, backend_connect_cb);
         return;
     }
     struct sockaddr_storage ss;
-    if (uv_ip4_addr(sv->host, sv->port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(sv->host, sv->port, (struct sockaddr_in6 *)&ss) != 0) {
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
         /* A host name: resolve it synchronously, once per connect. */
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-        char port[8];
-        snprintf(port, sizeof(port), "%u", sv->port);
-        if (getaddrinfo(sv->host, port, &hints, &ai) != 0 || ai == NULL) {
+        char service[8];
+        snprintf(service, sizeof(service), "%u", port);
+        if (getaddrinfo(host, service, &hints, &ai) != 0 || ai == NULL) {
             uv_tcp_init(proxy.loop, &b->h.tcp);
             backend_fail(b, "cannot resolve host");
             return;

@@ -69,6 +69,8 @@ struct backend {
     uv_write_t       wreq;
     struct pool     *pool;
     uint32_t         server;    /* index in the pool's servers */
+    uint32_t         replica;   /* 0: to the server's master; k: to its replica in
+                                   slot k - 1 (pool_server.replicas), for reads only */
     enum backend_state state;
     TAILQ_HEAD(, req) sendq;    /* waiting to be written */
     TAILQ_HEAD(, req) writeq;   /* in the write in flight */

@@ -212,7 +212,14 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
                 const char *key = args_get(a, 1 + k * step, &len);
                 mig_key(c, s, key, len);
             }
-        route_send(c, f->reqs[i++], NULL, pool_backend(p, s, c));
+        struct backend *b = pool_backend_read(p, s, c, cmd);
+        struct req *fr = f->reqs[i++];
+        if (b == NULL) {                    /* (its part of the reply is the error) */
+            client_reply_error(c, fr, POOL_NO_REPLICA_ERR, p->servers[s].label);
+            req_done(fr);
+            continue;
+        }
+        route_send(c, fr, NULL, b);
     }
     first = -1;
 out:

@@ -19,6 +19,7 @@
 #include "proxy/acl.h"
 #include "proxy/backend.h"
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/genkey.h"
 #include "proxy/group.h"
 #include "proxy/log.h"
@@ -50,6 +51,160 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
     if (c->pin != NULL && c->pin->server == server && c->pin->resp3 == resp3)
         return c->pin;
     return &p->servers[server].conns[(resp3 ? p->nconns : 0) + c->id % p->nconns];
+}
+
+/* ---- reads from replicas (read_from) ------------------------------------------------- */
+
+/* Whether a replica can answer cmd as its master would: read-only, and
+ * not a script (a replica has not the scripts SCRIPT LOAD put on the
+ * masters) nor a blocking command (those hold a connection: pin.c). */
+static bool replica_can(const struct cmd *cmd)
+{
+    return (cmd->flags & (CMD_READONLY | CMD_NOSCRIPT | CMD_BLOCKING)) == CMD_READONLY;
+}
+
+static struct backend *replica_conn(struct pool *p, struct pool_replica *rp,
+                                    const struct client *c)
+{
+    return &rp->conns[(c->resp3 ? p->nconns : 0) + c->id % p->nconns];
+}
+
+static bool usable(const struct backend *b)
+{
+    return b->state != BACKEND_FAILED || uv_now(proxy.loop) >= b->retry_at;
+}
+
+struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
+                                  const struct cmd *cmd)
+{
+    struct pool_replica *reps = p->servers[server].replicas;
+    struct backend *first = NULL;
+    uint32_t listed = 0, pick;
+
+    /* Reads that must see the master's data as it is: inside a
+     * transaction or WATCH (c->pin), or while keys move between masters
+     * (a replica of the new owner may not have them yet). */
+    if (p->conf->read_from == CONF_READ_MASTER || c->pin != NULL || client_in_multi(c) ||
+        p->mig != NULL || !replica_can(cmd))
+        return pool_backend(p, server, c);
+    for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
+        listed += reps[i].listed;
+    /* Each client reads from one replica while it is up (its reads keep
+     * their order), clients spread over them; one that failed lately is
+     * passed over for the next. */
+    pick = listed > 0 ? (uint32_t)(c->id % listed) : 0;
+    for (uint32_t i = 0, n = 0; reps != NULL && i < 2 * POOL_REPLICAS_MAX; i++) {
+        struct pool_replica *rp = &reps[i % POOL_REPLICAS_MAX];
+        if (!rp->listed || n++ < pick)
+            continue;
+        struct backend *b = replica_conn(p, rp, c);
+        if (usable(b))
+            return b;
+        if (first == NULL)
+            first = b;
+        if (n >= pick + listed)
+            break;
+    }
+    if (p->conf->read_from == CONF_READ_PREFER_REPLICA)
+        return pool_backend(p, server, c);
+    return first;           /* its failure is the answer; NULL: no replica at all */
+}
+
+void pool_server_replicas(struct pool *p, uint32_t server, const struct pool_addr *list,
+                          uint32_t n)
+{
+    struct pool_server *ps = &p->servers[server];
+
+    if (ps->replicas == NULL) {
+        if (n == 0)
+            return;
+        ps->replicas = xcalloc(POOL_REPLICAS_MAX, sizeof(*ps->replicas));
+    }
+    for (uint32_t i = 0; i < POOL_REPLICAS_MAX; i++) {
+        struct pool_replica *rp = &ps->replicas[i];
+        bool was = rp->listed;
+        rp->listed = false;
+        for (uint32_t j = 0; rp->host != NULL && j < n && !rp->listed; j++)
+            rp->listed = rp->port == list[j].port && strcmp(rp->host, list[j].host) == 0;
+        if (was && !rp->listed)
+            log_notice("pool '%s': master '%s': replica %s:%u is no longer listed; reads "
+                       "leave it", p->conf->name, ps->label, rp->host, rp->port);
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        struct pool_replica *rp = NULL;
+        bool known = false;
+        for (uint32_t i = 0; i < POOL_REPLICAS_MAX && !known; i++)
+            known = ps->replicas[i].listed && ps->replicas[i].port == list[j].port &&
+                    strcmp(ps->replicas[i].host, list[j].host) == 0;
+        if (known)
+            continue;
+        /* A slot never used, else one no longer listed whose connections
+         * are closed (pool_tick closes them once idle). */
+        for (uint32_t i = 0; i < POOL_REPLICAS_MAX && rp == NULL; i++)
+            if (ps->replicas[i].host == NULL)
+                rp = &ps->replicas[i];
+        for (uint32_t i = 0; i < POOL_REPLICAS_MAX && rp == NULL; i++) {
+            struct pool_replica *x = &ps->replicas[i];
+            bool closed = !x->listed;
+            for (uint32_t k = 0; k < 2 * p->nconns && closed; k++)
+                closed = backend_idle(&x->conns[k]) &&
+                         (x->conns[k].h.handle.loop == NULL ||
+                          (uv_is_closing(&x->conns[k].h.handle) && !x->conns[k].closing));
+            if (closed)
+                rp = x;
+        }
+        if (rp == NULL) {
+            log_notice("pool '%s': master '%s': replica %s:%u is not read from: %u are "
+                       "already", p->conf->name, ps->label, list[j].host, list[j].port,
+                       POOL_REPLICAS_MAX);
+            continue;
+        }
+        if (rp->conns == NULL) {
+            rp->conns = xcalloc(2 * p->nconns, sizeof(*rp->conns));
+            for (uint32_t k = 0; k < 2 * p->nconns; k++) {
+                backend_init(&rp->conns[k], p, server);
+                rp->conns[k].replica = (uint32_t)(rp - ps->replicas) + 1;
+                rp->conns[k].resp3 = k >= p->nconns;
+            }
+        }
+        for (uint32_t k = 0; k < 2 * p->nconns; k++) {
+            rp->conns[k].state = BACKEND_DOWN;      /* (a new server: no backoff) */
+            rp->conns[k].failures = 0;
+        }
+        free(rp->host);
+        rp->host = xstrdup(list[j].host);
+        rp->port = list[j].port;
+        rp->listed = true;
+        log_notice("pool '%s': master '%s': reads may go to its replica %s:%u",
+                   p->conf->name, ps->label, rp->host, rp->port);
+    }
+}
+
+void pool_replicas_text(const struct pool *p, uint32_t server, char *buf, size_t size)
+{
+    const struct pool_replica *reps = p->servers[server].replicas;
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX && n < size; i++)
+        if (reps[i].listed)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s:%u", n > 0 ? "," : "",
+                                  reps[i].host, reps[i].port);
+}
+
+/* Replicas no longer listed: their connections close once idle. */
+static void pool_close_unlisted(struct pool *p)
+{
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct pool_replica *reps = p->servers[s].replicas;
+        for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++) {
+            bool idle = reps[i].host != NULL && !reps[i].listed;
+            for (uint32_t k = 0; k < 2 * p->nconns && idle; k++)
+                idle = backend_idle(&reps[i].conns[k]);
+            for (uint32_t k = 0; k < 2 * p->nconns && idle; k++)
+                backend_close(&reps[i].conns[k]);       /* (once: it is closing after) */
+        }
+    }
 }
 
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3)
@@ -315,6 +470,7 @@ void pool_retire(struct pool *p, uint32_t server)
         backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
     if (ps->mover != NULL)
         backend_close(ps->mover);
+    pool_server_replicas(p, server, NULL, 0);   /* (closed by pool_tick once idle) */
     group_server_gone(p, server);
     pubsub_server_gone(p, server);
     backend_close_spares(p, server);
@@ -408,6 +564,11 @@ void pool_free(struct pool *p)
         free(p->servers[s].host);
         free(p->servers[s].conns);
         free(p->servers[s].mover);
+        for (uint32_t i = 0; p->servers[s].replicas != NULL && i < POOL_REPLICAS_MAX; i++) {
+            free(p->servers[s].replicas[i].host);
+            free(p->servers[s].replicas[i].conns);
+        }
+        free(p->servers[s].replicas);
     }
     free(p->servers);
 }
@@ -417,6 +578,7 @@ void pool_tick(struct pool *p, uint64_t now)
     /* (Even with every server ejected, when the pool routes by the full
      * ring and p->live is NULL.) */
     pool_retry_ejected(p, now);
+    pool_close_unlisted(p);
     if (p->mig == NULL)
         pool_retire_idle(p);
 }

@@ -16,11 +16,28 @@
 struct acl;
 struct backend;
 struct client;
+struct cmd;
 struct mig;
 struct minify;
 struct sentinel;
 struct pool;
 struct pool_server;
+
+/* A replica of a server's master, where the pool reads from replicas
+ * (read_from; sentinel.c lists them, pool_server_replicas applies the
+ * list). A slot is made once and kept for the pool's life, its
+ * connections with it, so a pointer to one stays good as the masters'
+ * do; a replica no longer listed takes no new request, and its slot is
+ * given to another address once its connections are idle and closed. */
+struct pool_replica {
+    char            *host;          /* an IP address (owned); NULL: a free slot */
+    uint16_t         port;
+    bool             listed;        /* the Sentinels list it, up, replicating the master */
+    struct backend  *conns;         /* [2 * pool.nconns]: RESP2's, then RESP3's (owned) */
+};
+
+/* Replicas followed per server (more are left out, with a notice). */
+#define POOL_REPLICAS_MAX 8
 
 /* A server the pool has known since it started. Its index (the "server"
  * of backends, pins, subscriptions and the scan cursor) never changes, so
@@ -45,6 +62,8 @@ struct pool_server {
                                        keys (scan.c walks it again) */
     bool             resolved;      /* host:port is where it is: always, but in a pool
                                        with sentinels only once they agreed on it */
+    struct pool_replica *replicas;  /* [POOL_REPLICAS_MAX] once one is listed, else
+                                       NULL (owned) */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
@@ -104,6 +123,30 @@ static inline uint32_t pool_nconns(const struct pool *p)
  * first use, where the pool names a backend_user or internal_user; else
  * a shared one, as clients' commands sign in as the same user. */
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3);
+
+/* The connection a read-only command cmd of c's for server goes over:
+ * one to a replica where the pool reads from them (read_from), c holds
+ * no transaction, WATCH or blocking command, no reshard is under way,
+ * and cmd is one a replica can answer; else pool_backend's. NULL: the
+ * pool reads from replicas only and server has none up (the caller
+ * answers with an error). The one place this is decided. */
+struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
+                                  const struct cmd *cmd);
+#define POOL_NO_REPLICA_ERR "ERR no replica of master '%s' is known to read from " \
+                            "(read_from: replica)"
+
+/* The replicas of server's master are now list[0..n) (sentinel.c): the
+ * new ones get slots (connected on first use), those gone take no new
+ * request and are closed once idle (pool_tick). */
+struct pool_addr {
+    const char *host;
+    uint16_t    port;
+};
+void pool_server_replicas(struct pool *p, uint32_t server, const struct pool_addr *list,
+                          uint32_t n);
+/* The replicas of server listed now, "host:port" comma-separated into
+ * buf (INFO, SHARD.NODES); "" for none. */
+void pool_replicas_text(const struct pool *p, uint32_t server, char *buf, size_t size);
 
 /* The server that owns key now: the pool's ring, minus servers ejected by
  * twemproxy-style auto_eject_hosts (eject_mode: rehash). */

@@ -946,8 +946,13 @@ forward:
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
     }
     else {
+        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd);
+        if (b == NULL) {
+            client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
+            goto reply;
+        }
         args_request(&a, &r->out);
-        route_send(c, r, &a, pool_backend(c->pool, (uint32_t)owner, c));
+        route_send(c, r, &a, b);
     }
     goto done;
 

@@ -55,18 +55,31 @@
 
 enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_UP };
 
+/* A replica a Sentinel lists, up and linked to the master it names. */
+struct replica {
+    uint16_t port, master_port;
+    char     ip[SENTINEL_ADDR_MAX];
+    char     master_ip[SENTINEL_ADDR_MAX];
+};
+
+#define SENTINEL_REPLICAS_MAX (2 * POOL_REPLICAS_MAX)   /* read from each answer */
+
 /* What a Sentinel said of a master in the current round. */
 struct answer {
     bool     valid;
     uint16_t port;
     uint64_t epoch;
     char     ip[SENTINEL_ADDR_MAX];
+    uint32_t nreplicas;     /* (asked only where the pool reads from replicas) */
+    struct replica replicas[SENTINEL_REPLICAS_MAX];
 };
 
-/* A reply a link still owes: to which round of which master. */
+/* A reply a link still owes: to which round of which master, and which
+ * question (SENTINEL MASTER, or REPLICAS). */
 struct owed {
     uint32_t server;        /* UINT32_MAX: the link's HELLO */
     uint32_t round;
+    bool     replicas;
 };
 
 struct link {
@@ -109,48 +122,118 @@ struct sentinel {
 
 /* ---- answers --------------------------------------------------------------------- */
 
-/* SENTINEL MASTER's reply (a map in RESP3, name/value pairs in RESP2)
- * read from rd into *a. false if it is an error or holds no address. */
-static bool read_master(struct resp_rd *rd, struct answer *a)
+/* A Sentinel's reply about one server: a map (RESP3) or name/value pairs
+ * (RESP2), each value a bulk string. fn gets each field whose value is
+ * shorter than SENTINEL_ADDR_MAX, as a C string. false: rd holds none. */
+typedef void field_fn(void *arg, const char *name, const char *value);
+
+static bool read_fields(struct resp_rd *rd, field_fn *fn, void *arg)
 {
     struct resp_val top, k, v;
-    char buf[SENTINEL_ADDR_MAX], num[32];
-    const char *s;
-    bool ip = false, port = false;
+    char name[32], value[SENTINEL_ADDR_MAX];
 
-    memset(a, 0, sizeof(*a));
     if (resp_rd_next(rd, &top) < 0 || (top.type != RESP_MAP && top.type != RESP_ARRAY) ||
         top.elems % 2 != 0)
         return false;
     for (size_t i = 0; i < top.elems; i += 2) {
         if (resp_rd_next(rd, &k) < 0 || resp_rd_skip(rd, &v) < 0)
             return false;
-        if (v.type != RESP_BULK || v.nil || v.len >= sizeof(buf))
+        if (k.type != RESP_BULK || k.nil || k.len >= sizeof(name) || v.type != RESP_BULK ||
+            v.nil || v.len >= sizeof(value))
             continue;
-        if (resp_rd_is(rd, &k, "ip", 2, false)) {
-            resp_rd_copy(rd, &v, a->ip, sizeof(a->ip) - 1);
-            a->ip[v.len] = '\0';
-            ip = v.len > 0;
-        } else if (resp_rd_is(rd, &k, "port", 4, false) ||
-                   resp_rd_is(rd, &k, "config-epoch", 12, false)) {
-            if (v.len >= sizeof(num) || (s = resp_rd_str(rd, &v, num, sizeof(num))) == NULL)
-                continue;
-            memcpy(num, s, v.len);
-            num[v.len] = '\0';
-            char *end;
-            unsigned long long n = strtoull(num, &end, 10);
-            if (*end != '\0' || v.len == 0)
-                continue;
-            if (k.len == 4) {
-                port = n > 0 && n <= 65535;
-                a->port = (uint16_t)n;
-            } else {
-                a->epoch = n;
-            }
-        }
+        resp_rd_copy(rd, &k, name, sizeof(name) - 1);
+        name[k.len] = '\0';
+        resp_rd_copy(rd, &v, value, sizeof(value) - 1);
+        value[v.len] = '\0';
+        fn(arg, name, value);
     }
-    a->valid = ip && port;
+    return true;
+}
+
+/* A decimal that fits below max, else 0. */
+static uint64_t number(const char *s, uint64_t max)
+{
+    char *end;
+    unsigned long long n;
+
+    if (*s < '0' || *s > '9')
+        return 0;
+    n = strtoull(s, &end, 10);
+    return *end == '\0' && n <= max ? n : 0;
+}
+
+static void master_field(void *arg, const char *name, const char *value)
+{
+    struct answer *a = arg;
+
+    if (strcmp(name, "ip") == 0)
+        snprintf(a->ip, sizeof(a->ip), "%s", value);
+    else if (strcmp(name, "port") == 0)
+        a->port = (uint16_t)number(value, 65535);
+    else if (strcmp(name, "config-epoch") == 0)
+        a->epoch = number(value, UINT64_MAX);
+}
+
+/* SENTINEL MASTER's reply read from rd into *a. false if it is an error
+ * or holds no address. */
+static bool read_master(struct resp_rd *rd, struct answer *a)
+{
+    a->ip[0] = '\0';
+    a->port = 0;
+    a->epoch = 0;
+    a->valid = read_fields(rd, master_field, a) && a->ip[0] != '\0' && a->port != 0;
     return a->valid;
+}
+
+/* A replica of SENTINEL REPLICAS's reply, as read. */
+struct replica_read {
+    struct replica *x;
+    bool up, link_ok;
+};
+
+static void replica_field(void *arg, const char *name, const char *value)
+{
+    struct replica_read *rr = arg;
+    struct replica *x = rr->x;
+
+    if (strcmp(name, "ip") == 0)
+        snprintf(x->ip, sizeof(x->ip), "%s", value);
+    else if (strcmp(name, "master-host") == 0)
+        snprintf(x->master_ip, sizeof(x->master_ip), "%s", value);
+    else if (strcmp(name, "port") == 0)
+        x->port = (uint16_t)number(value, 65535);
+    else if (strcmp(name, "master-port") == 0)
+        x->master_port = (uint16_t)number(value, 65535);
+    else if (strcmp(name, "flags") == 0)
+        rr->up = strstr(value, "s_down") == NULL && strstr(value, "o_down") == NULL &&
+                 strstr(value, "disconnected") == NULL;
+    else if (strcmp(name, "master-link-status") == 0)
+        rr->link_ok = strcmp(value, "ok") == 0;
+}
+
+/* One replica into *x: true if it is up (no s_down, o_down or
+ * disconnected flag) and its link to its master is ok. */
+static bool read_replica(struct resp_rd *rd, struct replica *x)
+{
+    struct replica_read rr = {x, false, false};
+
+    memset(x, 0, sizeof(*x));
+    return read_fields(rd, replica_field, &rr) && rr.up && rr.link_ok && x->ip[0] != '\0' &&
+           x->port != 0 && x->master_port != 0;
+}
+
+/* SENTINEL REPLICAS's reply (an array of maps, or of pairs in RESP2)
+ * into a's replica list: those up, the first SENTINEL_REPLICAS_MAX. */
+static void read_replicas(struct resp_rd *rd, struct answer *a)
+{
+    struct resp_val top;
+
+    a->nreplicas = 0;
+    if (resp_rd_next(rd, &top) < 0 || top.type != RESP_ARRAY)
+        return;
+    for (size_t i = 0; i < top.elems && a->nreplicas < SENTINEL_REPLICAS_MAX; i++)
+        if (read_replica(rd, &a->replicas[a->nreplicas]))
+            a->nreplicas++;
 }
 
 /* HELLO's reply: whether its "role" is "master" (RESP2 pairs or a RESP3
@@ -216,6 +299,39 @@ static const struct answer *tally(const struct sentinel *set, const struct answe
     return NULL;
 }
 
+/* The replicas of master a that a majority of the configured Sentinels
+ * list as up and replicating it: where server's reads may go (none
+ * unless the pool reads from replicas). */
+static void follow_replicas(struct sentinel *set, uint32_t server, const struct answer *answers,
+                            const struct answer *a)
+{
+    uint32_t need = set->nlinks / 2 + 1, n = 0;
+    struct pool_addr list[POOL_REPLICAS_MAX];
+
+    for (uint32_t i = 0; i < set->nlinks && set->p->conf->read_from != CONF_READ_MASTER; i++)
+        for (uint32_t r = 0; r < answers[i].nreplicas && n < POOL_REPLICAS_MAX; r++) {
+            const struct replica *x = &answers[i].replicas[r];
+            uint32_t votes = 0;
+            bool dup = false;
+            if (x->master_port != a->port || strcmp(x->master_ip, a->ip) != 0)
+                continue;                       /* another master's, or stale */
+            for (uint32_t k = 0; k < n && !dup; k++)
+                dup = list[k].port == x->port && strcmp(list[k].host, x->ip) == 0;
+            for (uint32_t j = 0; j < set->nlinks && !dup; j++)
+                for (uint32_t q = 0; q < answers[j].nreplicas; q++) {
+                    const struct replica *y = &answers[j].replicas[q];
+                    if (y->port == x->port && strcmp(y->ip, x->ip) == 0 &&
+                        y->master_port == x->master_port && strcmp(y->master_ip, x->master_ip) == 0) {
+                        votes++;
+                        break;
+                    }
+                }
+            if (!dup && votes >= need)
+                list[n++] = (struct pool_addr){x->ip, x->port};
+        }
+    pool_server_replicas(set->p, server, list, n);
+}
+
 /* Follow the answers of a finished round for server. */
 static void conclude(struct sentinel *set, uint32_t server, const struct answer *answers,
                      const char *why)
@@ -241,6 +357,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
      * address for good; a majority is what Sentinel's own failover needs.) */
     if (ps->resolved && !ps->unix_socket && ps->port == a->port && strcmp(ps->host, a->ip) == 0) {
         m->epoch = epoch;
+        follow_replicas(set, server, answers, a);
         return;
     }
     snprintf(from, sizeof(from), "%s:%u", ps->host, ps->port);
@@ -260,6 +377,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
     m->epoch = epoch;
     m->told = false;
     pool_server_move(p, server, a->ip, a->port);
+    follow_replicas(set, server, answers, a);
 }
 
 /* ---- the start ----------------------------------------------------------------- */
@@ -298,6 +416,16 @@ void sentinel_start(struct pool *p)
             if (!read_master(&rd, &answers[i]))
                 log_warn("pool '%s': Sentinel %s has no master '%s': %.*s", pc->name,
                          at->text, ps->label, (int)(len > 80 ? 80 : len), raw);
+            free(raw);
+            if (pc->read_from == CONF_READ_MASTER || !answers[i].valid)
+                continue;
+            raw = backend_sync_sentinel(at->host, at->port, pc->sentinel_auth, 3,
+                                        (const char *const[]){"SENTINEL", "REPLICAS",
+                                                              ps->label}, &len);
+            if (raw == NULL)
+                continue;
+            resp_rd_init_flat(&rd, raw, len);
+            read_replicas(&rd, &answers[i]);
             free(raw);
         }
         conclude(set, s, answers, "at start");
@@ -424,7 +552,10 @@ static void link_reply(struct link *l, const char *p, size_t len, char type)
     if (m->round != o.round)
         return;                             /* (a round that timed out) */
     resp_rd_init_flat(&rd, p, len);
-    read_master(&rd, &m->answers[l->idx]);
+    if (o.replicas)
+        read_replicas(&rd, &m->answers[l->idx]);
+    else
+        read_master(&rd, &m->answers[l->idx]);
     if (m->waiting > 0 && --m->waiting == 0) {
         m->round = 0;
         conclude(set, o.server, m->answers, m->why);
@@ -483,7 +614,7 @@ static void link_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     l->at = 0;
 }
 
-static void link_owe(struct link *l, uint32_t server, uint32_t round)
+static void link_owe(struct link *l, uint32_t server, uint32_t round, bool replicas)
 {
     if (l->head > 0 && l->head == l->n)
         l->head = l->n = 0;
@@ -491,7 +622,7 @@ static void link_owe(struct link *l, uint32_t server, uint32_t round)
         l->cap_owed = l->cap_owed ? 2 * l->cap_owed : 16;
         l->owed = xrealloc(l->owed, l->cap_owed * sizeof(*l->owed));
     }
-    l->owed[l->n++] = (struct owed){server, round};
+    l->owed[l->n++] = (struct owed){server, round, replicas};
 }
 
 static void link_send(struct link *l, int argc, const char *const *argv)
@@ -533,7 +664,7 @@ static void link_connect_cb(uv_connect_t *creq, int status)
                                               pc->sentinel_auth});
     else
         link_send(l, 2, (const char *const[]){"HELLO", "3"});
-    link_owe(l, UINT32_MAX, 0);
+    link_owe(l, UINT32_MAX, 0, false);
     if (l->state == LINK_UP)
         link_send(l, 2, (const char *const[]){"SUBSCRIBE", "+switch-master"});
     log_info("pool '%s': Sentinel %s linked", pc->name, pc->sentinels[l->idx].text);
@@ -582,14 +713,21 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
     memset(m->answers, 0, set->nlinks * sizeof(*m->answers));
     for (uint32_t i = 0; i < set->nlinks; i++) {
         struct link *l = &set->links[i];
-        if (l->state == LINK_UP && l->n - l->head > 2 * set->p->nservers + 2)
+        if (l->state == LINK_UP && l->n - l->head > 4 * set->p->nservers + 2)
             link_down(l, "does not answer");    /* its rounds ended without it */
         if (l->state != LINK_UP)
             continue;
         link_send(l, 3, (const char *const[]){"SENTINEL", "MASTER", name});
         if (l->state != LINK_UP)
             continue;
-        link_owe(l, server, m->round);
+        link_owe(l, server, m->round, false);
+        m->waiting++;
+        if (set->p->conf->read_from == CONF_READ_MASTER)
+            continue;
+        link_send(l, 3, (const char *const[]){"SENTINEL", "REPLICAS", name});
+        if (l->state != LINK_UP)
+            continue;
+        link_owe(l, server, m->round, true);
         m->waiting++;
     }
     if (m->waiting == 0)
@@ -669,8 +807,11 @@ void sentinel_info(const struct pool *p, uint32_t server, FILE *f)
         fprintf(f, ",master=%s:%u", ps->host, ps->port);
     else
         fprintf(f, ",master=unknown");
-    fprintf(f, ",config_epoch=%llu,switches=%u", m != NULL ? (unsigned long long)m->epoch : 0,
-            m != NULL ? m->switches : 0);
+    uint32_t nrep = 0;
+    for (uint32_t i = 0; ps->replicas != NULL && i < POOL_REPLICAS_MAX; i++)
+        nrep += ps->replicas[i].listed;
+    fprintf(f, ",config_epoch=%llu,switches=%u,read_replicas=%u",
+            m != NULL ? (unsigned long long)m->epoch : 0, m != NULL ? m->switches : 0, nrep);
 }
 
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
@@ -679,6 +820,7 @@ void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
     const struct master *m = server < p->sentinel->nmasters ? &p->sentinel->masters[server]
                                                              : NULL;
     char addr[SENTINEL_ADDR_MAX + 8];
+    char replicas[POOL_REPLICAS_MAX * (SENTINEL_ADDR_MAX + 8)];
 
     snprintf(addr, sizeof(addr), "%s:%u", ps->host, ps->port);
     resp_w_bulk_str(w, "master");
@@ -689,4 +831,7 @@ void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
     resp_w_int(w, m != NULL ? m->switches : 0);
     resp_w_bulk_str(w, "last-switch");
     resp_w_bulk_str(w, m != NULL && m->switches > 0 ? m->last : "");
+    pool_replicas_text(p, server, replicas, sizeof(replicas));
+    resp_w_bulk_str(w, "read-replicas");
+    resp_w_bulk_str(w, replicas);
 }

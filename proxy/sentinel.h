@@ -40,11 +40,13 @@ void sentinel_free(struct pool *p);
  * (its "role"). Every connection to a server of a pool with sentinels
  * asks, before anything else is written on it (backend.c). */
 bool sentinel_says_master(const char *p, size_t len);
-/* INFO's: ",master=host:port,config_epoch=E,switches=N" for server. */
+/* INFO's: ",master=host:port,config_epoch=E,switches=N,read_replicas=R"
+ * for server (R: the replicas its reads may go to). */
 void sentinel_info(const struct pool *p, uint32_t server, FILE *f);
-/* SHARD.NODES: the fields of server's master, name/value pairs
+/* SHARD.NODES: the fields of server's master and the replicas read
+ * from ("host:port,..."), name/value pairs
  * written with w (their count: SENTINEL_FIELDS pairs). */
-#define SENTINEL_FIELDS 4
+#define SENTINEL_FIELDS 5
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w);
 
 #endif

@@ -16,7 +16,11 @@ Debian's redis-sentinel runs), all real processes on loopback ports:
 - a master no Sentinel majority knows answers its keys with an error and
   the rest of the pool works;
 - a source master killed while a reload's keys move off it: no key is
-  left behind, every acknowledged and replicated write reads back.
+  left behind, every acknowledged and replicated write reads back;
+- read_from: replica sends reads (GET, a split MGET, in RESP2 and 3) to
+  the replicas and writes, transactions and WATCH to the masters; after
+  the failovers reads follow the new replicas; a shard whose replica
+  died answers reads with an error, or (prefer_replica) from its master.
 
 Run: /usr/bin/python3 tests/integration/test_ha.py --shardis build/shardis
 """
@@ -375,6 +379,126 @@ def t_replica_named():
     return "%d requests, none written" % (2 * i)
 
 
+def cmdstat(srv, cmd):
+    return srv.client.info("commandstats").get("cmdstat_" + cmd, {}).get("calls", 0)
+
+
+def reads_on(servers, cmd):
+    return [cmdstat(srv, cmd) for srv in servers]
+
+
+def t_replica_reads(px, masters, replicas):
+    """read_from: replica: reads go to the replicas, everything else, and
+    reads inside MULTI or under WATCH, to the masters."""
+    keys = {i: px.keys_on("rr%d-" % i, i, 10) for i in range(3)}
+    for i in range(3):
+        for k in keys[i]:
+            px.client.set(k, k)
+    for i in range(3):
+        until("replicated", lambda: replicas[i].client.exists(*keys[i]) == len(keys[i]))
+    nodes = px.client.execute_command("SHARD.NODES")
+    for i, node in enumerate(nodes):
+        d = dict(zip(node[::2], node[1::2]))
+        expect_eq(d[b"read-replicas"], ("%s:%d" % (harness.HOST, replicas[i].port)).encode(),
+                  "shard %d's replica read from" % i)
+    for srv in masters + replicas:
+        srv.client.config_resetstat()
+    for i in range(3):
+        for k in keys[i]:
+            expect_eq(px.client.get(k), k, "GET %r" % k)
+    every = [k for i in range(3) for k in keys[i]]
+    expect_eq(px.client.mget(every), every, "a split MGET")
+    r3 = harness.Raw(px.port)
+    r3.cmd("HELLO", "3")
+    expect_eq(r3.cmd("GET", keys[1][0]), b"$%d\r\n%s\r\n" % (len(keys[1][0]), keys[1][0]),
+              "GET in RESP3")
+    expect_eq(reads_on(replicas, "get"), [10, 11, 10], "GETs on the replicas")
+    expect_eq(reads_on(replicas, "mget"), [1, 1, 1], "MGET's parts on the replicas")
+    expect_eq(reads_on(masters, "get") + reads_on(masters, "mget"), [0] * 6,
+              "reads on the masters")
+    px.client.set(keys[0][0], "w")
+    expect_eq(cmdstat(masters[0], "set"), 1, "SET on the master")
+    tx = px.client.pipeline(transaction=True)
+    tx.get(keys[0][0])
+    tx.set(keys[0][1], "t")
+    expect_eq(tx.execute(), [b"w", True], "MULTI GET SET EXEC")
+    with px.client.pipeline() as w:
+        w.watch(keys[2][0])
+        expect_eq(w.get(keys[2][0]), keys[2][0], "GET under WATCH")
+        w.unwatch()
+    expect_eq((cmdstat(masters[0], "get"), cmdstat(masters[2], "get")), (1, 1),
+              "GETs in MULTI and under WATCH on the masters")
+    expect_eq(reads_on(replicas, "get"), [10, 11, 10], "none more on the replicas")
+    return "30 GETs and 3 MGET parts on the replicas, none on the masters"
+
+
+def t_replica_follow(px, masters, replicas):
+    """After the failovers (shard 0 killed, shard 1 switched by hand) the
+    old masters, rejoined as replicas, are where reads go."""
+    want = [masters[0], masters[1], replicas[2]]
+
+    def listed():
+        nodes = px.client.execute_command("SHARD.NODES")
+        return [dict(zip(n[::2], n[1::2]))[b"read-replicas"] for n in nodes]
+    until("the new replicas listed", lambda: listed() == [
+        ("%s:%d" % (harness.HOST, srv.port)).encode() for srv in want], timeout=30)
+    before = reads_on(want, "get")
+    k = px.keys_on("follow", 0)[0]
+    px.client.set(k, "f")
+    until("replicated", lambda: masters[0].client.exists(k))
+    expect_eq(px.client.get(k), b"f", "read from the new replica")
+    expect_eq([a - b for a, b in zip(reads_on(want, "get"), before)], [1, 0, 0],
+              "the GET's server")
+
+
+def t_replica_down(px_r, px_p, replicas):
+    """Shard 2's replica dies: read_from: replica answers its reads with an
+    error once the Sentinels drop it, prefer_replica reads its master
+    without an error, the first read included; the other shards read on."""
+    k2 = px_r.keys_on("down", 2)[0]
+    k1 = px_r.keys_on("down", 1)[0]
+    px_r.client.set(k2, "x")
+    px_r.client.set(k1, "y")
+    until("replicated", lambda: replicas[2].client.exists(k2))
+    # prefer_replica's reads in flight on the replica as it dies: each is
+    # asked of the master instead; not one error.
+    got, errors, stop = [], [], []
+
+    def reader():
+        c = redis.Redis(harness.HOST, px_p.port, socket_timeout=5)
+        while not stop:
+            pipe = c.pipeline(transaction=False)
+            for _ in range(100):
+                pipe.get(k2)
+            try:
+                got.extend(pipe.execute(raise_on_error=False))
+            except redis.RedisError as e:
+                errors.append(e)
+    t = threading.Thread(target=reader)
+    t.start()
+    until("reads under way", lambda: len(got) > 1000)
+    replicas[2].kill()
+    n = len(got)
+    time.sleep(0.5)
+    stop.append(1)
+    t.join()
+    bad = [g for g in got if g != b"x"]
+    expect(not errors and not bad, "prefer_replica's reads as the replica died: %d errors, "
+           "%d wrong: %r" % (len(errors), len(bad), (errors + bad)[:2]))
+    expect(len(got) > n, "reads after the kill")
+
+    def refused():
+        try:
+            px_r.client.get(k2)
+        except redis.ResponseError as e:
+            return "no replica of master 'redis3'" in str(e)
+        return False
+    until("read_from: replica refuses shard 2's reads", refused, timeout=10)
+    expect_eq(px_r.client.get(k1), b"y", "shard 1 reads on")
+    got = [px_p.client.get(k2) for _ in range(20)]
+    expect_eq(got, [b"x"] * 20, "prefer_replica's reads")
+
+
 KEYS = 6000
 
 
@@ -478,13 +602,21 @@ def body():
     # (md5: every server owns some of the generated keys' {LL} tags.)
     px = Shardis("ha", first, sentinels=sentinel_conf(sentinels), timeout=2000, hash="md5")
     check("ha_start_finds_masters", t_start, px, masters, replicas)
+    px_r = Shardis("reads", masters, sentinels=sentinel_conf(sentinels), read_from="replica")
+    px_p = Shardis("prefer", masters, sentinels=sentinel_conf(sentinels),
+                   read_from="prefer_replica")
+    check("ha_replica_reads", t_replica_reads, px_r, masters, replicas)
     check("ha_unknown_master_errors_others_work", t_unknown_master, masters, sentinels)
     check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
     check("ha_replica_named_nothing_written", t_replica_named)
     check("ha_kill_master", t_kill, px, masters, replicas, sentinels)
     check("ha_manual_failover_old_masters_unwritten", t_manual, px, masters, replicas,
           sentinels)
+    check("ha_replica_reads_follow_failovers", t_replica_follow, px_r, masters, replicas)
+    check("ha_replica_down_error_or_master", t_replica_down, px_r, px_p, replicas)
     check("exit_clean", t_exit_clean, px)
+    for x in (px_r, px_p):
+        t_exit_clean(x)
     for p in [x.proc for x in masters + replicas + sentinels]:
         harness.stop(p)
     check("ha_failover_during_reshard_loses_nothing", t_reshard_failover)

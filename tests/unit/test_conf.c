@@ -350,6 +350,11 @@ ParameterizedTestParameters(conf, errors)
         {HEAD "  sentinels: 127.0.0.1:1\n" SERVERS, "t.yml:3:14: ", "sentinels must be a list"},
         {HEAD "  sentinel_auth: pw\n" SERVERS, "t.yml:3:18: ",
          "sentinel_auth applies only with sentinels"},
+        {HEAD "  read_from: replica\n" SERVERS, "t.yml:3:14: ",
+         "read_from: replica needs sentinels: they list each master's replicas"},
+        {HEAD "  sentinels: [h:1]\n  read_from: slave\n  servers: ['h:2:1 m']\n",
+         "t.yml:4:14: ", "unknown read_from 'slave'; expected one of: master, replica, "
+         "prefer_replica"},
         {HEAD "  idgen: {types: {user: 1}, minify: [user]}\n" SERVERS, "t.yml:3:10: ",
          "idgen.minify needs idgen.subkeys"},
         {HEAD "  idgen: {subkeys: {name: n}, minify: [person]}\n" SERVERS, "t.yml:3:10: ",
