@@ -46,8 +46,9 @@ struct mig_ring {
 struct mig_op {
     TAILQ_ENTRY(mig_op) link;           /* open, gated or retry list */
     struct pool       *pool;
-    struct msg         cmd;             /* the request's bytes, kept for retries */
-    struct msg         keys;            /* open: the "$len key" run so far */
+    struct msg         keys;            /* the "$len key" run, kept for retries: each
+                                           MIGRATE's head is written when it is sent,
+                                           to where op->to is then (a failover moves it) */
     struct req       **wait;            /* on touch: the requests waiting */
     uint32_t           nwait, capwait;
     int32_t            src;             /* mover: its source's index; -1 on touch */
@@ -140,9 +141,6 @@ struct mig {
 
 /* ---- mig_op.c: MIGRATE commands ---- */
 
-/* op->cmd: "MIGRATE host port "" db timeout REPLACE [AUTH pw] KEYS"; the
- * caller appends op->keys. */
-void mig_op_header(struct mig *m, struct pool *p, struct mig_op *op, long long timeout);
 /* Append one key, as a bulk, to g. */
 void mig_put_key(struct mig *m, struct msg *g, const char *key, size_t len);
 /* Send op's MIGRATE (op is in flight until migrate_reply). */

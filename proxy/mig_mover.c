@@ -28,7 +28,7 @@
 static req_reply_cb mover_reply;
 static struct mig_op *mover_op(struct pool *p, struct mig *m, struct mig_source *src,
                                uint32_t owner);
-static void queue_op(struct pool *p, struct mig *m, struct mig_source *src, struct mig_op *op,
+static void queue_op(struct mig *m, struct mig_source *src, struct mig_op *op,
                      long long timeout);
 static void free_keys(struct mig_key *k, uint32_t n);
 
@@ -90,7 +90,7 @@ void mig_advance(struct pool *p, struct mig *m, struct mig_source *src)
                 struct mig_op *op = mover_op(p, m, src, src->big[i].owner);
                 mig_put_key(m, &op->keys, src->big[i].key, src->big[i].len);
                 op->nkeys = 1;
-                queue_op(p, m, src, op, (long long)p->conf->migrate_timeout * MIG_BIG_TIMEOUT);
+                queue_op(m, src, op, (long long)p->conf->migrate_timeout * MIG_BIG_TIMEOUT);
                 src->bigs++;
             }
             free_keys(src->big, src->nbig);
@@ -232,12 +232,10 @@ static struct mig_op *mover_op(struct pool *p, struct mig *m, struct mig_source 
     return op;
 }
 
-static void queue_op(struct pool *p, struct mig *m, struct mig_source *src, struct mig_op *op,
+static void queue_op(struct mig *m, struct mig_source *src, struct mig_op *op,
                      long long timeout)
 {
-    mig_op_header(m, p, op, timeout);
-    msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
-    msg_release(&op->keys);
+    op->timeout = (uint64_t)timeout;
     src->ops++;
     m->tokens -= op->nkeys;
     TAILQ_INSERT_TAIL(&src->queue, op, link);
@@ -280,7 +278,7 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
             continue;
         }
         if (to[k->owner] != NULL && bytes[k->owner] + size > MIG_BATCH_BYTES) {
-            queue_op(p, m, src, to[k->owner], p->conf->migrate_timeout);
+            queue_op(m, src, to[k->owner], p->conf->migrate_timeout);
             to[k->owner] = NULL;
         }
         if (to[k->owner] == NULL) {
@@ -291,13 +289,13 @@ static void sizing_reply(struct pool *p, struct mig *m, struct mig_source *src, 
         mig_put_key(m, &op->keys, k->key, k->len);
         bytes[k->owner] += size;
         if (++op->nkeys == batch) {
-            queue_op(p, m, src, op, p->conf->migrate_timeout);
+            queue_op(m, src, op, p->conf->migrate_timeout);
             to[k->owner] = NULL;
         }
     }
     for (uint32_t d = 0; d < p->nservers; d++)
         if (to[d] != NULL)
-            queue_op(p, m, src, to[d], p->conf->migrate_timeout);
+            queue_op(m, src, to[d], p->conf->migrate_timeout);
     free(to);
     free(bytes);
     free_keys(src->page, src->npage);

@@ -27,26 +27,25 @@ static req_reply_cb migrate_reply;
  * ops the request being routed joined wait in m->joined until mig_send
  * takes them. */
 
-/* op->cmd: "MIGRATE host port "" db timeout REPLACE [AUTH pw | AUTH2 user
- * pw] KEYS", to which the keys are appended: the source server signs in
- * to the target as shardis's internal user. */
-void mig_op_header(struct mig *m, struct pool *p, struct mig_op *op, long long timeout)
+/* Into g: "MIGRATE host port "" db timeout REPLACE [AUTH pw | AUTH2 user
+ * pw] KEYS", to which op's keys are appended: the source server signs in
+ * to the target, where it is now, as shardis's internal user. */
+static void op_head(struct mig *m, struct pool *p, const struct mig_op *op, struct msg *g)
 {
     const struct pool_server *d = &p->servers[op->to];
     const struct conf_pool *pc = p->conf;
-    struct resp_w w = resp_w_on(&op->cmd, &m->buf, RESP2);
+    struct resp_w w = resp_w_on(g, &m->buf, RESP2);
     uint32_t nkeys = op->nkeys;
     const char *auth[3];
     int nauth = backend_auth_args(pc, BACKEND_AS_INTERNAL, auth);
 
-    op->timeout = (uint64_t)timeout;
     resp_w_array(&w, 8 + nkeys + (uint32_t)nauth);
     resp_w_bulk_str(&w, "MIGRATE");
     resp_w_bulk_str(&w, d->host);
     resp_w_bulk_ull(&w, d->port);
     resp_w_bulk(&w, "", 0);
     resp_w_bulk_ull(&w, (unsigned long long)pc->redis_db);
-    resp_w_bulk_ull(&w, (unsigned long long)timeout);
+    resp_w_bulk_ull(&w, (unsigned long long)op->timeout);
     resp_w_bulk_str(&w, "REPLACE");
     if (nauth > 0)
         resp_w_bulk_str(&w, nauth == 3 ? "AUTH2" : "AUTH");
@@ -109,9 +108,7 @@ void mig_key(struct client *c, uint32_t to, const char *key, size_t len)
 static void op_close(struct pool *p, struct mig *m, struct mig_op *op)
 {
     TAILQ_REMOVE(&m->open, op, link);
-    mig_op_header(m, p, op, p->conf->migrate_timeout);
-    msg_sub(&op->keys, 0, op->keys.len, &op->cmd);
-    msg_release(&op->keys);
+    op->timeout = (uint64_t)p->conf->migrate_timeout;
     if (m->state == MIG_DRAINING) {
         op->gated_at = uv_now(proxy.loop);
         TAILQ_INSERT_TAIL(&m->gated, op, link);
@@ -181,7 +178,8 @@ void mig_op_send(struct mig *m, struct mig_op *op)
     struct pool *p = op->pool;
     struct req *r = req_get();
 
-    msg_sub(&op->cmd, 0, op->cmd.len, &r->out);
+    op_head(m, p, op, &r->out);
+    msg_sub(&op->keys, 0, op->keys.len, &r->out);
     r->on_reply = migrate_reply;
     r->u.mig.op = op;
     m->inflight++;
@@ -215,7 +213,6 @@ void mig_op_done(struct mig *m, struct mig_op *op, bool ok)
 
 void mig_op_free(struct mig_op *op)
 {
-    msg_release(&op->cmd);
     msg_release(&op->keys);
     free(op->wait);
     free(op);
