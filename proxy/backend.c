@@ -133,32 +133,8 @@ static void answer_failed(struct backend *b, struct req *r)
     req_done(r);
 }
 
-/* read_from: prefer_replica: a client's read that a replica's connection
- * failed, written or not (a read may be asked twice), goes to the master.
- * Such a connection keeps what it wrote until the reply (backend_written). */
-static bool may_resend(const struct backend *b)
-{
-    return b->replica != 0 && b->pool->conf->read_from == CONF_READ_PREFER_REPLICA;
-}
-
-static bool to_master(struct backend *b, struct req *r)
-{
-    struct client *c = r->parent != NULL ? r->parent->client : r->client;
-
-    /* (Its bytes must all be there: an empty request on the master would
-     * take the next one's reply.) */
-    if (!may_resend(b) || r->on_reply != NULL || c == NULL || c->closing || proxy.stopping ||
-        r->out.len == 0)
-        return false;
-    msg_release(&r->rsp);
-    backend_send(pool_backend_in(b->pool, b->server, c, b->resp3), r);
-    return true;
-}
-
 static void fail_req(struct backend *b, struct req *r)
 {
-    if (to_master(b, r))
-        return;
     msg_release(&r->out);
     answer_failed(b, r);
 }
@@ -486,9 +462,14 @@ static int backend_consume(struct backend *b, size_t nread)
         }
         b->failures = 0;
         /* A master demoted while connected: its Sentinels know where to. */
-        if (b->pool->sentinel != NULL && msg_first(&r->rsp) == RESP_ERROR &&
-            resp_rd_error_is(&r->rsp, "READONLY"))
-            sentinel_hint(b->pool, b->server, "a -READONLY reply");
+        if (b->pool->sentinel != NULL && msg_first(&r->rsp) == RESP_ERROR) {
+            if (resp_rd_error_is(&r->rsp, "READONLY"))
+                sentinel_hint(b->pool, b->server, "a -READONLY reply");
+            else if (b->replica != 0 && (resp_rd_error_is(&r->rsp, "LOADING") ||
+                                         resp_rd_error_is(&r->rsp, "MASTERDOWN")))
+                b->pool->servers[b->server].replicas[b->replica - 1].shunned_until =
+                    uv_now(proxy.loop) + POOL_REPLICA_SHUN_MS;
+        }
         if (r->unblocked && mig_unblocked(r))
             continue;               /* sent again, to the key's new owner */
         if (r->client != NULL || r->parent != NULL)
@@ -569,8 +550,7 @@ static void backend_written(struct backend *b, int status)
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
         TAILQ_REMOVE(&b->writeq, r, bq);
         r->queued = 0;
-        if (!may_resend(b))
-            msg_release(&r->out);
+        msg_release(&r->out);
         req_maybe_free(r);
     }
     if (status == UV_ECANCELED || b->closing)

@@ -57,10 +57,22 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
 
 /* Whether a replica can answer cmd as its master would: read-only, and
  * not a script (a replica has not the scripts SCRIPT LOAD put on the
- * masters) nor a blocking command (those hold a connection: pin.c). */
+ * masters), a blocking command (those hold a connection: pin.c), nor one
+ * about the key's use (TOUCH, OBJECT FREQ and IDLETIME: the master's LRU
+ * and LFU are what count). */
 static bool replica_can(const struct cmd *cmd)
 {
-    return (cmd->flags & (CMD_READONLY | CMD_NOSCRIPT | CMD_BLOCKING)) == CMD_READONLY;
+    static const struct cmd *use[3];
+
+    if ((cmd->flags & (CMD_READONLY | CMD_NOSCRIPT | CMD_BLOCKING)) != CMD_READONLY)
+        return false;
+    if (use[0] == NULL) {
+        const struct cmd *object = cmd_lookup("object", 6);
+        use[0] = cmd_lookup("touch", 5);
+        use[1] = object != NULL ? cmd_lookup_sub(object, "freq", 4) : NULL;
+        use[2] = object != NULL ? cmd_lookup_sub(object, "idletime", 8) : NULL;
+    }
+    return cmd != use[0] && cmd != use[1] && cmd != use[2];
 }
 
 static struct backend *replica_conn(struct pool *p, struct pool_replica *rp,
@@ -69,9 +81,11 @@ static struct backend *replica_conn(struct pool *p, struct pool_replica *rp,
     return &rp->conns[(c->resp3 ? p->nconns : 0) + c->id % p->nconns];
 }
 
-static bool usable(const struct backend *b)
+static bool usable(const struct pool_replica *rp, const struct backend *b)
 {
-    return b->state != BACKEND_FAILED || uv_now(proxy.loop) >= b->retry_at;
+    uint64_t now = uv_now(proxy.loop);
+
+    return (b->state != BACKEND_FAILED || now >= b->retry_at) && now >= rp->shunned_until;
 }
 
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
@@ -85,7 +99,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
      * transaction or WATCH (c->pin), or while keys move between masters
      * (a replica of the new owner may not have them yet). */
     if (p->conf->read_from == CONF_READ_MASTER || c->pin != NULL || client_in_multi(c) ||
-        p->mig != NULL || !replica_can(cmd))
+        p->mig != NULL || !replica_can(cmd) || uv_now(proxy.loop) < p->replica_reads_at)
         return pool_backend(p, server, c);
     for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
         listed += reps[i].listed;
@@ -98,7 +112,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
         if (!rp->listed || n++ < pick)
             continue;
         struct backend *b = replica_conn(p, rp, c);
-        if (usable(b))
+        if (usable(rp, b))
             return b;
         if (first == NULL)
             first = b;
@@ -175,6 +189,7 @@ void pool_server_replicas(struct pool *p, uint32_t server, const struct pool_add
         rp->host = xstrdup(list[j].host);
         rp->port = list[j].port;
         rp->listed = true;
+        rp->shunned_until = 0;
         log_notice("pool '%s': master '%s': reads may go to its replica %s:%u",
                    p->conf->name, ps->label, rp->host, rp->port);
     }

@@ -33,11 +33,21 @@ struct pool_replica {
     char            *host;          /* an IP address (owned); NULL: a free slot */
     uint16_t         port;
     bool             listed;        /* the Sentinels list it, up, replicating the master */
+    uint64_t         shunned_until; /* loop ms: no read before (it said -LOADING or
+                                       -MASTERDOWN: POOL_REPLICA_SHUN_MS) */
     struct backend  *conns;         /* [2 * pool.nconns]: RESP2's, then RESP3's (owned) */
 };
 
 /* Replicas followed per server (more are left out, with a notice). */
 #define POOL_REPLICAS_MAX 8
+/* After a reshard, reads go to the masters this long (ms) before replicas
+ * again: the keys moved reach the new owners' replicas a replication delay
+ * after the masters; this covers it but for a replica far behind. */
+#define POOL_REPLICA_SETTLE_MS 1000
+/* A replica that answers a read with -LOADING or -MASTERDOWN (restarted,
+ * or cut off from its master with replica-serve-stale-data no) gets no
+ * read for this long (ms). */
+#define POOL_REPLICA_SHUN_MS 1000
 
 /* A server the pool has known since it started. Its index (the "server"
  * of backends, pins, subscriptions and the scan cursor) never changes, so
@@ -99,6 +109,8 @@ struct pool {
                                        pool_set_conf), or NULL without */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
     struct sentinel  *sentinel;     /* the Sentinels followed (sentinel.c), or NULL */
+    uint64_t          replica_reads_at; /* loop ms: reads go to no replica before
+                                       (a migration just ended: POOL_REPLICA_SETTLE_MS) */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
     uint32_t          ring_changes; /* pool_set_ring calls so far (scan.c) */
     struct group     *group;        /* the proxies in front of these servers (group.c) */

@@ -71,8 +71,32 @@ struct answer {
     uint64_t epoch;
     char     ip[SENTINEL_ADDR_MAX];
     uint32_t nreplicas;     /* (asked only where the pool reads from replicas) */
-    struct replica replicas[SENTINEL_REPLICAS_MAX];
+    struct replica *replicas;   /* [SENTINEL_REPLICAS_MAX] (owned), made on the first
+                                   SENTINEL REPLICAS reply: a pool reading only from
+                                   masters keeps none */
 };
+
+/* A round's answers, one per Sentinel: made, emptied, freed. */
+static struct answer *answers_new(uint32_t n)
+{
+    return xcalloc(n, sizeof(struct answer));
+}
+
+static void answers_clear(struct answer *answers, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct replica *keep = answers[i].replicas;
+        memset(&answers[i], 0, sizeof(answers[i]));
+        answers[i].replicas = keep;
+    }
+}
+
+static void answers_free(struct answer *answers, uint32_t n)
+{
+    for (uint32_t i = 0; answers != NULL && i < n; i++)
+        free(answers[i].replicas);
+    free(answers);
+}
 
 /* A reply a link still owes: to which round of which master, and which
  * question (SENTINEL MASTER, or REPLICAS). */
@@ -212,14 +236,16 @@ static void replica_field(void *arg, const char *name, const char *value)
 }
 
 /* One replica into *x: true if it is up (no s_down, o_down or
- * disconnected flag) and its link to its master is ok. */
-static bool read_replica(struct resp_rd *rd, struct replica *x)
+ * disconnected flag) and its link to its master is ok; *map: whether it
+ * was a map of fields at all. */
+static bool read_replica(struct resp_rd *rd, struct replica *x, bool *map)
 {
     struct replica_read rr = {x, false, false};
 
     memset(x, 0, sizeof(*x));
-    return read_fields(rd, replica_field, &rr) && rr.up && rr.link_ok && x->ip[0] != '\0' &&
-           x->port != 0 && x->master_port != 0;
+    *map = read_fields(rd, replica_field, &rr);
+    return *map && rr.up && rr.link_ok && x->ip[0] != '\0' && x->port != 0 &&
+           x->master_port != 0;
 }
 
 /* SENTINEL REPLICAS's reply (an array of maps, or of pairs in RESP2)
@@ -231,9 +257,16 @@ static void read_replicas(struct resp_rd *rd, struct answer *a)
     a->nreplicas = 0;
     if (resp_rd_next(rd, &top) < 0 || top.type != RESP_ARRAY)
         return;
-    for (size_t i = 0; i < top.elems && a->nreplicas < SENTINEL_REPLICAS_MAX; i++)
-        if (read_replica(rd, &a->replicas[a->nreplicas]))
+    if (a->replicas == NULL)
+        a->replicas = xcalloc(SENTINEL_REPLICAS_MAX, sizeof(*a->replicas));
+    /* (One that is no map ends the list: what follows it cannot be told.) */
+    for (size_t i = 0; i < top.elems && a->nreplicas < SENTINEL_REPLICAS_MAX; i++) {
+        bool map;
+        if (read_replica(rd, &a->replicas[a->nreplicas], &map))
             a->nreplicas++;
+        else if (!map)
+            return;
+    }
 }
 
 /* HELLO's reply: whether its "role" is "master" (RESP2 pairs or a RESP3
@@ -264,7 +297,7 @@ static struct master *master_of(struct sentinel *set, uint32_t server)
         set->masters = xrealloc(set->masters, n * sizeof(*set->masters));
         for (uint32_t i = set->nmasters; i < n; i++) {
             memset(&set->masters[i], 0, sizeof(set->masters[i]));
-            set->masters[i].answers = xcalloc(set->nlinks, sizeof(struct answer));
+            set->masters[i].answers = answers_new(set->nlinks);
         }
         set->nmasters = n;
     }
@@ -400,7 +433,7 @@ void sentinel_start(struct pool *p)
         struct answer *answers;
         if (!ps->active)
             continue;
-        answers = xcalloc(set->nlinks, sizeof(*answers));
+        answers = answers_new(set->nlinks);
         for (uint32_t i = 0; i < set->nlinks; i++) {
             const struct conf_addr *at = &pc->sentinels[i];
             size_t len;
@@ -429,7 +462,7 @@ void sentinel_start(struct pool *p)
             free(raw);
         }
         conclude(set, s, answers, "at start");
-        free(answers);
+        answers_free(answers, set->nlinks);
         /* Before anything is read from it: the server there must say it
          * is a master (the migration record is read next). */
         if (ps->resolved) {
@@ -702,6 +735,7 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
 {
     struct master *m = master_of(set, server);
     const char *name = set->p->servers[server].label;
+    uint32_t asks = set->p->conf->read_from == CONF_READ_MASTER ? 1 : 2;   /* per round */
 
     if (m->round != 0)
         return;                     /* one at a time */
@@ -710,10 +744,10 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
     m->deadline = uv_now(proxy.loop) + SENTINEL_ROUND_MS;
     m->next_check = uv_now(proxy.loop) + SENTINEL_CHECK_MS;
     snprintf(m->why, sizeof(m->why), "%s", why);
-    memset(m->answers, 0, set->nlinks * sizeof(*m->answers));
+    answers_clear(m->answers, set->nlinks);
     for (uint32_t i = 0; i < set->nlinks; i++) {
         struct link *l = &set->links[i];
-        if (l->state == LINK_UP && l->n - l->head > 4 * set->p->nservers + 2)
+        if (l->state == LINK_UP && l->n - l->head > (asks + 1) * set->p->nservers + 2)
             link_down(l, "does not answer");    /* its rounds ended without it */
         if (l->state != LINK_UP)
             continue;
@@ -790,7 +824,7 @@ void sentinel_free(struct pool *p)
         free(set->links[i].owed);
     }
     for (uint32_t s = 0; s < set->nmasters; s++)
-        free(set->masters[s].answers);
+        answers_free(set->masters[s].answers, set->nlinks);
     free(set->masters);
     free(set->links);
     free(set);

@@ -429,6 +429,11 @@ def t_replica_reads(px, masters, replicas):
     expect_eq((cmdstat(masters[0], "get"), cmdstat(masters[2], "get")), (1, 1),
               "GETs in MULTI and under WATCH on the masters")
     expect_eq(reads_on(replicas, "get"), [10, 11, 10], "none more on the replicas")
+    # TOUCH and OBJECT FREQ/IDLETIME are about the master's LRU: there.
+    px.client.touch(keys[1][0])
+    px.client.object("idletime", keys[1][0])
+    expect_eq((cmdstat(masters[1], "touch"), cmdstat(replicas[1], "touch"),
+               cmdstat(masters[1], "object|idletime")), (1, 0, 1), "TOUCH, OBJECT IDLETIME")
     return "30 GETs and 3 MGET parts on the replicas, none on the masters"
 
 
@@ -460,8 +465,10 @@ def t_replica_down(px_r, px_p, replicas):
     px_r.client.set(k2, "x")
     px_r.client.set(k1, "y")
     until("replicated", lambda: replicas[2].client.exists(k2))
-    # prefer_replica's reads in flight on the replica as it dies: each is
-    # asked of the master instead; not one error.
+    # prefer_replica's reads go on from the master: those in flight on the
+    # replica as it dies get an error (as on any connection that fails;
+    # asked again of the master, one could see a write the client sent
+    # after it), every later one its value.
     got, errors, stop = [], [], []
 
     def reader():
@@ -470,22 +477,44 @@ def t_replica_down(px_r, px_p, replicas):
             pipe = c.pipeline(transaction=False)
             for _ in range(100):
                 pipe.get(k2)
-            try:
-                got.extend(pipe.execute(raise_on_error=False))
-            except redis.RedisError as e:
-                errors.append(e)
+            for g in pipe.execute(raise_on_error=False):
+                (errors if isinstance(g, Exception) else got).append((time.monotonic(), g))
     t = threading.Thread(target=reader)
     t.start()
     until("reads under way", lambda: len(got) > 1000)
+    t_kill = time.monotonic()
     replicas[2].kill()
-    n = len(got)
-    time.sleep(0.5)
+    time.sleep(1.0)
     stop.append(1)
     t.join()
-    bad = [g for g in got if g != b"x"]
-    expect(not errors and not bad, "prefer_replica's reads as the replica died: %d errors, "
-           "%d wrong: %r" % (len(errors), len(bad), (errors + bad)[:2]))
-    expect(len(got) > n, "reads after the kill")
+    bad = [g for _, g in got if g != b"x"]
+    late = [e for t_e, e in errors if t_e > t_kill + 0.5]
+    expect(not bad and not late, "prefer_replica: %d wrong values, %d errors 0.5 s after the "
+           "kill: %r" % (len(bad), len(late), (bad + late)[:2]))
+    expect(len([1 for t_g, _ in got if t_g > t_kill + 0.5]) > 100, "reads after the kill")
+    return "%d of prefer_replica's reads in flight at the kill failed" % len(errors)
+
+
+def t_replica_masterdown(px_p, masters, replicas):
+    """A replica cut off from its master, with replica-serve-stale-data
+    no, answers -MASTERDOWN while the Sentinels still list it: it is passed
+    over for a second, so prefer_replica's reads go to the master."""
+    rep = masters[0]                # shard 0's replica since the kill
+    k = px_p.keys_on("stale", 0)[0]
+    px_p.client.set(k, "v")
+    until("replicated", lambda: rep.client.exists(k))
+    rep.client.config_set("replica-serve-stale-data", "no")
+    rep.client.execute_command("REPLICAOF", harness.HOST, harness.free_port())
+    got = []
+    for _ in range(20):
+        try:
+            got.append(px_p.client.get(k))
+        except redis.ResponseError as e:
+            got.append(str(e).split()[0])
+        time.sleep(0.01)
+    expect(got.count(b"v") >= 19 and set(got) <= {b"v", "MASTERDOWN"},
+           "reads while the replica says MASTERDOWN: %r" % got)
+    return "%d of 20 reads answered MASTERDOWN" % got.count("MASTERDOWN")
 
     def refused():
         try:
@@ -614,6 +643,7 @@ def body():
           sentinels)
     check("ha_replica_reads_follow_failovers", t_replica_follow, px_r, masters, replicas)
     check("ha_replica_down_error_or_master", t_replica_down, px_r, px_p, replicas)
+    check("ha_replica_masterdown_passed_over", t_replica_masterdown, px_p, masters, replicas)
     check("exit_clean", t_exit_clean, px)
     for x in (px_r, px_p):
         t_exit_clean(x)
