@@ -610,7 +610,7 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS, K_READ_FROM
+    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS, K_READ_FROM, K_STATS_LISTEN
 };
 
 struct pool_key {
@@ -661,6 +661,9 @@ static const struct pool_key pool_keys[] = {
     {"migrate_retries",      K_INT,     F(migrate_retries), 0, 100},
     {"lock_max_ms",          K_INT,     F(lock_max_ms), 1, INT_MAX},
     {"bigkey_bytes",         K_INT,     F(bigkey_bytes), 1, INT_MAX},
+    {"stats_listen",         K_STATS_LISTEN, 0, 0, 0},
+    {"slowlog_log_slower_than", K_INT,  F(slowlog_log_slower_than), -1, INT_MAX},
+    {"slowlog_max_len",      K_INT,     F(slowlog_max_len), 0, 100000},
     {"tls_listen",           K_TLS_LISTEN, 0, 0, 0},
     {"tls_cert_file",        K_STR,     F(tls.cert_file), 1, 4096},
     {"tls_key_file",         K_STR,     F(tls.key_file), 1, 4096},
@@ -790,6 +793,13 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         return set_listen(p, v, "listen", &pool->listen);
     case K_TLS_LISTEN:
         return set_listen(p, v, "tls_listen", &pool->tls.listen);
+    case K_STATS_LISTEN:
+        if ((rc = set_listen(p, v, "stats_listen", &pool->stats_listen)) < 0)
+            return rc;
+        if (pool->stats_listen.unix_socket)
+            return fail(p, v, "stats_listen '%s': metrics are served over TCP, as "
+                        "host:port", pool->stats_listen.text);
+        return 0;
     case K_TLS_AUTH:
         if ((rc = scalar(p, v, name, &s)) < 0)
             return rc;
@@ -846,6 +856,8 @@ static void pool_defaults(struct conf_pool *pool)
     pool->migrate_retries = 3;
     pool->lock_max_ms = 2000;
     pool->bigkey_bytes = 8 * 1024 * 1024;
+    pool->slowlog_log_slower_than = 10000;
+    pool->slowlog_max_len = 128;
     pool->tls.auth_clients = CONF_TLS_AUTH_NO;
     pool->tls.handshake_timeout = 10000;
 }
@@ -1001,6 +1013,7 @@ static void pool_free(struct conf_pool *pool)
     free(pool->name);
     addr_free(&pool->listen);
     addr_free(&pool->tls.listen);
+    addr_free(&pool->stats_listen);
     for (size_t i = 0; i < pool->nsentinels; i++)
         addr_free(&pool->sentinels[i]);
     free(pool->sentinels);

@@ -125,6 +125,7 @@ struct conf_pool {
     char    *name;
     int      line, col;
     struct conf_addr listen;
+    struct conf_addr stats_listen;  /* GET /metrics (proxy/metrics.c); text NULL: none */
 
     /* twemproxy's keys, with its defaults */
     enum ring_hash hash;            /* fnv1a_64 (murmur64a for jedis) */
@@ -189,6 +190,10 @@ struct conf_pool {
                                        while a reload drains gets -TRYAGAIN (2000) */
     int      bigkey_bytes;          /* the mover moves keys bigger than this (MEMORY USAGE)
                                        last, one at a time (8 MiB) */
+    /* operations (proxy/slowlog.c) */
+    int      slowlog_log_slower_than;   /* us from request read to reply complete: a
+                                           request as slow is logged; -1 none (10000) */
+    int      slowlog_max_len;       /* entries kept (128) */
     struct conf_idgen idgen;
 
     struct conf_server *servers;

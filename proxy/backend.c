@@ -44,6 +44,8 @@
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/sentinel.h"
+#include "proxy/slowlog.h"
+#include "proxy/stats.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
 
@@ -408,6 +410,7 @@ static int backend_consume(struct backend *b, size_t nread)
     off = b->in.rx;
     b->in.tail->len += (uint32_t)nread;
     b->in.rx += (uint64_t)nread;
+    b->rx_bytes += (uint64_t)nread;
     left = nread;
 
     while (left > 0) {
@@ -472,8 +475,14 @@ static int backend_consume(struct backend *b, size_t nread)
         }
         if (r->unblocked && mig_unblocked(r))
             continue;               /* sent again, to the key's new owner */
-        if (r->client != NULL || r->parent != NULL)
+        if (r->client != NULL || r->parent != NULL) {
+            struct pool_server *ps = &b->pool->servers[b->server];
+            uint64_t t0 = (r->parent != NULL ? r->parent : r)->t0_us;
+            if (ps->latency == NULL)
+                ps->latency = xcalloc(1, sizeof(*ps->latency));
+            stats_hist_add(ps->latency, proxy.now_us > t0 ? proxy.now_us - t0 : 0);
             req_done(r);
+        }
         else
             req_maybe_free(r);
     }
@@ -550,7 +559,10 @@ static void backend_written(struct backend *b, int status)
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
         TAILQ_REMOVE(&b->writeq, r, bq);
         r->queued = 0;
-        msg_release(&r->out);
+        /* (A slow log shows a request's arguments: it keeps them until
+         * the reply. Only clients' requests are logged.) */
+        if (r->on_reply != NULL || !slowlog_on(b->pool))
+            msg_release(&r->out);
         req_maybe_free(r);
     }
     if (status == UV_ECANCELED || b->closing)
@@ -623,6 +635,7 @@ void backend_flush(struct backend *b)
             b->role_asked = 1;
     }
     iov = iovs;
+    b->tx_bytes += total;
     if (niov == 0) {    /* nothing queued, or held until the role is known */
         if (iovs != stack)
             free(iovs);
@@ -805,6 +818,7 @@ void backend_send(struct backend *b, struct req *r)
     const struct conf_pool *pc = b->pool->conf;
 
     r->backend = b;
+    r->server = b->server;          /* (slowlog.c names it) */
     b->requests++;
     if (b->state == BACKEND_FAILED) {
         if (backend_dedicated(b) || uv_now(proxy.loop) < b->retry_at || b->closing) {

@@ -108,6 +108,7 @@ struct backend {
                                    behind a failed AUTH, it would run as another user */
     /* stats */
     uint64_t         requests, errors, timeouts;
+    uint64_t         rx_bytes, tx_bytes;
 };
 
 void backend_init(struct backend *b, struct pool *p, uint32_t server);

@@ -45,6 +45,7 @@
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/route.h"
+#include "proxy/slowlog.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
 
@@ -317,6 +318,7 @@ void req_done(struct req *r)
     if (c == NULL || c->closing)
         return;
     stats_reply(&c->pool->stats, r, proxy.now_us);
+    slowlog_reply(c->pool, c, r, proxy.now_us > r->t0_us ? proxy.now_us - r->t0_us : 0);
     c->inflight--;
     if (r->silent)
         msg_release(&r->rsp);       /* CLIENT REPLY OFF or SKIP */
@@ -518,6 +520,24 @@ static void client_close_cb(uv_handle_t *h)
         free(c->rare);
     }
     free(c);
+}
+
+void client_peer(const struct client *c, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    int n = sizeof(ss);
+
+    snprintf(buf, len, "?");
+    if (c->h.handle.type != UV_TCP || uv_tcp_getpeername((const uv_tcp_t *)&c->h.tcp, (struct sockaddr *)&ss, &n) != 0)
+        return;
+    char ip[64];
+    if (ss.ss_family == AF_INET) {
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+        snprintf(buf, len, "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    } else {
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        snprintf(buf, len, "[%s]:%u", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+    }
 }
 
 void client_close(struct client *c)

@@ -126,6 +126,8 @@ struct client_rare {
 struct client_rare *client_rare(struct client *c);
 /* CLIENT SETNAME's name, or NULL. */
 const char *client_name(const struct client *c);
+/* c's peer as "ip:port" ("[ip6]:port"), or "?" for a unix socket. */
+void client_peer(const struct client *c, char *buf, size_t len);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
 /* A client of p over fd, a connected stream socket of the process's own

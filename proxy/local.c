@@ -19,6 +19,7 @@
 #include "proxy/cmd.h"
 #include "proxy/gate.h"
 #include "proxy/genkey.h"
+#include "proxy/info.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
@@ -29,6 +30,7 @@
 #include "proxy/pubsub.h"
 #include "proxy/reload.h"
 #include "proxy/route.h"
+#include "proxy/slowlog.h"
 #include "proxy/stats.h"
 #include "proxy/util.h"
 
@@ -100,19 +102,6 @@ static void cmd_quit(struct client *c, struct req *r, struct args *a)
     c->quitting = 1;
 }
 
-static bool parse_ll(struct args *a, uint32_t i, long long *v)
-{
-    char buf[24], *end;
-    size_t len;
-    const char *p = args_get(a, i, &len);
-    if (len == 0 || len >= sizeof(buf))
-        return false;
-    memcpy(buf, p, len);
-    buf[len] = '\0';
-    *v = strtoll(buf, &end, 10);
-    return *end == '\0';
-}
-
 static void cmd_select(struct client *c, struct req *r, struct args *a)
 {
     long long db;
@@ -122,7 +111,7 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
     }
     /* As a redis-server with one database (databases 1): keys are routed
      * in DB 0 (redis_db on the servers) only. */
-    if (!parse_ll(a, 1, &db))
+    if (!args_ll(a, 1, &db))
         client_reply_error(c, r, "ERR value is not an integer or out of range");
     else if (db < -2147483648LL || db > 2147483647LL)      /* redis-server's words */
         client_reply_error(c, r, "ERR value is out of range, value must between "
@@ -241,7 +230,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     /* HELLO with no version keeps the client's, as redis-server's does. */
     long long ver = c->resp3 ? 3 : 2;
 
-    if (a->argc >= 2 && !parse_ll(a, 1, &ver)) {
+    if (a->argc >= 2 && !args_ll(a, 1, &ver)) {
         client_reply_error(c, r, "ERR Protocol version is not an integer or out of range");
         return;
     }
@@ -339,24 +328,6 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     req_done(r);
 }
 
-static void peer_name(struct client *c, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    int n = sizeof(ss);
-
-    snprintf(buf, len, "?");
-    if (c->h.handle.type != UV_TCP || uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &n) != 0)
-        return;
-    char ip[64];
-    if (ss.ss_family == AF_INET) {
-        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-        snprintf(buf, len, "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
-    } else {
-        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-        snprintf(buf, len, "[%s]:%u", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-    }
-}
-
 /* CLIENT's subcommands; route.c checked each one's arity by the table. */
 static void cmd_client(struct client *c, struct req *r, struct args *a)
 {
@@ -413,7 +384,7 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         const char *user = c->user->name;
         size_t nlen = strlen(name), ulen = strlen(user);
         char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
-        peer_name(c, peer, sizeof(peer));
+        client_peer(c, peer, sizeof(peer));
         int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
                          (unsigned long long)c->id, peer);
         CHECK(n > 0 && (size_t)n < sizeof(head));
@@ -611,119 +582,41 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
     }
 }
 
-/* ---- INFO ------------------------------------------------------------------------ */
+/* ---- LATENCY ---------------------------------------------------------------------- */
 
-/* Clients waiting in a blocking command: its request is the oldest on
- * their dedicated connection. */
-static uint32_t blocked_clients(void)
+/* LATENCY: HISTOGRAM from shardis's own per-command histograms (stats.c);
+ * the latency monitor's events (LATEST, HISTORY, RESET) are redis-server's
+ * and shardis raises none, as a server with latency-monitor-threshold 0. */
+static void cmd_latency(struct client *c, struct req *r, struct args *a)
 {
-    uint32_t n = 0;
-
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct backend *b;
-        TAILQ_FOREACH(b, &proxy.pools[i].dedicated, link) {
-            struct req *r = TAILQ_FIRST(&b->pendq);
-            n += b->role == BACKEND_PIN && r != NULL && r->blocking;
-        }
-    }
-    return n;
-}
-
-static bool want_section(struct args *a, const char *name, bool in_default)
-{
-    if (a->argc < 2)
-        return in_default;
-    for (uint32_t i = 1; i < a->argc; i++)
-        if (args_is(a, i, name) || args_is(a, i, "all") || args_is(a, i, "everything") ||
-            (in_default && args_is(a, i, "default")))
-            return true;
-    return false;
-}
-
-/* The proxy's own CPU time, in redis-server's fields. */
-static void info_cpu(FILE *f)
-{
-    static const struct { const char *name; int who; } of[] = {
-        {"", RUSAGE_SELF}, {"_children", RUSAGE_CHILDREN}, {"_main_thread", RUSAGE_THREAD},
-    };
-
-    fputs("# CPU\r\n", f);
-    for (size_t i = 0; i < ARRAY_SIZE(of); i++) {
-        struct rusage ru;
-        if (getrusage(of[i].who, &ru) != 0)
-            continue;
-        fprintf(f, "used_cpu_sys%s:%ld.%06ld\r\nused_cpu_user%s:%ld.%06ld\r\n", of[i].name,
-                (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, of[i].name,
-                (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
-    }
-    fputs("\r\n", f);
-}
-
-/* INFO's text is lines ended by CRLF: a payload, not RESP. */
-static void cmd_info(struct client *c, struct req *r, struct args *a)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = xopen_memstream(&buf, &len);
-    uint64_t now = uv_now(proxy.loop);
-
-    if (want_section(a, "server", true))
-        fprintf(f, "# Server\r\nredis_version:%s\r\nshardis_version:%s\r\nredis_mode:proxy\r\n"
-                "process_id:%d\r\ntcp_port:%d\r\nuptime_in_seconds:%llu\r\n\r\n",
-                cmd_redis_version, SHARDIS_VERSION, (int)getpid(), proxy.port,
-                (unsigned long long)((now - proxy.started_ms) / 1000));
-    if (want_section(a, "clients", true))
-        fprintf(f, "# Clients\r\nconnected_clients:%u\r\nblocked_clients:%u\r\n\r\n",
-                proxy.nclients, blocked_clients());
-    if (want_section(a, "stats", true))
-        fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
-                "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"
-                "chunks_allocated:%zu\r\nchunks_free:%zu\r\n\r\n",
-                (unsigned long long)c->pool->accepted, (unsigned long long)c->pool->requests,
-                (unsigned long long)c->pool->stats.error_replies, mbuf_nalloc(), mbuf_nfree());
-    if (want_section(a, "cpu", true))
-        info_cpu(f);
-    if (want_section(a, "commandstats", false)) {
-        fputs("# Commandstats\r\n", f);
-        stats_info_commandstats(&c->pool->stats, f);
-        fputs("\r\n", f);
-    }
-    if (want_section(a, "errorstats", true)) {
-        fputs("# Errorstats\r\n", f);
-        stats_info_errorstats(&c->pool->stats, f);
-        fputs("\r\n", f);
-    }
-    if (want_section(a, "shardis", true)) {
-        /* configs_held: the running config and the old ones a pool still
-         * routes by (bounded however many reloads came). */
-        fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", proxy.npools,
-                1 + proxy.nold_confs);
-        for (size_t i = 0; i < proxy.npools; i++) {
-            struct pool *p = &proxy.pools[i];
-            fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
-                    "clients=%u,requests=%llu,errors=%llu\r\n", i, p->conf->name,
-                    p->conf->listen.text, ring_dist_name(ring_distribution(p->ring)),
-                    ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
-                    (unsigned long long)p->requests, (unsigned long long)p->errors);
-            for (uint32_t s = 0; s < p->nservers; s++) {
-                struct backend *b = &p->servers[s].conns[0];
-                if (!p->servers[s].active)
-                    continue;
-                fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
-                        "errors=%llu,timeouts=%llu", i, s, p->servers[s].label,
-                        p->servers[s].addr, backend_state_name(b),
-                        (unsigned long long)b->requests, (unsigned long long)b->errors,
-                        (unsigned long long)b->timeouts);
-                if (p->sentinel != NULL)        /* where its master is now */
-                    sentinel_info(p, s, f);
-                fprintf(f, "\r\n");
-            }
-        }
-    }
-    fclose(f);
     struct resp_w w = out(c, r);
-    resp_w_verbatim(&w, "txt", buf, len);
-    free(buf);
+
+    if (args_is(a, 1, "histogram")) {
+        uint32_t n = a->argc - 2;
+        const char **argv = xcalloc(n + 1, sizeof(*argv));
+        size_t *len = xcalloc(n + 1, sizeof(*len));
+        for (uint32_t i = 0; i < n; i++)
+            argv[i] = args_get(a, 2 + i, &len[i]);
+        stats_latency_histogram(&c->pool->stats, &w, (int)n, argv, len);
+        free(argv);
+        free(len);
+    } else if ((args_is(a, 1, "latest") && a->argc == 2) ||
+               (args_is(a, 1, "history") && a->argc == 3)) {
+        resp_w_array(&w, 0);
+    } else if (args_is(a, 1, "reset")) {
+        resp_w_int(&w, 0);
+    } else if (args_is(a, 1, "doctor") && a->argc == 2) {
+        static const char text[] = "Dave, no latency spike was observed during the lifetime "
+            "of this shardis instance, not in the slightest bit: it raises no latency "
+            "monitor events. Its own latency per command is in LATENCY HISTOGRAM, INFO "
+            "latencystats and SLOWLOG.\n";
+        resp_w_verbatim(&w, "txt", text, sizeof(text) - 1);
+    } else {
+        size_t len;
+        const char *sub = args_get(a, 1, &len);
+        client_reply_error(c, r, "ERR unknown subcommand or wrong number of arguments for "
+                           "'%.*s'. Try LATENCY HELP.", (int)(len < 128 ? len : 128), sub);
+    }
 }
 
 /* ---- SHARD.* ---------------------------------------------------------------------- */
@@ -843,7 +736,9 @@ static const struct local_cmd local_cmds[] = {
     {"client", cmd_client, false, false, 0},
     {"command", cmd_command, false, false, 0},
     {"time", cmd_time, false, false, 0},
-    {"info", cmd_info, false, false, 0},
+    {"info", info_command, false, false, 0},
+    {"slowlog", slowlog_command, false, false, 0},
+    {"latency", cmd_latency, false, false, 0},
     {"acl", cmd_acl, false, false, 0},
     /* From here on: SHARD.*, the rows acl.c numbers (FIRST_SHARD). */
     {"shard.whereis", cmd_whereis, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
@@ -860,7 +755,7 @@ static const struct local_cmd local_cmds[] = {
     {"shard.maxify", cmd_maxify, false, false, CMD_CAT_FAST},
 };
 
-#define FIRST_SHARD 12
+#define FIRST_SHARD 14
 
 const char *local_shard_command(size_t i, uint32_t *acl)
 {

@@ -497,3 +497,20 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     resp_w_verbatim(&w, "txt", buf, len);
     free(buf);
 }
+
+void mig_progress(const struct pool *p, struct mig_progress *out)
+{
+    const struct mig *m = p->mig;
+
+    memset(out, 0, sizeof(*out));
+    if (m == NULL)
+        return;
+    out->active = true;
+    out->draining = m->state == MIG_DRAINING;
+    out->moved_on_touch = m->touched;
+    out->tryagain = m->tryagain;
+    for (uint32_t i = 0; i < m->nsrc; i++) {
+        out->scanned += m->src[i].scanned;
+        out->moved += m->src[i].moved;
+    }
+}

@@ -62,5 +62,11 @@ bool mig_drained(const struct pool *p);
 
 /* SHARD.MIGRATION STATUS | PAUSE | RESUME (local.c dispatches). */
 void mig_command(struct client *c, struct req *r, struct args *a);
+/* The pool's migration in figures (/metrics): all 0 when none runs. */
+struct mig_progress {
+    bool     active, draining;
+    uint64_t scanned, moved, moved_on_touch, tryagain;
+};
+void mig_progress(const struct pool *p, struct mig_progress *out);
 
 #endif

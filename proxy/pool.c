@@ -22,6 +22,9 @@
 #include "proxy/cmd.h"
 #include "proxy/genkey.h"
 #include "proxy/group.h"
+#include "proxy/info.h"
+#include "proxy/metrics.h"
+#include "proxy/slowlog.h"
 #include "proxy/log.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
@@ -307,6 +310,7 @@ void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
         failures < (uint32_t)p->conf->server_failure_limit)
         return;
     ps->ejected_until = uv_now(proxy.loop) + (uint64_t)p->conf->server_retry_timeout;
+    ps->ejections++;
     log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
              "other servers meanwhile", p->conf->name, ps->label,
              p->conf->server_retry_timeout, failures);
@@ -569,6 +573,9 @@ void pool_free(struct pool *p)
     genkey_pool_free(p);
     minify_free(p->minify);
     sentinel_free(p);
+    info_free(p);
+    slowlog_free(p);
+    metrics_free(p);
     ring_free(p->ring);
     ring_free(p->live);
     free(p->live_map);
@@ -584,6 +591,7 @@ void pool_free(struct pool *p)
             free(p->servers[s].replicas[i].conns);
         }
         free(p->servers[s].replicas);
+        free(p->servers[s].latency);
     }
     free(p->servers);
 }

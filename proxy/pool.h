@@ -19,6 +19,9 @@ struct client;
 struct cmd;
 struct mig;
 struct minify;
+struct info;
+struct slowlog;
+struct metrics;
 struct sentinel;
 struct pool;
 struct pool_server;
@@ -74,6 +77,9 @@ struct pool_server {
                                        with sentinels only once they agreed on it */
     struct pool_replica *replicas;  /* [POOL_REPLICAS_MAX] once one is listed, else
                                        NULL (owned) */
+    struct stats_hist *latency;     /* its clients' requests' times, read to reply
+                                       (/metrics), made on the first (owned) */
+    uint64_t         ejections;     /* times eject_mode: rehash took it out */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
@@ -109,6 +115,9 @@ struct pool {
                                        pool_set_conf), or NULL without */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */
     struct sentinel  *sentinel;     /* the Sentinels followed (sentinel.c), or NULL */
+    struct info      *info;         /* the servers' INFO, kept (info.c), or NULL */
+    struct slowlog   *slowlog;      /* its slow requests (slowlog.c), or NULL */
+    struct metrics   *metrics;      /* its /metrics listener (metrics.c), or NULL */
     uint64_t          replica_reads_at; /* loop ms: reads go to no replica before
                                        (a migration just ended: POOL_REPLICA_SETTLE_MS) */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */

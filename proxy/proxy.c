@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "proxy/acl.h"
@@ -36,6 +37,8 @@
 #include "proxy/log.h"
 #include "proxy/mig.h"
 #include "proxy/pool.h"
+#include "proxy/info.h"
+#include "proxy/metrics.h"
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
 #include "proxy/sentinel.h"
@@ -138,6 +141,8 @@ static void tick_cb(uv_timer_t *t)
         if (p->mig != NULL)
             mig_tick(p, now);
         sentinel_tick(p, now);
+        info_tick(p, now);
+        metrics_tick(p, now);
         /* (MIGRATE and the mover's commands have deadlines of their own,
          * even where the pool has no timeout.) */
         for (uint32_t s = 0; s < p->nservers; s++) {
@@ -309,6 +314,8 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     rc = listen_on(p, &p->listener, &pc->listen, err, errlen);
     if (rc == 0 && pc->tls.listen.text != NULL)
         rc = listen_on(p, &p->tls_listener, &pc->tls.listen, err, errlen);
+    if (rc == 0)
+        rc = metrics_start(p, err, errlen);
     pool_set_ring(p, pc, ring, NULL);
     if (rc < 0)
         return rc;
@@ -356,7 +363,7 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                             return;
                         }
             }
-            if (sentinel_close_handle(p, h))
+            if (sentinel_close_handle(p, h) || metrics_close_handle(p, h))
                 return;
             if (group_close_handle(p, h))
                 return;
@@ -475,6 +482,20 @@ int proxy_run(struct conf *cf)
     TAILQ_INIT(&proxy.stalled);
     proxy.idle_trimmed = true;
     proxy.rng = ((uint64_t)uv_hrtime() << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ULL;
+    {
+        unsigned char raw[20];
+        ssize_t n;
+        if (uv_random(NULL, NULL, raw, sizeof(raw), 0, NULL) != 0)
+            for (size_t i = 0; i < sizeof(raw); i++)
+                raw[i] = (unsigned char)(uv_hrtime() >> (i % 8));
+        for (size_t i = 0; i < sizeof(raw); i++)
+            snprintf(proxy.run_id + 2 * i, 3, "%02x", raw[i]);
+        struct timeval tv;
+        gettimeofday(&tv, NULL);
+        proxy.start_unix = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+        n = readlink("/proc/self/exe", proxy.executable, sizeof(proxy.executable) - 1);
+        proxy.executable[n > 0 ? n : 0] = '\0';
+    }
     route_init();
     genkey_init();
     signal(SIGPIPE, SIG_IGN);

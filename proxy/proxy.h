@@ -38,6 +38,9 @@ struct proxy {
     uint64_t          stop_ms;      /* when the stop signal came */
     int               port;         /* first TCP listen port, for INFO */
     char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
+    double            start_unix;   /* the start, in unix seconds (/metrics) */
+    char              run_id[41];   /* INFO's: 40 random hex digits, new each start */
+    char              executable[256];  /* INFO's: /proc/self/exe, or "" */
     uint64_t          rng;          /* genkey.c's xorshift64* state (never 0) */
     struct req       *req_free;     /* req.c: request objects kept for reuse */
     size_t            req_nfree;

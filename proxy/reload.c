@@ -42,6 +42,8 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
         return "its listen address changed";
     if (!conf_str_eq(a->tls.listen.text, b->tls.listen.text))
         return "its tls_listen address changed";
+    if (!conf_str_eq(a->stats_listen.text, b->stats_listen.text))
+        return "its stats_listen address changed";
     if (a->tls.backend != b->tls.backend)
         return "backend_tls changed (the open connections to the servers would stay as "
                "they are)";

@@ -87,7 +87,7 @@ bool args_is(struct args *a, uint32_t i, const char *s)
     return len == strlen(s) && strncasecmp(p, s, len) == 0;
 }
 
-static bool arg_int(struct args *a, uint32_t i, long long *v)
+bool args_ll(struct args *a, uint32_t i, long long *v)
 {
     char buf[24], *end;
     size_t len;
@@ -196,7 +196,7 @@ static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bo
         if (args_is(a, j, "asc") || args_is(a, j, "desc") || args_is(a, j, "alpha"))
             continue;
         if (args_is(a, j, "limit") && left >= 2) {
-            if (!arg_int(a, j + 1, &v) || !arg_int(a, j + 2, &v))
+            if (!args_ll(a, j + 1, &v) || !args_ll(a, j + 2, &v))
                 return true;
             j += 2;
             continue;
@@ -275,7 +275,7 @@ static int movable_keys(struct client *c, struct req *r, struct args *a,
     } else {
         return 0;
     }
-    bool is_int = arg_int(a, numkeys_at, &nk);
+    bool is_int = args_ll(a, numkeys_at, &nk);
     if (is_int && nk == 0 && (style == NK_EVAL || style == NK_FCALL))
         return 2;
     if (!is_int || nk <= 0 || (uint64_t)nk > a->argc - numkeys_at - 1) {

@@ -46,6 +46,9 @@ const char *args_get(struct args *a, uint32_t i, size_t *len);
 void args_release(struct args *a);
 /* True if argument i equals s, ignoring case. */
 bool args_is(struct args *a, uint32_t i, const char *s);
+/* Argument i as a decimal long long (redis-server's string2ll, less its
+ * overflow check): false if it is not one. */
+bool args_ll(struct args *a, uint32_t i, long long *v);
 /* Append the request's bytes to g: the client's own (array requests), or
  * encoded as RESP (inline ones). */
 void args_request(struct args *a, struct msg *g);

@@ -869,3 +869,8 @@ void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
     resp_w_bulk_str(w, "read-replicas");
     resp_w_bulk_str(w, replicas);
 }
+
+uint32_t sentinel_switches(const struct pool *p, uint32_t server)
+{
+    return server < p->sentinel->nmasters ? p->sentinel->masters[server].switches : 0;
+}

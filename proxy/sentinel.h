@@ -47,6 +47,8 @@ void sentinel_info(const struct pool *p, uint32_t server, FILE *f);
  * from ("host:port,..."), name/value pairs
  * written with w (their count: SENTINEL_FIELDS pairs). */
 #define SENTINEL_FIELDS 5
+/* The master switches followed for server (/metrics). */
+uint32_t sentinel_switches(const struct pool *p, uint32_t server);
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w);
 
 #endif

@@ -16,10 +16,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "proxy/cmd.h"
 #include "proxy/mbuf.h"
 #include "proxy/req.h"
+#include "proxy/resp.h"
 #include "proxy/stats.h"
 #include "proxy/util.h"
 
@@ -58,6 +60,59 @@ static void count_error(struct stats *st, const struct msg *rsp)
     st->errs[i].count++;
 }
 
+/* ---- histograms ----------------------------------------------------------------- */
+
+#define B(m) 10 * (m), 12 * (m), 15 * (m), 20 * (m), 25 * (m), 30 * (m), 40 * (m), \
+             50 * (m), 60 * (m), 80 * (m)
+const uint64_t stats_bounds[STATS_BUCKETS - 1] = {
+    B(1ull), B(10ull), B(100ull), B(1000ull), B(10000ull), B(100000ull), B(1000000ull),
+    100000000ull,
+};
+#undef B
+
+void stats_hist_add(struct stats_hist *h, uint64_t us)
+{
+    uint32_t lo = 0, hi = STATS_BUCKETS - 1;
+
+    /* The first bound >= us (binary: 7 steps), or the last bucket. */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (stats_bounds[mid] >= us)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    h->bucket[lo]++;
+    if (h->count == 0 || us < h->min_us)
+        h->min_us = us;
+    if (us > h->max_us)
+        h->max_us = us;
+    h->count++;
+    h->sum_us += us;
+}
+
+double stats_hist_quantile(const struct stats_hist *h, double q)
+{
+    double want = q * (double)h->count, seen = 0;
+
+    if (h->count == 0)
+        return 0;
+    for (uint32_t i = 0; i < STATS_BUCKETS; i++) {
+        double n = (double)h->bucket[i];
+        if (n > 0 && seen + n >= want) {
+            double lo = i == 0 ? 0 : (double)stats_bounds[i - 1];
+            double hi = i < STATS_BUCKETS - 1 ? (double)stats_bounds[i] : (double)h->max_us;
+            double x = lo + (hi - lo) * (want - seen) / n;
+            return x < (double)h->min_us ? (double)h->min_us
+                 : x > (double)h->max_us ? (double)h->max_us : x;
+        }
+        seen += n;
+    }
+    return (double)h->max_us;
+}
+
+/* ---- counting ------------------------------------------------------------------ */
+
 void stats_reply(struct stats *st, const struct req *r, uint64_t now_us)
 {
     bool error = msg_first(&r->rsp) == '-';
@@ -77,9 +132,13 @@ void stats_reply(struct stats *st, const struct req *r, uint64_t now_us)
         sc->rejected++;
         return;
     }
+    uint64_t us = now_us > r->t0_us ? now_us - r->t0_us : 0;
     sc->calls++;
-    sc->usec += now_us > r->t0_us ? now_us - r->t0_us : 0;
+    sc->usec += us;
     sc->failed += error;
+    if (sc->hist == NULL)
+        sc->hist = xcalloc(1, sizeof(*sc->hist));
+    stats_hist_add(sc->hist, us);
 }
 
 void stats_reset(struct stats *st)
@@ -90,6 +149,11 @@ void stats_reset(struct stats *st)
 
 void stats_free(struct stats *st)
 {
+    size_t n;
+
+    cmd_table(&n);
+    for (size_t i = 0; st->cmds != NULL && i < n; i++)
+        free(st->cmds[i].hist);
     free(st->cmds);
     free(st->errs);
 }
@@ -130,4 +194,64 @@ void stats_info_errorstats(const struct stats *st, FILE *f)
         fprintf(f, "errorstat_%s:count=%llu\r\n", sorted[i].code,
                 (unsigned long long)sorted[i].count);
     free(sorted);
+}
+
+void stats_info_latencystats(const struct stats *st, FILE *f)
+{
+    size_t n;
+    const struct cmd *table = cmd_table(&n);
+
+    for (size_t i = 0; st->cmds != NULL && i < n; i++) {
+        const struct stats_hist *h = st->cmds[i].hist;
+        if (h == NULL || h->count == 0)
+            continue;
+        fprintf(f, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n",
+                table[i].name, stats_hist_quantile(h, 0.5), stats_hist_quantile(h, 0.99),
+                stats_hist_quantile(h, 0.999));
+    }
+}
+
+static void histogram_of(struct resp_w *w, const char *name, const struct stats_hist *h)
+{
+    uint32_t nb = 0;
+    uint64_t cum = 0;
+
+    for (uint32_t i = 0; i < STATS_BUCKETS - 1; i++)
+        nb += h->bucket[i] > 0;
+    resp_w_bulk_str(w, name);
+    resp_w_map(w, 2);
+    resp_w_bulk_str(w, "calls");
+    resp_w_int(w, (long long)h->count);
+    resp_w_bulk_str(w, "histogram_usec");
+    resp_w_map(w, nb);
+    for (uint32_t i = 0; i < STATS_BUCKETS - 1; i++) {
+        cum += h->bucket[i];
+        if (h->bucket[i] == 0)
+            continue;
+        resp_w_int(w, (long long)stats_bounds[i]);
+        resp_w_int(w, (long long)cum);
+    }
+}
+
+void stats_latency_histogram(const struct stats *st, struct resp_w *w, int argc,
+                             const char *const *argv, const size_t *argvlen)
+{
+    size_t n;
+    const struct cmd *table = cmd_table(&n);
+    uint32_t count = 0;
+    bool *want = xcalloc(n, sizeof(*want));
+
+    for (size_t i = 0; st->cmds != NULL && i < n; i++) {
+        bool named = argc == 0;
+        for (int k = 0; k < argc && !named; k++)
+            named = strlen(table[i].name) == argvlen[k] &&
+                    strncasecmp(table[i].name, argv[k], argvlen[k]) == 0;
+        want[i] = named && st->cmds[i].hist != NULL && st->cmds[i].hist->count > 0;
+        count += want[i];
+    }
+    resp_w_map(w, count);
+    for (size_t i = 0; i < n && count > 0; i++)
+        if (want[i])
+            histogram_of(w, table[i].name, st->cmds[i].hist);
+    free(want);
 }

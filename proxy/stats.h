@@ -1,6 +1,7 @@
-/* stats.h -- what INFO's commandstats and errorstats sections say, and its
- * error count (stats.c): every request of a client counted once, when its
- * reply is complete, by the command it was and the reply it got. */
+/* stats.h -- what INFO's commandstats, errorstats and latencystats
+ * sections, LATENCY HISTOGRAM and /metrics say of a pool's requests
+ * (stats.c): every request of a client counted once, when its reply is
+ * complete, by the command it was, the reply it got and the time it took. */
 #ifndef SHARDIS_STATS_H
 #define SHARDIS_STATS_H
 
@@ -8,6 +9,25 @@
 #include <stdio.h>
 
 struct req;
+struct resp_w;
+
+/* A latency histogram: counts of requests by time taken, in buckets whose
+ * upper bounds are stats_bounds (microseconds: 1, 1.2, 1.5, 2, 2.5, 3, 4,
+ * 5, 6 and 8 times each power of ten from 10 us to 80 s, then 100 s), the
+ * last bucket for all above. Fine enough for a p99 within a fifth of the
+ * truth, and every bound is a round number of seconds for Prometheus. */
+#define STATS_BUCKETS 72
+extern const uint64_t stats_bounds[STATS_BUCKETS - 1];
+struct stats_hist {
+    uint64_t count, sum_us;
+    uint64_t min_us, max_us;    /* (quantiles are clamped to them) */
+    uint64_t bucket[STATS_BUCKETS];
+};
+void stats_hist_add(struct stats_hist *h, uint64_t us);
+/* The q-quantile (0 < q <= 1) of h in microseconds, interpolated within
+ * its bucket and kept within the least and the most seen; 0 for an
+ * empty h. */
+double stats_hist_quantile(const struct stats_hist *h, double q);
 
 /* One command's figures, as redis-server's cmdstat_<name> line: calls
  * (run: forwarded, or answered by shardis), the microseconds from its
@@ -16,6 +36,7 @@ struct req;
  * supported ...) and failed (run, and the reply was an error). */
 struct stats_cmd {
     uint64_t calls, usec, rejected, failed;
+    struct stats_hist *hist;    /* the calls' times (owned), made on the first */
 };
 
 /* Distinct error codes kept: a script chooses its own (redis.error_reply),
@@ -46,5 +67,14 @@ void stats_free(struct stats *st);
 /* INFO's lines, without the section's header. */
 void stats_info_commandstats(const struct stats *st, FILE *f);
 void stats_info_errorstats(const struct stats *st, FILE *f);
+/* latencystats: "latency_percentiles_usec_<cmd>:p50=..,p99=..,p99.9=.."
+ * for each command called. */
+void stats_info_latencystats(const struct stats *st, FILE *f);
+/* LATENCY HISTOGRAM [cmd ...]'s reply, as Redis 7 writes it: a map of
+ * command to {calls, histogram_usec: {bucket bound: calls up to it}}, of
+ * the commands named (all called ones for none); names not called or
+ * unknown are left out. */
+void stats_latency_histogram(const struct stats *st, struct resp_w *w, int argc,
+                             const char *const *argv, const size_t *argvlen);
 
 #endif

@@ -1,0 +1,627 @@
+/* info.c -- INFO: the pool as one redis-server holding all its keys would
+ * describe itself, in redis-server's sections and field names, so that
+ * the tools that read one (redis-cli --stat, redis_exporter, client
+ * libraries' checks) read shardis.
+ *
+ * Two kinds of figures meet here:
+ *
+ *   the proxy's own   clients, requests, errors, commandstats, latency,
+ *                     CPU, its memory in shardis_* fields, as they are now
+ *   the servers'      memory, keyspace, hits and misses, persistence:
+ *                     each server's own INFO, asked every INFO_REFRESH_MS
+ *                     on shardis's own connection to it (pool_own) and
+ *                     kept as its text; INFO sums (or takes the worst of)
+ *                     the last answers, never waiting for one: the age of
+ *                     each is shown (info_age_ms in the Shardis section)
+ *
+ * A server that has not answered yet counts as nothing. Which figure is
+ * summed and which is a maximum, a minimum or the worst status is the
+ * table `server_fields`; what redis-server prints that a proxy has no
+ * meaning for (replication offsets, the loading progress) is a constant. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "proxy/backend.h"
+#include "proxy/client.h"
+#include "proxy/cmd.h"
+#include "proxy/info.h"
+#include "proxy/log.h"
+#include "proxy/mbuf.h"
+#include "proxy/pool.h"
+#include "proxy/proxy.h"
+#include "proxy/resp.h"
+#include "proxy/route.h"
+#include "proxy/sentinel.h"
+#include "proxy/stats.h"
+#include "proxy/util.h"
+
+#define INFO_SAMPLES     16     /* instantaneous_ops_per_sec: as redis-server, */
+#define INFO_SAMPLE_MS   100    /* the mean of 16 samples 100 ms apart */
+#define INFO_TEXT_MAX    (1 << 20)
+
+struct info_server {
+    char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
+    uint64_t at_ms;         /* loop ms it came */
+    uint64_t asked_ms;      /* loop ms it was last asked; 0: not in flight */
+};
+
+struct info {
+    struct info_server *servers;    /* [nservers], by server index */
+    uint32_t nservers;
+    struct mbuf *buf;               /* the questions' bytes */
+    uint64_t sample_ms, sample_requests;
+    double   samples[INFO_SAMPLES];
+    uint32_t nsample;
+};
+
+/* ---- the servers' figures ------------------------------------------------------- */
+
+static struct info *info_of(struct pool *p)
+{
+    struct info *in = p->info;
+
+    if (in == NULL)
+        in = p->info = xcalloc(1, sizeof(*in));
+    if (in->nservers < p->nservers) {
+        in->servers = xrealloc(in->servers, p->nservers * sizeof(*in->servers));
+        memset(in->servers + in->nservers, 0,
+               (p->nservers - in->nservers) * sizeof(*in->servers));
+        in->nservers = p->nservers;
+    }
+    return in;
+}
+
+/* A server's INFO: its bulk's text is kept. A failed one (no reply) or an
+ * error keeps the last. */
+static int server_info_reply(struct backend *b, struct req *r)
+{
+    struct info *in = b->pool->info;
+    struct info_server *is;
+    struct resp_rd rd;
+    struct resp_val v;
+    char *flat;
+
+    if (in == NULL || b->server >= in->nservers)
+        return 0;
+    is = &in->servers[b->server];
+    is->asked_ms = 0;
+    if (r->rsp.len == 0 || r->rsp.len > INFO_TEXT_MAX)
+        return 0;
+    flat = xmalloc(r->rsp.len);
+    msg_copy(&r->rsp, 0, r->rsp.len, flat);
+    resp_rd_init_flat(&rd, flat, r->rsp.len);
+    if (resp_rd_next(&rd, &v) == 0 && (v.type == RESP_BULK || v.type == RESP_VERBATIM) &&
+        !v.nil) {
+        free(is->text);
+        is->text = xmalloc(v.len + 1);
+        resp_rd_copy(&rd, &v, is->text, v.len);
+        is->text[v.len] = '\0';
+        is->at_ms = uv_now(proxy.loop);
+    }
+    free(flat);
+    return 0;
+}
+
+static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
+{
+    struct req *r = req_get();
+    struct resp_w w = resp_w_on(&r->out, &in->buf, RESP2);
+
+    resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
+    r->on_reply = server_info_reply;
+    in->servers[server].asked_ms = now;
+    backend_send(pool_own(p, server, false), r);
+}
+
+void info_tick(struct pool *p, uint64_t now)
+{
+    struct info *in = info_of(p);
+
+    if (now >= in->sample_ms + INFO_SAMPLE_MS) {
+        if (in->sample_ms != 0)
+            in->samples[in->nsample++ % INFO_SAMPLES] =
+                (double)(p->requests - in->sample_requests) * 1000.0 /
+                (double)(now - in->sample_ms);
+        in->sample_ms = now;
+        in->sample_requests = p->requests;
+    }
+    if (proxy.stopping)
+        return;
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct info_server *is = &in->servers[s];
+        /* (One unanswered for a while, its connection's deadline is past:
+         * asked again.) */
+        if (!p->servers[s].active || (is->asked_ms != 0 && now < is->asked_ms + 10000) ||
+            now < is->at_ms + INFO_REFRESH_MS || now < is->asked_ms + INFO_REFRESH_MS)
+            continue;
+        ask(p, in, s, now);
+    }
+}
+
+void info_free(struct pool *p)
+{
+    struct info *in = p->info;
+
+    if (in == NULL)
+        return;
+    for (uint32_t s = 0; s < in->nservers; s++)
+        free(in->servers[s].text);
+    free(in->servers);
+    if (in->buf != NULL)
+        mbuf_unref(in->buf);
+    free(in);
+    p->info = NULL;
+}
+
+double info_ops_per_sec(const struct pool *p)
+{
+    const struct info *in = p->info;
+    uint32_t n;
+    double sum = 0;
+
+    if (in == NULL || in->nsample == 0)
+        return 0;
+    n = in->nsample < INFO_SAMPLES ? in->nsample : INFO_SAMPLES;
+    for (uint32_t i = 0; i < n; i++)
+        sum += in->samples[i];
+    return sum / n;
+}
+
+/* name's value in a server's INFO text, copied into buf; NULL if absent. */
+static const char *field_of(const char *text, const char *name, char *buf, size_t size)
+{
+    size_t n = strlen(name);
+
+    for (const char *l = text; l != NULL && *l != '\0'; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+        if (strncmp(l, name, n) != 0 || l[n] != ':')
+            continue;
+        size_t len = strcspn(l + n + 1, "\r\n");
+        if (len >= size)
+            return NULL;
+        memcpy(buf, l + n + 1, len);
+        buf[len] = '\0';
+        return buf;
+    }
+    return NULL;
+}
+
+double info_servers_sum(const struct pool *p, const char *field, uint32_t *known)
+{
+    const struct info *in = p->info;
+    double sum = 0;
+    char buf[64];
+
+    *known = 0;
+    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+        const char *v;
+        if (!p->servers[s].active || in->servers[s].text == NULL ||
+            (v = field_of(in->servers[s].text, field, buf, sizeof(buf))) == NULL)
+            continue;
+        sum += strtod(v, NULL);
+        (*known)++;
+    }
+    return sum;
+}
+
+/* How a servers' field is shown for the pool. */
+enum agg {
+    AGG_SUM,        /* counts and bytes */
+    AGG_MAX,        /* a flag any server raises (loading, a save in progress) */
+    AGG_MIN,        /* a time of the oldest (the last save) */
+    AGG_STATUS,     /* "ok" unless a server says otherwise */
+    AGG_FIRST,      /* a setting (maxmemory_policy): the first server's */
+};
+
+struct server_field {
+    const char *name;
+    enum agg    agg;
+};
+
+static const struct server_field memory_fields[] = {
+    {"used_memory", AGG_SUM}, {"used_memory_rss", AGG_SUM}, {"used_memory_peak", AGG_SUM},
+    {"used_memory_overhead", AGG_SUM}, {"used_memory_startup", AGG_SUM},
+    {"used_memory_dataset", AGG_SUM}, {"allocator_allocated", AGG_SUM},
+    {"allocator_active", AGG_SUM}, {"allocator_resident", AGG_SUM},
+    {"total_system_memory", AGG_MAX}, {"used_memory_lua", AGG_SUM},
+    {"used_memory_vm_eval", AGG_SUM}, {"used_memory_scripts_eval", AGG_SUM},
+    {"number_of_cached_scripts", AGG_SUM}, {"number_of_functions", AGG_SUM},
+    {"used_memory_vm_functions", AGG_SUM}, {"used_memory_vm_total", AGG_SUM},
+    {"used_memory_functions", AGG_SUM}, {"used_memory_scripts", AGG_SUM},
+    {"maxmemory", AGG_SUM}, {"maxmemory_policy", AGG_FIRST},
+    {"mem_fragmentation_bytes", AGG_SUM}, {"mem_not_counted_for_evict", AGG_SUM},
+    {"mem_replication_backlog", AGG_SUM}, {"mem_clients_slaves", AGG_SUM},
+    {"mem_clients_normal", AGG_SUM}, {"mem_aof_buffer", AGG_SUM},
+    {"mem_allocator", AGG_FIRST}, {"active_defrag_running", AGG_MAX},
+    {"lazyfree_pending_objects", AGG_SUM}, {"lazyfreed_objects", AGG_SUM},
+};
+
+static const struct server_field persistence_fields[] = {
+    {"loading", AGG_MAX}, {"async_loading", AGG_MAX}, {"current_cow_peak", AGG_MAX},
+    {"current_cow_size", AGG_MAX}, {"current_fork_perc", AGG_MAX},
+    {"current_save_keys_processed", AGG_SUM}, {"current_save_keys_total", AGG_SUM},
+    {"rdb_changes_since_last_save", AGG_SUM}, {"rdb_bgsave_in_progress", AGG_MAX},
+    {"rdb_last_save_time", AGG_MIN}, {"rdb_last_bgsave_status", AGG_STATUS},
+    {"rdb_last_bgsave_time_sec", AGG_MAX}, {"rdb_current_bgsave_time_sec", AGG_MAX},
+    {"rdb_saves", AGG_SUM}, {"rdb_last_cow_size", AGG_MAX},
+    {"rdb_last_load_keys_expired", AGG_SUM}, {"rdb_last_load_keys_loaded", AGG_SUM},
+    {"aof_enabled", AGG_MAX}, {"aof_rewrite_in_progress", AGG_MAX},
+    {"aof_rewrite_scheduled", AGG_MAX}, {"aof_last_rewrite_time_sec", AGG_MAX},
+    {"aof_current_rewrite_time_sec", AGG_MAX}, {"aof_last_bgrewrite_status", AGG_STATUS},
+    {"aof_rewrites", AGG_SUM}, {"aof_last_write_status", AGG_STATUS},
+    {"aof_last_cow_size", AGG_MAX}, {"module_fork_in_progress", AGG_MAX},
+    {"module_fork_last_cow_size", AGG_MAX},
+};
+
+static const struct server_field stats_fields[] = {
+    {"total_net_input_bytes", AGG_SUM}, {"total_net_output_bytes", AGG_SUM},
+    {"total_net_repl_input_bytes", AGG_SUM}, {"total_net_repl_output_bytes", AGG_SUM},
+    {"instantaneous_input_kbps", AGG_SUM}, {"instantaneous_output_kbps", AGG_SUM},
+    {"sync_full", AGG_SUM}, {"sync_partial_ok", AGG_SUM}, {"sync_partial_err", AGG_SUM},
+    {"expired_keys", AGG_SUM}, {"expired_stale_perc", AGG_MAX},
+    {"expired_time_cap_reached_count", AGG_SUM}, {"expire_cycle_cpu_milliseconds", AGG_SUM},
+    {"evicted_keys", AGG_SUM}, {"evicted_clients", AGG_SUM},
+    {"total_eviction_exceeded_time", AGG_SUM}, {"current_eviction_exceeded_time", AGG_MAX},
+    {"keyspace_hits", AGG_SUM}, {"keyspace_misses", AGG_SUM},
+    {"pubsub_channels", AGG_SUM}, {"pubsub_patterns", AGG_SUM},
+    {"pubsubshard_channels", AGG_SUM}, {"latest_fork_usec", AGG_MAX},
+    {"total_forks", AGG_SUM}, {"migrate_cached_sockets", AGG_SUM},
+    {"slave_expires_tracked_keys", AGG_SUM}, {"active_defrag_hits", AGG_SUM},
+    {"active_defrag_misses", AGG_SUM}, {"active_defrag_key_hits", AGG_SUM},
+    {"active_defrag_key_misses", AGG_SUM}, {"total_active_defrag_time", AGG_SUM},
+    {"current_active_defrag_time", AGG_MAX}, {"tracking_total_keys", AGG_SUM},
+    {"tracking_total_items", AGG_SUM}, {"tracking_total_prefixes", AGG_SUM},
+    {"dump_payload_sanitizations", AGG_SUM},
+};
+
+/* fields' values over the pool's servers, as "name:value" lines. */
+static void servers_lines(const struct pool *p, const struct server_field *fields, size_t n,
+                          FILE *f)
+{
+    const struct info *in = p->info;
+    char buf[128];
+
+    for (size_t i = 0; i < n; i++) {
+        const struct server_field *sf = &fields[i];
+        double sum = 0, max = 0, min = 0;
+        uint32_t known = 0;
+        char first[128] = "", status[128] = "ok";
+        bool integer = true;
+        for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+            const char *v;
+            if (!p->servers[s].active || in->servers[s].text == NULL ||
+                (v = field_of(in->servers[s].text, sf->name, buf, sizeof(buf))) == NULL)
+                continue;
+            double x = strtod(v, NULL);
+            integer &= strchr(v, '.') == NULL;
+            if (known == 0) {
+                snprintf(first, sizeof(first), "%s", v);
+                max = min = x;
+            }
+            sum += x;
+            max = x > max ? x : max;
+            min = x < min ? x : min;
+            if (strcmp(v, "ok") != 0)
+                snprintf(status, sizeof(status), "%s", v);
+            known++;
+        }
+        if (known == 0)
+            continue;               /* no server has it (another version): neither do we */
+        switch (sf->agg) {
+        case AGG_FIRST:
+            fprintf(f, "%s:%s\r\n", sf->name, first);
+            continue;
+        case AGG_STATUS:
+            fprintf(f, "%s:%s\r\n", sf->name, status);
+            continue;
+        case AGG_SUM: break;
+        case AGG_MAX: sum = max; break;
+        case AGG_MIN: sum = min; break;
+        }
+        if (integer)
+            fprintf(f, "%s:%.0f\r\n", sf->name, sum);
+        else
+            fprintf(f, "%s:%.2f\r\n", sf->name, sum);
+    }
+}
+
+/* redis-server's bytesToHuman. */
+static void human(char *buf, size_t size, double n)
+{
+    static const char unit[] = "KMGTPE";
+
+    if (n < 1024) {
+        snprintf(buf, size, "%.0fB", n);
+        return;
+    }
+    int u = -1;
+    while (n >= 1024 && u < 5) {
+        n /= 1024;
+        u++;
+    }
+    snprintf(buf, size, "%.2f%c", n, unit[u]);
+}
+
+/* The proxy's own resident set, from /proc (0 where there is none). */
+static uint64_t own_rss(void)
+{
+    unsigned long long size = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu %llu", &size, &rss) != 2)
+        rss = 0;
+    fclose(f);
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void section_memory(const struct pool *p, FILE *f)
+{
+    uint32_t known;
+    double used = info_servers_sum(p, "used_memory", &known);
+    double rss = info_servers_sum(p, "used_memory_rss", &known);
+    double peak = info_servers_sum(p, "used_memory_peak", &known);
+    double max = info_servers_sum(p, "maxmemory", &known);
+    uint64_t own = own_rss();
+    char h[4][32];
+
+    human(h[0], sizeof(h[0]), used);
+    human(h[1], sizeof(h[1]), rss);
+    human(h[2], sizeof(h[2]), peak);
+    human(h[3], sizeof(h[3]), max);
+    fputs("# Memory\r\n", f);
+    servers_lines(p, memory_fields, ARRAY_SIZE(memory_fields), f);
+    fprintf(f, "used_memory_human:%s\r\nused_memory_rss_human:%s\r\n"
+            "used_memory_peak_human:%s\r\nmaxmemory_human:%s\r\n"
+            "mem_fragmentation_ratio:%.2f\r\nshardis_used_memory_rss:%" PRIu64 "\r\n"
+            "shardis_servers_reporting:%u\r\n\r\n", h[0], h[1], h[2], h[3],
+            used > 0 ? rss / used : 0.0, own, known);
+}
+
+/* Keyspace: db0, the one database a client sees (redis_db on every
+ * server), its keys and expires summed, avg_ttl weighted by expires. */
+static void section_keyspace(const struct pool *p, FILE *f)
+{
+    const struct info *in = p->info;
+    char name[32], line[256];
+    unsigned long long keys = 0, expires = 0;
+    double ttl_sum = 0;
+    bool any = false;
+
+    snprintf(name, sizeof(name), "db%d", p->conf->redis_db);
+    fputs("# Keyspace\r\n", f);
+    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+        unsigned long long k, e, t;
+        if (!p->servers[s].active || in->servers[s].text == NULL ||
+            field_of(in->servers[s].text, name, line, sizeof(line)) == NULL ||
+            sscanf(line, "keys=%llu,expires=%llu,avg_ttl=%llu", &k, &e, &t) != 3)
+            continue;
+        keys += k;
+        expires += e;
+        ttl_sum += (double)t * (double)e;
+        any = true;
+    }
+    if (any && keys > 0)
+        fprintf(f, "db0:keys=%llu,expires=%llu,avg_ttl=%.0f\r\n", keys, expires,
+                expires > 0 ? ttl_sum / (double)expires : 0.0);
+    fputs("\r\n", f);
+}
+
+/* The servers' lowest redis_version (what every one of them can do), else
+ * the command table's. */
+static void lowest_version(const struct pool *p, char *out, size_t size)
+{
+    const struct info *in = p->info;
+    char buf[64];
+    unsigned best[3] = {~0u, ~0u, ~0u};
+
+    snprintf(out, size, "%s", cmd_redis_version);
+    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+        unsigned v[3] = {0, 0, 0};
+        if (!p->servers[s].active || in->servers[s].text == NULL ||
+            field_of(in->servers[s].text, "redis_version", buf, sizeof(buf)) == NULL ||
+            sscanf(buf, "%u.%u.%u", &v[0], &v[1], &v[2]) < 2)
+            continue;
+        if (v[0] < best[0] || (v[0] == best[0] && (v[1] < best[1] ||
+                                                   (v[1] == best[1] && v[2] < best[2])))) {
+            memcpy(best, v, sizeof(v));
+            snprintf(out, size, "%s", buf);
+        }
+    }
+}
+
+/* ---- the sections --------------------------------------------------------------- */
+
+/* Clients waiting in a blocking command: its request is the oldest on
+ * their dedicated connection. */
+static uint32_t blocked_clients(void)
+{
+    uint32_t n = 0;
+
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct backend *b;
+        TAILQ_FOREACH(b, &proxy.pools[i].dedicated, link) {
+            struct req *r = TAILQ_FIRST(&b->pendq);
+            n += b->role == BACKEND_PIN && r != NULL && r->blocking;
+        }
+    }
+    return n;
+}
+
+static bool want_section(struct args *a, const char *name, bool in_default, bool in_all)
+{
+    if (a->argc < 2)
+        return in_default;
+    for (uint32_t i = 1; i < a->argc; i++)
+        if (args_is(a, i, name) || (in_all && args_is(a, i, "all")) ||
+            args_is(a, i, "everything") || (in_default && args_is(a, i, "default")))
+            return true;
+    return false;
+}
+
+/* The proxy's own CPU time, in redis-server's fields. */
+static void section_cpu(FILE *f)
+{
+    static const struct { const char *name; int who; } of[] = {
+        {"", RUSAGE_SELF}, {"_children", RUSAGE_CHILDREN}, {"_main_thread", RUSAGE_THREAD},
+    };
+
+    fputs("# CPU\r\n", f);
+    for (size_t i = 0; i < ARRAY_SIZE(of); i++) {
+        struct rusage ru;
+        if (getrusage(of[i].who, &ru) != 0)
+            continue;
+        fprintf(f, "used_cpu_sys%s:%ld.%06ld\r\nused_cpu_user%s:%ld.%06ld\r\n", of[i].name,
+                (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, of[i].name,
+                (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+    }
+    fputs("\r\n", f);
+}
+
+static void section_server(const struct pool *p, FILE *f, uint64_t now)
+{
+    struct utsname u;
+    struct timeval tv;
+    char version[64];
+    uint64_t up = (now - proxy.started_ms) / 1000;
+
+    lowest_version(p, version, sizeof(version));
+    if (uname(&u) != 0)
+        memset(&u, 0, sizeof(u));
+    gettimeofday(&tv, NULL);
+    fprintf(f, "# Server\r\nredis_version:%s\r\nshardis_version:%s\r\n"
+            "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n"
+            "redis_mode:proxy\r\nos:%s %s %s\r\narch_bits:%d\r\nmonotonic_clock:POSIX "
+            "clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n"
+            "gcc_version:%d.%d.%d\r\nprocess_id:%d\r\nprocess_supervised:%s\r\n"
+            "run_id:%s\r\ntcp_port:%d\r\nserver_time_usec:%lld\r\n"
+            "uptime_in_seconds:%" PRIu64 "\r\nuptime_in_days:%" PRIu64 "\r\nhz:10\r\n"
+            "configured_hz:10\r\nlru_clock:%lld\r\nexecutable:%s\r\nconfig_file:%s\r\n"
+            "io_threads_active:0\r\n\r\n", version, SHARDIS_VERSION, u.sysname, u.release,
+            u.machine, (int)(8 * sizeof(void *)),
+#ifdef __GNUC__
+            __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
+#else
+            0, 0, 0,
+#endif
+            (int)getpid(), getenv("NOTIFY_SOCKET") != NULL ? "systemd" : "no", proxy.run_id,
+            proxy.port, (long long)tv.tv_sec * 1000000 + tv.tv_usec, up, up / 86400,
+            (long long)(tv.tv_sec & ((1 << 24) - 1)), proxy.executable,
+            proxy.conf->path);
+}
+
+static void section_shardis(FILE *f, uint64_t now)
+{
+    /* configs_held: the running config and the old ones a pool still
+     * routes by (bounded however many reloads came). */
+    fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", proxy.npools,
+            1 + proxy.nold_confs);
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
+                "clients=%u,requests=%llu,errors=%llu\r\n", i, p->conf->name,
+                p->conf->listen.text, ring_dist_name(ring_distribution(p->ring)),
+                ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
+                (unsigned long long)p->requests, (unsigned long long)p->errors);
+        for (uint32_t s = 0; s < p->nservers; s++) {
+            struct backend *b = &p->servers[s].conns[0];
+            const struct info *in = p->info;
+            long long age = in != NULL && s < in->nservers && in->servers[s].text != NULL
+                                ? (long long)(now - in->servers[s].at_ms) : -1;
+            if (!p->servers[s].active)
+                continue;
+            fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
+                    "errors=%llu,timeouts=%llu,info_age_ms=%lld", i, s, p->servers[s].label,
+                    p->servers[s].addr, backend_state_name(b),
+                    (unsigned long long)b->requests, (unsigned long long)b->errors,
+                    (unsigned long long)b->timeouts, age);
+            if (p->sentinel != NULL)        /* where its master is now */
+                sentinel_info(p, s, f);
+            fprintf(f, "\r\n");
+        }
+    }
+}
+
+/* INFO's text is lines ended by CRLF: a payload, not RESP. Sections in
+ * redis-server's order; "default" is all but commandstats, latencystats
+ * and modules, "all" all but modules. */
+void info_command(struct client *c, struct req *r, struct args *a)
+{
+    struct pool *p = c->pool;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = xopen_memstream(&buf, &len);
+    uint64_t now = uv_now(proxy.loop);
+
+    info_of(p);
+    if (want_section(a, "server", true, true))
+        section_server(p, f, now);
+    if (want_section(a, "clients", true, true))
+        fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
+                "maxclients:%d\r\nclient_recent_max_input_buffer:0\r\n"
+                "client_recent_max_output_buffer:0\r\nblocked_clients:%u\r\n"
+                "tracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n", proxy.nclients,
+                p->conf->client_connections > 0 ? p->conf->client_connections : 10000,
+                blocked_clients());
+    if (want_section(a, "memory", true, true))
+        section_memory(p, f);
+    if (want_section(a, "persistence", true, true)) {
+        fputs("# Persistence\r\n", f);
+        servers_lines(p, persistence_fields, ARRAY_SIZE(persistence_fields), f);
+        fputs("\r\n", f);
+    }
+    if (want_section(a, "stats", true, true)) {
+        fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
+                "total_commands_processed:%llu\r\ninstantaneous_ops_per_sec:%.0f\r\n"
+                "rejected_connections:%llu\r\ntotal_error_replies:%llu\r\n"
+                "unexpected_error_replies:0\r\nchunks_allocated:%zu\r\nchunks_free:%zu\r\n",
+                (unsigned long long)p->accepted, (unsigned long long)p->requests,
+                info_ops_per_sec(p), (unsigned long long)p->rejected,
+                (unsigned long long)p->stats.error_replies, mbuf_nalloc(), mbuf_nfree());
+        servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
+        fputs("\r\n", f);
+    }
+    if (want_section(a, "replication", true, true))
+        fprintf(f, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
+                "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
+                "master_replid2:0000000000000000000000000000000000000000\r\n"
+                "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
+                "repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n"
+                "repl_backlog_histlen:0\r\n\r\n", proxy.run_id);
+    if (want_section(a, "cpu", true, true))
+        section_cpu(f);
+    if (want_section(a, "modules", false, false))
+        fputs("# Modules\r\n\r\n", f);
+    if (want_section(a, "commandstats", false, true)) {
+        fputs("# Commandstats\r\n", f);
+        stats_info_commandstats(&p->stats, f);
+        fputs("\r\n", f);
+    }
+    if (want_section(a, "errorstats", true, true)) {
+        fputs("# Errorstats\r\n", f);
+        stats_info_errorstats(&p->stats, f);
+        fputs("\r\n", f);
+    }
+    if (want_section(a, "latencystats", false, true)) {
+        fputs("# Latencystats\r\n", f);
+        stats_info_latencystats(&p->stats, f);
+        fputs("\r\n", f);
+    }
+    if (want_section(a, "cluster", true, true))
+        fputs("# Cluster\r\ncluster_enabled:0\r\n\r\n", f);
+    if (want_section(a, "keyspace", true, true))
+        section_keyspace(p, f);
+    if (want_section(a, "shardis", true, true))
+        section_shardis(f, now);
+    fclose(f);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_verbatim(&w, "txt", buf, len);
+    free(buf);
+}

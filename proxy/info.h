@@ -1,0 +1,34 @@
+/* info.h -- INFO: a pool described as one redis-server would describe
+ * itself, the servers' figures summed (info.c). */
+#ifndef SHARDIS_INFO_H
+#define SHARDIS_INFO_H
+
+#include <stdint.h>
+
+struct args;
+struct client;
+struct pool;
+struct req;
+
+/* What the servers last said of themselves (each one's INFO, asked every
+ * INFO_REFRESH_MS on shardis's own connection to it), and the pool's
+ * request rate sampled for instantaneous_ops_per_sec. Owned by the pool
+ * (pool.info): made by info_tick on first use, freed by info_free. */
+struct info;
+
+#define INFO_REFRESH_MS 1000
+
+/* From the proxy's tick: sample the request rate; ask each server whose
+ * figures are INFO_REFRESH_MS old for new ones. Nothing waits for them:
+ * INFO answers from what is there, and says how old it is. */
+void info_tick(struct pool *p, uint64_t now);
+void info_free(struct pool *p);
+/* INFO [section ...]: the reply to c's request r. */
+void info_command(struct client *c, struct req *r, struct args *a);
+/* The instantaneous_ops_per_sec INFO shows (/metrics too). */
+double info_ops_per_sec(const struct pool *p);
+/* A servers' figure, summed over every server whose INFO is known
+ * (used_memory, keyspace_hits ...); *known: how many were. */
+double info_servers_sum(const struct pool *p, const char *field, uint32_t *known);
+
+#endif

@@ -1,0 +1,226 @@
+/* slowlog.c -- SLOWLOG, answered by shardis from its own log: each
+ * request of a pool whose reply took slowlog_log_slower_than
+ * microseconds or more from the request being read (waiting at the gate,
+ * on the wire and on the server included: the time the application saw),
+ * newest first, at most slowlog_max_len of them.
+ *
+ * An entry is redis-server's six fields (id, unix time, microseconds, the
+ * arguments, the client's address and name) and a seventh of shardis's:
+ * the server the request went to ("" when shardis answered it or it was
+ * split over several). Arguments are cut as redis-server cuts them: 32 at
+ * most, each to 128 bytes. They are read from the request's bytes as sent
+ * (which a slow log keeps until the reply: backend.c), so a minified
+ * request shows its short names, and a split one its command's name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+
+#include "proxy/client.h"
+#include "proxy/cmd.h"
+#include "proxy/resp.h"
+#include "proxy/route.h"
+#include "proxy/slowlog.h"
+#include "proxy/util.h"
+
+#define SLOWLOG_ARGS_MAX 32     /* redis-server's SLOWLOG_ENTRY_MAX_ARGC */
+#define SLOWLOG_ARG_MAX  128    /* ... and SLOWLOG_ENTRY_MAX_STRING */
+
+struct entry {
+    uint64_t id;
+    long long time;         /* unix seconds */
+    uint64_t us;
+    uint32_t argc;
+    char   **argv;          /* (owned) */
+    size_t  *argvlen;
+    char    *client;        /* ip:port (owned) */
+    char    *name;          /* CLIENT SETNAME's, or "" (owned) */
+    char    *server;        /* the server's name, or "" (owned) */
+};
+
+struct slowlog {
+    struct entry *ring;     /* [cap]: the newest at (head - 1) */
+    uint32_t cap, head, n;
+    uint64_t next_id;
+};
+
+static void entry_clear(struct entry *e)
+{
+    for (uint32_t i = 0; i < e->argc; i++)
+        free(e->argv[i]);
+    free(e->argv);
+    free(e->argvlen);
+    free(e->client);
+    free(e->name);
+    free(e->server);
+    memset(e, 0, sizeof(*e));
+}
+
+static void reset(struct slowlog *sl)
+{
+    for (uint32_t i = 0; i < sl->cap; i++)
+        entry_clear(&sl->ring[i]);
+    sl->head = sl->n = 0;
+}
+
+void slowlog_free(struct pool *p)
+{
+    if (p->slowlog == NULL)
+        return;
+    reset(p->slowlog);
+    free(p->slowlog->ring);
+    free(p->slowlog);
+    p->slowlog = NULL;
+}
+
+/* An argument of full bytes, of which the first len (at most
+ * SLOWLOG_ARG_MAX) are at s: kept, and what was cut counted after. */
+static char *dup_arg(const char *s, size_t len, size_t full, size_t *outlen)
+{
+    char *d = xmalloc(len + 64);
+    int n = 0;
+
+    memcpy(d, s, len);
+    if (full > len)
+        n = snprintf(d + len, 64, "... (%zu more bytes)", full - len);
+    d[len + (size_t)n] = '\0';
+    *outlen = len + (size_t)n;
+    return d;
+}
+
+/* The request's arguments from its bytes (an array of bulks); false if
+ * there are none to read. */
+static bool args_of(const struct req *r, struct entry *e)
+{
+    struct resp_rd rd;
+    struct resp_val top, v;
+    char buf[SLOWLOG_ARG_MAX + 1];
+
+    if (r->out.len == 0)
+        return false;
+    resp_rd_init(&rd, &r->out);
+    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.elems == 0)
+        return false;
+    uint32_t argc = top.elems > SLOWLOG_ARGS_MAX ? SLOWLOG_ARGS_MAX : (uint32_t)top.elems;
+    e->argv = xcalloc(argc, sizeof(*e->argv));
+    e->argvlen = xcalloc(argc, sizeof(*e->argvlen));
+    for (uint32_t i = 0; i < argc; i++) {
+        if (i == SLOWLOG_ARGS_MAX - 1 && top.elems > SLOWLOG_ARGS_MAX) {
+            int n = snprintf(buf, sizeof(buf), "... (%zu more arguments)",
+                             top.elems - SLOWLOG_ARGS_MAX + 1);
+            e->argv[i] = dup_arg(buf, (size_t)n, (size_t)n, &e->argvlen[i]);
+            e->argc = i + 1;
+            break;
+        }
+        if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_BULK)
+            break;
+        size_t take = v.len > SLOWLOG_ARG_MAX ? SLOWLOG_ARG_MAX : v.len;
+        resp_rd_copy(&rd, &v, buf, take);
+        e->argv[i] = dup_arg(buf, take, v.len, &e->argvlen[i]);
+        e->argc = i + 1;
+    }
+    return e->argc > 0;
+}
+
+void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us)
+{
+    struct slowlog *sl = p->slowlog;
+    const struct conf_pool *pc = p->conf;
+    struct entry *e;
+    struct timeval tv;
+    char peer[80];
+
+    if (!slowlog_on(p) || us < (uint64_t)pc->slowlog_log_slower_than || r->cmd == 0)
+        return;
+    if (sl == NULL)
+        sl = p->slowlog = xcalloc(1, sizeof(*sl));
+    if (sl->cap != (uint32_t)pc->slowlog_max_len) {     /* (a reload changed it) */
+        reset(sl);
+        free(sl->ring);
+        sl->cap = (uint32_t)pc->slowlog_max_len;
+        sl->ring = xcalloc(sl->cap, sizeof(*sl->ring));
+    }
+    e = &sl->ring[sl->head];
+    entry_clear(e);
+    sl->head = (sl->head + 1) % sl->cap;
+    sl->n += sl->n < sl->cap;
+    e->id = sl->next_id++;
+    gettimeofday(&tv, NULL);
+    e->time = (long long)tv.tv_sec;
+    e->us = us;
+    if (!args_of(r, e)) {           /* answered by shardis, or split: its name */
+        size_t n;
+        const char *name = cmd_table(&n)[r->cmd - 1].name;
+        free(e->argv);
+        free(e->argvlen);
+        e->argv = xcalloc(1, sizeof(*e->argv));
+        e->argvlen = xcalloc(1, sizeof(*e->argvlen));
+        e->argv[0] = dup_arg(name, strlen(name), strlen(name), &e->argvlen[0]);
+        e->argc = 1;
+    }
+    client_peer(c, peer, sizeof(peer));
+    e->client = xstrdup(peer);
+    e->name = xstrdup(client_name(c) != NULL ? client_name(c) : "");
+    e->server = xstrdup(r->backend != NULL && r->frag == NULL && r->server < p->nservers
+                            ? p->servers[r->server].label : "");
+}
+
+void slowlog_command(struct client *c, struct req *r, struct args *a)
+{
+    struct slowlog *sl = c->pool->slowlog;
+    struct resp_w w = client_w(c, &r->rsp);
+    long long count = 10;
+
+    if (args_is(a, 1, "len") && a->argc == 2) {
+        resp_w_int(&w, sl != NULL ? sl->n : 0);
+    } else if (args_is(a, 1, "reset") && a->argc == 2) {
+        if (sl != NULL)
+            reset(sl);
+        resp_w_simple(&w, "OK");
+    } else if (args_is(a, 1, "get") && a->argc <= 3) {
+        if (a->argc == 3 && (!args_ll(a, 2, &count) || count < -1)) {
+            client_reply_error(c, r, "ERR count should be greater than or equal to -1");
+            return;
+        }
+        uint32_t n = sl == NULL ? 0 : count < 0 || (uint64_t)count > sl->n ? sl->n
+                                                                            : (uint32_t)count;
+        resp_w_array(&w, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const struct entry *e = &sl->ring[(sl->head + sl->cap - 1 - i) % sl->cap];
+            resp_w_array(&w, 7);
+            resp_w_int(&w, (long long)e->id);
+            resp_w_int(&w, e->time);
+            resp_w_int(&w, (long long)e->us);
+            resp_w_array(&w, e->argc);
+            for (uint32_t k = 0; k < e->argc; k++)
+                resp_w_bulk(&w, e->argv[k], e->argvlen[k]);
+            resp_w_bulk_str(&w, e->client);
+            resp_w_bulk_str(&w, e->name);
+            resp_w_bulk_str(&w, e->server);
+        }
+    } else if (args_is(a, 1, "help") && a->argc == 2) {
+        static const char *const help[] = {
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name, and (shardis) the server the request went to",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Print this help.",
+        };
+        resp_w_array(&w, ARRAY_SIZE(help));
+        for (size_t i = 0; i < ARRAY_SIZE(help); i++)
+            resp_w_simple(&w, help[i]);
+    } else {
+        size_t len;
+        const char *sub = args_get(a, 1, &len);
+        client_reply_error(c, r, "ERR unknown subcommand or wrong number of arguments for "
+                           "'%.*s'. Try SLOWLOG HELP.", (int)(len < 128 ? len : 128), sub);
+    }
+}

@@ -1,0 +1,32 @@
+/* slowlog.h -- SLOWLOG: the requests of a pool that took longer than
+ * slowlog_log_slower_than, as the application saw them (slowlog.c). */
+#ifndef SHARDIS_SLOWLOG_H
+#define SHARDIS_SLOWLOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proxy/pool.h"
+
+struct args;
+struct client;
+struct req;
+
+/* A pool's log (pool.slowlog): made on the first entry, freed by
+ * slowlog_free. */
+struct slowlog;
+
+/* Whether p logs slow requests: then a request keeps its bytes until its
+ * reply (backend_written), so that an entry can show its arguments. */
+static inline bool slowlog_on(const struct pool *p)
+{
+    return p->conf->slowlog_log_slower_than >= 0 && p->conf->slowlog_max_len > 0;
+}
+/* r, c's request, has its whole reply after us microseconds: logged if
+ * that is slow enough (from req_done). */
+void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us);
+/* SLOWLOG GET [n] | LEN | RESET | HELP. */
+void slowlog_command(struct client *c, struct req *r, struct args *a);
+void slowlog_free(struct pool *p);
+
+#endif

@@ -1,0 +1,271 @@
+#!/usr/bin/python3
+"""test_ops.py -- operating shardis with the tools an operator already runs,
+all real processes on loopback ports:
+
+- INFO in redis-server's sections and fields: keyspace and memory are the
+  sums of the servers' own INFO; the sections a client library reads at
+  connect (arch_bits, role, loading, cluster_enabled) are there;
+- redis-cli --stat, --latency and --bigkeys through shardis answer as
+  against one redis-server holding all the keys;
+- Debian's prometheus-redis-exporter scraping shardis: redis_up,
+  redis_db_keys, redis_memory_used_bytes, redis_commands_total ... agree
+  with the servers and the requests made;
+- /metrics (stats_listen) passes promtool check metrics, and a command's
+  and a server's latency histogram count exactly the requests made;
+- SLOWLOG catches a request made slow on purpose (a script that spins on
+  one server), with its arguments, client, name and server; LATENCY
+  HISTOGRAM and INFO latencystats count the calls.
+
+Run: /usr/bin/python3 tests/integration/test_ops.py --shardis build/shardis
+"""
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import redis
+
+import harness
+from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, until
+
+
+def info_of(client, section):
+    return harness.Raw(client.connection_pool.connection_kwargs["port"]).cmd(
+        "INFO", section).decode()
+
+
+def fields(text):
+    out = {}
+    for line in text.splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def servers_sum(servers, section, name):
+    return sum(float(fields(info_of(s.client, section)).get(name, 0)) for s in servers)
+
+
+def fresh_info(px):
+    """Wait until shardis's copy of every server's INFO is newer than now."""
+    t = time.monotonic()
+    time.sleep(1.1)             # INFO_REFRESH_MS, and a little
+    shardis = fields(info_of(px.client, "shardis"))
+    ages = [int(m.group(1)) for k, v in shardis.items() if k.startswith("backend_")
+            for m in [re.search(r"info_age_ms=(-?\d+)", v)] if m]
+    expect(ages and all(0 <= a <= (time.monotonic() - t) * 1000 + 1100 for a in ages),
+           "every server's INFO fetched: ages %r" % ages)
+
+
+def t_info(px, servers):
+    """Keyspace summed; memory summed; the fields clients read."""
+    pipe = px.client.pipeline(transaction=False)
+    for i in range(300):
+        pipe.set("k%d" % i, "v" * (i % 50))
+        if i % 3 == 0:
+            pipe.expire("k%d" % i, 1000)
+    pipe.execute()
+    fresh_info(px)
+    ks = fields(info_of(px.client, "keyspace"))
+    keys = sum(int(re.search(r"keys=(\d+)", fields(info_of(s.client, "keyspace"))["db0"])
+                   .group(1)) for s in servers)
+    expires = sum(int(re.search(r"expires=(\d+)", fields(info_of(s.client, "keyspace"))["db0"])
+                      .group(1)) for s in servers)
+    expect_eq((keys, expires), (300, 100), "the servers' keys")
+    expect(ks["db0"].startswith("keys=300,expires=100,avg_ttl="), "INFO keyspace: %r" % ks)
+    mem = fields(info_of(px.client, "memory"))
+    used = servers_sum(servers, "memory", "used_memory")
+    expect(abs(int(mem["used_memory"]) - used) < 0.05 * used,
+           "used_memory %s against the servers' %d" % (mem["used_memory"], used))
+    expect(int(mem["shardis_used_memory_rss"]) > 0, "shardis's own RSS")
+    every = fields(info_of(px.client, "everything"))
+    for k, want in (("arch_bits", "64"), ("role", "master"), ("loading", "0"),
+                    ("cluster_enabled", "0"), ("connected_slaves", "0")):
+        expect_eq(every.get(k), want, k)
+    for k in ("redis_version", "run_id", "uptime_in_seconds", "process_id", "tcp_port",
+              "used_memory_human", "maxmemory_policy", "keyspace_hits",
+              "instantaneous_ops_per_sec", "rdb_last_bgsave_status", "total_net_input_bytes",
+              "cmdstat_set", "latency_percentiles_usec_set", "used_cpu_sys"):
+        expect(k in every, "INFO everything has %s" % k)
+    default = fields(info_of(px.client, "default"))
+    expect("cmdstat_set" not in default and "arch_bits" in default, "INFO default")
+    expect_eq(info_of(px.client, "nosuchsection"), "$0\r\n\r\n", "an unknown section")
+    # redis-py parses it as it parses redis-server's.
+    parsed = px.client.info()
+    expect_eq((parsed["arch_bits"], parsed["db0"]["keys"]), (64, 300), "redis-py's INFO")
+    return "300 keys, used_memory %s (servers %d)" % (mem["used_memory"], used)
+
+
+def t_redis_cli(px, servers):
+    """--stat's keys and mem, --latency's samples, --bigkeys over every server."""
+    px.client.set("big{x}", "b" * 5000)
+    fresh_info(px)
+    out = subprocess.run(["timeout", "2.5", "stdbuf", "-oL", harness.ARGS.redis_cli, "-h",
+                          harness.HOST, "-p", str(px.port), "--stat", "-i", "1"],
+                         capture_output=True, text=True).stdout
+    rows = [l.split() for l in out.splitlines() if re.match(r"^\d+\s", l)]
+    keys = sum(int(re.search(r"keys=(\d+)", fields(info_of(s.client, "keyspace"))["db0"])
+                   .group(1)) for s in servers)
+    expect(rows and int(rows[0][0]) == keys, "--stat keys: %r, servers %d" % (out, keys))
+    expect(rows[0][1].endswith(("K", "M")), "--stat mem: %r" % rows[0][1])
+    lat = subprocess.run(["timeout", "-s", "INT", "1.5", harness.ARGS.redis_cli, "-h",
+                          harness.HOST, "-p", str(px.port), "--latency"],
+                         capture_output=True, text=True).stdout.split()
+    expect(len(lat) >= 4 and int(lat[3]) > 10, "--latency: %r" % lat)
+    big = subprocess.run([harness.ARGS.redis_cli, "-h", harness.HOST, "-p", str(px.port),
+                          "--bigkeys"], capture_output=True, text=True).stdout
+    expect("Biggest string found '\"big{x}\"' has 5000 bytes" in big and
+           "%d strings" % keys in big, "--bigkeys: %s" % big[-400:])
+    return "--stat keys %s mem %s; --latency %s samples" % (rows[0][0], rows[0][1], lat[3])
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode(), r.headers.get("Content-Type")
+
+
+def samples(text):
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def t_exporter(px, servers):
+    """prometheus-redis-exporter reads shardis as it reads a redis-server."""
+    exe = shutil.which("prometheus-redis-exporter")
+    if exe is None:
+        raise Fail("prometheus-redis-exporter is not installed (scripts/deps installs it)")
+    port = harness.free_port()
+    log = harness.TMP + "/exporter.log"
+    proc = harness.start([exe, "-redis.addr", "redis://%s:%d" % (harness.HOST, px.port),
+                          "-web.listen-address", "%s:%d" % (harness.HOST, port)], log)
+    harness.wait_port(port, proc, "redis_exporter", [log])
+    fresh_info(px)
+    before = int(fields(info_of(px.client, "commandstats"))["cmdstat_get"]
+                 .split("calls=")[1].split(",")[0]) if "cmdstat_get" in info_of(
+                     px.client, "commandstats") else 0
+    for i in range(25):
+        px.client.get("k%d" % i)
+    got = samples(scrape("http://%s:%d/metrics" % (harness.HOST, port))[0])
+    harness.stop(proc)
+    keys = sum(int(re.search(r"keys=(\d+)", fields(info_of(s.client, "keyspace"))["db0"])
+                   .group(1)) for s in servers)
+    used = servers_sum(servers, "memory", "used_memory")
+    expect_eq(got.get("redis_up"), 1.0, "redis_up")
+    expect_eq(got.get('redis_db_keys{db="db0"}'), float(keys), "redis_db_keys")
+    expect(abs(got.get("redis_memory_used_bytes", 0) - used) < 0.05 * used,
+           "redis_memory_used_bytes %r against %d" % (got.get("redis_memory_used_bytes"), used))
+    expect_eq(got.get('redis_commands_total{cmd="get"}'), float(before + 25),
+              "redis_commands_total get")
+    expect(got.get('redis_commands_duration_seconds_total{cmd="get"}', 0) > 0,
+           "redis_commands_duration_seconds_total")
+    expect(got.get("redis_connected_clients", 0) >= 1, "redis_connected_clients")
+    for k in ('redis_instance_info', "redis_uptime_in_seconds", "redis_keyspace_hits_total",
+              "redis_cpu_sys_seconds_total", "redis_slowlog_length"):
+        expect(any(n.startswith(k) for n in got), "the exporter shows %s" % k)
+    errors = [l for l in open(log) if "level=error" in l]
+    expect(not errors, "the exporter's errors: %r" % errors[:3])
+    return "%d series; db0 %d keys" % (len(got), keys)
+
+
+def t_metrics(servers):
+    """/metrics: promtool's check passes; histograms count every request."""
+    mport = harness.free_port()
+    px = Shardis("metrics", servers, stats_listen="%s:%d" % (harness.HOST, mport))
+    for i in range(137):
+        px.client.get("m%d" % i)
+    text, ctype = scrape("http://%s:%d/metrics" % (harness.HOST, mport))
+    where = px.whereis(["m%d" % i for i in range(137)])
+    expect(ctype.startswith("text/plain; version=0.0.4"), "Content-Type %r" % ctype)
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        raise Fail("promtool is not installed (scripts/deps installs prometheus)")
+    chk = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                         text=True)
+    expect(chk.returncode == 0, "promtool check metrics: %s%s" % (chk.stdout, chk.stderr))
+    got = samples(text)
+    name = 'shardis_command_duration_seconds_count{pool="alpha",cmd="get"}'
+    expect_eq(got.get(name), 137.0, name)
+    expect_eq(got.get('shardis_command_duration_seconds_bucket{pool="alpha",cmd="get",'
+                      'le="+Inf"}'), 137.0, "the +Inf bucket")
+    for i, srv in enumerate(("redis1", "redis2")):
+        n = sum(1 for s in where.values() if s == i)
+        expect_eq(got.get('shardis_server_request_duration_seconds_count{pool="alpha",'
+                          'server="%s"}' % srv), float(n), "server %s's count" % srv)
+        expect_eq(got.get('shardis_server_up{pool="alpha",server="%s"}' % srv), 1.0, "up")
+    expect_eq(got.get('shardis_requests_total{pool="alpha"}'), 137.0, "requests")
+    # Buckets are cumulative and end at the count.
+    le = sorted((float(m.group(1)), v) for k, v in got.items()
+                for m in [re.match(r'shardis_command_duration_seconds_bucket\{pool="alpha",'
+                                   r'cmd="get",le="([0-9.e+-]+)"\}', k)] if m)
+    expect(all(a[1] <= b[1] for a, b in zip(le, le[1:])) and le[-1][1] == 137,
+           "cumulative buckets: %r" % le)
+    body, _ = scrape("http://%s:%d/" % (harness.HOST, mport))
+    expect("/metrics" in body, "the index page")
+    try:
+        scrape("http://%s:%d/nothing" % (harness.HOST, mport))
+    except urllib.error.HTTPError as e:
+        expect_eq(e.code, 404, "an unknown path")
+    else:
+        raise Fail("an unknown path answered 200")
+    harness.t_exit_clean(px)
+    return "%d samples, promtool ok" % len(got)
+
+
+SPIN = ("local t = redis.call('TIME') "
+        "while true do local u = redis.call('TIME') "
+        "if (u[1] - t[1]) * 1000000 + (u[2] - t[2]) > tonumber(ARGV[1]) then break end "
+        "end return 1")
+
+
+def t_slowlog(px):
+    """A script spinning 30 ms on one server is logged, a GET is not."""
+    c = redis.Redis(harness.HOST, px.port, socket_timeout=5)
+    c.client_setname("slowpoke")
+    px.client.slowlog_reset()
+    c.get("fast")
+    key = px.keys_on("slow", 1)[0]
+    c.eval(SPIN, 1, key, 30000)
+    expect_eq(px.client.slowlog_len(), 1, "SLOWLOG LEN")
+    raw = px.client.execute_command("SLOWLOG", "GET")
+    e = raw[0]
+    expect_eq(len(e), 7, "an entry's fields")
+    expect(e[2] >= 30000, "its time: %d us" % e[2])
+    expect_eq(e[3], [b"EVAL", SPIN[:128].encode() + b"... (%d more bytes)" % (len(SPIN) - 128),
+                     b"1", key, b"30000"], "its arguments")
+    local = c.connection_pool.get_connection("x")
+    expect_eq(e[4], ("%s:%d" % local._sock.getsockname()).encode(), "its client")
+    c.connection_pool.release(local)
+    expect_eq((e[5], e[6]), (b"slowpoke", b"redis2"), "its client's name, its server")
+    px.client.slowlog_reset()
+    expect_eq(px.client.slowlog_len(), 0, "after RESET")
+    h = px.client.execute_command("LATENCY", "HISTOGRAM", "eval")
+    ev = dict(zip(h[1][::2], h[1][1::2])) if h and h[0] == b"eval" else {}
+    expect_eq(ev.get(b"calls"), 1, "LATENCY HISTOGRAM eval: %r" % h)
+    buckets = dict(zip(ev[b"histogram_usec"][::2], ev[b"histogram_usec"][1::2]))
+    expect(max(buckets) >= 30000 and max(buckets.values()) == 1, "its bucket: %r" % buckets)
+    lat = fields(info_of(px.client, "latencystats"))
+    p50 = float(lat["latency_percentiles_usec_eval"].split(",")[0].split("=")[1])
+    expect(30000 <= p50 <= 40000, "INFO latencystats eval p50: %r" % lat)
+    return "%d us logged" % e[2]
+
+
+def body():
+    servers = [RedisServer("r%d" % i) for i in range(2)]
+    px = Shardis("ops", servers)
+    check("info_sections_sum_servers", t_info, px, servers)
+    check("redis_cli_stat_latency_bigkeys", t_redis_cli, px, servers)
+    check("redis_exporter_reads_shardis", t_exporter, px, servers)
+    check("slowlog_catches_slow_script", t_slowlog, px)
+    check("metrics_promtool_histograms_count", t_metrics, servers)
+    check("exit_clean", harness.t_exit_clean, px)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(body, tmp_prefix="shardis-ops-"))
