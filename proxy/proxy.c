@@ -19,6 +19,7 @@
  * PROXY_DRAIN_MS), then close every handle so uv_run returns and the
  * process exits 0. */
 #include <errno.h>
+#include <stddef.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "proxy/acl.h"
@@ -36,9 +38,9 @@
 #include "proxy/group.h"
 #include "proxy/log.h"
 #include "proxy/mig.h"
-#include "proxy/pool.h"
 #include "proxy/info.h"
 #include "proxy/metrics.h"
+#include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
 #include "proxy/sentinel.h"
@@ -413,11 +415,40 @@ static void drain_cb(uv_timer_t *t)
     uv_walk(proxy.loop, close_walk_cb, NULL);
 }
 
+/* ---- systemd ------------------------------------------------------------------- */
+
+/* Tell the service manager (Type=notify) what state the proxy is in: a
+ * datagram of "NAME=value" lines to $NOTIFY_SOCKET, a unix socket's path
+ * or, after '@', an abstract one's name. Nothing without the variable;
+ * a send that fails is not retried (systemd's sd_notify is no surer). */
+static void notify(const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len;
+    socklen_t salen;
+    int fd;
+
+    if (path == NULL || (path[0] != '/' && path[0] != '@') ||
+        (len = strlen(path)) >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, path, len);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0';
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (path[0] == '/'));
+    if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+        return;
+    if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, salen) < 0)
+        log_warn("NOTIFY_SOCKET %s: %s", path, strerror(errno));
+    close(fd);
+}
+
 static void stop_cb(uv_signal_t *s, int signum)
 {
     (void)s;
     if (proxy.stopping)
         return;
+    notify("STOPPING=1\nSTATUS=stopping: finishing requests in flight");
     proxy.stopping = true;
     proxy.stop_ms = uv_now(proxy.loop);
     log_notice("signal %d: stopping; finishing requests in flight", signum);
@@ -436,12 +467,19 @@ static void hup_cb(uv_signal_t *s, int signum)
 
     (void)s;
     (void)signum;
+    char state[96];
+    snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+             (unsigned long long)(uv_hrtime() / 1000));
+    notify(state);
     log_notice("SIGHUP: reopening the log and reloading '%s'", proxy.conf->path);
     log_reopen();
-    if (reload_run(out, sizeof(out), err, sizeof(err)) < 0)
+    if (reload_run(out, sizeof(out), err, sizeof(err)) < 0) {
         log_error("reload refused, nothing changed: %s", err);
-    else
+        notify("READY=1\nSTATUS=reload refused: see the log");
+    } else {
         log_notice("reload applied");
+        notify("READY=1\nSTATUS=serving; reload applied");
+    }
 }
 
 /* ---- running ------------------------------------------------------------------ */
@@ -558,6 +596,10 @@ int proxy_run(struct conf *cf)
     uv_signal_init(proxy.loop, &proxy.sighup);
     uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
     proxy_hold_sighup(false);
+    /* Every listener listens: connections are taken from here on. */
+    snprintf(out, sizeof(out), "READY=1\nMAINPID=%d\nSTATUS=serving %zu pool%s",
+             (int)getpid(), proxy.npools, proxy.npools > 1 ? "s" : "");
+    notify(out);
 
     uv_run(proxy.loop, UV_RUN_DEFAULT);
 
