@@ -44,6 +44,7 @@
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/sentinel.h"
+#include "proxy/hotkeys.h"
 #include "proxy/slowlog.h"
 #include "proxy/stats.h"
 #include "proxy/tls.h"
@@ -559,9 +560,9 @@ static void backend_written(struct backend *b, int status)
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
         TAILQ_REMOVE(&b->writeq, r, bq);
         r->queued = 0;
-        /* (A slow log shows a request's arguments: it keeps them until
-         * the reply. Only clients' requests are logged.) */
-        if (r->on_reply != NULL || !slowlog_on(b->pool))
+        /* (A slow log shows a request's arguments, HOTKEYS reads its key:
+         * then it keeps them until the reply. Only clients' requests.) */
+        if (r->on_reply != NULL || !(slowlog_on(b->pool) || hotkeys_active(b->pool)))
             msg_release(&r->out);
         req_maybe_free(r);
     }

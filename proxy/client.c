@@ -36,10 +36,14 @@
 #include <string.h>
 
 #include "proxy/acl.h"
+#include "proxy/backend.h"
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/frag.h"
 #include "proxy/gate.h"
+#include "proxy/hotkeys.h"
 #include "proxy/log.h"
+#include "proxy/monitor.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -318,7 +322,10 @@ void req_done(struct req *r)
     if (c == NULL || c->closing)
         return;
     stats_reply(&c->pool->stats, r, proxy.now_us);
-    slowlog_reply(c->pool, c, r, proxy.now_us > r->t0_us ? proxy.now_us - r->t0_us : 0);
+    uint64_t us = proxy.now_us > r->t0_us ? proxy.now_us - r->t0_us : 0;
+    slowlog_reply(c->pool, c, r, us);
+    if (hotkeys_active(c->pool))
+        hotkeys_reply(c->pool, r, us);
     c->inflight--;
     if (r->silent)
         msg_release(&r->rsp);       /* CLIENT REPLY OFF or SKIP */
@@ -522,15 +529,36 @@ static void client_close_cb(uv_handle_t *h)
     free(c);
 }
 
-void client_peer(const struct client *c, char *buf, size_t len)
+void client_reply_help(struct client *c, struct req *r, const char *const *lines, size_t n)
+{
+    struct resp_w w = client_w(c, &r->rsp);
+
+    resp_w_array(&w, (long long)n);
+    for (size_t i = 0; i < n; i++)
+        resp_w_simple(&w, lines[i]);
+}
+
+void client_reply_bad_sub(struct client *c, struct req *r, struct args *a, const char *command)
+{
+    size_t len;
+    const char *sub = args_get(a, 1, &len);
+
+    client_reply_error(c, r, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
+                       "Try %s HELP.", (int)(len < 128 ? len : 128), sub, command);
+}
+
+static void sock_name(const struct client *c, bool peer, char *buf, size_t len)
 {
     struct sockaddr_storage ss;
     int n = sizeof(ss);
+    char ip[64];
 
     snprintf(buf, len, "?");
-    if (c->h.handle.type != UV_TCP || uv_tcp_getpeername((const uv_tcp_t *)&c->h.tcp, (struct sockaddr *)&ss, &n) != 0)
+    if (c->h.handle.type != UV_TCP)
         return;
-    char ip[64];
+    if ((peer ? uv_tcp_getpeername((const uv_tcp_t *)&c->h.tcp, (struct sockaddr *)&ss, &n)
+              : uv_tcp_getsockname((const uv_tcp_t *)&c->h.tcp, (struct sockaddr *)&ss, &n)) != 0)
+        return;
     if (ss.ss_family == AF_INET) {
         uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
         snprintf(buf, len, "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
@@ -538,6 +566,73 @@ void client_peer(const struct client *c, char *buf, size_t len)
         uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
         snprintf(buf, len, "[%s]:%u", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
     }
+}
+
+void client_peer(const struct client *c, char *buf, size_t len)
+{
+    sock_name(c, true, buf, len);
+}
+
+/* Blocked: its oldest request on its own connection is a blocking one. */
+static bool client_blocked(const struct client *c)
+{
+    const struct req *r = c->pin != NULL ? TAILQ_FIRST(&c->pin->pendq) : NULL;
+
+    return r != NULL && r->blocking;
+}
+
+void client_describe(const struct client *c, FILE *f)
+{
+    char addr[80], laddr[80], flags[8];
+    uint32_t subs[3], now = proxy_seconds(), n = 0;
+    uv_os_fd_t fd = -1;
+    size_t ncmds;
+    const struct cmd *table = cmd_table(&ncmds);
+
+    sock_name(c, true, addr, sizeof(addr));
+    sock_name(c, false, laddr, sizeof(laddr));
+    uv_fileno(&c->h.handle, &fd);
+    pubsub_counts(c, subs);
+    if (c->subscribed)
+        flags[n++] = 'P';
+    if (client_in_multi(c))
+        flags[n++] = 'x';
+    if (client_blocked(c))
+        flags[n++] = 'b';
+    if (c->quitting)
+        flags[n++] = 'c';
+    if (n == 0)
+        flags[n++] = 'N';
+    flags[n] = '\0';
+    fprintf(f, "id=%llu addr=%s laddr=%s fd=%d name=%s age=%u idle=%u flags=%s db=0 sub=%u "
+            "psub=%u ssub=%u multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "
+            "obl=0 oll=0 omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d",
+            (unsigned long long)c->id, addr, laddr, (int)fd,
+            client_name(c) != NULL ? client_name(c) : "", now - c->born_s, now - c->last_s,
+            flags, subs[0], subs[1], subs[2],
+            client_in_multi(c) ? (int)(c->rare != NULL ? c->rare->tx_sent : 0) : -1,
+            c->rsp_bytes, sizeof(*c) + c->rsp_bytes, c->writing ? "rw" : "r",
+            c->last_cmd > 0 && c->last_cmd <= ncmds ? table[c->last_cmd - 1].name : "NULL",
+            c->user != NULL ? c->user->name : "", c->resp3 ? 3 : 2);
+}
+
+bool client_matches(const struct client *c, const struct client_filter *f)
+{
+    char buf[80];
+
+    if (f->id != 0 && c->id != f->id)
+        return false;
+    if (f->type >= 0 && (f->type == 1) != (bool)c->subscribed)
+        return false;
+    if (f->user != NULL && (c->user == NULL || strcmp(c->user->name, f->user) != 0))
+        return false;
+    if (f->addr != NULL && (sock_name(c, true, buf, sizeof(buf)), strcmp(buf, f->addr) != 0))
+        return false;
+    if (f->laddr != NULL && (sock_name(c, false, buf, sizeof(buf)), strcmp(buf, f->laddr) != 0))
+        return false;
+    if (f->maxage > 0 && (long long)(proxy_seconds() - c->born_s) < f->maxage)
+        return false;
+    return true;
 }
 
 void client_close(struct client *c)
@@ -558,6 +653,7 @@ void client_close(struct client *c)
     gate_client_gone(c);
     pin_client_gone(c);
     pubsub_client_gone(c);
+    monitor_gone(c);
     uv_close(&c->h.handle, client_close_cb);
 }
 
@@ -588,6 +684,7 @@ static struct client *client_new(struct pool *p, bool pipe)
 static void client_start(struct pool *p, struct client *c)
 {
     c->id = ++proxy.next_client_id;
+    c->born_s = c->last_s = proxy_seconds();
     c->user = acl_new_session(p->acl);
     pool_client_add(p, c);
     p->nclients++;

@@ -4,6 +4,7 @@
 #define SHARDIS_CLIENT_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -76,11 +77,13 @@ struct client {
      * that is the pool's; a reload rebinds it), or NULL before AUTH. */
     const struct acl_user *user;
     uint32_t         slot;      /* its index in pool->clients */
+    uint32_t         born_s;    /* proxy_seconds() it connected (CLIENT LIST's age) */
     struct mbuf     *lbuf;      /* chunk that local replies are written into */
     struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
     struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
     uint64_t         id;
     uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
+    uint32_t         last_s;    /* proxy_seconds() of its last command (idle) ... */
     /* 16-bit flags fill the 4 bytes after inflight, which keeps a TCP
      * client at 512 bytes. */
     unsigned short   closing:1;
@@ -96,6 +99,7 @@ struct client {
     unsigned short   kicking:1; /* gate.c: sending from the gate now */
     unsigned short   reply:2;   /* enum client_reply */
     unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
+    uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
@@ -121,13 +125,33 @@ struct client_rare {
                                    transaction ends otherwise (tx_maps_drop) */
     struct tls  *tls;           /* TLS (tls.h) of a client of a TLS listener: made when
                                    accepted, freed by its close callback */
+    bool         monitor;       /* on pool.monitors (monitor.c) */
 };
 
 struct client_rare *client_rare(struct client *c);
 /* CLIENT SETNAME's name, or NULL. */
 const char *client_name(const struct client *c);
+/* A command's HELP: its lines as simple strings, as redis-server's
+ * addReplyHelp. */
+void client_reply_help(struct client *c, struct req *r, const char *const *lines, size_t n);
+/* A subcommand name did not match, or its arguments: redis-server's error
+ * for command (upper case, as "SLOWLOG"), naming the subcommand given. */
+struct args;
+void client_reply_bad_sub(struct client *c, struct req *r, struct args *a, const char *command);
 /* c's peer as "ip:port" ("[ip6]:port"), or "?" for a unix socket. */
 void client_peer(const struct client *c, char *buf, size_t len);
+/* c as a line of CLIENT LIST and CLIENT INFO, redis-server 7.0's fields in
+ * its order, without the newline. */
+void client_describe(const struct client *c, FILE *f);
+/* What CLIENT KILL matches a client by; a field unset (NULL, 0) matches
+ * any. */
+struct client_filter {
+    uint64_t    id;
+    const char *addr, *laddr, *user;
+    int         type;           /* -1 any; 0 normal; 1 pubsub */
+    long long   maxage;         /* seconds; 0 any */
+};
+bool client_matches(const struct client *c, const struct client_filter *f);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
 /* A client of p over fd, a connected stream socket of the process's own

@@ -19,10 +19,13 @@
 #include "proxy/cmd.h"
 #include "proxy/gate.h"
 #include "proxy/genkey.h"
+#include "proxy/hotkeys.h"
 #include "proxy/info.h"
+#include "proxy/log.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
+#include "proxy/monitor.h"
 #include "proxy/sentinel.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
@@ -308,6 +311,7 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
 {
     (void)a;
     pubsub_reset(c);
+    monitor_gone(c);
     if (c->reply == CLIENT_REPLY_OFF)
         r->silent = 0;              /* (after SKIP it is the request skipped) */
     c->reply = CLIENT_REPLY_ON;
@@ -326,6 +330,182 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     struct resp_w w = out(c, r);
     resp_w_simple(&w, "RESET");
     req_done(r);
+}
+
+/* CLIENT INFO's line (ids NULL: c alone) and CLIENT LIST's: the pool's
+ * clients (a pool is the server its clients see), those of ids[0..nids)
+ * if nids > 0, of type (0 normal, 1 pubsub) if not -1. */
+static void client_lines(struct client *c, struct req *r, const uint64_t *ids, uint32_t nids,
+                         int type)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = xopen_memstream(&buf, &len);
+    struct pool *p = c->pool;
+    struct resp_w w = out(c, r);
+
+    for (uint32_t i = 0; i < p->nclients; i++) {
+        const struct client *x = p->clients[i];
+        bool want = ids == NULL ? x == c : nids == 0;
+        for (uint32_t k = 0; k < nids && !want; k++)
+            want = x->id == ids[k];
+        if (!want || x->closing || (type >= 0 && (type == 1) != (bool)x->subscribed))
+            continue;
+        client_describe(x, f);
+        fputc('\n', f);
+    }
+    fclose(f);
+    resp_w_verbatim(&w, "txt", buf, len);
+    free(buf);
+}
+
+static int client_type(struct args *a, uint32_t i)
+{
+    return args_is(a, i, "normal") ? 0 : args_is(a, i, "pubsub") ? 1
+         : args_is(a, i, "master") || args_is(a, i, "replica") || args_is(a, i, "slave") ? 2
+         : -1;
+}
+
+/* CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...] */
+static void client_list(struct client *c, struct req *r, struct args *a)
+{
+    uint64_t *ids = NULL;
+    uint32_t nids = 0;
+    int type = -1;
+    bool by_id = false;
+
+    for (uint32_t i = 2; i < a->argc; i++) {
+        long long v;
+        if (args_is(a, i, "type") && i + 1 < a->argc && !by_id) {
+            if ((type = client_type(a, ++i)) < 0) {
+                size_t len;
+                const char *t = args_get(a, i, &len);
+                client_reply_error(c, r, "ERR Unknown client type '%.*s'",
+                                   (int)(len < 64 ? len : 64), t);
+                free(ids);
+                return;
+            }
+        } else if (args_is(a, i, "id") && i + 1 < a->argc) {
+            by_id = true;
+            for (i++; i < a->argc; i++) {
+                if (!args_ll(a, i, &v) || v <= 0) {
+                    client_reply_error(c, r, "ERR Invalid client ID");
+                    free(ids);
+                    return;
+                }
+                ids = xrealloc(ids, (nids + 1) * sizeof(*ids));
+                ids[nids++] = (uint64_t)v;
+            }
+        } else {
+            client_reply_error(c, r, "ERR syntax error");
+            free(ids);
+            return;
+        }
+    }
+    if (type == 2) {                /* (shardis has no replicas of its own) */
+        struct resp_w w = out(c, r);
+        resp_w_verbatim(&w, "txt", "", 0);
+    } else {
+        client_lines(c, r, by_id ? ids : (uint64_t[]){0}, by_id ? nids : 0, type);
+    }
+    free(ids);
+}
+
+/* CLIENT KILL ip:port (the old form: +OK, or an error if none) or
+ * CLIENT KILL <filter value> ... (the number killed). A client killed
+ * closes at once; c itself, after this reply (SKIPME no). */
+static void client_kill(struct client *c, struct req *r, struct args *a)
+{
+    struct client_filter flt = {.type = -1};
+    bool skipme = true, old = a->argc == 3;
+    long long n = 0, v;
+    size_t len;
+    char addr[256];
+
+    if (old) {
+        const char *s = args_get(a, 2, &len);
+        snprintf(addr, sizeof(addr), "%.*s", (int)(len < 255 ? len : 255), s);
+        flt.addr = addr;
+        skipme = false;
+    } else {
+        if (a->argc % 2 != 0) {
+            client_reply_error(c, r, "ERR syntax error");
+            return;
+        }
+        for (uint32_t i = 2; i + 1 < a->argc; i += 2) {
+            const char *val = args_get(a, i + 1, &len);
+            char *copy = NULL;
+            if (args_is(a, i, "id")) {
+                if (!args_ll(a, i + 1, &v) || v <= 0) {
+                    client_reply_error(c, r, "ERR client-id should be greater than 0");
+                    goto done;
+                }
+                flt.id = (uint64_t)v;
+            } else if (args_is(a, i, "type")) {
+                if ((flt.type = client_type(a, i + 1)) < 0) {
+                    client_reply_error(c, r, "ERR Unknown client type '%.*s'",
+                                       (int)(len < 64 ? len : 64), val);
+                    goto done;
+                }
+            } else if (args_is(a, i, "skipme")) {
+                if (!args_is(a, i + 1, "yes") && !args_is(a, i + 1, "no")) {
+                    client_reply_error(c, r, "ERR syntax error");
+                    goto done;
+                }
+                skipme = args_is(a, i + 1, "yes");
+            } else if (args_is(a, i, "maxage")) {
+                if (!args_ll(a, i + 1, &v) || v <= 0) {
+                    client_reply_error(c, r, "ERR syntax error");
+                    goto done;
+                }
+                flt.maxage = v;
+            } else if (args_is(a, i, "addr") || args_is(a, i, "laddr") ||
+                       args_is(a, i, "user")) {
+                const char **to = args_is(a, i, "addr") ? &flt.addr
+                                : args_is(a, i, "laddr") ? &flt.laddr : &flt.user;
+                free((char *)*to);
+                copy = xmalloc(len + 1);
+                memcpy(copy, val, len);
+                copy[len] = '\0';
+                *to = copy;
+                continue;
+            } else {
+                client_reply_error(c, r, "ERR syntax error");
+                goto done;
+            }
+        }
+    }
+    /* From the end: closing one moves the last (seen already) into its slot. */
+    if (flt.type != 2)
+        for (uint32_t i = c->pool->nclients; i-- > 0; ) {
+            struct client *x = c->pool->clients[i];
+            if (x->closing || !client_matches(x, &flt) || (x == c && skipme))
+                continue;
+            n++;
+            if (x == c) {
+                c->quitting = 1;            /* closed once this reply is written */
+                r->quit = 1;
+            } else {
+                log_info("client %llu killed by client %llu (CLIENT KILL)",
+                         (unsigned long long)x->id, (unsigned long long)c->id);
+                client_close(x);
+            }
+        }
+    if (old && n == 0) {
+        client_reply_error(c, r, "ERR No such client");
+    } else {
+        struct resp_w w = out(c, r);
+        if (old)
+            resp_w_simple(&w, "OK");
+        else
+            resp_w_int(&w, n);
+    }
+done:
+    if (!old) {
+        free((char *)flt.addr);
+        free((char *)flt.laddr);
+        free((char *)flt.user);
+    }
 }
 
 /* CLIENT's subcommands; route.c checked each one's arity by the table. */
@@ -375,26 +555,12 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             const char *o = args_get(a, 2, &len);
             client_reply_error(c, r, "ERR Unrecognized option '%.*s'", (int)(len < 64 ? len : 64), o);
         }
-    } else if (args_is(a, 1, "info")) {
-        /* redis-server's fields, in its order, for those shardis has. The
-         * name has any length: it goes out as it is, not through a buffer. */
-        static const char tail[] = " db=0 multi=-1 cmd=client|info user=";
-        const char *proto = c->resp3 ? " resp=3\n" : " resp=2\n";
-        const char *name = client_name(c) != NULL ? client_name(c) : "";
-        const char *user = c->user->name;
-        size_t nlen = strlen(name), ulen = strlen(user);
-        char peer[80], head[128];   /* "id=" 20 digits " addr=" peer " name=": < 128 */
-        client_peer(c, peer, sizeof(peer));
-        int n = snprintf(head, sizeof(head), "id=%llu addr=%s name=",
-                         (unsigned long long)c->id, peer);
-        CHECK(n > 0 && (size_t)n < sizeof(head));
-        resp_w_verbatim_header(&w, "txt", (size_t)n + nlen + sizeof(tail) - 1 + ulen + 8);
-        resp_w_raw(&w, head, (size_t)n);
-        resp_w_raw(&w, name, nlen);
-        resp_w_raw(&w, tail, sizeof(tail) - 1);
-        resp_w_raw(&w, user, ulen);
-        resp_w_raw(&w, proto, 8);
-        resp_w_bulk_end(&w);
+    } else if (args_is(a, 1, "info") && a->argc == 2) {
+        client_lines(c, r, NULL, 0, -1);
+    } else if (args_is(a, 1, "list")) {
+        client_list(c, r, a);
+    } else if (args_is(a, 1, "kill")) {
+        client_kill(c, r, a);
     } else {
         const char *sub = args_get(a, 1, &len);
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",
@@ -612,10 +778,7 @@ static void cmd_latency(struct client *c, struct req *r, struct args *a)
             "latencystats and SLOWLOG.\n";
         resp_w_verbatim(&w, "txt", text, sizeof(text) - 1);
     } else {
-        size_t len;
-        const char *sub = args_get(a, 1, &len);
-        client_reply_error(c, r, "ERR unknown subcommand or wrong number of arguments for "
-                           "'%.*s'. Try LATENCY HELP.", (int)(len < 128 ? len : 128), sub);
+        client_reply_bad_sub(c, r, a, "LATENCY");
     }
 }
 
@@ -739,6 +902,8 @@ static const struct local_cmd local_cmds[] = {
     {"info", info_command, false, false, 0},
     {"slowlog", slowlog_command, false, false, 0},
     {"latency", cmd_latency, false, false, 0},
+    {"monitor", monitor_command, false, false, 0},
+    {"hotkeys", hotkeys_command, false, false, 0},
     {"acl", cmd_acl, false, false, 0},
     /* From here on: SHARD.*, the rows acl.c numbers (FIRST_SHARD). */
     {"shard.whereis", cmd_whereis, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
@@ -755,7 +920,7 @@ static const struct local_cmd local_cmds[] = {
     {"shard.maxify", cmd_maxify, false, false, CMD_CAT_FAST},
 };
 
-#define FIRST_SHARD 14
+#define FIRST_SHARD 16
 
 const char *local_shard_command(size_t i, uint32_t *acl)
 {

@@ -26,6 +26,7 @@
 
 #include "proxy/backend.h"
 #include "proxy/cmd.h"
+#include "proxy/hotkeys.h"
 #include "proxy/info.h"
 #include "proxy/log.h"
 #include "proxy/metrics.h"
@@ -270,6 +271,8 @@ void metrics_write(const struct pool *p, FILE *f)
         fclose(lf);
         histogram(f, "shardis_command_duration_seconds", labels, h);
     }
+
+    hotkeys_metrics(p, f);
 
     /* Per server. */
     for (size_t k = 0; k < ARRAY_SIZE(server_figs); k++) {

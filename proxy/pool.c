@@ -22,6 +22,7 @@
 #include "proxy/cmd.h"
 #include "proxy/genkey.h"
 #include "proxy/group.h"
+#include "proxy/hotkeys.h"
 #include "proxy/info.h"
 #include "proxy/metrics.h"
 #include "proxy/slowlog.h"
@@ -576,6 +577,8 @@ void pool_free(struct pool *p)
     info_free(p);
     slowlog_free(p);
     metrics_free(p);
+    free(p->monitors);
+    hotkeys_free(p);
     ring_free(p->ring);
     ring_free(p->live);
     free(p->live_map);

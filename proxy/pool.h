@@ -22,6 +22,7 @@ struct minify;
 struct info;
 struct slowlog;
 struct metrics;
+struct hotkeys;
 struct sentinel;
 struct pool;
 struct pool_server;
@@ -118,6 +119,9 @@ struct pool {
     struct info      *info;         /* the servers' INFO, kept (info.c), or NULL */
     struct slowlog   *slowlog;      /* its slow requests (slowlog.c), or NULL */
     struct metrics   *metrics;      /* its /metrics listener (metrics.c), or NULL */
+    struct client   **monitors;     /* [nmonitors]: clients in MONITOR (monitor.c) */
+    struct hotkeys   *hotkeys;      /* HOTKEYS's session (hotkeys.c), or NULL */
+    uint32_t          nmonitors, monitors_cap;
     uint64_t          replica_reads_at; /* loop ms: reads go to no replica before
                                        (a migration just ended: POOL_REPLICA_SETTLE_MS) */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */

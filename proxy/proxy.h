@@ -55,6 +55,12 @@ struct proxy {
 
 extern struct proxy proxy;
 
+/* Whole seconds since the proxy started, by the loop's clock. */
+static inline uint32_t proxy_seconds(void)
+{
+    return (uint32_t)((uv_now(proxy.loop) - proxy.started_ms) / 1000);
+}
+
 /* Start the loop's flush and tick handles (proxy.flusher, proxy.ticker):
  * proxy_run does, and so does a unit test that runs pools of its own on
  * proxy.loop. */

@@ -641,3 +641,11 @@ void pubsub_ring_changed(struct pool *p)
             c->subscribed = 0;      /* as redis-server: out of subscriber mode */
     }
 }
+
+void pubsub_counts(const struct client *c, uint32_t count[3])
+{
+    const struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
+
+    for (int k = 0; k < 3; k++)
+        count[k] = s != NULL ? s->count[k] : 0;
+}

@@ -20,6 +20,8 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
 void pubsub_frame(struct backend *b, uint64_t start, uint64_t end);
 void pubsub_failed(struct backend *b);
 void pubsub_client_gone(struct client *c);
+/* c's subscriptions: channels, patterns, shard channels (CLIENT LIST). */
+void pubsub_counts(const struct client *c, uint32_t count[3]);
 /* RESET: c leaves every channel, pattern and shard channel, without the
  * confirmations UNSUBSCRIBE would give (as redis-server's RESET). */
 void pubsub_reset(struct client *c);

@@ -29,6 +29,7 @@
 #include "proxy/local.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
+#include "proxy/monitor.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -863,6 +864,8 @@ void route_request(struct client *c, struct req *r)
     }
     size_t ncmds;
     r->cmd = (uint16_t)(cmd - cmd_table(&ncmds) + 1);     /* (stats.c) */
+    c->last_cmd = r->cmd;                   /* (CLIENT LIST) */
+    c->last_s = proxy_seconds();
     if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
         r->silent = 0;                      /* confirmations are always written */
     if (!cmd_arity_ok(cmd, a.argc)) {
@@ -881,6 +884,8 @@ void route_request(struct client *c, struct req *r)
                            cmd->name);
         goto reply;
     }
+    if (c->pool->nmonitors > 0)
+        monitor_feed(c, &a, r->t0_us);
     /* RESET ends whatever state the client is in: before those states' rules. */
     if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
         local_exec(c, r, &a);

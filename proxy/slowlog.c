@@ -214,13 +214,8 @@ void slowlog_command(struct client *c, struct req *r, struct args *a)
             "HELP",
             "    Print this help.",
         };
-        resp_w_array(&w, ARRAY_SIZE(help));
-        for (size_t i = 0; i < ARRAY_SIZE(help); i++)
-            resp_w_simple(&w, help[i]);
+        client_reply_help(c, r, help, ARRAY_SIZE(help));
     } else {
-        size_t len;
-        const char *sub = args_get(a, 1, &len);
-        client_reply_error(c, r, "ERR unknown subcommand or wrong number of arguments for "
-                           "'%.*s'. Try SLOWLOG HELP.", (int)(len < 128 ? len : 128), sub);
+        client_reply_bad_sub(c, r, a, "SLOWLOG");
     }
 }

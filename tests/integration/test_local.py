@@ -55,21 +55,25 @@ def t_client_info(rs):
         expect(isinstance(line, bytes), "CLIENT INFO: %s" % harness.short(raw))
         cid = parse(c.cmd("CLIENT", "ID"))
         port = c.sock.getsockname()[1]
-        want = (b"id=%d addr=%s:%d name=%s db=0 multi=-1 cmd=client|info user=default "
-                b"resp=2\n" % (cid, HOST.encode(), port, name))
-        at = line.find(name)
-        expect(at > 0, "the name is not all in CLIENT INFO (%d bytes), which ends %r"
-               % (len(line), raw[-48:]))
-        expect_eq(line[at + len(name):], want[at + len(name):], "CLIENT INFO after the name")
-        expect_eq(raw, b"$%d\r\n%s\r\n" % (len(want), want), "CLIENT INFO")
+        head = b"id=%d addr=%s:%d laddr=%s:%d fd=" % (cid, HOST.encode(), port, HOST.encode(),
+                                                      px.port)
+        at = line.find(b" name=" + name + b" age=")
+        expect(line.startswith(head) and at > 0, "the name is not all in CLIENT INFO (%d "
+               "bytes), which ends %r" % (len(line), raw[-48:]))
+        expect(line.endswith(b" cmd=client|info user=default redir=-1 resp=2\n"),
+               "CLIENT INFO ends %r" % line[-60:])
+        expect_eq(raw, b"$%d\r\n%s\r\n" % (len(line), line), "CLIENT INFO")
         # The same fields as redis-server, in its order, with its values.
         expect_eq(direct.cmd("CLIENT", "SETNAME", name), b"+OK\r\n", "SETNAME on redis")
         theirs = dict(info_fields(parse(direct.cmd("CLIENT", "INFO"))))
         ours = info_fields(line)
         order = [k for k in theirs if k in dict(ours)]
         expect_eq([k for k, _ in ours], order, "fields, in redis-server's order")
+        # (What is the connection's own: where, when, and its buffers.)
+        own = (b"id", b"addr", b"laddr", b"fd", b"age", b"idle", b"qbuf", b"qbuf-free",
+               b"argv-mem", b"multi-mem", b"rbs", b"rbp", b"obl", b"oll", b"omem", b"tot-mem")
         for k, v in ours:
-            if k not in (b"id", b"addr"):
+            if k not in own:
                 expect_eq(v, theirs[k], "field %s" % k.decode())
         expect_eq(c.cmd("PING"), b"+PONG\r\n", "PING after CLIENT INFO")
         c.close()

@@ -14,7 +14,13 @@ all real processes on loopback ports:
   and a server's latency histogram count exactly the requests made;
 - SLOWLOG catches a request made slow on purpose (a script that spins on
   one server), with its arguments, client, name and server; LATENCY
-  HISTOGRAM and INFO latencystats count the calls.
+  HISTOGRAM and INFO latencystats count the calls;
+- CLIENT LIST and CLIENT KILL (by id, addr, user, type, maxage; the old
+  form) on the proxy's own clients, in redis-server's format; redis-py
+  parses the list;
+- MONITOR shows every client's commands in redis-server's format, AUTH's
+  password redacted, and only with admin_commands;
+- HOTKEYS ranks keys of every server at once by time and bytes.
 
 Run: /usr/bin/python3 tests/integration/test_ops.py --shardis build/shardis
 """
@@ -256,6 +262,133 @@ def t_slowlog(px):
     return "%d us logged" % e[2]
 
 
+def t_clients(px):
+    """CLIENT LIST and CLIENT KILL."""
+    a = redis.Redis(harness.HOST, px.port, socket_timeout=5)
+    a.client_setname("alpha-app")
+    a.get("x")
+    b = harness.Raw(px.port)
+    b.cmd("PING")
+    listed = px.client.client_list()
+    mine = [x for x in listed if x["name"] == "alpha-app"]
+    expect_eq(len(mine), 1, "the named client: %r" % listed)
+    m = mine[0]
+    for k in ("id", "addr", "laddr", "fd", "age", "idle", "flags", "db", "sub", "psub",
+              "multi", "omem", "tot-mem", "events", "cmd", "user", "resp"):
+        expect(k in m, "CLIENT LIST has %s: %r" % (k, m))
+    expect_eq((m["cmd"], m["user"], m["flags"], m["db"], m["laddr"]),
+              ("get", "default", "N", "0", "%s:%d" % (harness.HOST, px.port)), "its fields")
+    expect_eq(m["id"], str(a.client_id()), "its id")
+    info = px.client.client_info()
+    expect_eq(info["cmd"], "client|info", "CLIENT INFO's cmd")
+    only = px.client.execute_command("CLIENT", "LIST", "ID", m["id"]).decode()
+    expect(only.count("\n") == 1 and "name=alpha-app" in only, "CLIENT LIST ID: %r" % only)
+    expect_eq(px.client.execute_command("CLIENT", "LIST", "TYPE", "pubsub"), b"",
+              "no subscriber")
+    # KILL by id: a's connection is gone (redis-py reconnects on the next).
+    expect_eq(px.client.client_kill_filter(_id=m["id"]), 1, "KILL ID")
+    expect(not any(x["name"] == "alpha-app" for x in px.client.client_list()), "killed")
+    # The old form, by address.
+    addr = "%s:%d" % b.sock.getsockname()
+    expect_eq(px.client.client_kill(addr), True, "KILL addr")
+    try:
+        b.cmd("PING")
+    except (EOFError, ConnectionError, OSError):
+        pass
+    else:
+        raise Fail("the killed raw client still answered")
+    try:
+        px.client.client_kill("127.0.0.1:1")
+    except redis.ResponseError as e:
+        expect("No such client" in str(e), "KILL of nobody: %s" % e)
+    else:
+        raise Fail("KILL of nobody answered OK")
+    # SKIPME yes (the default) spares the caller; USER default kills the others.
+    others = [redis.Redis(harness.HOST, px.port) for _ in range(3)]
+    for o in others:
+        o.ping()
+    n = px.client.client_kill_filter(user="default")
+    expect(n >= 3, "KILL USER default killed %d" % n)
+    expect_eq(px.client.ping(), True, "the caller lives (SKIPME yes)")
+    return "%d fields per line" % len(m)
+
+
+def t_monitor(servers):
+    """MONITOR: every command, redis-server's format, AUTH redacted."""
+    px = Shardis("mon", servers, admin_commands="true")
+    mon = harness.Raw(px.port)
+    expect_eq(mon.cmd("MONITOR"), b"+OK\r\n", "MONITOR")
+    c = redis.Redis(harness.HOST, px.port, socket_timeout=5)
+    c.set("mk", 'a "b"\n')
+    try:
+        c.execute_command("AUTH", "secret")
+    except redis.ResponseError:
+        pass
+    c.get("mk")
+    lines = []
+    deadline = time.monotonic() + 5
+    while len(lines) < 3 and time.monotonic() < deadline:
+        mon._fill()
+        lines = bytes(mon.buf[mon.pos:]).decode().split("\r\n")[:-1]
+    port = c.connection_pool.get_connection("x")._sock.getsockname()[1]
+    want = ['"SET" "mk" "a \\"b\\"\\n"', '"AUTH" "(redacted)"', '"GET" "mk"']
+    for line, w in zip(lines, want):
+        expect(re.fullmatch(r"\+\d+\.\d{6} \[0 %s:%d\] %s" % (re.escape(harness.HOST), port,
+                                                              re.escape(w)), line),
+               "a MONITOR line: %r, want ...%s" % (line, w))
+    expect_eq(len(lines), 3, "lines: %r" % lines)
+    harness.t_exit_clean(px)
+    plain = Shardis("nomon", servers)
+    try:
+        plain.client.execute_command("MONITOR")
+    except redis.ResponseError as e:
+        expect("admin_commands" in str(e), "without admin_commands: %s" % e)
+    else:
+        raise Fail("MONITOR ran without admin_commands")
+    harness.t_exit_clean(plain)
+    return lines[0]
+
+
+def t_hotkeys(px):
+    """The keys hottest over both servers, by time and by bytes."""
+    c = px.client
+    expect_eq(c.execute_command("HOTKEYS", "GET"), None, "no session yet")
+    expect_eq(c.execute_command("HOTKEYS", "START", "METRICS", 2, "CPU", "NET", "COUNT", 3),
+              b"OK", "START")
+    hot = [px.keys_on("hot", i)[0] for i in range(2)]
+    pipe = c.pipeline(transaction=False)
+    for _ in range(200):
+        pipe.get(hot[0])
+    for _ in range(100):
+        pipe.get(hot[1])
+    for i in range(50):
+        pipe.get("cold%d" % i)
+    pipe.execute()
+    c.set(b"big", b"x" * 100000)
+    got = c.execute_command("HOTKEYS", "GET")
+    d = dict(zip(got[::2], got[1::2]))
+    expect_eq(d[b"tracking-active"], 1, "active")
+    cpu = d[b"by-cpu-time-us"][::2]
+    net = d[b"by-net-bytes"][::2]
+    expect_eq(cpu[:2], hot, "by time: %r" % d[b"by-cpu-time-us"])
+    expect_eq((net[0], net[1:3]), (b"big", hot), "by bytes: %r" % d[b"by-net-bytes"])
+    expect(len(cpu) == 3, "COUNT 3")
+    try:
+        c.execute_command("HOTKEYS", "RESET")
+    except redis.ResponseError as e:
+        expect("STOP" in str(e), "RESET while active: %s" % e)
+    else:
+        raise Fail("RESET while active")
+    expect_eq(c.execute_command("HOTKEYS", "STOP"), b"OK", "STOP")
+    c.get(hot[1])
+    after = dict(zip(*[iter(c.execute_command("HOTKEYS", "GET"))] * 2))
+    expect_eq(after[b"tracking-active"], 0, "stopped")
+    expect_eq(after[b"by-cpu-time-us"], d[b"by-cpu-time-us"], "nothing counted after STOP")
+    expect_eq(c.execute_command("HOTKEYS", "RESET"), b"OK", "RESET")
+    expect_eq(c.execute_command("HOTKEYS", "GET"), None, "reset")
+    return "top by time %r" % cpu
+
+
 def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
     px = Shardis("ops", servers)
@@ -263,6 +396,9 @@ def body():
     check("redis_cli_stat_latency_bigkeys", t_redis_cli, px, servers)
     check("redis_exporter_reads_shardis", t_exporter, px, servers)
     check("slowlog_catches_slow_script", t_slowlog, px)
+    check("client_list_kill", t_clients, px)
+    check("monitor_every_command", t_monitor, servers)
+    check("hotkeys_over_every_server", t_hotkeys, px)
     check("metrics_promtool_histograms_count", t_metrics, servers)
     check("exit_clean", harness.t_exit_clean, px)
 

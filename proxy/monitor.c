@@ -1,0 +1,131 @@
+/* monitor.c -- MONITOR, in redis-server's format:
+ *
+ *   +1700000000.123456 [0 127.0.0.1:52555] "set" "k" "v"
+ *
+ * one line per command a client of the pool sends that passes its
+ * checks (arity, AUTH, ACL), written to each client of the pool that sent
+ * MONITOR, after whatever it asked before. Arguments are quoted as
+ * redis-server's sdscatrepr quotes them; AUTH's and HELLO's passwords are
+ * shown as "(redacted)". Only with admin_commands: true: a monitor sees
+ * every client's data.
+ *
+ * Who monitors is pool.monitors; a client leaves it when it closes
+ * (monitor_gone, from client_close) or sends RESET. Nothing is formatted
+ * while the pool has no monitor. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "proxy/client.h"
+#include "proxy/monitor.h"
+#include "proxy/pool.h"
+#include "proxy/resp.h"
+#include "proxy/route.h"
+#include "proxy/util.h"
+
+static void repr(FILE *f, const char *s, size_t len)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        switch (ch) {
+        case '\\': fputs("\\\\", f); break;
+        case '"':  fputs("\\\"", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\a': fputs("\\a", f); break;
+        case '\b': fputs("\\b", f); break;
+        default:
+            if (isprint(ch))
+                fputc(ch, f);
+            else
+                fprintf(f, "\\x%02x", ch);
+        }
+    }
+    fputc('"', f);
+}
+
+void monitor_feed(struct client *c, struct args *a, uint64_t t0_us)
+{
+    struct pool *p = c->pool;
+    char *line = NULL, peer[80];
+    size_t len = 0;
+    FILE *f;
+    struct timeval tv;
+    bool redact = false;
+
+    (void)t0_us;
+    gettimeofday(&tv, NULL);
+    client_peer(c, peer, sizeof(peer));
+    f = xopen_memstream(&line, &len);
+    fprintf(f, "+%ld.%06ld [0 %s]", (long)tv.tv_sec, (long)tv.tv_usec, peer);
+    for (uint32_t i = 0; i < a->argc; i++) {
+        size_t n;
+        const char *s = args_get(a, i, &n);
+        fputc(' ', f);
+        if (redact) {
+            repr(f, "(redacted)", 10);
+            continue;
+        }
+        repr(f, s, n);
+        /* AUTH's arguments; HELLO's after its AUTH. */
+        if ((i == 0 && args_is(a, 0, "auth")) || (i > 0 && args_is(a, 0, "hello") &&
+                                                   args_is(a, i, "auth")))
+            redact = true;
+    }
+    fputs("\r\n", f);
+    fclose(f);
+    for (uint32_t i = 0; i < p->nmonitors; i++) {
+        struct client *m = p->monitors[i];
+        struct req *r;
+        if (m->closing || m == c)
+            continue;               /* (redis-server shows a monitor its own commands not) */
+        r = req_get();
+        client_queue(m, r);
+        struct resp_w w = client_w(m, &r->rsp);
+        resp_w_raw(&w, line, len);
+        req_done(r);
+    }
+    free(line);
+}
+
+void monitor_command(struct client *c, struct req *r, struct args *a)
+{
+    struct pool *p = c->pool;
+    struct client_rare *rare;
+
+    (void)a;
+    if (!p->conf->admin_commands) {
+        client_reply_error(c, r, "ERR MONITOR shows every client's commands: it runs only "
+                           "with admin_commands: true in pool '%s'", p->conf->name);
+        return;
+    }
+    rare = client_rare(c);
+    if (!rare->monitor) {
+        if (p->nmonitors == p->monitors_cap) {
+            p->monitors_cap = p->monitors_cap ? 2 * p->monitors_cap : 4;
+            p->monitors = xrealloc(p->monitors, p->monitors_cap * sizeof(*p->monitors));
+        }
+        p->monitors[p->nmonitors++] = c;
+        rare->monitor = true;
+    }
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_simple(&w, "OK");
+}
+
+void monitor_gone(struct client *c)
+{
+    struct pool *p = c->pool;
+
+    if (c->rare == NULL || !c->rare->monitor)
+        return;
+    c->rare->monitor = false;
+    for (uint32_t i = 0; i < p->nmonitors; i++)
+        if (p->monitors[i] == c) {
+            p->monitors[i] = p->monitors[--p->nmonitors];
+            break;
+        }
+}
