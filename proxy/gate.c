@@ -22,6 +22,9 @@
  *   verify    the connection it goes to authenticates as the keyless_user
  *             and its check of that user is not answered yet (pin_keyless):
  *             sent behind an AUTH that failed, it would run as another;
+ *   paused    CLIENT PAUSE: until the pool's pause ends, no request is sent
+ *             (ALL), or no write (WRITE: a command with the write flag, a
+ *             script that may write);
  *   order     an earlier request of the client waits already.
  *
  * A request that may not go waits on its client's gate queue, in order;
@@ -50,6 +53,7 @@
 
 #include "proxy/backend.h"
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/gate.h"
 #include "proxy/mig.h"
 #include "proxy/pin.h"
@@ -143,11 +147,31 @@ static void go(struct client *c, struct req *r, struct backend *b)
     backend_send(b, r);
 }
 
+/* Whether CLIENT PAUSE holds r now. */
+static bool paused(const struct client *c, struct req *r)
+{
+    const struct pool *p = c->pool;
+    const struct req *t;
+    size_t n;
+    const struct cmd *cmd;
+
+    if (p->paused_until == 0)
+        return false;
+    if (p->pause_all)
+        return true;
+    t = top(r);
+    if (t->cmd == 0)
+        return false;
+    cmd = &cmd_table(&n)[t->cmd - 1];
+    return (cmd->flags & CMD_WRITE) || !strcmp(cmd->name, "eval") ||
+           !strcmp(cmd->name, "evalsha") || !strcmp(cmd->name, "fcall");
+}
+
 static bool may_go(struct client *c, struct req *r, struct backend *b)
 {
     struct client_rare *rare = c->rare;
 
-    if (r->migs > 0)
+    if (r->migs > 0 || paused(c, r))
         return false;
     /* What the hold waits for, but r's own request (the rest of a split
      * request whose first fragments went). */
@@ -162,7 +186,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
     bool front = r->front;
 
     r->front = 0;
-    if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying) {
+    if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying && !paused(c, r)) {
         go(c, r, b);
         return;
     }

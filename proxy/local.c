@@ -561,6 +561,20 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         client_list(c, r, a);
     } else if (args_is(a, 1, "kill")) {
         client_kill(c, r, a);
+    } else if (args_is(a, 1, "pause")) {
+        long long ms;
+        bool all = a->argc == 3 || args_is(a, 3, "all");
+        if (!args_ll(a, 2, &ms) || ms < 0) {
+            client_reply_error(c, r, "ERR timeout is not an integer or out of range");
+        } else if (a->argc > 4 || (a->argc == 4 && !all && !args_is(a, 3, "write"))) {
+            client_reply_error(c, r, "ERR syntax error");
+        } else {
+            pool_pause(c->pool, ms > 0 ? (uint64_t)ms : 1, all);
+            reply_ok(c, r);
+        }
+    } else if (args_is(a, 1, "unpause") && a->argc == 2) {
+        pool_pause(c->pool, 0, false);
+        reply_ok(c, r);
     } else {
         const char *sub = args_get(a, 1, &len);
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",

@@ -20,6 +20,7 @@
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/gate.h"
 #include "proxy/genkey.h"
 #include "proxy/group.h"
 #include "proxy/hotkeys.h"
@@ -599,8 +600,27 @@ void pool_free(struct pool *p)
     free(p->servers);
 }
 
+void pool_pause(struct pool *p, uint64_t ms, bool all)
+{
+    if (ms > 0) {
+        uint64_t until = uv_now(proxy.loop) + ms;
+        /* (A pause already on stays as long, and as wide, if it is more.) */
+        p->paused_until = until > p->paused_until ? until : p->paused_until;
+        p->pause_all = p->pause_all || all;
+        return;
+    }
+    p->paused_until = 0;
+    p->pause_all = false;
+    /* From the end: a kick may close a client, which moves the last here. */
+    for (uint32_t i = p->nclients; i-- > 0; )
+        if (i < p->nclients && p->clients[i]->gated)
+            gate_kick(p->clients[i]);
+}
+
 void pool_tick(struct pool *p, uint64_t now)
 {
+    if (p->paused_until != 0 && now >= p->paused_until)
+        pool_pause(p, 0, false);
     /* (Even with every server ejected, when the pool routes by the full
      * ring and p->live is NULL.) */
     pool_retry_ejected(p, now);

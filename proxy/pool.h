@@ -122,6 +122,8 @@ struct pool {
     struct client   **monitors;     /* [nmonitors]: clients in MONITOR (monitor.c) */
     struct hotkeys   *hotkeys;      /* HOTKEYS's session (hotkeys.c), or NULL */
     uint32_t          nmonitors, monitors_cap;
+    uint64_t          paused_until; /* loop ms CLIENT PAUSE lasts to; 0: not paused */
+    bool              pause_all;    /* ... for every request, not only writes (gate.c) */
     uint64_t          replica_reads_at; /* loop ms: reads go to no replica before
                                        (a migration just ended: POOL_REPLICA_SETTLE_MS) */
     uint32_t          epoch;        /* ring changes so far (reloads that moved keys) */
@@ -210,6 +212,9 @@ void pool_free(struct pool *p);
 /* From the proxy's tick: bring ejected servers back when their time is
  * up, and retire servers that left the ring once nothing is in flight. */
 void pool_tick(struct pool *p, uint64_t now);
+/* CLIENT PAUSE for ms (all: every request, else writes), or CLIENT
+ * UNPAUSE (ms 0): what waited goes. */
+void pool_pause(struct pool *p, uint64_t ms, bool all);
 /* Close a server's connections and mark it inactive: it is in no ring. */
 void pool_retire(struct pool *p, uint32_t server);
 

@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -310,7 +311,27 @@ def t_clients(px):
     n = px.client.client_kill_filter(user="default")
     expect(n >= 3, "KILL USER default killed %d" % n)
     expect_eq(px.client.ping(), True, "the caller lives (SKIPME yes)")
-    return "%d fields per line" % len(m)
+    # CLIENT PAUSE WRITE: writes wait, reads go; UNPAUSE lets them through.
+    w = redis.Redis(harness.HOST, px.port, socket_timeout=5)
+    w.ping()
+    expect_eq(px.client.execute_command("CLIENT", "PAUSE", 400, "WRITE"), b"OK", "PAUSE")
+    t = time.monotonic()
+    expect_eq(w.get("paused-r"), None, "a read while paused")
+    fast = time.monotonic() - t
+    w.set("paused-w", "1")
+    slow = time.monotonic() - t
+    expect(fast < 0.2 and slow >= 0.3, "read %.3f s, write %.3f s into a 400 ms pause"
+           % (fast, slow))
+    px.client.execute_command("CLIENT", "PAUSE", 5000, "ALL")
+    done = []
+    th = threading.Thread(target=lambda: done.append(w.get("paused-w")))
+    th.start()
+    time.sleep(0.2)
+    expect_eq(done, [], "a read while paused (ALL)")
+    expect_eq(px.client.execute_command("CLIENT", "UNPAUSE"), b"OK", "UNPAUSE")
+    th.join(2)
+    expect_eq(done, [b"1"], "the read after UNPAUSE")
+    return "%d fields per line; a write waited %.0f ms" % (len(m), slow * 1000)
 
 
 def t_monitor(servers):
