@@ -26,6 +26,10 @@ same replies, a floor no proxy goes below by much; and shardis's RSS idle,
 with 1,000 idle clients, after each of them sent one GET, and after the
 benchmark.
 
+Both proxies run with their stats on and are scraped once a second
+throughout (shardis's GET /metrics on stats_listen, twemproxy's JSON stats
+port): figures are what a monitored proxy does.
+
 Run: scripts/bench [--rounds N] [--quick]
 """
 import argparse
@@ -38,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HOST = "127.0.0.1"
@@ -244,18 +249,33 @@ def main():
             wait_port(port, p)
         direct, direct_proc = ports[4], p     # the last one started
         servers = "".join("    - %s:%d:1\n" % (HOST, p) for p in ports[:4])
-        sh_port, nc_port = free_port(), free_port()
+        sh_port, nc_port, sh_stats, nc_stats = free_port(), free_port(), free_port(), free_port()
         conf = "alpha:\n  listen: %s:%%d\n  hash: fnv1a_64\n  distribution: ketama\n" \
                "  hash_tag: \"{}\"\n  redis: true\n  servers:\n%s" % (HOST, servers)
         for name, port in (("shardis", sh_port), ("nutcracker", nc_port)):
             with open(os.path.join(tmp, name + ".yml"), "w") as f:
                 f.write(conf % port)
+                if name == "shardis":
+                    f.write("  stats_listen: %s:%d\n" % (HOST, sh_stats))
         sh = start(pinned(1, [os.path.abspath(args.shardis), "-c", tmp + "/shardis.yml",
                               "-v", "4"]), tmp + "/shardis.log")
         nc = start(pinned(1, [nutcracker, "-c", tmp + "/nutcracker.yml", "-v", "4",
-                              "-s", str(free_port()), "-a", HOST]), tmp + "/nc.log")
+                              "-s", str(nc_stats), "-a", HOST]), tmp + "/nc.log")
         wait_port(sh_port, sh)
         wait_port(nc_port, nc)
+        scraping = threading.Event()
+
+        def scrape():
+            while not scraping.wait(1.0):
+                for port, req in ((sh_stats, b"GET /metrics HTTP/1.0\r\n\r\n"), (nc_stats, b"")):
+                    try:
+                        with socket.create_connection((HOST, port), timeout=2) as s:
+                            s.sendall(req)
+                            while s.recv(65536):
+                                pass
+                    except OSError:
+                        pass
+        threading.Thread(target=scrape, daemon=True).start()
         # The TLS shardises: to plain servers, and to the servers' tls-ports.
         tls_conf = ("  tls_listen: %s:%%d\n  tls_cert_file: %s\n  tls_key_file: %s\n"
                     % (HOST, crt, key))
