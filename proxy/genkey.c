@@ -324,6 +324,7 @@ static int genkey_reply(struct req *r)
         if (resp_rd_error_is(&r->rsp, "NOSCRIPT") && !r->u.genkey.evaled) {
             r->u.genkey.evaled = 1;             /* flushed: send the text */
             msg_release(&r->rsp);
+            msg_release(&r->out);               /* (kept for a slow log: not twice) */
             genkey_command(c, r, r->backend);
             backend_send(r->backend, r);
             return 1;

@@ -39,6 +39,7 @@
 #include "proxy/resp.h"
 #include "proxy/route.h"
 #include "proxy/sentinel.h"
+#include "proxy/slowlog.h"
 #include "proxy/stats.h"
 #include "proxy/util.h"
 
@@ -49,7 +50,8 @@
 struct info_server {
     char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
     uint64_t at_ms;         /* loop ms it came */
-    uint64_t asked_ms;      /* loop ms it was last asked; 0: not in flight */
+    uint64_t asked_ms;      /* loop ms it was last asked (answered or not) */
+    bool     asking;        /* ... and the answer is still to come */
 };
 
 struct info {
@@ -91,7 +93,7 @@ static int server_info_reply(struct backend *b, struct req *r)
     if (in == NULL || b->server >= in->nservers)
         return 0;
     is = &in->servers[b->server];
-    is->asked_ms = 0;
+    is->asking = false;
     if (r->rsp.len == 0 || r->rsp.len > INFO_TEXT_MAX)
         return 0;
     flat = xmalloc(r->rsp.len);
@@ -117,6 +119,7 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
     resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
     r->on_reply = server_info_reply;
     in->servers[server].asked_ms = now;
+    in->servers[server].asking = true;
     backend_send(pool_own(p, server, false), r);
 }
 
@@ -136,10 +139,10 @@ void info_tick(struct pool *p, uint64_t now)
         return;
     for (uint32_t s = 0; s < p->nservers; s++) {
         struct info_server *is = &in->servers[s];
-        /* (One unanswered for a while, its connection's deadline is past:
-         * asked again.) */
-        if (!p->servers[s].active || (is->asked_ms != 0 && now < is->asked_ms + 10000) ||
-            now < is->at_ms + INFO_REFRESH_MS || now < is->asked_ms + INFO_REFRESH_MS)
+        /* Once per INFO_REFRESH_MS, answered or failed (an error is asked
+         * again no sooner); one unanswered for 10 s is asked again. */
+        if (!p->servers[s].active || now < is->asked_ms + INFO_REFRESH_MS ||
+            (is->asking && now < is->asked_ms + 10000))
             continue;
         ask(p, in, s, now);
     }
@@ -210,6 +213,26 @@ double info_servers_sum(const struct pool *p, const char *field, uint32_t *known
     return sum;
 }
 
+/* field's least value over the servers whose INFO is known (0 if none). */
+static double servers_min(const struct pool *p, const char *field)
+{
+    const struct info *in = p->info;
+    double min = 0;
+    bool any = false;
+    char buf[64];
+
+    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+        const char *v;
+        if (!p->servers[s].active || in->servers[s].text == NULL ||
+            (v = field_of(in->servers[s].text, field, buf, sizeof(buf))) == NULL)
+            continue;
+        double x = strtod(v, NULL);
+        min = !any || x < min ? x : min;
+        any = true;
+    }
+    return min;
+}
+
 /* How a servers' field is shown for the pool. */
 enum agg {
     AGG_SUM,        /* counts and bytes */
@@ -217,6 +240,7 @@ enum agg {
     AGG_MIN,        /* a time of the oldest (the last save) */
     AGG_STATUS,     /* "ok" unless a server says otherwise */
     AGG_FIRST,      /* a setting (maxmemory_policy): the first server's */
+    AGG_LIMIT,      /* a limit (maxmemory): the sum, or 0 (none) if any has none */
 };
 
 struct server_field {
@@ -234,7 +258,7 @@ static const struct server_field memory_fields[] = {
     {"number_of_cached_scripts", AGG_SUM}, {"number_of_functions", AGG_SUM},
     {"used_memory_vm_functions", AGG_SUM}, {"used_memory_vm_total", AGG_SUM},
     {"used_memory_functions", AGG_SUM}, {"used_memory_scripts", AGG_SUM},
-    {"maxmemory", AGG_SUM}, {"maxmemory_policy", AGG_FIRST},
+    {"maxmemory", AGG_LIMIT}, {"maxmemory_policy", AGG_FIRST},
     {"mem_fragmentation_bytes", AGG_SUM}, {"mem_not_counted_for_evict", AGG_SUM},
     {"mem_replication_backlog", AGG_SUM}, {"mem_clients_slaves", AGG_SUM},
     {"mem_clients_normal", AGG_SUM}, {"mem_aof_buffer", AGG_SUM},
@@ -321,6 +345,7 @@ static void servers_lines(const struct pool *p, const struct server_field *field
             fprintf(f, "%s:%s\r\n", sf->name, status);
             continue;
         case AGG_SUM: break;
+        case AGG_LIMIT: sum = min == 0 ? 0 : sum; break;
         case AGG_MAX: sum = max; break;
         case AGG_MIN: sum = min; break;
         }
@@ -336,6 +361,10 @@ static void human(char *buf, size_t size, double n)
 {
     static const char unit[] = "KMGTPE";
 
+    if (!(n >= 0 && n < 1e30)) {        /* (NaN, or a server's nonsense) */
+        snprintf(buf, size, "0B");
+        return;
+    }
     if (n < 1024) {
         snprintf(buf, size, "%.0fB", n);
         return;
@@ -369,6 +398,9 @@ static void section_memory(const struct pool *p, FILE *f)
     double rss = info_servers_sum(p, "used_memory_rss", &known);
     double peak = info_servers_sum(p, "used_memory_peak", &known);
     double max = info_servers_sum(p, "maxmemory", &known);
+
+    if (max > 0 && servers_min(p, "maxmemory") == 0)
+        max = 0;                        /* (one server without a limit: none) */
     uint64_t own = own_rss();
     char h[4][32];
 
@@ -399,10 +431,20 @@ static void section_keyspace(const struct pool *p, FILE *f)
     fputs("# Keyspace\r\n", f);
     for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
         unsigned long long k, e, t;
+        const char *v[3];
+        char *end;
         if (!p->servers[s].active || in->servers[s].text == NULL ||
             field_of(in->servers[s].text, name, line, sizeof(line)) == NULL ||
-            sscanf(line, "keys=%llu,expires=%llu,avg_ttl=%llu", &k, &e, &t) != 3)
+            (v[0] = strstr(line, "keys=")) == NULL ||
+            (v[1] = strstr(line, "expires=")) == NULL ||
+            (v[2] = strstr(line, "avg_ttl=")) == NULL)
             continue;
+        /* (strtoull: a number out of range is ULLONG_MAX, not undefined.) */
+        k = strtoull(v[0] + 5, &end, 10);
+        e = strtoull(v[1] + 8, &end, 10);
+        t = strtoull(v[2] + 8, &end, 10);
+        if (k > (1ull << 48) || e > k || t > (1ull << 48))
+            continue;                   /* no server's figures */
         keys += k;
         expires += e;
         ttl_sum += (double)t * (double)e;
@@ -526,10 +568,12 @@ static void section_shardis(FILE *f, uint64_t now)
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
-                "clients=%u,requests=%llu,errors=%llu\r\n", i, p->conf->name,
-                p->conf->listen.text, ring_dist_name(ring_distribution(p->ring)),
+                "clients=%u,requests=%llu,errors=%llu,slowlog_skipped=%llu\r\n", i,
+                p->conf->name, p->conf->listen.text,
+                ring_dist_name(ring_distribution(p->ring)),
                 ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
-                (unsigned long long)p->requests, (unsigned long long)p->errors);
+                (unsigned long long)p->requests, (unsigned long long)p->errors,
+                (unsigned long long)slowlog_skipped(p));
         for (uint32_t s = 0; s < p->nservers; s++) {
             struct backend *b = &p->servers[s].conns[0];
             const struct info *in = p->info;

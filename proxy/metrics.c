@@ -4,8 +4,9 @@
  *
  * The HTTP side is as small as a scrape needs: one request per
  * connection (HTTP/1.0 and 1.1 alike; the reply says Connection: close),
- * its head at most METRICS_HEAD_MAX bytes, a connection idle for
- * METRICS_IDLE_MS closed. Each connection goes
+ * its head at most METRICS_HEAD_MAX bytes, a connection still open
+ * METRICS_IDLE_MS after it came closed (its head never ended, or its reply
+ * was never read), and past METRICS_CONNS_MAX the oldest. Each goes
  *
  *   accepted --head read--> writing --written--> closing --close cb--> freed
  *       |                                           ^
@@ -39,7 +40,7 @@
 
 #define METRICS_HEAD_MAX 8192
 #define METRICS_IDLE_MS  10000
-#define METRICS_CONNS_MAX 64        /* more at once are closed as they come */
+#define METRICS_CONNS_MAX 64        /* more at once: the oldest is closed */
 
 enum http_state { HTTP_READING, HTTP_WRITING, HTTP_CLOSING };
 
@@ -90,9 +91,20 @@ static void head(FILE *f, const char *name, const char *type, const char *help)
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* A histogram's series: labels is its label text without braces. */
-static void histogram(FILE *f, const char *name, const char *labels,
-                      const struct stats_hist *h)
+/* "name{pool="...",label="value"" (the brace left open), escaped. */
+static void series(FILE *f, const char *name, const char *suffix, const char *pool,
+                   const char *lname, const char *lvalue)
+{
+    fprintf(f, "%s%s{pool=\"", name, suffix);
+    label(f, pool);
+    fprintf(f, "\",%s=\"", lname);
+    label(f, lvalue);
+    fputc('"', f);
+}
+
+/* A histogram's series, labelled pool and lname=lvalue. */
+static void histogram(FILE *f, const char *name, const char *pool, const char *lname,
+                      const char *lvalue, const struct stats_hist *h)
 {
     uint64_t cum = 0;
     uint32_t b = 0;
@@ -100,12 +112,15 @@ static void histogram(FILE *f, const char *name, const char *labels,
     for (size_t i = 0; i < ARRAY_SIZE(shown); i++) {
         while (b < STATS_BUCKETS - 1 && stats_bounds[b] <= shown[i])
             cum += h->bucket[b++];
-        fprintf(f, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, (double)shown[i] / 1e6,
-                (unsigned long long)cum);
+        series(f, name, "_bucket", pool, lname, lvalue);
+        fprintf(f, ",le=\"%g\"} %llu\n", (double)shown[i] / 1e6, (unsigned long long)cum);
     }
-    fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name,
-            labels, (unsigned long long)h->count, name, labels, (double)h->sum_us / 1e6, name,
-            labels, (unsigned long long)h->count);
+    series(f, name, "_bucket", pool, lname, lvalue);
+    fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
+    series(f, name, "_sum", pool, lname, lvalue);
+    fprintf(f, "} %.6f\n", (double)h->sum_us / 1e6);
+    series(f, name, "_count", pool, lname, lvalue);
+    fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
 static uint32_t queue_len(const struct backend *b)
@@ -188,7 +203,6 @@ void metrics_write(const struct pool *p, FILE *f)
     size_t ncmds;
     const struct cmd *table = cmd_table(&ncmds);
     struct rusage ru;
-    char labels[512];
     struct mig_progress mp;
 
     head(f, "shardis_build_info", "gauge", "shardis's version");
@@ -260,16 +274,9 @@ void metrics_write(const struct pool *p, FILE *f)
          "its reply complete, as the client sees it, by command");
     for (size_t i = 0; p->stats.cmds != NULL && i < ncmds; i++) {
         const struct stats_hist *h = p->stats.cmds[i].hist;
-        FILE *lf;
         if (h == NULL || h->count == 0)
             continue;
-        lf = fmemopen(labels, sizeof(labels), "w");
-        fprintf(lf, "pool=\"");
-        label(lf, pool);
-        fprintf(lf, "\",cmd=\"%s\"", table[i].name);
-        fputc('\0', lf);
-        fclose(lf);
-        histogram(f, "shardis_command_duration_seconds", labels, h);
+        histogram(f, "shardis_command_duration_seconds", pool, "cmd", table[i].name, h);
     }
 
     hotkeys_metrics(p, f);
@@ -291,18 +298,10 @@ void metrics_write(const struct pool *p, FILE *f)
          "read to its reply complete, as the client sees it, by the server that answered");
     for (uint32_t s = 0; s < p->nservers; s++) {
         const struct stats_hist *h = p->servers[s].latency;
-        FILE *lf;
         if (!p->servers[s].active || h == NULL)
             continue;
-        lf = fmemopen(labels, sizeof(labels), "w");
-        fprintf(lf, "pool=\"");
-        label(lf, pool);
-        fprintf(lf, "\",server=\"");
-        label(lf, p->servers[s].label);
-        fputs("\"", lf);
-        fputc('\0', lf);
-        fclose(lf);
-        histogram(f, "shardis_server_request_duration_seconds", labels, h);
+        histogram(f, "shardis_server_request_duration_seconds", pool, "server",
+                  p->servers[s].label, h);
     }
 }
 
@@ -400,6 +399,8 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct http_conn *hc = container_of((uv_tcp_t *)s, struct http_conn, tcp);
 
+    size_t from = hc->len > 3 ? hc->len - 3 : 0;    /* (an end split over reads) */
+
     (void)buf;
     if (nread < 0) {
         conn_close(hc);
@@ -407,7 +408,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     hc->len += (size_t)nread;
     hc->head[hc->len] = '\0';
-    if (strstr(hc->head, "\r\n\r\n") != NULL || strstr(hc->head, "\n\n") != NULL)
+    if (strstr(hc->head + from, "\r\n\r\n") != NULL || strstr(hc->head + from, "\n\n") != NULL)
         serve(hc);
     else if (hc->len >= sizeof(hc->head) - 1)
         conn_close(hc);                     /* a head too long: no scraper's */
@@ -416,7 +417,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void accept_cb(uv_stream_t *listener, int status)
 {
     struct metrics *m = container_of((uv_tcp_t *)listener, struct metrics, listener);
-    struct http_conn *hc;
+    struct http_conn *hc, *old;
 
     if (status < 0)
         return;
@@ -426,7 +427,15 @@ static void accept_cb(uv_stream_t *listener, int status)
     uv_tcp_init(proxy.loop, &hc->tcp);
     TAILQ_INSERT_TAIL(&m->conns, hc, link);
     m->nconns++;
-    if (uv_accept(listener, (uv_stream_t *)&hc->tcp) < 0 || m->nconns > METRICS_CONNS_MAX ||
+    /* Too many: the oldest goes (one that never sends its head must not
+     * lock scrapers out). */
+    if (m->nconns > METRICS_CONNS_MAX)
+        TAILQ_FOREACH(old, &m->conns, link)
+            if (old->state != HTTP_CLOSING) {
+                conn_close(old);
+                break;
+            }
+    if (uv_accept(listener, (uv_stream_t *)&hc->tcp) < 0 ||
         uv_read_start((uv_stream_t *)&hc->tcp, conn_alloc_cb, conn_read_cb) < 0)
         conn_close(hc);
 }
@@ -474,8 +483,9 @@ void metrics_tick(struct pool *p, uint64_t now)
 
     if (m == NULL)
         return;
+    /* (A reply a scraper stopped reading goes too, with its memory.) */
     TAILQ_FOREACH(hc, &m->conns, link)
-        if (hc->state == HTTP_READING && now >= hc->since + METRICS_IDLE_MS)
+        if (hc->state != HTTP_CLOSING && now >= hc->since + METRICS_IDLE_MS)
             conn_close(hc);
 }
 

@@ -2,7 +2,9 @@
  * request of a pool whose reply took slowlog_log_slower_than
  * microseconds or more from the request being read (waiting at the gate,
  * on the wire and on the server included: the time the application saw),
- * newest first, at most slowlog_max_len of them.
+ * newest first, at most slowlog_max_len of them, and at most as many
+ * written a second (when every request is slow, logging must not add to
+ * the load). A blocking command is not logged: its time is waiting.
  *
  * An entry is redis-server's six fields (id, unix time, microseconds, the
  * arguments, the client's address and name) and a seventh of shardis's:
@@ -19,6 +21,7 @@
 
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/proxy.h"
 #include "proxy/resp.h"
 #include "proxy/route.h"
 #include "proxy/slowlog.h"
@@ -43,6 +46,9 @@ struct slowlog {
     struct entry *ring;     /* [cap]: the newest at (head - 1) */
     uint32_t cap, head, n;
     uint64_t next_id;
+    uint64_t second;        /* proxy_seconds() of the entries counted in ... */
+    uint32_t this_second;   /* ... (at most cap a second: below) */
+    uint64_t skipped;       /* slow requests not logged for that */
 };
 
 static void entry_clear(struct entry *e)
@@ -131,10 +137,23 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     struct timeval tv;
     char peer[80];
 
-    if (!slowlog_on(p) || us < (uint64_t)pc->slowlog_log_slower_than || r->cmd == 0)
-        return;
+    if (!slowlog_on(p) || us < (uint64_t)pc->slowlog_log_slower_than || r->cmd == 0 ||
+        r->blocking)
+        return;                     /* (a blocking command's time is mostly waiting) */
     if (sl == NULL)
         sl = p->slowlog = xcalloc(1, sizeof(*sl));
+    /* Under a backlog every request is slow: at most a log's worth a
+     * second is written, so that logging costs no more when it is busiest
+     * (the log would keep no more of them anyway). */
+    if (sl->second != proxy_seconds()) {
+        sl->second = proxy_seconds();
+        sl->this_second = 0;
+    }
+    if (sl->this_second >= (uint32_t)pc->slowlog_max_len) {
+        sl->skipped++;
+        return;
+    }
+    sl->this_second++;
     if (sl->cap != (uint32_t)pc->slowlog_max_len) {     /* (a reload changed it) */
         reset(sl);
         free(sl->ring);
@@ -164,6 +183,11 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     e->name = xstrdup(client_name(c) != NULL ? client_name(c) : "");
     e->server = xstrdup(r->backend != NULL && r->frag == NULL && r->server < p->nservers
                             ? p->servers[r->server].label : "");
+}
+
+uint64_t slowlog_skipped(const struct pool *p)
+{
+    return p->slowlog != NULL ? p->slowlog->skipped : 0;
 }
 
 void slowlog_command(struct client *c, struct req *r, struct args *a)

@@ -28,5 +28,7 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
 /* SLOWLOG GET [n] | LEN | RESET | HELP. */
 void slowlog_command(struct client *c, struct req *r, struct args *a);
 void slowlog_free(struct pool *p);
+/* Slow requests not logged: over slowlog_max_len in one second (INFO). */
+uint64_t slowlog_skipped(const struct pool *p);
 
 #endif

@@ -136,6 +136,8 @@ void stats_reply(struct stats *st, const struct req *r, uint64_t now_us)
     sc->calls++;
     sc->usec += us;
     sc->failed += error;
+    if (r->blocking)
+        return;                     /* (its time is mostly waiting: not latency) */
     if (sc->hist == NULL)
         sc->hist = xcalloc(1, sizeof(*sc->hist));
     stats_hist_add(sc->hist, us);

@@ -59,7 +59,8 @@ struct stats {
 };
 
 /* r, a client's request, has its whole reply in r->rsp (before CLIENT
- * REPLY OFF drops it): count it. now_us: proxy.now_us. */
+ * REPLY OFF drops it): count it. now_us: proxy.now_us. A blocking
+ * command's time, mostly waiting, counts in usec but in no histogram. */
 void stats_reply(struct stats *st, const struct req *r, uint64_t now_us);
 /* CONFIG RESETSTAT. */
 void stats_reset(struct stats *st);

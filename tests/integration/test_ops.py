@@ -24,8 +24,10 @@ all real processes on loopback ports:
 
 Run: /usr/bin/python3 tests/integration/test_ops.py --shardis build/shardis
 """
+import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -410,6 +412,50 @@ def t_hotkeys(px):
     return "top by time %r" % cpu
 
 
+def t_review_mends():
+    """A server that refuses INFO is asked once a second, not every tick;
+    a 600-byte pool name does not overflow /metrics' labels; 70 idle
+    connections do not lock a scraper out; under a flood of slow requests
+    at most slowlog_max_len a second are logged."""
+    srv = RedisServer("noinfo", extra=["--rename-command", "INFO", "INFO2"])
+    name = "p" * 600
+    port, mport = harness.free_port(), harness.free_port()
+    conf = os.path.join(harness.TMP, "long.yml")
+    with open(conf, "w") as f:
+        f.write("%s:\n  listen: %s:%d\n  stats_listen: %s:%d\n  slowlog_log_slower_than: 0\n"
+                "  slowlog_max_len: 10\n  servers:\n    - %s:%d:1 redis1\n"
+                % (name, harness.HOST, port, harness.HOST, mport, harness.HOST, srv.port))
+    log = os.path.join(harness.TMP, "long.log")
+    proc = harness.start([harness.ARGS.shardis, "-c", conf, "-o", log], log + ".out")
+    harness.wait_port(port, proc, "shardis long", [log])
+    c = redis.Redis(harness.HOST, port, socket_timeout=5)
+    c.set("k", "v")
+    time.sleep(3.0)
+    errs = fields(harness.Raw(srv.port).cmd("INFO2", "errorstats").decode())
+    n = int(errs.get("errorstat_ERR", "count=0").split("=")[1])
+    expect(1 <= n <= 8, "INFO refused %d times in 3 s" % n)
+    idle = [socket.create_connection((harness.HOST, mport)) for _ in range(70)]
+    text, _ = scrape("http://%s:%d/metrics" % (harness.HOST, mport))
+    for s in idle:
+        s.close()
+    chk = subprocess.run([shutil.which("promtool") or "promtool", "check", "metrics"],
+                         input=text, capture_output=True, text=True)
+    expect(chk.returncode == 0 and ('pool="%s"' % name) in text,
+           "promtool with a 600-byte pool name: %s" % chk.stderr[:300])
+    pipe = c.pipeline(transaction=False)
+    for i in range(200):
+        pipe.get("f%d" % i)
+    t = time.monotonic()
+    pipe.execute()
+    took = time.monotonic() - t
+    line = [v for k, v in fields(info_of(c, "shardis")).items() if k == "pool_0"][0]
+    skipped = int(re.search(r"slowlog_skipped=(\d+)", line).group(1))
+    expect(took < 1.0 and skipped >= 200 - 2 * 10 - 1, "skipped %d of 201 slow requests "
+           "(%.2f s)" % (skipped, took))
+    harness.stop(proc)
+    return "INFO refused %d times in 3 s; %d slow requests not logged" % (n, skipped)
+
+
 def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
     px = Shardis("ops", servers)
@@ -421,6 +467,7 @@ def body():
     check("monitor_every_command", t_monitor, servers)
     check("hotkeys_over_every_server", t_hotkeys, px)
     check("metrics_promtool_histograms_count", t_metrics, servers)
+    check("review_mends_info_labels_conns_slowlog", t_review_mends)
     check("exit_clean", harness.t_exit_clean, px)
 
 
