@@ -476,14 +476,8 @@ static int backend_consume(struct backend *b, size_t nread)
         }
         if (r->unblocked && mig_unblocked(r))
             continue;               /* sent again, to the key's new owner */
-        if (r->client != NULL || r->parent != NULL) {
-            struct pool_server *ps = &b->pool->servers[b->server];
-            uint64_t t0 = (r->parent != NULL ? r->parent : r)->t0_us;
-            if (ps->latency == NULL)
-                ps->latency = xcalloc(1, sizeof(*ps->latency));
-            stats_hist_add(ps->latency, proxy.now_us > t0 ? proxy.now_us - t0 : 0);
+        if (r->client != NULL || r->parent != NULL)
             req_done(r);
-        }
         else
             req_maybe_free(r);
     }

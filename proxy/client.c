@@ -321,10 +321,14 @@ void req_done(struct req *r)
     r->done = 1;
     if (c == NULL || c->closing)
         return;
-    stats_reply(&c->pool->stats, r, proxy.now_us);
+    /* Counted: by its command, by the one server that answered it (not a
+     * split request: r->server is where it was sent, r->backend only
+     * says it was), in the slow log, and as a hot key. */
     uint64_t us = proxy.now_us > r->t0_us ? proxy.now_us - r->t0_us : 0;
-    slowlog_reply(c->pool, c, r, us);
-    if (hotkeys_active(c->pool))
+    stats_reply(&c->pool->stats, r, us, r->backend != NULL && r->frag == NULL
+                                            ? &c->pool->servers[r->server].latency : NULL);
+    slowlog_maybe(c->pool, c, r, us);
+    if (c->pool->hotkeys != NULL && hotkeys_active(c->pool))
         hotkeys_reply(c->pool, r, us);
     c->inflight--;
     if (r->silent)

@@ -78,8 +78,9 @@ struct pool_server {
                                        with sentinels only once they agreed on it */
     struct pool_replica *replicas;  /* [POOL_REPLICAS_MAX] once one is listed, else
                                        NULL (owned) */
-    struct stats_hist *latency;     /* its clients' requests' times, read to reply
-                                       (/metrics), made on the first (owned) */
+    struct stats_hist *latency;     /* the times of its clients' requests it alone
+                                       answered, read to reply (/metrics; stats.c),
+                                       made on the first (owned) */
     uint64_t         ejections;     /* times eject_mode: rehash took it out */
 };
 

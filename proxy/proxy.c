@@ -132,6 +132,7 @@ static void tick_cb(uv_timer_t *t)
 
     (void)t;
     proxy.now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
+    proxy.seconds = (uint32_t)((now - proxy.started_ms) / 1000);
     idle_check(now);
     client_check_stalled(now);
     tls_tick(now);

@@ -32,6 +32,8 @@ struct proxy {
     uint64_t          started_ms;
     uint32_t          nclients;
     uint64_t          total_connections, total_commands;
+    uint32_t          seconds;      /* whole seconds since the start, set each tick
+                                       (proxy_seconds) */
     uint64_t          now_us;       /* uv_hrtime() in us, read once per read callback
                                        (client.c, backend.c): stats.c's clock */
     bool              stopping;
@@ -55,10 +57,11 @@ struct proxy {
 
 extern struct proxy proxy;
 
-/* Whole seconds since the proxy started, by the loop's clock. */
+/* Whole seconds since the proxy started, by the loop's clock as of the
+ * last tick (a request reads it: no division on its path). */
 static inline uint32_t proxy_seconds(void)
 {
-    return (uint32_t)((uv_now(proxy.loop) - proxy.started_ms) / 1000);
+    return proxy.seconds;
 }
 
 /* Start the loop's flush and tick handles (proxy.flusher, proxy.ticker):

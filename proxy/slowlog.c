@@ -137,8 +137,8 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     struct timeval tv;
     char peer[80];
 
-    if (!slowlog_on(p) || us < (uint64_t)pc->slowlog_log_slower_than || r->cmd == 0 ||
-        r->blocking)
+    if (pc->slowlog_log_slower_than < 0 || us < (uint64_t)pc->slowlog_log_slower_than ||
+        pc->slowlog_max_len == 0 || r->cmd == 0 || r->blocking)
         return;                     /* (a blocking command's time is mostly waiting) */
     if (sl == NULL)
         sl = p->slowlog = xcalloc(1, sizeof(*sl));

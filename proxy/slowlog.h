@@ -23,8 +23,14 @@ static inline bool slowlog_on(const struct pool *p)
     return p->conf->slowlog_log_slower_than >= 0 && p->conf->slowlog_max_len > 0;
 }
 /* r, c's request, has its whole reply after us microseconds: logged if
- * that is slow enough (from req_done). */
+ * that is slow enough (from req_done: the test inline, the rest not). */
 void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us);
+static inline void slowlog_maybe(struct pool *p, struct client *c, const struct req *r,
+                                 uint64_t us)
+{
+    if (p->conf->slowlog_log_slower_than >= 0 && us >= (uint64_t)p->conf->slowlog_log_slower_than)
+        slowlog_reply(p, c, r, us);
+}
 /* SLOWLOG GET [n] | LEN | RESET | HELP. */
 void slowlog_command(struct client *c, struct req *r, struct args *a);
 void slowlog_free(struct pool *p);

@@ -59,9 +59,11 @@ struct stats {
 };
 
 /* r, a client's request, has its whole reply in r->rsp (before CLIENT
- * REPLY OFF drops it): count it. now_us: proxy.now_us. A blocking
- * command's time, mostly waiting, counts in usec but in no histogram. */
-void stats_reply(struct stats *st, const struct req *r, uint64_t now_us);
+ * REPLY OFF drops it), us after it was read: count it, and its time in
+ * *server too (the histogram of the one server that answered it, made on
+ * first use; NULL: none did). A blocking command's time, mostly waiting,
+ * counts in usec but in no histogram. */
+void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stats_hist **server);
 /* CONFIG RESETSTAT. */
 void stats_reset(struct stats *st);
 void stats_free(struct stats *st);
