@@ -554,9 +554,9 @@ static void backend_written(struct backend *b, int status)
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
         TAILQ_REMOVE(&b->writeq, r, bq);
         r->queued = 0;
-        /* (A slow log shows a request's arguments, HOTKEYS reads its key:
-         * then it keeps them until the reply. Only clients' requests.) */
-        if (r->on_reply != NULL || !(slowlog_on(b->pool) || hotkeys_active(b->pool)))
+        /* (HOTKEYS reads a request's key at its reply: while a session
+         * runs, a client's request keeps its bytes until then.) */
+        if (r->on_reply != NULL || b->pool->hotkeys == NULL || !hotkeys_active(b->pool))
             msg_release(&r->out);
         req_maybe_free(r);
     }

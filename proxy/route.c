@@ -30,6 +30,7 @@
 #include "proxy/mig.h"
 #include "proxy/minify.h"
 #include "proxy/monitor.h"
+#include "proxy/slowlog.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -886,6 +887,8 @@ void route_request(struct client *c, struct req *r)
     }
     if (c->pool->nmonitors > 0)
         monitor_feed(c, &a, r->t0_us);
+    if (c->pool->conf->slowlog_log_slower_than >= 0)
+        slowlog_keep(r, c);
     /* RESET ends whatever state the client is in: before those states' rules. */
     if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
         local_exec(c, r, &a);

@@ -9,10 +9,10 @@
  * An entry is redis-server's six fields (id, unix time, microseconds, the
  * arguments, the client's address and name) and a seventh of shardis's:
  * the server the request went to ("" when shardis answered it or it was
- * split over several). Arguments are cut as redis-server cuts them: 32 at
- * most, each to 128 bytes. They are read from the request's bytes as sent
- * (which a slow log keeps until the reply: backend.c), so a minified
- * request shows its short names, and a split one its command's name. */
+ * split over several). The arguments are those in the request's first
+ * 59 bytes as read (req_head, copied as each request is routed: cheaper
+ * than keeping its bytes until its reply); what is cut is counted as
+ * redis-server counts what it cuts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +23,11 @@
 #include "proxy/cmd.h"
 #include "proxy/proxy.h"
 #include "proxy/resp.h"
+#include "proxy/stream.h"
 #include "proxy/route.h"
 #include "proxy/slowlog.h"
 #include "proxy/util.h"
 
-#define SLOWLOG_ARGS_MAX 32     /* redis-server's SLOWLOG_ENTRY_MAX_ARGC */
-#define SLOWLOG_ARG_MAX  128    /* ... and SLOWLOG_ENTRY_MAX_STRING */
 
 struct entry {
     uint64_t id;
@@ -81,7 +80,7 @@ void slowlog_free(struct pool *p)
 }
 
 /* An argument of full bytes, of which the first len (at most
- * SLOWLOG_ARG_MAX) are at s: kept, and what was cut counted after. */
+ * REQ_HEAD_BYTES) are at s: kept, and what was cut counted after. */
 static char *dup_arg(const char *s, size_t len, size_t full, size_t *outlen)
 {
     char *d = xmalloc(len + 64);
@@ -95,38 +94,76 @@ static char *dup_arg(const char *s, size_t len, size_t full, size_t *outlen)
     return d;
 }
 
-/* The request's arguments from its bytes (an array of bulks); false if
- * there are none to read. */
+void slowlog_keep(struct req *r, struct client *c)
+{
+    struct req_head *h = &r->head;
+    const struct resp_req *s = &c->scan;
+    uint64_t off = s->start, end;
+    struct mbuf *m;
+
+    h->len = 0;
+    if (s->is_inline)
+        return;                     /* (a human's: its command's name will do) */
+    h->len = (uint32_t)(s->end - s->start < UINT32_MAX ? s->end - s->start : UINT32_MAX);
+    end = s->start + (h->len < REQ_HEAD_BYTES ? h->len : REQ_HEAD_BYTES);
+    h->kept = 0;
+    for (m = rstream_find(&c->in, off); m != NULL && off < end; m = m->next) {
+        uint64_t to = end < m->base + m->len ? end : m->base + m->len;
+        memcpy(h->raw + h->kept, m->data + (off - m->base), (size_t)(to - off));
+        h->kept += (uint8_t)(to - off);
+        off = to;
+    }
+}
+
+/* A decimal at *p up to CRLF within [.., lim); false if there is none. */
+static bool head_num(const char **p, const char *lim, long long *n)
+{
+    const char *q = *p;
+
+    *n = 0;
+    if (q >= lim || *q < '0' || *q > '9')
+        return false;
+    while (q < lim && *q >= '0' && *q <= '9' && *n < (1LL << 40))
+        *n = *n * 10 + (*q++ - '0');
+    if (q + 2 > lim || q[0] != '\r' || q[1] != '\n')
+        return false;
+    *p = q + 2;
+    return true;
+}
+
+/* The request's arguments from its head (slowlog_keep): those whole in
+ * it, the one it cuts (its bytes counted as redis-server counts what it
+ * cuts), and how many more; false if none can be read from it. */
 static bool args_of(const struct req *r, struct entry *e)
 {
-    struct resp_rd rd;
-    struct resp_val top, v;
-    char buf[SLOWLOG_ARG_MAX + 1];
+    const struct req_head *h = &r->head;
+    const char *p = h->raw, *lim = h->raw + h->kept;
+    long long argc, len;
+    char buf[64];
 
-    if (r->out.len == 0)
+    if (h->len == 0 || h->kept < 4 || *p++ != '*' || !head_num(&p, lim, &argc) || argc <= 0)
         return false;
-    resp_rd_init(&rd, &r->out);
-    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.elems == 0)
-        return false;
-    uint32_t argc = top.elems > SLOWLOG_ARGS_MAX ? SLOWLOG_ARGS_MAX : (uint32_t)top.elems;
-    e->argv = xcalloc(argc, sizeof(*e->argv));
-    e->argvlen = xcalloc(argc, sizeof(*e->argvlen));
-    for (uint32_t i = 0; i < argc; i++) {
-        if (i == SLOWLOG_ARGS_MAX - 1 && top.elems > SLOWLOG_ARGS_MAX) {
-            int n = snprintf(buf, sizeof(buf), "... (%zu more arguments)",
-                             top.elems - SLOWLOG_ARGS_MAX + 1);
-            e->argv[i] = dup_arg(buf, (size_t)n, (size_t)n, &e->argvlen[i]);
-            e->argc = i + 1;
+    e->argv = xcalloc((size_t)(argc < 8 ? argc : 8) + 1, sizeof(*e->argv));
+    e->argvlen = xcalloc((size_t)(argc < 8 ? argc : 8) + 1, sizeof(*e->argvlen));
+    while (e->argc < argc && e->argc < 8 && p < lim && *p == '$') {
+        const char *at = p + 1;
+        if (!head_num(&at, lim, &len))
             break;
-        }
-        if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_BULK)
+        size_t have = (size_t)(lim - at) < (size_t)len ? (size_t)(lim - at) : (size_t)len;
+        e->argv[e->argc] = dup_arg(at, have, (size_t)len, &e->argvlen[e->argc]);
+        e->argc++;
+        if (have < (size_t)len)
             break;
-        size_t take = v.len > SLOWLOG_ARG_MAX ? SLOWLOG_ARG_MAX : v.len;
-        resp_rd_copy(&rd, &v, buf, take);
-        e->argv[i] = dup_arg(buf, take, v.len, &e->argvlen[i]);
-        e->argc = i + 1;
+        p = at + len + 2;
     }
-    return e->argc > 0;
+    if (e->argc == 0)
+        return false;
+    if (e->argc < argc) {
+        int n = snprintf(buf, sizeof(buf), "... (%lld more arguments)", argc - e->argc);
+        e->argv[e->argc] = dup_arg(buf, (size_t)n, (size_t)n, &e->argvlen[e->argc]);
+        e->argc++;
+    }
+    return true;
 }
 
 void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us)
@@ -168,8 +205,10 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     gettimeofday(&tv, NULL);
     e->time = (long long)tv.tv_sec;
     e->us = us;
-    if (!args_of(r, e)) {           /* answered by shardis, or split: its name */
+    if (!args_of(r, e)) {           /* (none kept: its name) */
         size_t n;
+        for (uint32_t i = 0; i < e->argc; i++)
+            free(e->argv[i]);
         const char *name = cmd_table(&n)[r->cmd - 1].name;
         free(e->argv);
         free(e->argvlen);

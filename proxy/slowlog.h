@@ -16,12 +16,13 @@ struct req;
  * slowlog_free. */
 struct slowlog;
 
-/* Whether p logs slow requests: then a request keeps its bytes until its
- * reply (backend_written), so that an entry can show its arguments. */
+/* Whether p logs slow requests: then route.c keeps each request's head
+ * (slowlog_keep), which an entry shows. */
 static inline bool slowlog_on(const struct pool *p)
 {
     return p->conf->slowlog_log_slower_than >= 0 && p->conf->slowlog_max_len > 0;
 }
+void slowlog_keep(struct req *r, struct client *c);
 /* r, c's request, has its whole reply after us microseconds: logged if
  * that is slow enough (from req_done: the test inline, the rest not). */
 void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us);
