@@ -328,7 +328,7 @@ void req_done(struct req *r)
     stats_reply(&c->pool->stats, r, us, r->backend != NULL && r->frag == NULL
                                             ? &c->pool->servers[r->server].latency : NULL);
     slowlog_maybe(c->pool, c, r, us);
-    if (c->pool->hotkeys != NULL && hotkeys_active(c->pool))
+    if (c->pool->hotkeys != NULL && r->cmd != 0 && hotkeys_active(c->pool))
         hotkeys_reply(c->pool, r, us);
     c->inflight--;
     if (r->silent)
@@ -557,9 +557,12 @@ static void sock_name(const struct client *c, bool peer, char *buf, size_t len)
     int n = sizeof(ss);
     char ip[64];
 
-    snprintf(buf, len, "?");
-    if (c->h.handle.type != UV_TCP)
+    if (c->h.handle.type != UV_TCP) {       /* a unix socket's, as redis-server: path:0 */
+        snprintf(buf, len, "%s:0", c->pool->conf->listen.unix_socket
+                                       ? c->pool->conf->listen.host : "?");
         return;
+    }
+    snprintf(buf, len, "?");
     if ((peer ? uv_tcp_getpeername((const uv_tcp_t *)&c->h.tcp, (struct sockaddr *)&ss, &n)
               : uv_tcp_getsockname((const uv_tcp_t *)&c->h.tcp, (struct sockaddr *)&ss, &n)) != 0)
         return;
@@ -634,7 +637,7 @@ bool client_matches(const struct client *c, const struct client_filter *f)
         return false;
     if (f->laddr != NULL && (sock_name(c, false, buf, sizeof(buf)), strcmp(buf, f->laddr) != 0))
         return false;
-    if (f->maxage > 0 && (long long)(proxy_seconds() - c->born_s) < f->maxage)
+    if (f->maxage > 0 && (long long)(proxy_seconds() - c->born_s) <= f->maxage)
         return false;
     return true;
 }

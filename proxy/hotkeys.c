@@ -325,8 +325,13 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a)
     struct resp_w w = client_w(c, &r->rsp);
     const struct cmd *like = cmd_lookup("slowlog", 7);
 
-    /* Not in Redis 7.0's table, so route.c checked no permission: a user
-     * who may run SLOWLOG (@admin @slow @dangerous, as HOTKEYS) may. */
+    /* Not in Redis 7.0's table, so route.c checked neither its arity nor
+     * a permission: a user who may run SLOWLOG (@admin @slow @dangerous,
+     * as HOTKEYS) may. */
+    if (a->argc < 2) {
+        client_reply_error(c, r, "ERR wrong number of arguments for 'hotkeys' command");
+        return;
+    }
     if (!c->user->all && (like == NULL || !acl_cmd_ok(c->user, like))) {
         client_reply_error(c, r, "NOPERM this user has no permissions to run the 'hotkeys' "
                            "command");

@@ -78,7 +78,9 @@ void monitor_feed(struct client *c, struct args *a, uint64_t t0_us)
     }
     fputs("\r\n", f);
     fclose(f);
-    for (uint32_t i = 0; i < p->nmonitors; i++) {
+    /* From the end: a monitor over its reply limit closes, and the last
+     * (seen already) takes its place. */
+    for (uint32_t i = p->nmonitors; i-- > 0; ) {
         struct client *m = p->monitors[i];
         struct req *r;
         if (m->closing || m == c)

@@ -885,9 +885,9 @@ void route_request(struct client *c, struct req *r)
                            cmd->name);
         goto reply;
     }
-    if (c->pool->nmonitors > 0)
+    if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
         monitor_feed(c, &a, r->t0_us);
-    if (c->pool->conf->slowlog_log_slower_than >= 0)
+    if (slowlog_on(c->pool))
         slowlog_keep(r, c);
     /* RESET ends whatever state the client is in: before those states' rules. */
     if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {

@@ -131,6 +131,26 @@ static bool head_num(const char **p, const char *lim, long long *n)
     return true;
 }
 
+/* Passwords are not kept, as redis-server keeps none: AUTH's arguments,
+ * HELLO's after its AUTH, ACL SETUSER's rules (which hold passwords). */
+static void redact(struct entry *e)
+{
+    bool from = false;
+
+    for (uint32_t i = 1; i < e->argc; i++) {
+        if (!from) {
+            from = (e->argvlen[0] == 4 && !strncasecmp(e->argv[0], "auth", 4)) ||
+                   (e->argvlen[0] == 5 && !strncasecmp(e->argv[0], "hello", 5) && i > 1 &&
+                    e->argvlen[i - 1] == 4 && !strncasecmp(e->argv[i - 1], "auth", 4)) ||
+                   (e->argvlen[0] == 3 && !strncasecmp(e->argv[0], "acl", 3) && i > 2);
+            if (!from)
+                continue;
+        }
+        free(e->argv[i]);
+        e->argv[i] = dup_arg("(redacted)", 10, 10, &e->argvlen[i]);
+    }
+}
+
 /* The request's arguments from its head (slowlog_keep): those whole in
  * it, the one it cuts (its bytes counted as redis-server counts what it
  * cuts), and how many more; false if none can be read from it. */
@@ -158,6 +178,7 @@ static bool args_of(const struct req *r, struct entry *e)
     }
     if (e->argc == 0)
         return false;
+    redact(e);
     if (e->argc < argc) {
         int n = snprintf(buf, sizeof(buf), "... (%lld more arguments)", argc - e->argc);
         e->argv[e->argc] = dup_arg(buf, (size_t)n, (size_t)n, &e->argvlen[e->argc]);

@@ -474,6 +474,22 @@ def t_review_mends():
     skipped = int(re.search(r"slowlog_skipped=(\d+)", line).group(1))
     expect(took < 1.0 and skipped >= 200 - 2 * 10 - 1, "skipped %d of 201 slow requests "
            "(%.2f s)" % (skipped, took))
+    # (helper-25) AUTH's password is not kept; HOTKEYS alone is refused.
+    time.sleep(1.1)                     # (a new second: the log writes again)
+    try:
+        c.execute_command("AUTH", "someone", "s3cret")
+    except redis.ResponseError:
+        pass
+    logged = c.execute_command("SLOWLOG", "GET", -1)
+    auth = [x[3] for x in logged if x[3][0].upper() == b"AUTH"]
+    expect(auth and auth[0] == [b"AUTH", b"(redacted)", b"(redacted)"] and
+           b"s3cret" not in repr(logged).encode(), "AUTH in SLOWLOG: %r" % auth)
+    try:
+        c.execute_command("HOTKEYS")
+    except redis.ResponseError as e:
+        expect("wrong number of arguments" in str(e), "HOTKEYS alone: %s" % e)
+    else:
+        raise Fail("HOTKEYS alone answered")
     harness.stop(proc)
     return "INFO refused %d times in 3 s; %d slow requests not logged" % (n, skipped)
 
