@@ -314,7 +314,7 @@ static int role_reply(struct backend *b, struct req *r)
         proxy_mark_backend(b);      /* what waited for it */
         return 0;
     }
-    snprintf(why, sizeof(why), "%s does not say it is a master", backend_addr(b));
+    snprintf(why, sizeof(why), "%.96s does not say it is a master", backend_addr(b));
     backend_fail(b, why);
     sentinel_hint(b->pool, b->server, why);
     return -1;

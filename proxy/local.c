@@ -791,6 +791,20 @@ static void cmd_latency(struct client *c, struct req *r, struct args *a)
             "monitor events. Its own latency per command is in LATENCY HISTOGRAM, INFO "
             "latencystats and SLOWLOG.\n";
         resp_w_verbatim(&w, "txt", text, sizeof(text) - 1);
+    } else if (args_is(a, 1, "help") && a->argc == 2) {
+        static const char *const help[] = {
+            "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram",
+            "    for the specified command names (all called commands without one): as the",
+            "    clients of this shardis pool saw them, from request read to reply.",
+            "LATEST", "    No events: shardis raises no latency-monitor events.",
+            "HISTORY <event-name>", "    Likewise empty.",
+            "RESET [<event-name> ...]", "    Nothing to reset: 0.",
+            "DOCTOR", "    A note on where shardis's latency is.",
+            "HELP", "    Print this help.",
+        };
+        client_reply_help(c, r, help, ARRAY_SIZE(help));
     } else {
         client_reply_bad_sub(c, r, a, "LATENCY");
     }
