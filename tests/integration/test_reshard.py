@@ -95,6 +95,14 @@ def owners(px, keys):
     return {k: n.decode() for k, n in zip(keys, pipe.execute())}
 
 
+def routed(px, cmd):
+    """Wait until a client of px has had cmd routed (CLIENT LIST's cmd=):
+    what it sent before is routed too, so a reload comes after it, not,
+    as the loop may read the two connections in either order, before."""
+    until("the client's %s routed" % cmd, lambda: any(
+        x.get("cmd") == cmd for x in px.client.client_list()))
+
+
 def reload(px, epoch):
     """SHARD.RELOAD, and wait until px has switched (epoch reached): the
     proxies in front of the servers agree first, which takes a round or two."""
@@ -893,6 +901,7 @@ def t_reset_after_broken_tx(rs):
     c = harness.Raw(px.port, timeout=10)
     # WAIT holds the client's later requests: the SET waits across the reload.
     c.send(harness.enc("WAIT", "1", "2500") + harness.enc("MULTI") + harness.enc("SET", k, "1"))
+    routed(px, "set")
     write_servers(px, rs[:3])
     reload(px, 1)
     expect_eq([c.reply() for _ in range(3)],
@@ -917,6 +926,7 @@ def t_discard_across_reload(rs):
     c = harness.Raw(px.port, timeout=10)
     c.send(b"".join(harness.enc(*a) for a in
                     [("WAIT", "1", "2500"), ("MULTI",), ("SET", k, "1"), ("DISCARD",)]))
+    routed(px, "discard")
     write_servers(px, rs[:3])
     reload(px, 1)
     expect_eq([c.reply() for _ in range(4)],
