@@ -195,42 +195,18 @@ static const char *field_of(const char *text, const char *name, char *buf, size_
     return NULL;
 }
 
-double info_servers_sum(const struct pool *p, const char *field, uint32_t *known)
+/* Server s's value of name, from its last INFO, into buf; NULL if s is
+ * not active, its INFO is not known yet, or has no such field. The one
+ * way the servers' figures are read. */
+static const char *server_field(const struct pool *p, uint32_t s, const char *name, char *buf,
+                                size_t size)
 {
     const struct info *in = p->info;
-    double sum = 0;
-    char buf[64];
 
-    *known = 0;
-    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
-        const char *v;
-        if (!p->servers[s].active || in->servers[s].text == NULL ||
-            (v = field_of(in->servers[s].text, field, buf, sizeof(buf))) == NULL)
-            continue;
-        sum += strtod(v, NULL);
-        (*known)++;
-    }
-    return sum;
-}
-
-/* field's least value over the servers whose INFO is known (0 if none). */
-static double servers_min(const struct pool *p, const char *field)
-{
-    const struct info *in = p->info;
-    double min = 0;
-    bool any = false;
-    char buf[64];
-
-    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
-        const char *v;
-        if (!p->servers[s].active || in->servers[s].text == NULL ||
-            (v = field_of(in->servers[s].text, field, buf, sizeof(buf))) == NULL)
-            continue;
-        double x = strtod(v, NULL);
-        min = !any || x < min ? x : min;
-        any = true;
-    }
-    return min;
+    if (in == NULL || s >= in->nservers || !p->servers[s].active ||
+        in->servers[s].text == NULL)
+        return NULL;
+    return field_of(in->servers[s].text, name, buf, size);
 }
 
 /* How a servers' field is shown for the pool. */
@@ -248,6 +224,8 @@ struct server_field {
     enum agg    agg;
 };
 
+/* (Its first three, and MAXMEMORY, are shown humanized too: section_memory.) */
+#define MAXMEMORY 19
 static const struct server_field memory_fields[] = {
     {"used_memory", AGG_SUM}, {"used_memory_rss", AGG_SUM}, {"used_memory_peak", AGG_SUM},
     {"used_memory_overhead", AGG_SUM}, {"used_memory_startup", AGG_SUM},
@@ -304,55 +282,60 @@ static const struct server_field stats_fields[] = {
     {"dump_payload_sanitizations", AGG_SUM},
 };
 
+/* sf over the pool's servers: its value as sf->agg says, in *value (and
+ * *text for a setting or a status); the number of servers that have it. */
+static uint32_t aggregate(const struct pool *p, const struct server_field *sf, double *value,
+                          char *text, size_t size, bool *integer)
+{
+    double sum = 0, max = 0, min = 0;
+    uint32_t known = 0;
+    char buf[128];
+
+    *integer = true;
+    snprintf(text, size, "%s", sf->agg == AGG_STATUS ? "ok" : "");
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        const char *v = server_field(p, s, sf->name, buf, sizeof(buf));
+        if (v == NULL)
+            continue;
+        double x = strtod(v, NULL);
+        *integer &= strchr(v, '.') == NULL;
+        if ((known == 0 && sf->agg == AGG_FIRST) ||
+            (sf->agg == AGG_STATUS && strcmp(v, "ok") != 0))
+            snprintf(text, size, "%s", v);
+        if (known == 0)
+            max = min = x;
+        sum += x;
+        max = x > max ? x : max;
+        min = x < min ? x : min;
+        known++;
+    }
+    switch (sf->agg) {
+    case AGG_LIMIT: sum = min == 0 ? 0 : sum; break;   /* (one with none: none) */
+    case AGG_MAX:   sum = max; break;
+    case AGG_MIN:   sum = min; break;
+    default:        break;
+    }
+    *value = sum;
+    return known;
+}
+
 /* fields' values over the pool's servers, as "name:value" lines. */
 static void servers_lines(const struct pool *p, const struct server_field *fields, size_t n,
                           FILE *f)
 {
-    const struct info *in = p->info;
-    char buf[128];
-
     for (size_t i = 0; i < n; i++) {
         const struct server_field *sf = &fields[i];
-        double sum = 0, max = 0, min = 0;
-        uint32_t known = 0;
-        char first[128] = "", status[128] = "ok";
-        bool integer = true;
-        for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
-            const char *v;
-            if (!p->servers[s].active || in->servers[s].text == NULL ||
-                (v = field_of(in->servers[s].text, sf->name, buf, sizeof(buf))) == NULL)
-                continue;
-            double x = strtod(v, NULL);
-            integer &= strchr(v, '.') == NULL;
-            if (known == 0) {
-                snprintf(first, sizeof(first), "%s", v);
-                max = min = x;
-            }
-            sum += x;
-            max = x > max ? x : max;
-            min = x < min ? x : min;
-            if (strcmp(v, "ok") != 0)
-                snprintf(status, sizeof(status), "%s", v);
-            known++;
-        }
-        if (known == 0)
+        char text[128];
+        double v;
+        bool integer;
+        if (aggregate(p, sf, &v, text, sizeof(text), &integer) == 0)
             continue;               /* no server has it (another version): neither do we */
-        switch (sf->agg) {
-        case AGG_FIRST:
-            fprintf(f, "%s:%s\r\n", sf->name, first);
-            continue;
-        case AGG_STATUS:
-            fprintf(f, "%s:%s\r\n", sf->name, status);
-            continue;
-        case AGG_SUM: break;
-        case AGG_LIMIT: sum = min == 0 ? 0 : sum; break;
-        case AGG_MAX: sum = max; break;
-        case AGG_MIN: sum = min; break;
-        }
-        if (integer)
-            fprintf(f, "%s:%.0f\r\n", sf->name, sum);
+        if (sf->agg == AGG_FIRST || sf->agg == AGG_STATUS)
+            fprintf(f, "%s:%s\r\n", sf->name, text);
+        else if (integer)
+            fprintf(f, "%s:%.0f\r\n", sf->name, v);
         else
-            fprintf(f, "%s:%.2f\r\n", sf->name, sum);
+            fprintf(f, "%s:%.2f\r\n", sf->name, v);
     }
 }
 
@@ -393,21 +376,20 @@ static uint64_t own_rss(void)
 
 static void section_memory(const struct pool *p, FILE *f)
 {
-    uint32_t known;
-    double used = info_servers_sum(p, "used_memory", &known);
-    double rss = info_servers_sum(p, "used_memory_rss", &known);
-    double peak = info_servers_sum(p, "used_memory_peak", &known);
-    double max = info_servers_sum(p, "maxmemory", &known);
-
-    if (max > 0 && servers_min(p, "maxmemory") == 0)
-        max = 0;                        /* (one server without a limit: none) */
+    /* used_memory, _rss, _peak and maxmemory, as their lines show them. */
+    double v[4];
+    char h[4][32], text[8];
+    bool integer;
+    uint32_t known = 0;
     uint64_t own = own_rss();
-    char h[4][32];
 
-    human(h[0], sizeof(h[0]), used);
-    human(h[1], sizeof(h[1]), rss);
-    human(h[2], sizeof(h[2]), peak);
-    human(h[3], sizeof(h[3]), max);
+    for (int i = 0; i < 4; i++) {
+        uint32_t k = aggregate(p, &memory_fields[i == 3 ? MAXMEMORY : i], &v[i], text,
+                               sizeof(text), &integer);
+        known = k > known ? k : known;
+        human(h[i], sizeof(h[i]), v[i]);
+    }
+    double used = v[0], rss = v[1];
     fputs("# Memory\r\n", f);
     servers_lines(p, memory_fields, ARRAY_SIZE(memory_fields), f);
     fprintf(f, "used_memory_human:%s\r\nused_memory_rss_human:%s\r\n"
@@ -421,7 +403,6 @@ static void section_memory(const struct pool *p, FILE *f)
  * server), its keys and expires summed, avg_ttl weighted by expires. */
 static void section_keyspace(const struct pool *p, FILE *f)
 {
-    const struct info *in = p->info;
     char name[32], line[256];
     unsigned long long keys = 0, expires = 0;
     double ttl_sum = 0;
@@ -429,12 +410,11 @@ static void section_keyspace(const struct pool *p, FILE *f)
 
     snprintf(name, sizeof(name), "db%d", p->conf->redis_db);
     fputs("# Keyspace\r\n", f);
-    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+    for (uint32_t s = 0; s < p->nservers; s++) {
         unsigned long long k, e, t;
         const char *v[3];
         char *end;
-        if (!p->servers[s].active || in->servers[s].text == NULL ||
-            field_of(in->servers[s].text, name, line, sizeof(line)) == NULL ||
+        if (server_field(p, s, name, line, sizeof(line)) == NULL ||
             (v[0] = strstr(line, "keys=")) == NULL ||
             (v[1] = strstr(line, "expires=")) == NULL ||
             (v[2] = strstr(line, "avg_ttl=")) == NULL)
@@ -460,15 +440,13 @@ static void section_keyspace(const struct pool *p, FILE *f)
  * the command table's. */
 static void lowest_version(const struct pool *p, char *out, size_t size)
 {
-    const struct info *in = p->info;
     char buf[64];
     unsigned best[3] = {~0u, ~0u, ~0u};
 
     snprintf(out, size, "%s", cmd_redis_version);
-    for (uint32_t s = 0; in != NULL && s < in->nservers && s < p->nservers; s++) {
+    for (uint32_t s = 0; s < p->nservers; s++) {
         unsigned v[3] = {0, 0, 0};
-        if (!p->servers[s].active || in->servers[s].text == NULL ||
-            field_of(in->servers[s].text, "redis_version", buf, sizeof(buf)) == NULL ||
+        if (server_field(p, s, "redis_version", buf, sizeof(buf)) == NULL ||
             sscanf(buf, "%u.%u.%u", &v[0], &v[1], &v[2]) < 2)
             continue;
         if (v[0] < best[0] || (v[0] == best[0] && (v[1] < best[1] ||

@@ -27,8 +27,5 @@ void info_free(struct pool *p);
 void info_command(struct client *c, struct req *r, struct args *a);
 /* The instantaneous_ops_per_sec INFO shows (/metrics too). */
 double info_ops_per_sec(const struct pool *p);
-/* A servers' figure, summed over every server whose INFO is known
- * (used_memory, keyspace_hits ...); *known: how many were. */
-double info_servers_sum(const struct pool *p, const char *field, uint32_t *known);
 
 #endif

@@ -48,7 +48,7 @@ static void repr(FILE *f, const char *s, size_t len)
     fputc('"', f);
 }
 
-void monitor_feed(struct client *c, struct args *a, uint64_t t0_us)
+void monitor_feed(struct client *c, struct args *a)
 {
     struct pool *p = c->pool;
     char *line = NULL, peer[80];
@@ -57,7 +57,6 @@ void monitor_feed(struct client *c, struct args *a, uint64_t t0_us)
     struct timeval tv;
     bool redact = false;
 
-    (void)t0_us;
     gettimeofday(&tv, NULL);
     client_peer(c, peer, sizeof(peer));
     f = xopen_memstream(&line, &len);

@@ -13,7 +13,7 @@ struct req;
 void monitor_command(struct client *c, struct req *r, struct args *a);
 /* c's command a passed its ACL checks: a line to each monitor of its
  * pool. A no-op without monitors (the check is the caller's: pool.nmonitors). */
-void monitor_feed(struct client *c, struct args *a, uint64_t t0_us);
+void monitor_feed(struct client *c, struct args *a);
 /* c closes: it monitors no more. */
 void monitor_gone(struct client *c);
 

@@ -886,7 +886,7 @@ void route_request(struct client *c, struct req *r)
         goto reply;
     }
     if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
-        monitor_feed(c, &a, r->t0_us);
+        monitor_feed(c, &a);
     if (slowlog_on(c->pool))
         slowlog_keep(r, c);
     /* RESET ends whatever state the client is in: before those states' rules. */

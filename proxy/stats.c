@@ -110,10 +110,6 @@ static void hist_add_at(struct stats_hist *h, uint32_t b, uint64_t us)
     h->sum_us += us;
 }
 
-void stats_hist_add(struct stats_hist *h, uint64_t us)
-{
-    hist_add_at(h, bucket_of(us), us);
-}
 
 double stats_hist_quantile(const struct stats_hist *h, double q)
 {

@@ -23,7 +23,6 @@ struct stats_hist {
     uint64_t min_us, max_us;    /* (quantiles are clamped to them) */
     uint64_t bucket[STATS_BUCKETS];
 };
-void stats_hist_add(struct stats_hist *h, uint64_t us);
 /* The q-quantile (0 < q <= 1) of h in microseconds, interpolated within
  * its bucket and kept within the least and the most seen; 0 for an
  * empty h. */

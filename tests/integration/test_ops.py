@@ -223,6 +223,18 @@ def t_metrics(servers):
         expect_eq(e.code, 404, "an unknown path")
     else:
         raise Fail("an unknown path answered 200")
+    # HOTKEYS's keys are in /metrics too, and the text still passes promtool.
+    px.client.execute_command("HOTKEYS", "START", "METRICS", 2, "CPU", "NET")
+    for _ in range(20):
+        px.client.get("hk\x01\"")
+    text, _ = scrape("http://%s:%d/metrics" % (harness.HOST, mport))
+    hot = samples(text)
+    for name in ("shardis_hotkey_seconds", "shardis_hotkey_bytes"):
+        expect(hot.get('%s{pool="alpha",key="hk\\\\x01\\""}' % name, 0) > 0,
+               "%s of the hot key: %r" % (name, [k for k in hot if "hotkey" in k][:3]))
+    chk = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                         text=True)
+    expect(chk.returncode == 0, "promtool with hot keys: %s" % chk.stderr[:300])
     harness.t_exit_clean(px)
     return "%d samples, promtool ok" % len(got)
 
