@@ -23,8 +23,7 @@
  *             and its check of that user is not answered yet (pin_keyless):
  *             sent behind an AUTH that failed, it would run as another;
  *   paused    CLIENT PAUSE: until the pool's pause ends, no request is sent
- *             (ALL), or no write (WRITE: a command with the write flag, a
- *             script that may write);
+ *             (ALL), or none that may write (WRITE: see paused());
  *   order     an earlier request of the client waits already.
  *
  * A request that may not go waits on its client's gate queue, in order;
@@ -58,6 +57,7 @@
 #include "proxy/mig.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
+#include "proxy/util.h"
 
 /* The client's request r stands for: r itself, or the split request a
  * fragment is part of. */
@@ -147,9 +147,14 @@ static void go(struct client *c, struct req *r, struct backend *b)
     backend_send(b, r);
 }
 
-/* Whether CLIENT PAUSE holds r now. */
+/* Whether CLIENT PAUSE holds r now. WRITE holds what redis-server's holds:
+ * the commands that may change a server's data or reach its replicas (the
+ * write flag, and the may-replicate ones: EVAL, EVALSHA and FCALL whatever
+ * the script does, PUBLISH, SPUBLISH, PFCOUNT, WAIT). */
 static bool paused(const struct client *c, struct req *r)
 {
+    static const char *const may_replicate[] = {"eval", "evalsha", "fcall", "publish",
+                                                "spublish", "pfcount", "wait"};
     const struct pool *p = c->pool;
     const struct req *t;
     size_t n;
@@ -163,8 +168,12 @@ static bool paused(const struct client *c, struct req *r)
     if (t->cmd == 0)
         return true;                /* (SHARD.GENKEY: its sequences are writes) */
     cmd = &cmd_table(&n)[t->cmd - 1];
-    return (cmd->flags & CMD_WRITE) || !strcmp(cmd->name, "eval") ||
-           !strcmp(cmd->name, "evalsha") || !strcmp(cmd->name, "fcall");
+    if (cmd->flags & CMD_WRITE)
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(may_replicate); i++)
+        if (!strcmp(cmd->name, may_replicate[i]))
+            return true;
+    return false;
 }
 
 static bool may_go(struct client *c, struct req *r, struct backend *b)
