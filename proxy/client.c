@@ -588,6 +588,38 @@ static bool client_blocked(const struct client *c)
     return r != NULL && r->blocking;
 }
 
+/* The buffer fields of CLIENT LIST, in redis-server's meaning where the
+ * proxy has the like: qbuf the bytes of a request read but not complete,
+ * qbuf-free the room left in the chunk being read into, argv-mem what that
+ * request's framing holds on the heap, rbs (and rbp: no peak is kept) the
+ * chunks the client's input still holds, oll the requests whose replies
+ * are not written yet, omem the reply bytes held. obl and multi-mem are
+ * 0: replies have no fixed buffer, and a transaction is queued on its
+ * server. */
+struct client_mem {
+    size_t qbuf, qbuf_free, argv_mem, rbs, oll;
+};
+
+static void client_mem(const struct client *c, struct client_mem *m)
+{
+    const struct resp_req *s = &c->scan;
+    const struct req *r;
+
+    memset(m, 0, sizeof(*m));
+    if (!resp_req_idle(s))
+        m->qbuf = (size_t)(c->in.rx - s->start);
+    if (c->in.tail != NULL)
+        m->qbuf_free = MBUF_SIZE - c->in.tail->len;
+    if (s->argv != NULL && s->argv != s->argv_inl)
+        m->argv_mem = s->argcap * sizeof(*s->argv);
+    if (s->inl != NULL)
+        m->argv_mem += s->inlcap;
+    for (const struct mbuf *b = c->in.head; b != NULL; b = b->next)
+        m->rbs += MBUF_CHUNK;
+    TAILQ_FOREACH(r, &c->reqs, cq)
+        m->oll++;
+}
+
 void client_describe(const struct client *c, FILE *f)
 {
     char addr[80], laddr[80], flags[8];
@@ -595,11 +627,13 @@ void client_describe(const struct client *c, FILE *f)
     uv_os_fd_t fd = -1;
     size_t ncmds;
     const struct cmd *table = cmd_table(&ncmds);
+    struct client_mem m;
 
     sock_name(c, true, addr, sizeof(addr));
     sock_name(c, false, laddr, sizeof(laddr));
     uv_fileno(&c->h.handle, &fd);
     pubsub_counts(c, subs);
+    client_mem(c, &m);
     if (c->subscribed)
         flags[n++] = 'P';
     if (client_in_multi(c))
@@ -612,13 +646,17 @@ void client_describe(const struct client *c, FILE *f)
         flags[n++] = 'N';
     flags[n] = '\0';
     fprintf(f, "id=%llu addr=%s laddr=%s fd=%d name=%s age=%u idle=%u flags=%s db=0 sub=%u "
-            "psub=%u ssub=%u multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "
-            "obl=0 oll=0 omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d",
+            "psub=%u ssub=%u multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 "
+            "rbs=%zu rbp=%zu obl=0 oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s "
+            "redir=-1 resp=%d",
             (unsigned long long)c->id, addr, laddr, (int)fd,
             client_name(c) != NULL ? client_name(c) : "", now - c->born_s, now - c->last_s,
             flags, subs[0], subs[1], subs[2],
             client_in_multi(c) ? (int)(c->rare != NULL ? c->rare->tx_sent : 0) : -1,
-            c->rsp_bytes, sizeof(*c) + c->rsp_bytes, c->writing ? "rw" : "r",
+            m.qbuf, m.qbuf_free, m.argv_mem, m.rbs, m.rbs, m.oll, c->rsp_bytes,
+            sizeof(*c) + (c->rare != NULL ? sizeof(*c->rare) : 0) + m.argv_mem + m.rbs +
+                c->rsp_bytes,
+            c->writing ? "rw" : "r",
             c->last_cmd > 0 && c->last_cmd <= ncmds ? table[c->last_cmd - 1].name : "NULL",
             c->user != NULL ? c->user->name : "", c->resp3 ? 3 : 2);
 }

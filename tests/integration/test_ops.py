@@ -316,6 +316,20 @@ def t_clients(px):
     expect_eq((m["cmd"], m["user"], m["flags"], m["db"], m["laddr"]),
               ("get", "default", "N", "0", "%s:%d" % (harness.HOST, px.port)), "its fields")
     expect_eq(m["id"], str(a.client_id()), "its id")
+    # The buffer fields: a request half read is in qbuf, in the input chunks.
+    h = harness.Raw(px.port)
+    h.sock.sendall(b"*3\r\n$3\r\nSET\r\n$4\r\nhalf\r\n$100\r\n" + b"v" * 40)
+    h_addr = "%s:%d" % h.sock.getsockname()
+    half = {}
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and half.get("qbuf", "0") == "0":
+        half = [x for x in px.client.client_list() if x["addr"] == h_addr][0]
+    expect_eq((half["qbuf"], half["rbs"]), (str(29 + 40), "14336"), "a half request: %r" % half)
+    expect(int(half["tot-mem"]) > 14336, "tot-mem counts the chunk: %r" % half)
+    h.sock.sendall(b"v" * 60 + b"\r\n")
+    expect_eq(h.reply(), b"+OK\r\n", "the request completed")
+    whole = [x for x in px.client.client_list() if x["id"] == half["id"]][0]
+    expect_eq(whole["qbuf"], "0", "qbuf once framed")
     info = px.client.client_info()
     expect_eq(info["cmd"], "client|info", "CLIENT INFO's cmd")
     only = px.client.execute_command("CLIENT", "LIST", "ID", m["id"]).decode()
@@ -358,6 +372,13 @@ def t_clients(px):
     slow = time.monotonic() - t
     expect(fast < 0.2 and slow >= 0.3, "read %.3f s, write %.3f s into a 400 ms pause"
            % (fast, slow))
+    # The may-replicate commands wait too, as on redis-server.
+    for args in (("PUBLISH", "paused-ch", "m"), ("PFCOUNT", "paused-hll")):
+        px.client.execute_command("CLIENT", "PAUSE", 300, "WRITE")
+        t = time.monotonic()
+        w.execute_command(*args)
+        took = time.monotonic() - t
+        expect(took >= 0.2, "%s took %.3f s into a 300 ms WRITE pause" % (args[0], took))
     px.client.execute_command("CLIENT", "PAUSE", 5000, "ALL")
     done = []
     th = threading.Thread(target=lambda: done.append(w.get("paused-w")))
