@@ -30,7 +30,13 @@ Both proxies run with their stats on and are scraped once a second
 throughout (shardis's GET /metrics on stats_listen, twemproxy's JSON stats
 port): figures are what a monitored proxy does.
 
-Run: scripts/bench [--rounds N] [--quick]
+With --baseline PATH (scripts/bench --baseline GIT-REF builds one), another
+shardis, that binary with its stats off and not scraped, joins the rows of
+the first table as "baseline", in turn with the others in every round; a
+last table gives each row's shardis/baseline ratios, the median over rounds
+of each round's ratio (the two ran seconds apart, on one machine state).
+
+Run: scripts/bench [--rounds N] [--quick] [--baseline GIT-REF]
 """
 import argparse
 import csv
@@ -219,6 +225,7 @@ def main():
     ap.add_argument("--bench-tx", default="build/tests/bench_tx")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="1 round, fewer requests")
+    ap.add_argument("--baseline", help="another shardis binary, run with its stats off")
     args = ap.parse_args()
     if args.quick:
         args.rounds = 1
@@ -307,6 +314,16 @@ def main():
                               "-v", "4"]), tmp + "/minify.log")
         wait_port(mf_port, mf)
         mf_of = {"sh": (sh_port, sh), "mf": (mf_port, mf), "direct": (direct, direct_proc)}
+        # The baseline shardis: the same servers, another pool name (group.c),
+        # no stats_listen (older binaries have none).
+        base = None
+        if args.baseline:
+            base_port = free_port()
+            with open(os.path.join(tmp, "baseline.yml"), "w") as f:
+                f.write(conf.replace("alpha:", "baseline:") % base_port)
+            base = start(pinned(1, [os.path.abspath(args.baseline), "-c",
+                                    tmp + "/baseline.yml", "-v", "4"]), tmp + "/baseline.log")
+            wait_port(base_port, base)
 
         time.sleep(SETTLE)
         mem = {"idle": rss_kb(sh.pid)}
@@ -315,6 +332,8 @@ def main():
         nc_mem["1000 idle clients"], nc_mem["after one GET each"] = clients_rss(nc.pid, nc_port)
 
         targets = [("shardis", sh_port, sh), ("twemproxy", nc_port, nc), ("direct", direct, direct_proc)]
+        if base:
+            targets.append(("baseline", base_port, base))
         results = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         cpu = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         for lbl, *_ in GENKEY_TESTS:
@@ -331,15 +350,18 @@ def main():
         tx = {"shardis": [], "direct": []}
         tx_seconds = 1 if args.quick else 3
         for rnd in range(args.rounds):
+            # The baseline runs last in even rounds, first in odd ones: a
+            # row's first run is not always the same proxy's.
+            order = targets[-1:] + targets[:-1] if base and rnd % 2 else targets
             for lbl, test, extra, n in TESTS:
-                for name, port, proc in targets:
+                for name, port, proc in order:
                     before = cpu_seconds(proc.pid) if proc else 0
                     results[(name, lbl)].append(bench(port, test, extra, n))
                     if proc:
                         cpu[(name, lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
             for lbl, _, test, extra, n in RESP3_TESTS:
                 for name, port, proc in targets:
-                    if name == "twemproxy":
+                    if name not in ("shardis", "direct"):
                         continue
                     before = cpu_seconds(proc.pid)
                     results[(name, lbl)].append(bench(port, test, extra, n))
@@ -397,6 +419,16 @@ def main():
         cd = med(cpu[("direct", lbl)])
         print("| %s | %.2f | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0,
                                                      cs / cd if cd else 0))
+    if args.baseline:
+        print()
+        print("| test | req/s shardis/baseline | CPU shardis/baseline | per round (req/s) |")
+        print("|---|---:|---:|---|")
+        for lbl, *_ in TESTS:
+            ss, bs = results[("shardis", lbl)], results[("baseline", lbl)]
+            r = [a[0] / b[0] for a, b in zip(ss, bs)]
+            c = [a / b for a, b in zip(cpu[("shardis", lbl)], cpu[("baseline", lbl)]) if b]
+            print("| %s | %.3f | %.3f | %s |" % (lbl, med(r), med(c) if c else 0,
+                                                 " ".join("%.2f" % x for x in r)))
     print()
     print("| RESP3 (redis-benchmark -3) | shardis req/s | direct req/s | shardis/direct | "
           "shardis RESP3/RESP2 | CPU us/req shardis | CPU RESP3/RESP2 |")
