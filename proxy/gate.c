@@ -195,7 +195,8 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
     bool front = r->front;
 
     r->front = 0;
-    if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying && !paused(c, r)) {
+    if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying &&
+        (c->pool->paused_until == 0 || !paused(c, r))) {
         go(c, r, b);
         return;
     }

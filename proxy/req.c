@@ -1,6 +1,7 @@
 /* req.c -- request objects: a free list of them, and the one rule for
  * when one is freed (req.h says who keeps a request alive). */
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "proxy/proxy.h"
@@ -21,7 +22,7 @@ struct req *req_get(void)
     } else {
         r = xmalloc(sizeof(*r));
     }
-    memset(r, 0, sizeof(*r));
+    memset(r, 0, offsetof(struct req, head.raw));
     return r;
 }
 

@@ -117,7 +117,6 @@ struct req {
     } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
     uint64_t        t0_us;      /* a client's: proxy.now_us when it was read (stats.c) */
-    struct req_head head;       /* a client's: its head, where a slow log wants it */
     uint32_t        epoch;      /* mig.c: the pool's epoch when it was routed */
     uint32_t        server;     /* gate.c: while it waits, the server it goes to */
     uint16_t        migs;       /* mig.c: MIGRATEs it waits for */
@@ -152,6 +151,9 @@ struct req {
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not
                                    make it -TRYAGAIN (gate.c) */
+    /* Last: req_get zeroes what comes before head.raw, which only
+     * head.kept bytes of are ever read. */
+    struct req_head head;       /* a client's: its head, where a slow log wants it */
 };
 
 struct req *req_get(void);

@@ -28,7 +28,7 @@
 /* The error code of an error reply ("-CODE message"): the word before the
  * first space within STATS_CODE_MAX bytes, or ERR if there is none, as
  * redis-server's afterErrorReply takes it. */
-static void count_error(struct stats *st, const struct msg *rsp)
+static COLD void count_error(struct stats *st, const struct msg *rsp)
 {
     char line[STATS_CODE_MAX];
     size_t n = rsp->len < sizeof(line) ? rsp->len : sizeof(line);
@@ -133,21 +133,37 @@ double stats_hist_quantile(const struct stats_hist *h, double q)
 
 /* ---- counting ------------------------------------------------------------------ */
 
+/* What a command's first reply needs made. */
+static COLD struct stats_cmd *first_of(struct stats *st, const struct req *r)
+{
+    size_t n;
+
+    if (st->cmds == NULL) {
+        cmd_table(&n);
+        st->cmds = xcalloc(n, sizeof(*st->cmds));
+    }
+    if (st->cmds[r->cmd - 1].hist == NULL)
+        st->cmds[r->cmd - 1].hist = xcalloc(1, sizeof(struct stats_hist));
+    return &st->cmds[r->cmd - 1];
+}
+
+static COLD struct stats_hist *server_first(struct stats_hist **server)
+{
+    return *server = xcalloc(1, sizeof(**server));
+}
+
 void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stats_hist **server)
 {
     bool error = msg_first(&r->rsp) == '-';
     struct stats_cmd *sc;
+    struct stats_hist *h;
 
     if (error)
         count_error(st, &r->rsp);
     if (r->cmd == 0)
         return;                     /* unknown, or not a command (a message) */
-    if (st->cmds == NULL) {
-        size_t n;
-        cmd_table(&n);
-        st->cmds = xcalloc(n, sizeof(*st->cmds));
-    }
-    sc = &st->cmds[r->cmd - 1];
+    if (st->cmds == NULL || (sc = &st->cmds[r->cmd - 1])->hist == NULL)
+        sc = first_of(st, r);
     if (r->rejected) {
         sc->rejected++;
         return;
@@ -158,13 +174,11 @@ void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stat
     if (r->blocking)
         return;                     /* (its time is mostly waiting: not latency) */
     uint32_t b = bucket_of(us);
-    if (sc->hist == NULL)
-        sc->hist = xcalloc(1, sizeof(*sc->hist));
     hist_add_at(sc->hist, b, us);
     if (server != NULL) {
-        if (*server == NULL)
-            *server = xcalloc(1, sizeof(**server));
-        hist_add_at(*server, b, us);
+        if ((h = *server) == NULL)
+            h = server_first(server);
+        hist_add_at(h, b, us);
     }
 }
 

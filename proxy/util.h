@@ -16,6 +16,10 @@ FILE *xopen_memstream(char **buf, size_t *len);
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* A function off the per-request path that such a path calls rarely:
+ * kept out of line, so that its caller saves no register for it. */
+#define COLD __attribute__((noinline, cold))
+
 #define container_of(ptr, type, field) \
     ((type *)(void *)((char *)(ptr) - offsetof(type, field)))
 
