@@ -22,8 +22,10 @@ an idle proxy: instructions per scrape, and what that is in requests.
 
 User-space instructions only: the kernel's work per request (the reads and
 writes, most of a proxy's CPU: scripts/bench's CPU us/req) is the same
-system calls in both builds, so the ratio of instructions is an upper
-bound of the ratio of CPU.
+system calls in both builds. So the last column estimates what the change
+costs in CPU: the instructions' ratio, weighted by the share of user time
+in this build's CPU (utime and stime from /proc, one run of each row at
+scripts/bench's load: -c 50, its request counts, no valgrind).
 
 Run: scripts/bench cost --baseline GIT-REF [--requests N]
 """
@@ -39,13 +41,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_proxy as bp    # noqa: E402  (its process helpers)
 
-ROWS = [  # (label, redis-benchmark's command, extra args, requests per step)
-    ("SET", ["-t", "set"], [], 1),
-    ("GET", ["-t", "get"], [], 1),
-    ("MSET (10 keys)", ["-t", "mset"], [], 1),
-    ("MGET (10 keys)", ["MGET"] + ["key:__rand_int__"] * 10, [], 1),
-    ("SET -P 16", ["-t", "set"], ["-P", "16"], 4),
-    ("GET -P 16", ["-t", "get"], ["-P", "16"], 4),
+ROWS = [  # (label, redis-benchmark's command, extra args, N per N of the
+          #  unpipelined, requests at scripts/bench's load)
+    ("SET", ["-t", "set"], [], 1, 100000),
+    ("GET", ["-t", "get"], [], 1, 100000),
+    ("MSET (10 keys)", ["-t", "mset"], [], 1, 50000),
+    ("MGET (10 keys)", ["MGET"] + ["key:__rand_int__"] * 10, [], 1, 50000),
+    ("SET -P 16", ["-t", "set"], ["-P", "16"], 4, 400000),
+    ("GET -P 16", ["-t", "get"], ["-P", "16"], 4, 400000),
 ]
 
 
@@ -96,8 +99,14 @@ class Proxy:
         return total_ir(self.out)
 
 
-def run(port, command, extra, n):
-    argv = bp.pinned(0, ["redis-benchmark", "-h", bp.HOST, "-p", str(port), "-c", "1",
+def user_sys(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
+def run(port, command, extra, n, clients=1):
+    argv = bp.pinned(0, ["redis-benchmark", "-h", bp.HOST, "-p", str(port), "-c", str(clients),
                          "-r", "100000", "-d", "64", "-n", str(n), "-q"] + extra + command)
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
                    timeout=600)
@@ -122,17 +131,20 @@ def main():
                          d + "/log")
             bp.wait_port(port, p)
             servers.append(port)
-        # The keys the GETs read, as scripts/bench's SET row leaves them.
-        px = Proxy(tmp, args.shardis, servers, False, callgrind=False)
-        subprocess.run(bp.pinned(0, ["redis-benchmark", "-h", bp.HOST, "-p", str(px.port),
-                                     "-c", "50", "-r", "100000", "-d", "64", "-n", "100000",
-                                     "-q", "-t", "set"]),
-                       stdout=subprocess.DEVNULL, check=True, timeout=600)
+        # Each row once at scripts/bench's load, this build at full speed:
+        # its user share of CPU. (The SET row leaves the keys the GETs read.)
+        px = Proxy(tmp, args.shardis, servers, True, callgrind=False)
+        share = {}
+        for label, command, extra, _, load in ROWS:
+            u0, s0 = user_sys(px.proc.pid)
+            run(px.port, command, extra, load, clients=50)
+            u1, s1 = user_sys(px.proc.pid)
+            share[label] = (u1 - u0) / max(1, (u1 - u0) + (s1 - s0))
         px.proc.terminate()
         px.proc.wait(10)
 
         cost = {}
-        for label, command, extra, mult in ROWS:
+        for label, command, extra, mult, _ in ROWS:
             n = args.requests * mult
             for build, binary, stats in builds:
                 ir = []
@@ -147,7 +159,7 @@ def main():
         per_scrape = {}
         for k in (0, args.scrapes):
             px = Proxy(tmp, args.shardis, servers, True)
-            for _, command, extra, _ in ROWS:
+            for _, command, extra, _, _ in ROWS:
                 run(px.port, command, extra, 16)
             for _ in range(k):
                 px.scrape()
@@ -158,11 +170,13 @@ def main():
     print("Instructions per request (callgrind, user space), redis-benchmark -c 1 -r 100000 "
           "-d 64, N = %d (x4 pipelined)" % args.requests)
     print()
-    print("| test | baseline (stats off) | this (stats on) | this/baseline |")
-    print("|---|---:|---:|---:|")
+    print("| test | baseline (stats off) | this (stats on) | this/baseline | user share of "
+          "CPU | CPU this/baseline (estimate) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for label, *_ in ROWS:
         b, t = cost[(label, "baseline")], cost[(label, "this")]
-        print("| %s | %.0f | %.0f | %.3f |" % (label, b, t, t / b))
+        print("| %s | %.0f | %.0f | %.3f | %.2f | %.3f |" % (
+            label, b, t, t / b, share[label], 1 + (t / b - 1) * share[label]))
     get = cost[("GET", "this")]
     print()
     print("One scrape of /metrics (mean of %d, idle proxy): %.0f instructions, %.0f GETs' worth"
