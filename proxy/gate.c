@@ -150,11 +150,12 @@ static void go(struct client *c, struct req *r, struct backend *b)
 /* Whether CLIENT PAUSE holds r now. WRITE holds what redis-server's holds:
  * the commands that may change a server's data or reach its replicas (the
  * write flag, and the may-replicate ones: EVAL, EVALSHA and FCALL whatever
- * the script does, PUBLISH, SPUBLISH, PFCOUNT, WAIT). */
+ * the script does, PUBLISH, SPUBLISH, PFCOUNT). WAIT's marker (pin.c) has
+ * no command: held as SHARD.GENKEY's are, WAIT answers after the pause. */
 static bool paused(const struct client *c, struct req *r)
 {
     static const char *const may_replicate[] = {"eval", "evalsha", "fcall", "publish",
-                                                "spublish", "pfcount", "wait"};
+                                                "spublish", "pfcount"};
     const struct pool *p = c->pool;
     const struct req *t;
     size_t n;
@@ -166,7 +167,7 @@ static bool paused(const struct client *c, struct req *r)
         return true;
     t = top(r);
     if (t->cmd == 0)
-        return true;                /* (SHARD.GENKEY: its sequences are writes) */
+        return true;                /* (SHARD.GENKEY: its sequences are writes; WAIT) */
     cmd = &cmd_table(&n)[t->cmd - 1];
     if (cmd->flags & CMD_WRITE)
         return true;

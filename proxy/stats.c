@@ -133,23 +133,18 @@ double stats_hist_quantile(const struct stats_hist *h, double q)
 
 /* ---- counting ------------------------------------------------------------------ */
 
-/* What a command's first reply needs made. */
-static COLD struct stats_cmd *first_of(struct stats *st, const struct req *r)
+/* The first reply of a pool, of a command or to a server needs these. */
+static COLD void cmds_new(struct stats *st)
 {
     size_t n;
 
-    if (st->cmds == NULL) {
-        cmd_table(&n);
-        st->cmds = xcalloc(n, sizeof(*st->cmds));
-    }
-    if (st->cmds[r->cmd - 1].hist == NULL)
-        st->cmds[r->cmd - 1].hist = xcalloc(1, sizeof(struct stats_hist));
-    return &st->cmds[r->cmd - 1];
+    cmd_table(&n);
+    st->cmds = xcalloc(n, sizeof(*st->cmds));
 }
 
-static COLD struct stats_hist *server_first(struct stats_hist **server)
+static COLD struct stats_hist *hist_new(struct stats_hist **at)
 {
-    return *server = xcalloc(1, sizeof(**server));
+    return *at = xcalloc(1, sizeof(**at));
 }
 
 void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stats_hist **server)
@@ -157,13 +152,15 @@ void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stat
     bool error = msg_first(&r->rsp) == '-';
     struct stats_cmd *sc;
     struct stats_hist *h;
+    uint32_t b;
 
     if (error)
         count_error(st, &r->rsp);
     if (r->cmd == 0)
         return;                     /* unknown, or not a command (a message) */
-    if (st->cmds == NULL || (sc = &st->cmds[r->cmd - 1])->hist == NULL)
-        sc = first_of(st, r);
+    if (st->cmds == NULL)
+        cmds_new(st);
+    sc = &st->cmds[r->cmd - 1];
     if (r->rejected) {
         sc->rejected++;
         return;
@@ -173,11 +170,13 @@ void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stat
     sc->failed += error;
     if (r->blocking)
         return;                     /* (its time is mostly waiting: not latency) */
-    uint32_t b = bucket_of(us);
-    hist_add_at(sc->hist, b, us);
+    b = bucket_of(us);
+    if ((h = sc->hist) == NULL)
+        h = hist_new(&sc->hist);
+    hist_add_at(h, b, us);
     if (server != NULL) {
         if ((h = *server) == NULL)
-            h = server_first(server);
+            h = hist_new(server);
         hist_add_at(h, b, us);
     }
 }

@@ -304,7 +304,7 @@ def t_slowlog(px):
     ev = dict(zip(h[1][::2], h[1][1::2])) if h and h[0] == b"eval" else {}
     expect_eq(ev.get(b"calls"), 2, "LATENCY HISTOGRAM eval: %r" % h)
     buckets = dict(zip(ev[b"histogram_usec"][::2], ev[b"histogram_usec"][1::2]))
-    expect(max(buckets) >= 30000 and max(buckets.values()) == 2, "its bucket: %r" % buckets)
+    expect(min(k for k, v in buckets.items() if v) >= 30000, "its bucket: %r" % buckets)
     lat = fields(info_of(px.client, "latencystats"))
     p50 = float(lat["latency_percentiles_usec_eval"].split(",")[0].split("=")[1])
     expect(30000 <= p50 <= 40000, "INFO latencystats eval p50: %r" % lat)
@@ -335,7 +335,7 @@ def t_clients(px):
     half = {}
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline and half.get("qbuf", "0") == "0":
-        half = [x for x in px.client.client_list() if x["addr"] == h_addr][0]
+        half = next((x for x in px.client.client_list() if x["addr"] == h_addr), {})
     expect_eq((half["qbuf"], half["rbs"]), (str(29 + 40), "14336"), "a half request: %r" % half)
     expect(int(half["tot-mem"]) > 14336, "tot-mem counts the chunk: %r" % half)
     h.sock.sendall(b"v" * 60 + b"\r\n")
