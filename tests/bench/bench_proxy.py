@@ -31,7 +31,7 @@ throughout (shardis's GET /metrics on stats_listen, twemproxy's JSON stats
 port): figures are what a monitored proxy does.
 
 With --baseline PATH (scripts/bench --baseline GIT-REF builds one), another
-shardis, that binary with its stats off and not scraped, joins the rows of
+shardis, that binary without stats_listen and not scraped, joins the rows of
 the first table as "baseline", in turn with the others in every round; a
 last table gives each row's shardis/baseline ratios, the median over rounds
 of each round's ratio (the two ran seconds apart, on one machine state).
@@ -225,7 +225,7 @@ def main():
     ap.add_argument("--bench-tx", default="build/tests/bench_tx")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="1 round, fewer requests")
-    ap.add_argument("--baseline", help="another shardis binary, run with its stats off")
+    ap.add_argument("--baseline", help="another shardis binary, run without stats_listen")
     args = ap.parse_args()
     if args.quick:
         args.rounds = 1
