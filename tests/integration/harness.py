@@ -249,6 +249,16 @@ def expect_eq(got, want, what="reply"):
         raise Fail("%s: got %s, want %s" % (what, short(got), short(want)))
 
 
+def expect_refused(fn, part, what):
+    """fn() must fail with a Redis error reply that contains part."""
+    try:
+        got = fn()
+    except redis.ResponseError as e:
+        expect(part in str(e), "%s: the error %r lacks %r" % (what, str(e), part))
+        return str(e)
+    raise Fail("%s: answered %s, want an error" % (what, short(got)))
+
+
 def one_line(x):
     return re.sub(r"\s*[\r\n]+\s*", " | ", str(x).strip())
 
