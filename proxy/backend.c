@@ -1015,6 +1015,18 @@ bool backend_idle(const struct backend *b)
     return TAILQ_EMPTY(&b->sendq) && TAILQ_EMPTY(&b->writeq) && TAILQ_EMPTY(&b->pendq);
 }
 
+uint32_t backend_queued(const struct backend *b)
+{
+    uint32_t n = 0;
+    const struct req *r;
+
+    TAILQ_FOREACH(r, &b->sendq, bq)
+        n++;
+    TAILQ_FOREACH(r, &b->pendq, pq)
+        n++;
+    return n;
+}
+
 bool backend_has_blocking(const struct backend *b)
 {
     const struct req *r;

@@ -162,6 +162,9 @@ bool backend_split_creds(const struct conf_pool *pc);
 void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
+/* Requests queued on b or awaiting their replies (a request being
+ * written is in the second). */
+uint32_t backend_queued(const struct backend *b);
 /* A blocking command is queued, in flight or waiting on b. */
 bool backend_has_blocking(const struct backend *b);
 /* b, a PIN whose client has moved on to another (pin.c), finishes what

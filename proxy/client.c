@@ -625,8 +625,6 @@ void client_describe(const struct client *c, FILE *f)
     char addr[80], laddr[80], flags[8];
     uint32_t subs[3], now = proxy_seconds(), n = 0;
     uv_os_fd_t fd = -1;
-    size_t ncmds;
-    const struct cmd *table = cmd_table(&ncmds);
     struct client_mem m;
 
     sock_name(c, true, addr, sizeof(addr));
@@ -657,7 +655,7 @@ void client_describe(const struct client *c, FILE *f)
             sizeof(*c) + (c->rare != NULL ? sizeof(*c->rare) : 0) + m.argv_mem + m.rbs +
                 c->rsp_bytes,
             c->writing ? "rw" : "r",
-            c->last_cmd > 0 && c->last_cmd <= ncmds ? table[c->last_cmd - 1].name : "NULL",
+            cmd_numbered(c->last_cmd) != NULL ? cmd_numbered(c->last_cmd)->name : "NULL",
             c->user != NULL ? c->user->name : "", c->resp3 ? 3 : 2);
 }
 

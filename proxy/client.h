@@ -66,8 +66,10 @@ enum client_reply {
 #define client_tx_queued(c) ((c)->tx >= TX_QUEUED)
 
 /* The stream handle comes last: a TCP client is allocated without the
- * bytes only a unix-socket client's uv_pipe_t needs, which keeps the
- * struct in jemalloc's 512-byte size class. */
+ * bytes only a unix-socket client's uv_pipe_t needs. That is 520 bytes
+ * with libuv 1.44, jemalloc's 640-byte size class (CLIENT LIST's age,
+ * idle and last command took it past 512; below, the assertion keeps it
+ * from the next class). */
 struct client {
     struct pool     *pool;
     struct rstream   in;
@@ -84,8 +86,6 @@ struct client {
     uint64_t         id;
     uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
     uint32_t         last_s;    /* proxy_seconds() of its last command (idle) ... */
-    /* 16-bit flags fill the 4 bytes after inflight, which keeps a TCP
-     * client at 512 bytes. */
     unsigned short   closing:1;
     unsigned short   reading:1;
     unsigned short   writing:1;
@@ -103,6 +103,8 @@ struct client {
     size_t           rsp_bytes; /* reply bytes held for this client */
     union stream     h;         /* last: see above */
 };
+_Static_assert(offsetof(struct client, h) + sizeof(uv_tcp_t) <= 640,
+               "a TCP client fits jemalloc's 640-byte class");
 
 /* State that only some clients have, kept out of struct client so that
  * every client stays small; allocated by client_rare on first use. */

@@ -86,6 +86,28 @@ const struct cmd *cmd_table(size_t *n)
     return table;
 }
 
+uint16_t cmd_number(const struct cmd *c)
+{
+    return (uint16_t)(c - table + 1);
+}
+
+const struct cmd *cmd_numbered(uint16_t n)
+{
+    return n > 0 && n <= NCMDS ? &table[n - 1] : NULL;
+}
+
+static bool named(const char *s, size_t len, const char *name)
+{
+    return len == strlen(name) && strncasecmp(s, name, len) == 0;
+}
+
+bool cmd_secret_from(const char *name, size_t len, uint32_t i, const char *prev,
+                     size_t prevlen)
+{
+    return (i == 1 && named(name, len, "auth")) || (i == 3 && named(name, len, "acl")) ||
+           (i > 1 && named(name, len, "hello") && named(prev, prevlen, "auth"));
+}
+
 int cmd_arity_ok(const struct cmd *c, uint32_t argc)
 {
     return c->arity > 0 ? argc == (uint32_t)c->arity : argc >= (uint32_t)-c->arity;

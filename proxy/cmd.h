@@ -5,6 +5,7 @@
 #ifndef SHARDIS_CMD_H
 #define SHARDIS_CMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,6 +100,17 @@ const struct cmd *cmd_lookup_sub(const struct cmd *parent, const char *sub, size
 int cmd_has_subcommands(const struct cmd *c);
 /* Every command, for COMMAND COUNT/INFO. */
 const struct cmd *cmd_table(size_t *n);
+/* A command as a small number (req.cmd, client.last_cmd: 1 + its index
+ * in the table; 0 is none), and back (NULL for 0). */
+uint16_t cmd_number(const struct cmd *c);
+const struct cmd *cmd_numbered(uint16_t n);
 int cmd_arity_ok(const struct cmd *c, uint32_t argc);
+/* Whether argument i (i >= 1) of a command named name[0..len), after
+ * argument prev[0..prevlen), is the first of its secrets, which it and
+ * every later argument are: AUTH's first, HELLO's after its AUTH, ACL's
+ * from the fourth (SETUSER's rules). MONITOR and SLOWLOG show them as
+ * "(redacted)", as redis-server does. */
+bool cmd_secret_from(const char *name, size_t len, uint32_t i, const char *prev,
+                     size_t prevlen);
 
 #endif

@@ -34,7 +34,8 @@
  *
  * What a waiting request holds: its server, and how it goes there (r->via):
  * the client's usual connection for that server (the client's own pinned
- * one if it has one there by then, else a shared one), the client's pinned
+ * one if it has one there by then, else a shared one, or a replica's for
+ * a read as pool_backend_read decides then), the client's pinned
  * connection and no other (a transaction's or a blocking command's), or a
  * one-off connection its client holds (WAIT's, SCRIPT KILL's, a keyless
  * script's, which a pipeline of them shares), or shardis's own connection
@@ -132,7 +133,7 @@ static struct backend *target(struct client *c, struct req *r)
     case GATE_OWN:
         return pool_own(c->pool, r->server, r->resp3);
     default:
-        return pool_backend_in(c->pool, r->server, c, r->resp3);
+        return pool_backend_read(c->pool, r->server, c, cmd_numbered(top(r)->cmd), r->resp3);
     }
 }
 
@@ -151,24 +152,21 @@ static void go(struct client *c, struct req *r, struct backend *b)
  * the commands that may change a server's data or reach its replicas (the
  * write flag, and the may-replicate ones: EVAL, EVALSHA and FCALL whatever
  * the script does, PUBLISH, SPUBLISH, PFCOUNT). WAIT's marker (pin.c) has
- * no command: held as SHARD.GENKEY's are, WAIT answers after the pause. */
+ * no command: held as SHARD.GENKEY's are, WAIT answers after the pause.
+ * (Redis 7.0's COMMAND does not show may_replicate: the names are here.) */
 static bool paused(const struct client *c, struct req *r)
 {
     static const char *const may_replicate[] = {"eval", "evalsha", "fcall", "publish",
                                                 "spublish", "pfcount"};
     const struct pool *p = c->pool;
-    const struct req *t;
-    size_t n;
     const struct cmd *cmd;
 
     if (p->paused_until == 0)
         return false;
     if (p->pause_all)
         return true;
-    t = top(r);
-    if (t->cmd == 0)
+    if ((cmd = cmd_numbered(top(r)->cmd)) == NULL)
         return true;                /* (SHARD.GENKEY: its sequences are writes; WAIT) */
-    cmd = &cmd_table(&n)[t->cmd - 1];
     if (cmd->flags & CMD_WRITE)
         return true;
     for (size_t i = 0; i < ARRAY_SIZE(may_replicate); i++)
@@ -197,7 +195,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
 
     r->front = 0;
     if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying &&
-        (c->pool->paused_until == 0 || !paused(c, r))) {
+        (c->pool->paused_until == 0 || !paused(c, r))) {    /* (the test inline) */
         go(c, r, b);
         return;
     }
@@ -295,6 +293,10 @@ static void release(struct client *c, struct req *r, struct backend *b)
                                "previous errors.");
             req_done(r);
         }
+    } else if (own && b == NULL && r->via == GATE_SERVER && !r->mig_failed && !stale) {
+        /* A read for replicas only, and its server has none listed now. */
+        client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[r->server].label);
+        req_done(r);
     } else if (own && (r->mig_failed || stale || b == NULL ||
                        (r->in_tx && rare->tx_broken))) {
         if (r->in_tx)

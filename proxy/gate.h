@@ -11,7 +11,8 @@ struct req;
 
 /* How a waiting request reaches its server (struct req.via). */
 enum gate_via {
-    GATE_SERVER,        /* the client's usual connection there, looked up when sent */
+    GATE_SERVER,        /* the client's usual connection there (a replica's for a
+                           read, pool_backend_read), looked up when sent */
     GATE_PIN,           /* the client's pinned connection there, and no other */
     GATE_CONN,          /* a one-off connection its client holds (r->backend) */
     GATE_OWN,           /* shardis's own connection there (pool_own: SHARD.GENKEY) */

@@ -19,10 +19,10 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 
-#include "proxy/acl.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/hotkeys.h"
+#include "proxy/metrics.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/req.h"
@@ -111,14 +111,12 @@ static void top_charge(struct top *t, const char *key, size_t len, uint64_t v)
 static bool first_key(const struct req *r, char *buf, size_t size, const char **key,
                       size_t *len)
 {
-    size_t n;
     const struct cmd *cmd;
     struct resp_rd rd;
     struct resp_val top, v;
 
-    if (r->cmd == 0 || r->out.len == 0 || r->frag != NULL)
+    if ((cmd = cmd_numbered(r->cmd)) == NULL || r->out.len == 0 || r->frag != NULL)
         return false;
-    cmd = &cmd_table(&n)[r->cmd - 1];
     if (cmd->first <= 0)
         return false;
     resp_rd_init(&rd, &r->out);
@@ -323,18 +321,11 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a)
     struct pool *p = c->pool;
     struct hotkeys *h = p->hotkeys;
     struct resp_w w = client_w(c, &r->rsp);
-    const struct cmd *like = cmd_lookup("slowlog", 7);
 
-    /* Not in Redis 7.0's table, so route.c checked neither its arity nor
-     * a permission: a user who may run SLOWLOG (@admin @slow @dangerous,
-     * as HOTKEYS) may. */
+    /* Not in Redis 7.0's table, so route.c checked not its arity (its
+     * permission local_exec did: @admin @slow @dangerous, as Redis's). */
     if (a->argc < 2) {
         client_reply_error(c, r, "ERR wrong number of arguments for 'hotkeys' command");
-        return;
-    }
-    if (!c->user->all && (like == NULL || !acl_cmd_ok(c->user, like))) {
-        client_reply_error(c, r, "NOPERM this user has no permissions to run the 'hotkeys' "
-                           "command");
         return;
     }
     if (h != NULL && h->active && h->duration_ms > 0 &&
@@ -377,21 +368,6 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a)
     }
 }
 
-/* A label value: printable ASCII as is (\\ and \" escaped), other bytes
- * as \\xHH, so the text stays valid UTF-8 whatever the key. */
-static void key_label(FILE *f, const char *s, uint32_t len)
-{
-    for (uint32_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '\\' || ch == '"')
-            fprintf(f, "\\%c", ch);
-        else if (ch >= 0x20 && ch < 0x7f)
-            fputc(ch, f);
-        else
-            fprintf(f, "\\\\x%02x", ch);
-    }
-}
-
 void hotkeys_metrics(const struct pool *p, FILE *f)
 {
     static const char *const names[METRICS] = {"shardis_hotkey_seconds",
@@ -406,12 +382,12 @@ void hotkeys_metrics(const struct pool *p, FILE *f)
             continue;
         struct slot *sorted = xmalloc(h->top[m].nslots * sizeof(*sorted));
         uint32_t n = ranked(h, m, sorted);
-        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", names[m], help[m], names[m]);
+        metrics_head(f, names[m], "gauge", help[m]);
         for (uint32_t i = 0; i < n; i++) {
             fprintf(f, "%s{pool=\"", names[m]);
-            key_label(f, p->conf->name, (uint32_t)strlen(p->conf->name));
+            metrics_label(f, p->conf->name, strlen(p->conf->name));
             fprintf(f, "\",key=\"");
-            key_label(f, sorted[i].key, sorted[i].len);
+            metrics_label(f, sorted[i].key, sorted[i].len);
             if (m == METRIC_CPU)
                 fprintf(f, "\"} %.6f\n", (double)sorted[i].value / 1e6);
             else

@@ -88,7 +88,6 @@ static int server_info_reply(struct backend *b, struct req *r)
     struct info_server *is;
     struct resp_rd rd;
     struct resp_val v;
-    char *flat;
 
     if (in == NULL || b->server >= in->nservers)
         return 0;
@@ -96,9 +95,7 @@ static int server_info_reply(struct backend *b, struct req *r)
     is->asking = false;
     if (r->rsp.len == 0 || r->rsp.len > INFO_TEXT_MAX)
         return 0;
-    flat = xmalloc(r->rsp.len);
-    msg_copy(&r->rsp, 0, r->rsp.len, flat);
-    resp_rd_init_flat(&rd, flat, r->rsp.len);
+    resp_rd_init(&rd, &r->rsp);
     if (resp_rd_next(&rd, &v) == 0 && (v.type == RESP_BULK || v.type == RESP_VERBATIM) &&
         !v.nil) {
         free(is->text);
@@ -107,7 +104,6 @@ static int server_info_reply(struct backend *b, struct req *r)
         is->text[v.len] = '\0';
         is->at_ms = uv_now(proxy.loop);
     }
-    free(flat);
     return 0;
 }
 
@@ -163,7 +159,7 @@ void info_free(struct pool *p)
     p->info = NULL;
 }
 
-double info_ops_per_sec(const struct pool *p)
+static double ops_per_sec(const struct pool *p)
 {
     const struct info *in = p->info;
     uint32_t n;
@@ -177,8 +173,7 @@ double info_ops_per_sec(const struct pool *p)
     return sum / n;
 }
 
-/* name's value in a server's INFO text, copied into buf; NULL if absent. */
-static const char *field_of(const char *text, const char *name, char *buf, size_t size)
+const char *info_text_field(const char *text, const char *name, char *buf, size_t size)
 {
     size_t n = strlen(name);
 
@@ -206,7 +201,7 @@ static const char *server_field(const struct pool *p, uint32_t s, const char *na
     if (in == NULL || s >= in->nservers || !p->servers[s].active ||
         in->servers[s].text == NULL)
         return NULL;
-    return field_of(in->servers[s].text, name, buf, size);
+    return info_text_field(in->servers[s].text, name, buf, size);
 }
 
 /* How a servers' field is shown for the pool. */
@@ -224,8 +219,7 @@ struct server_field {
     enum agg    agg;
 };
 
-/* (Its first three, and MAXMEMORY, are shown humanized too: section_memory.) */
-#define MAXMEMORY 19
+/* (Four are shown humanized too: section_memory.) */
 static const struct server_field memory_fields[] = {
     {"used_memory", AGG_SUM}, {"used_memory_rss", AGG_SUM}, {"used_memory_peak", AGG_SUM},
     {"used_memory_overhead", AGG_SUM}, {"used_memory_startup", AGG_SUM},
@@ -376,7 +370,9 @@ static uint64_t own_rss(void)
 
 static void section_memory(const struct pool *p, FILE *f)
 {
-    /* used_memory, _rss, _peak and maxmemory, as their lines show them. */
+    /* These, as their lines show them. */
+    static const char *const humanized[4] = {"used_memory", "used_memory_rss",
+                                             "used_memory_peak", "maxmemory"};
     double v[4];
     char h[4][32], text[8];
     bool integer;
@@ -384,8 +380,11 @@ static void section_memory(const struct pool *p, FILE *f)
     uint64_t own = own_rss();
 
     for (int i = 0; i < 4; i++) {
-        uint32_t k = aggregate(p, &memory_fields[i == 3 ? MAXMEMORY : i], &v[i], text,
-                               sizeof(text), &integer);
+        const struct server_field *fd = memory_fields, *end = fd + ARRAY_SIZE(memory_fields);
+        while (fd < end && strcmp(fd->name, humanized[i]) != 0)
+            fd++;
+        CHECK(fd < end);
+        uint32_t k = aggregate(p, fd, &v[i], text, sizeof(text), &integer);
         known = k > known ? k : known;
         human(h[i], sizeof(h[i]), v[i]);
     }
@@ -553,17 +552,18 @@ static void section_shardis(FILE *f, uint64_t now)
                 (unsigned long long)p->requests, (unsigned long long)p->errors,
                 (unsigned long long)slowlog_skipped(p));
         for (uint32_t s = 0; s < p->nservers; s++) {
-            struct backend *b = &p->servers[s].conns[0];
             const struct info *in = p->info;
             long long age = in != NULL && s < in->nservers && in->servers[s].text != NULL
                                 ? (long long)(now - in->servers[s].at_ms) : -1;
+            struct pool_server_totals t;
             if (!p->servers[s].active)
                 continue;
+            pool_server_totals(p, s, &t);
             fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
                     "errors=%llu,timeouts=%llu,info_age_ms=%lld", i, s, p->servers[s].label,
-                    p->servers[s].addr, backend_state_name(b),
-                    (unsigned long long)b->requests, (unsigned long long)b->errors,
-                    (unsigned long long)b->timeouts, age);
+                    p->servers[s].addr, backend_state_name(&p->servers[s].conns[0]),
+                    (unsigned long long)t.requests, (unsigned long long)t.errors,
+                    (unsigned long long)t.timeouts, age);
             if (p->sentinel != NULL)        /* where its master is now */
                 sentinel_info(p, s, f);
             fprintf(f, "\r\n");
@@ -605,7 +605,7 @@ void info_command(struct client *c, struct req *r, struct args *a)
                 "rejected_connections:%llu\r\ntotal_error_replies:%llu\r\n"
                 "unexpected_error_replies:0\r\nchunks_allocated:%zu\r\nchunks_free:%zu\r\n",
                 (unsigned long long)p->accepted, (unsigned long long)p->requests,
-                info_ops_per_sec(p), (unsigned long long)p->rejected,
+                ops_per_sec(p), (unsigned long long)p->rejected,
                 (unsigned long long)p->stats.error_replies, mbuf_nalloc(), mbuf_nfree());
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);

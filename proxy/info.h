@@ -25,7 +25,8 @@ void info_tick(struct pool *p, uint64_t now);
 void info_free(struct pool *p);
 /* INFO [section ...]: the reply to c's request r. */
 void info_command(struct client *c, struct req *r, struct args *a);
-/* The instantaneous_ops_per_sec INFO shows (/metrics too). */
-double info_ops_per_sec(const struct pool *p);
+/* The value of field name ("run_id") in an INFO text, copied into buf
+ * (size bytes with the NUL); NULL if it has none, or a longer one. */
+const char *info_text_field(const char *text, const char *name, char *buf, size_t size);
 
 #endif

@@ -773,13 +773,15 @@ static void cmd_latency(struct client *c, struct req *r, struct args *a)
 
     if (args_is(a, 1, "histogram")) {
         uint32_t n = a->argc - 2;
-        const char **argv = xcalloc(n + 1, sizeof(*argv));
-        size_t *len = xcalloc(n + 1, sizeof(*len));
-        for (uint32_t i = 0; i < n; i++)
-            argv[i] = args_get(a, 2 + i, &len[i]);
-        stats_latency_histogram(&c->pool->stats, &w, (int)n, argv, len);
-        free(argv);
-        free(len);
+        uint16_t *named = xcalloc(n + 1, sizeof(*named));
+        for (uint32_t i = 0; i < n; i++) {
+            size_t len;
+            const char *name = args_get(a, 2 + i, &len);
+            const struct cmd *cmd = cmd_lookup(name, len);
+            named[i] = cmd != NULL ? cmd_number(cmd) : 0;
+        }
+        stats_latency_histogram(&c->pool->stats, &w, named, n);
+        free(named);
     } else if ((args_is(a, 1, "latest") && a->argc == 2) ||
                (args_is(a, 1, "history") && a->argc == 3)) {
         resp_w_array(&w, 0);
@@ -912,8 +914,8 @@ struct local_cmd {
     void (*fn)(struct client *c, struct req *r, struct args *a);
     bool before_auth;       /* allowed before AUTH */
     bool sends;             /* fn may send r to a backend: it finishes r itself */
-    uint32_t acl;           /* SHARD.*: its ACL categories (Redis's commands have
-                               Redis's, from the command table) */
+    uint32_t acl;           /* from FIRST_SHARD: its ACL categories (Redis's
+                               commands have Redis's, from the command table) */
 };
 
 static const struct local_cmd local_cmds[] = {
@@ -931,9 +933,10 @@ static const struct local_cmd local_cmds[] = {
     {"slowlog", slowlog_command, false, false, 0},
     {"latency", cmd_latency, false, false, 0},
     {"monitor", monitor_command, false, false, 0},
-    {"hotkeys", hotkeys_command, false, false, 0},
     {"acl", cmd_acl, false, false, 0},
-    /* From here on: SHARD.*, the rows acl.c numbers (FIRST_SHARD). */
+    /* From here on: commands not in Redis 7.0's table (SHARD.*, and
+     * HOTKEYS, Redis 8.6's), the rows acl.c numbers (FIRST_SHARD), with
+     * their ACL categories. */
     {"shard.whereis", cmd_whereis, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
     {"shard.nodes", cmd_nodes, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
     {"shard.genkey", genkey_genkey, false, true, CMD_CAT_WRITE | CMD_CAT_FAST},
@@ -946,9 +949,11 @@ static const struct local_cmd local_cmds[] = {
      CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
     {"shard.minify", cmd_minify, false, false, CMD_CAT_FAST},
     {"shard.maxify", cmd_maxify, false, false, CMD_CAT_FAST},
+    {"hotkeys", hotkeys_command, false, false,
+     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
 };
 
-#define FIRST_SHARD 16
+#define FIRST_SHARD 15
 
 const char *local_shard_command(size_t i, uint32_t *acl)
 {

@@ -72,21 +72,25 @@ static const uint64_t shown[] = {
     25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
 };
 
-/* A label value, escaped as the format wants (\\, \", \n). */
-static void label(FILE *f, const char *s)
+void metrics_label(FILE *f, const char *s, size_t len)
 {
-    for (; *s != '\0'; s++) {
-        if (*s == '\\' || *s == '"')
-            fputc('\\', f);
-        if (*s == '\n') {
-            fputs("\\n", f);
-            continue;
-        }
-        fputc(*s, f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\\' || ch == '"')
+            fprintf(f, "\\%c", ch);
+        else if (ch >= 0x20 && ch < 0x7f)
+            fputc(ch, f);
+        else
+            fprintf(f, "\\\\x%02x", ch);
     }
 }
 
-static void head(FILE *f, const char *name, const char *type, const char *help)
+static void label(FILE *f, const char *s)
+{
+    metrics_label(f, s, strlen(s));
+}
+
+void metrics_head(FILE *f, const char *name, const char *type, const char *help)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -123,19 +127,9 @@ static void histogram(FILE *f, const char *name, const char *pool, const char *l
     fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
-static uint32_t queue_len(const struct backend *b)
-{
-    uint32_t n = 0;
-    const struct req *r;
-
-    TAILQ_FOREACH(r, &b->sendq, bq)
-        n++;
-    TAILQ_FOREACH(r, &b->pendq, pq)
-        n++;
-    return n;
-}
-
-/* Per server: a line of one figure, summed over its shared connections. */
+/* Per server: a line of one figure, summed over its shared connections,
+ * its replicas' (read_from) included: the shard's traffic. Up is its
+ * master's. */
 enum server_fig {
     FIG_UP, FIG_CONNS, FIG_QUEUE, FIG_REQUESTS, FIG_ERRORS, FIG_TIMEOUTS, FIG_RX, FIG_TX,
     FIG_EJECTED, FIG_EJECTIONS, FIG_SWITCHES,
@@ -144,13 +138,14 @@ enum server_fig {
 static const struct {
     const char *name, *type, *help;
 } server_figs[] = {
-    {"shardis_server_up", "gauge", "1 if a connection to the server is up, 0 if its "
-     "connections failed, -1 if none was needed yet"},
+    {"shardis_server_up", "gauge", "1 if a connection to the server (its master) is up, 0 "
+     "if its connections failed, -1 if none was needed yet"},
     {"shardis_server_connections", "gauge", "Open connections to the server, shared and "
      "dedicated"},
     {"shardis_server_queue_depth", "gauge", "Requests queued or awaiting their replies on "
      "the server's shared connections"},
-    {"shardis_server_requests_total", "counter", "Requests sent to the server"},
+    {"shardis_server_requests_total", "counter", "Requests sent to the server (its "
+     "replicas' reads included)"},
     {"shardis_server_errors_total", "counter", "Requests the server's connections failed"},
     {"shardis_server_timeouts_total", "counter", "Requests that timed out on the server"},
     {"shardis_server_received_bytes_total", "counter", "Bytes read from the server"},
@@ -164,9 +159,7 @@ static const struct {
 static long long server_fig(const struct pool *p, uint32_t s, enum server_fig fig)
 {
     const struct pool_server *ps = &p->servers[s];
-    long long sum = 0;
-    bool any_up = false, any_failed = false;
-    const struct backend *b;
+    struct pool_server_totals t;
 
     switch (fig) {
     case FIG_EJECTED:   return ps->ejected_until != 0;
@@ -174,27 +167,17 @@ static long long server_fig(const struct pool *p, uint32_t s, enum server_fig fi
     case FIG_SWITCHES:  return p->sentinel != NULL ? sentinel_switches(p, s) : 0;
     default:            break;
     }
-    for (uint32_t k = 0; k < pool_nconns(p); k++) {
-        b = &ps->conns[k];
-        any_up |= b->state == BACKEND_UP;
-        any_failed |= b->state == BACKEND_FAILED;
-        switch (fig) {
-        case FIG_CONNS:    sum += b->state == BACKEND_UP; break;
-        case FIG_QUEUE:    sum += queue_len(b); break;
-        case FIG_REQUESTS: sum += (long long)b->requests; break;
-        case FIG_ERRORS:   sum += (long long)b->errors; break;
-        case FIG_TIMEOUTS: sum += (long long)b->timeouts; break;
-        case FIG_RX:       sum += (long long)b->rx_bytes; break;
-        case FIG_TX:       sum += (long long)b->tx_bytes; break;
-        default:           break;
-        }
+    pool_server_totals(p, s, &t);
+    switch (fig) {
+    case FIG_UP:       return t.up;
+    case FIG_CONNS:    return t.conns;
+    case FIG_QUEUE:    return t.queued;
+    case FIG_REQUESTS: return (long long)t.requests;
+    case FIG_ERRORS:   return (long long)t.errors;
+    case FIG_TIMEOUTS: return (long long)t.timeouts;
+    case FIG_RX:       return (long long)t.rx_bytes;
+    default:           return (long long)t.tx_bytes;
     }
-    if (fig == FIG_CONNS)
-        TAILQ_FOREACH(b, &p->dedicated, link)
-            sum += b->server == s && b->state == BACKEND_UP;
-    if (fig == FIG_UP)
-        return any_up ? 1 : any_failed ? 0 : -1;
-    return sum;
 }
 
 void metrics_write(const struct pool *p, FILE *f)
@@ -205,25 +188,25 @@ void metrics_write(const struct pool *p, FILE *f)
     struct rusage ru;
     struct mig_progress mp;
 
-    head(f, "shardis_build_info", "gauge", "shardis's version");
+    metrics_head(f, "shardis_build_info", "gauge", "shardis's version");
     fprintf(f, "shardis_build_info{version=\"%s\"} 1\n", SHARDIS_VERSION);
-    head(f, "process_start_time_seconds", "gauge", "Start time of the process since unix "
+    metrics_head(f, "process_start_time_seconds", "gauge", "Start time of the process since unix "
          "epoch in seconds");
     fprintf(f, "process_start_time_seconds %.3f\n", proxy.start_unix);
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
-        head(f, "process_cpu_seconds_total", "counter", "Total user and system CPU time "
+        metrics_head(f, "process_cpu_seconds_total", "counter", "Total user and system CPU time "
              "spent in seconds");
         fprintf(f, "process_cpu_seconds_total %.6f\n",
                 (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
     }
-    head(f, "shardis_clients", "gauge", "Clients connected to the pool");
+    metrics_head(f, "shardis_clients", "gauge", "Clients connected to the pool");
     fprintf(f, "shardis_clients{pool=\"");
     label(f, pool);
     fprintf(f, "\"} %u\n", p->nclients);
 #define POOL_COUNTER(name, help, value)                                                   \
     do {                                                                                  \
-        head(f, name, "counter", help);                                                   \
+        metrics_head(f, name, "counter", help);                                                   \
         fprintf(f, "%s{pool=\"", name);                                                   \
         label(f, pool);                                                                   \
         fprintf(f, "\"} %llu\n", (unsigned long long)(value));                            \
@@ -243,7 +226,7 @@ void metrics_write(const struct pool *p, FILE *f)
     POOL_COUNTER("shardis_migration_tryagain_total", "Requests the current reshard "
                  "answered -TRYAGAIN", mp.tryagain);
 #undef POOL_COUNTER
-    head(f, "shardis_migration_active", "gauge", "1 while keys move after a reload (2 "
+    metrics_head(f, "shardis_migration_active", "gauge", "1 while keys move after a reload (2 "
          "while it drains)");
     fprintf(f, "shardis_migration_active{pool=\"");
     label(f, pool);
@@ -258,7 +241,7 @@ void metrics_write(const struct pool *p, FILE *f)
         {"shardis_commands_rejected_total", "Calls refused before they ran"},
     };
     for (size_t k = 0; k < ARRAY_SIZE(cmd_counters); k++) {
-        head(f, cmd_counters[k].name, "counter", cmd_counters[k].help);
+        metrics_head(f, cmd_counters[k].name, "counter", cmd_counters[k].help);
         for (size_t i = 0; p->stats.cmds != NULL && i < ncmds; i++) {
             const struct stats_cmd *sc = &p->stats.cmds[i];
             if (sc->calls == 0 && sc->rejected == 0)
@@ -270,7 +253,7 @@ void metrics_write(const struct pool *p, FILE *f)
                                                                      : sc->rejected));
         }
     }
-    head(f, "shardis_command_duration_seconds", "histogram", "Time from a request read to "
+    metrics_head(f, "shardis_command_duration_seconds", "histogram", "Time from a request read to "
          "its reply complete, as the client sees it, by command");
     for (size_t i = 0; p->stats.cmds != NULL && i < ncmds; i++) {
         const struct stats_hist *h = p->stats.cmds[i].hist;
@@ -283,7 +266,7 @@ void metrics_write(const struct pool *p, FILE *f)
 
     /* Per server. */
     for (size_t k = 0; k < ARRAY_SIZE(server_figs); k++) {
-        head(f, server_figs[k].name, server_figs[k].type, server_figs[k].help);
+        metrics_head(f, server_figs[k].name, server_figs[k].type, server_figs[k].help);
         for (uint32_t s = 0; s < p->nservers; s++) {
             if (!p->servers[s].active)
                 continue;
@@ -294,7 +277,7 @@ void metrics_write(const struct pool *p, FILE *f)
             fprintf(f, "\"} %lld\n", server_fig(p, s, (enum server_fig)k));
         }
     }
-    head(f, "shardis_server_request_duration_seconds", "histogram", "Time from a request "
+    metrics_head(f, "shardis_server_request_duration_seconds", "histogram", "Time from a request "
          "read to its reply complete, as the client sees it, by the server that answered");
     for (uint32_t s = 0; s < p->nservers; s++) {
         const struct stats_hist *h = p->servers[s].latency;

@@ -184,22 +184,12 @@ static void drain(struct pool *p, struct mig *m)
     struct backend *b;
 
     m->state = MIG_DRAINING;
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        struct pool_replica *reps = p->servers[s].replicas;
-        for (uint32_t k = 0; k < pool_nconns(p); k++) {
-            b = &p->servers[s].conns[k];
+    /* (Reads on a replica of the old owner too: its copy of a key goes
+     * once the key has moved.) */
+    for (uint32_t s = 0; s < p->nservers; s++)
+        for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
             if (!backend_idle(b) && b->state != BACKEND_FAILED)
                 marker(m, b);
-        }
-        /* (Reads on a replica of the old owner too: its copy of a key
-         * goes once the key has moved.) */
-        for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
-            for (uint32_t k = 0; reps[i].conns != NULL && k < 2 * p->nconns; k++) {
-                b = &reps[i].conns[k];
-                if (!backend_idle(b) && b->state != BACKEND_FAILED)
-                    marker(m, b);
-            }
-    }
     TAILQ_FOREACH(b, &p->dedicated, link) {
         if (b->role == BACKEND_SPARE || backend_idle(b) || b->state != BACKEND_UP)
             continue;

@@ -19,6 +19,7 @@
 #include <sys/time.h>
 
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/monitor.h"
 #include "proxy/pool.h"
 #include "proxy/resp.h"
@@ -61,19 +62,19 @@ void monitor_feed(struct client *c, struct args *a)
     client_peer(c, peer, sizeof(peer));
     f = xopen_memstream(&line, &len);
     fprintf(f, "+%ld.%06ld [0 %s]", (long)tv.tv_sec, (long)tv.tv_usec, peer);
+    size_t n0, prevlen = 0;
+    const char *name = args_get(a, 0, &n0), *prev = NULL;
     for (uint32_t i = 0; i < a->argc; i++) {
         size_t n;
         const char *s = args_get(a, i, &n);
         fputc(' ', f);
-        if (redact) {
+        redact = redact || (i > 0 && cmd_secret_from(name, n0, i, prev, prevlen));
+        if (redact)
             repr(f, "(redacted)", 10);
-            continue;
-        }
-        repr(f, s, n);
-        /* AUTH's arguments; HELLO's after its AUTH. */
-        if ((i == 0 && args_is(a, 0, "auth")) || (i > 0 && args_is(a, 0, "hello") &&
-                                                   args_is(a, i, "auth")))
-            redact = true;
+        else
+            repr(f, s, n);
+        prev = s;
+        prevlen = n;
     }
     fputs("\r\n", f);
     fclose(f);

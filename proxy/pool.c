@@ -44,6 +44,13 @@ struct backend *pool_backend(struct pool *p, uint32_t server, const struct clien
     return pool_backend_in(p, server, c, c->resp3);
 }
 
+/* Which of a server's (or a replica's) 2 * nconns connections client id
+ * uses: its protocol's half, clients spread over it. */
+static uint32_t conn_of(const struct pool *p, uint64_t id, bool resp3)
+{
+    return (resp3 ? p->nconns : 0) + (uint32_t)(id % p->nconns);
+}
+
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
                                 bool resp3)
 {
@@ -55,7 +62,7 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
      * runs before anything sent on the pin. */
     if (c->pin != NULL && c->pin->server == server && c->pin->resp3 == resp3)
         return c->pin;
-    return &p->servers[server].conns[(resp3 ? p->nconns : 0) + c->id % p->nconns];
+    return &p->servers[server].conns[conn_of(p, c->id, resp3)];
 }
 
 /* ---- reads from replicas (read_from) ------------------------------------------------- */
@@ -80,12 +87,6 @@ static bool replica_can(const struct cmd *cmd)
     return cmd != use[0] && cmd != use[1] && cmd != use[2];
 }
 
-static struct backend *replica_conn(struct pool *p, struct pool_replica *rp,
-                                    const struct client *c)
-{
-    return &rp->conns[(c->resp3 ? p->nconns : 0) + c->id % p->nconns];
-}
-
 static bool usable(const struct pool_replica *rp, const struct backend *b)
 {
     uint64_t now = uv_now(proxy.loop);
@@ -94,29 +95,31 @@ static bool usable(const struct pool_replica *rp, const struct backend *b)
 }
 
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
-                                  const struct cmd *cmd)
+                                  const struct cmd *cmd, bool resp3)
 {
     struct pool_replica *reps = p->servers[server].replicas;
     struct backend *first = NULL;
-    uint32_t listed = 0, pick;
+    uint32_t listed = 0, pick, conn;
 
     /* Reads that must see the master's data as it is: inside a
      * transaction or WATCH (c->pin), or while keys move between masters
      * (a replica of the new owner may not have them yet). */
-    if (p->conf->read_from == CONF_READ_MASTER || c->pin != NULL || client_in_multi(c) ||
-        p->mig != NULL || !replica_can(cmd) || uv_now(proxy.loop) < p->replica_reads_at)
-        return pool_backend(p, server, c);
+    if (p->conf->read_from == CONF_READ_MASTER || cmd == NULL || c->pin != NULL ||
+        client_in_multi(c) || p->mig != NULL || !replica_can(cmd) ||
+        uv_now(proxy.loop) < p->replica_reads_at)
+        return pool_backend_in(p, server, c, resp3);
     for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
         listed += reps[i].listed;
     /* Each client reads from one replica while it is up (its reads keep
-     * their order), clients spread over them; one that failed lately is
-     * passed over for the next. */
+     * their order), clients spread over them and, within one, over its
+     * connections; one that failed lately is passed over for the next. */
     pick = listed > 0 ? (uint32_t)(c->id % listed) : 0;
+    conn = listed > 0 ? conn_of(p, c->id / listed, resp3) : 0;
     for (uint32_t i = 0, n = 0; reps != NULL && i < 2 * POOL_REPLICAS_MAX; i++) {
         struct pool_replica *rp = &reps[i % POOL_REPLICAS_MAX];
         if (!rp->listed || n++ < pick)
             continue;
-        struct backend *b = replica_conn(p, rp, c);
+        struct backend *b = &rp->conns[conn];
         if (usable(rp, b))
             return b;
         if (first == NULL)
@@ -125,7 +128,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
             break;
     }
     if (p->conf->read_from == CONF_READ_PREFER_REPLICA)
-        return pool_backend(p, server, c);
+        return pool_backend_in(p, server, c, resp3);
     return first;           /* its failure is the answer; NULL: no replica at all */
 }
 
@@ -225,6 +228,45 @@ static void pool_close_unlisted(struct pool *p)
                 backend_close(&reps[i].conns[k]);       /* (once: it is closing after) */
         }
     }
+}
+
+struct backend *pool_server_next(const struct pool *p, uint32_t server, uint32_t *it)
+{
+    const struct pool_server *ps = &p->servers[server];
+    uint32_t per = 2 * p->nconns, i;
+
+    if (*it < pool_nconns(p))
+        return &ps->conns[(*it)++];
+    for (i = *it - pool_nconns(p); ps->replicas != NULL && i / per < POOL_REPLICAS_MAX; i++) {
+        const struct pool_replica *rp = &ps->replicas[i / per];
+        if (rp->conns != NULL) {
+            *it = pool_nconns(p) + i + 1;
+            return &rp->conns[i % per];
+        }
+    }
+    return NULL;
+}
+
+void pool_server_totals(const struct pool *p, uint32_t server, struct pool_server_totals *t)
+{
+    bool any_up = false, any_failed = false;
+    const struct backend *b;
+
+    memset(t, 0, sizeof(*t));
+    for (uint32_t it = 0; (b = pool_server_next(p, server, &it)) != NULL;) {
+        any_up |= b->replica == 0 && b->state == BACKEND_UP;
+        any_failed |= b->replica == 0 && b->state == BACKEND_FAILED;
+        t->conns += b->state == BACKEND_UP;
+        t->queued += backend_queued(b);
+        t->requests += b->requests;
+        t->errors += b->errors;
+        t->timeouts += b->timeouts;
+        t->rx_bytes += b->rx_bytes;
+        t->tx_bytes += b->tx_bytes;
+    }
+    TAILQ_FOREACH(b, &p->dedicated, link)
+        t->conns += b->server == server && b->state == BACKEND_UP;
+    t->up = any_up ? 1 : any_failed ? 0 : -1;
 }
 
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3)

@@ -145,6 +145,19 @@ static inline uint32_t pool_nconns(const struct pool *p)
 {
     return 2 * p->nconns + 2;
 }
+/* Every shared connection of server's, one per call: its master's
+ * (conns), then its replicas' (read_from); NULL after the last. *it
+ * starts at 0. (Not the mover, nor the dedicated connections.) */
+struct backend *pool_server_next(const struct pool *p, uint32_t server, uint32_t *it);
+/* server's traffic, summed over those connections (INFO, /metrics): up is
+ * its master's (1 a connection is up, 0 they failed, -1 none was needed
+ * yet); conns counts its dedicated ones too. */
+struct pool_server_totals {
+    int      up;
+    uint32_t conns, queued;
+    uint64_t requests, errors, timeouts, rx_bytes, tx_bytes;
+};
+void pool_server_totals(const struct pool *p, uint32_t server, struct pool_server_totals *t);
 /* The connection for shardis's own work on server (a migration's record
  * and MIGRATEs, CLIENT UNBLOCK, the group's PUBSUB, SHARD.GENKEY's
  * sequences), in RESP2 or 3: one signed in as the internal_user, made on
@@ -152,14 +165,16 @@ static inline uint32_t pool_nconns(const struct pool *p)
  * a shared one, as clients' commands sign in as the same user. */
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3);
 
-/* The connection a read-only command cmd of c's for server goes over:
- * one to a replica where the pool reads from them (read_from), c holds
- * no transaction, WATCH or blocking command, no reshard is under way,
- * and cmd is one a replica can answer; else pool_backend's. NULL: the
- * pool reads from replicas only and server has none up (the caller
- * answers with an error). The one place this is decided. */
+/* The connection a command cmd of c's for server goes over, in RESP2 or
+ * 3: one to a replica where the pool reads from them (read_from), c holds
+ * no transaction or WATCH, no reshard is under way or just ended, and cmd
+ * (NULL: none of a client's) is one a replica can answer; else
+ * pool_backend_in's. NULL: the pool reads from replicas only and server
+ * has none listed (the caller answers POOL_NO_REPLICA_ERR). The one place
+ * this is decided: when a request is routed, and again when one that
+ * waited at its client's gate goes (gate.c). */
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
-                                  const struct cmd *cmd);
+                                  const struct cmd *cmd, bool resp3);
 #define POOL_NO_REPLICA_ERR "ERR no replica of master '%s' is known to read from " \
                             "(read_from: replica)"
 

@@ -149,14 +149,11 @@ static void tick_cb(uv_timer_t *t)
         /* (MIGRATE and the mover's commands have deadlines of their own,
          * even where the pool has no timeout.) */
         for (uint32_t s = 0; s < p->nservers; s++) {
-            struct pool_replica *reps = p->servers[s].replicas;
-            for (uint32_t k = 0; k < pool_nconns(p); k++)
-                backend_check_timeout(&p->servers[s].conns[k], now);
+            struct backend *b;
+            for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                backend_check_timeout(b, now);
             if (p->servers[s].mover != NULL)
                 backend_check_timeout(p->servers[s].mover, now);
-            for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
-                for (uint32_t k = 0; reps[i].conns != NULL && k < 2 * p->nconns; k++)
-                    backend_check_timeout(&reps[i].conns[k], now);
         }
         if (p->conf->timeout <= 0)
             continue;
@@ -349,22 +346,16 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
                 return;
             }
             for (uint32_t s = 0; s < p->nservers; s++) {
-                for (uint32_t k = 0; k < pool_nconns(p); k++)
-                    if (h == &p->servers[s].conns[k].h.handle) {
-                        backend_close(&p->servers[s].conns[k]);
+                struct backend *b;
+                for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                    if (h == &b->h.handle) {
+                        backend_close(b);
                         return;
                     }
                 if (p->servers[s].mover != NULL && h == &p->servers[s].mover->h.handle) {
                     backend_close(p->servers[s].mover);
                     return;
                 }
-                struct pool_replica *reps = p->servers[s].replicas;
-                for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
-                    for (uint32_t k = 0; reps[i].conns != NULL && k < 2 * p->nconns; k++)
-                        if (h == &reps[i].conns[k].h.handle) {
-                            backend_close(&reps[i].conns[k]);
-                            return;
-                        }
             }
             if (sentinel_close_handle(p, h) || metrics_close_handle(p, h))
                 return;
@@ -388,14 +379,10 @@ static bool drained(void)
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         for (uint32_t s = 0; s < p->nservers; s++) {
-            struct pool_replica *reps = p->servers[s].replicas;
-            for (uint32_t k = 0; k < pool_nconns(p); k++)
-                if (!backend_idle(&p->servers[s].conns[k]))
+            struct backend *b;
+            for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                if (!backend_idle(b))
                     return false;
-            for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
-                for (uint32_t k = 0; reps[i].conns != NULL && k < 2 * p->nconns; k++)
-                    if (!backend_idle(&reps[i].conns[k]))
-                        return false;
         }
         /* A blocking command (no deadline) may wait for ever: not for it. */
         struct backend *b;

@@ -863,8 +863,7 @@ void route_request(struct client *c, struct req *r)
         }
         cmd = sc;
     }
-    size_t ncmds;
-    r->cmd = (uint16_t)(cmd - cmd_table(&ncmds) + 1);     /* (stats.c) */
+    r->cmd = cmd_number(cmd);               /* (stats.c) */
     c->last_cmd = r->cmd;                   /* (CLIENT LIST) */
     c->last_s = proxy_seconds();
     if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
@@ -954,7 +953,7 @@ forward:
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
     }
     else {
-        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd);
+        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd, c->resp3);
         if (b == NULL) {
             client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
             goto reply;

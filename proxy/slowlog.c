@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/time.h>
 
 #include "proxy/client.h"
@@ -146,21 +145,16 @@ static bool head_num(const char **p, const char *lim, long long *n)
     return true;
 }
 
-/* Passwords are not kept, as redis-server keeps none: AUTH's arguments,
- * HELLO's after its AUTH, ACL SETUSER's rules (which hold passwords). */
+/* Passwords are not kept, as redis-server keeps none (cmd_secret_from). */
 static void redact(struct entry *e)
 {
     bool from = false;
 
     for (uint32_t i = 1; i < e->argc; i++) {
-        if (!from) {
-            from = (e->argvlen[0] == 4 && !strncasecmp(e->argv[0], "auth", 4)) ||
-                   (e->argvlen[0] == 5 && !strncasecmp(e->argv[0], "hello", 5) && i > 1 &&
-                    e->argvlen[i - 1] == 4 && !strncasecmp(e->argv[i - 1], "auth", 4)) ||
-                   (e->argvlen[0] == 3 && !strncasecmp(e->argv[0], "acl", 3) && i > 2);
-            if (!from)
-                continue;
-        }
+        from = from || cmd_secret_from(e->argv[0], e->argvlen[0], i, e->argv[i - 1],
+                                       e->argvlen[i - 1]);
+        if (!from)
+            continue;
         free(e->argv[i]);
         e->argv[i] = dup_arg("(redacted)", 10, 10, &e->argvlen[i]);
     }
@@ -210,9 +204,8 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     struct timeval tv;
     char peer[80];
 
-    if (pc->slowlog_log_slower_than < 0 || us < (uint64_t)pc->slowlog_log_slower_than ||
-        pc->slowlog_max_len == 0 || r->cmd == 0 || r->blocking)
-        return;                     /* (a blocking command's time is mostly waiting) */
+    if (pc->slowlog_max_len == 0)
+        return;
     if (sl == NULL)
         sl = p->slowlog = xcalloc(1, sizeof(*sl));
     /* Under a backlog every request is slow: at most a log's worth a
@@ -242,10 +235,9 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     e->time = (long long)tv.tv_sec;
     e->us = us;
     if (!args_of(r, e)) {           /* (none kept: its name) */
-        size_t n;
         for (uint32_t i = 0; i < e->argc; i++)
             free(e->argv[i]);
-        const char *name = cmd_table(&n)[r->cmd - 1].name;
+        const char *name = cmd_numbered(r->cmd)->name;
         free(e->argv);
         free(e->argvlen);
         e->argv = xcalloc(1, sizeof(*e->argv));

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "proxy/pool.h"
+#include "proxy/req.h"
 
 struct args;
 struct client;
@@ -24,12 +25,15 @@ static inline bool slowlog_on(const struct pool *p)
 }
 void slowlog_keep(struct req *r, struct client *c);
 /* r, c's request, has its whole reply after us microseconds: logged if
- * that is slow enough (from req_done: the test inline, the rest not). */
+ * it is a command (not a message pushed: its t0 is 0), not a blocking one
+ * (its time is mostly waiting), and slow enough. From req_done: the tests
+ * inline, the logging not. */
 void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us);
 static inline void slowlog_maybe(struct pool *p, struct client *c, const struct req *r,
                                  uint64_t us)
 {
-    if (p->conf->slowlog_log_slower_than >= 0 && us >= (uint64_t)p->conf->slowlog_log_slower_than)
+    if (r->cmd != 0 && !r->blocking && p->conf->slowlog_log_slower_than >= 0 &&
+        us >= (uint64_t)p->conf->slowlog_log_slower_than)
         slowlog_reply(p, c, r, us);
 }
 /* SLOWLOG GET [n] | LEN | RESET | HELP. */

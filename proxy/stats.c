@@ -273,20 +273,20 @@ static void histogram_of(struct resp_w *w, const char *name, const struct stats_
     }
 }
 
-void stats_latency_histogram(const struct stats *st, struct resp_w *w, int argc,
-                             const char *const *argv, const size_t *argvlen)
+void stats_latency_histogram(const struct stats *st, struct resp_w *w, const uint16_t *named,
+                             uint32_t nnamed)
 {
     size_t n;
     const struct cmd *table = cmd_table(&n);
     uint32_t count = 0;
     bool *want = xcalloc(n, sizeof(*want));
 
-    for (size_t i = 0; st->cmds != NULL && i < n; i++) {
-        bool named = argc == 0;
-        for (int k = 0; k < argc && !named; k++)
-            named = strlen(table[i].name) == argvlen[k] &&
-                    strncasecmp(table[i].name, argv[k], argvlen[k]) == 0;
-        want[i] = named && st->cmds[i].hist != NULL && st->cmds[i].hist->count > 0;
+    for (uint32_t k = 0; k < nnamed; k++)
+        if (named[k] != 0)
+            want[named[k] - 1] = true;
+    for (size_t i = 0; i < n; i++) {
+        want[i] = (nnamed == 0 || want[i]) && st->cmds != NULL && st->cmds[i].hist != NULL &&
+                  st->cmds[i].hist->count > 0;
         count += want[i];
     }
     resp_w_map(w, count);

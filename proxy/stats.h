@@ -74,9 +74,9 @@ void stats_info_errorstats(const struct stats *st, FILE *f);
 void stats_info_latencystats(const struct stats *st, FILE *f);
 /* LATENCY HISTOGRAM [cmd ...]'s reply, as Redis 7 writes it: a map of
  * command to {calls, histogram_usec: {bucket bound: calls up to it}}, of
- * the commands named (all called ones for none); names not called or
- * unknown are left out. */
-void stats_latency_histogram(const struct stats *st, struct resp_w *w, int argc,
-                             const char *const *argv, const size_t *argvlen);
+ * the commands named[0..nnamed) (cmd_number's; 0 an unknown name), all
+ * called ones for none; those not called are left out. */
+void stats_latency_histogram(const struct stats *st, struct resp_w *w, const uint16_t *named,
+                             uint32_t nnamed);
 
 #endif

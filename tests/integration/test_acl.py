@@ -169,8 +169,18 @@ def t_permissions(rs):
     expect(c.cmd("SHARD.WHEREIS", "x").startswith(b"$"), "WHEREIS is @connection")
     c.cmd("AUTH", "app", "apppw")
     expect_eq(c.cmd("SHARD.RELOAD"), noperm(b"shard.reload"), "SHARD.RELOAD is @dangerous")
+    expect_eq(c.cmd("HOTKEYS", "GET"), noperm(b"hotkeys"), "HOTKEYS is @dangerous")
     expect(c.cmd("SHARD.GENKEY").startswith(b"$"), "GENKEY for app")
     c.close()
+    # HOTKEYS by its own name, not SLOWLOG's.
+    hk = Shardis("hotkeys", rs, users=users_yaml(["hk on >hk +hotkeys", "sl on >sl +slowlog"]))
+    c = Raw(hk.port)
+    c.cmd("AUTH", "sl", "sl")
+    expect_eq(c.cmd("HOTKEYS", "GET"), noperm(b"hotkeys"), "+slowlog is not +hotkeys")
+    c.cmd("AUTH", "hk", "hk")
+    expect(c.cmd("HOTKEYS", "GET").startswith((b"*", b"_", b"$-1")), "HOTKEYS for +hotkeys")
+    c.close()
+    harness.t_exit_clean(hk)
     # Nothing refused reached a server.
     for s in rs:
         expect_eq(s.client.exists("other"), 0, "'other' on %s" % s.name)

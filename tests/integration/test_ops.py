@@ -305,6 +305,9 @@ def t_slowlog(px):
     expect_eq(ev.get(b"calls"), 2, "LATENCY HISTOGRAM eval: %r" % h)
     buckets = dict(zip(ev[b"histogram_usec"][::2], ev[b"histogram_usec"][1::2]))
     expect(min(k for k, v in buckets.items() if v) >= 30000, "its bucket: %r" % buckets)
+    # Names in any case; unknown ones and ones not called are left out.
+    h = px.client.execute_command("LATENCY", "HISTOGRAM", "GET", "nosuch", "EvaL", "hset")
+    expect_eq(h[::2], [b"eval", b"get"], "LATENCY HISTOGRAM of four names")
     lat = fields(info_of(px.client, "latencystats"))
     p50 = float(lat["latency_percentiles_usec_eval"].split(",")[0].split("=")[1])
     expect(30000 <= p50 <= 40000, "INFO latencystats eval p50: %r" % lat)
