@@ -62,13 +62,11 @@ def t_client_info(rs):
                "bytes), which ends %r" % (len(line), raw[-48:]))
         expect(line.endswith(b" cmd=client|info user=default redir=-1 resp=2\n"),
                "CLIENT INFO ends %r" % line[-60:])
-        expect_eq(raw, b"$%d\r\n%s\r\n" % (len(line), line), "CLIENT INFO")
         # The same fields as redis-server, in its order, with its values.
         expect_eq(direct.cmd("CLIENT", "SETNAME", name), b"+OK\r\n", "SETNAME on redis")
         theirs = dict(info_fields(parse(direct.cmd("CLIENT", "INFO"))))
         ours = info_fields(line)
-        order = [k for k in theirs if k in dict(ours)]
-        expect_eq([k for k, _ in ours], order, "fields, in redis-server's order")
+        expect_eq([k for k, _ in ours], list(theirs), "redis-server's fields, in its order")
         # (What is the connection's own: where, when, and its buffers.)
         own = (b"id", b"addr", b"laddr", b"fd", b"age", b"idle", b"qbuf", b"qbuf-free",
                b"argv-mem", b"multi-mem", b"rbs", b"rbp", b"obl", b"oll", b"omem", b"tot-mem")
