@@ -662,8 +662,11 @@ void client_describe(const struct client *c, FILE *f)
 bool client_matches(const struct client *c, const struct client_filter *f)
 {
     char buf[80];
+    bool listed = f->nids == 0;
 
-    if (f->id != 0 && c->id != f->id)
+    for (uint32_t i = 0; i < f->nids && !listed; i++)
+        listed = c->id == f->ids[i];
+    if (!listed)
         return false;
     if (f->type >= 0 && (f->type == 1) != (bool)c->subscribed)
         return false;

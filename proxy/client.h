@@ -148,7 +148,8 @@ void client_describe(const struct client *c, FILE *f);
 /* What CLIENT KILL matches a client by; a field unset (NULL, 0) matches
  * any. */
 struct client_filter {
-    uint64_t    id;
+    const uint64_t *ids;        /* [nids]: any of them; nids 0 any */
+    uint32_t    nids;
     const char *addr, *laddr, *user;
     int         type;           /* -1 any; 0 normal; 1 pubsub */
     long long   maxage;         /* seconds; 0 any */

@@ -332,29 +332,27 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     req_done(r);
 }
 
-/* CLIENT INFO's line (ids NULL: c alone) and CLIENT LIST's: the pool's
- * clients (a pool is the server its clients see), those of ids[0..nids)
- * if nids > 0, of type (0 normal, 1 pubsub) if not -1. */
-static void client_lines(struct client *c, struct req *r, const uint64_t *ids, uint32_t nids,
-                         int type)
+/* CLIENT INFO's line (f NULL: c's) and CLIENT LIST's: those of the
+ * pool's clients (a pool is the server its clients see) f matches. */
+static void client_lines(struct client *c, struct req *r, const struct client_filter *f)
 {
     char *buf = NULL;
     size_t len = 0;
-    FILE *f = xopen_memstream(&buf, &len);
+    FILE *fp = xopen_memstream(&buf, &len);
     struct pool *p = c->pool;
     struct resp_w w = out(c, r);
 
-    for (uint32_t i = 0; i < p->nclients; i++) {
-        const struct client *x = p->clients[i];
-        bool want = ids == NULL ? x == c : nids == 0;
-        for (uint32_t k = 0; k < nids && !want; k++)
-            want = x->id == ids[k];
-        if (!want || x->closing || (type >= 0 && (type == 1) != (bool)x->subscribed))
+    for (uint32_t i = 0; i < p->nclients && f != NULL; i++) {
+        if (!client_matches(p->clients[i], f))
             continue;
-        client_describe(x, f);
-        fputc('\n', f);
+        client_describe(p->clients[i], fp);
+        fputc('\n', fp);
     }
-    fclose(f);
+    if (f == NULL) {
+        client_describe(c, fp);
+        fputc('\n', fp);
+    }
+    fclose(fp);
     resp_w_verbatim(&w, "txt", buf, len);
     free(buf);
 }
@@ -372,11 +370,10 @@ static void client_list(struct client *c, struct req *r, struct args *a)
     uint64_t *ids = NULL;
     uint32_t nids = 0;
     int type = -1;
-    bool by_id = false;
 
     for (uint32_t i = 2; i < a->argc; i++) {
         long long v;
-        if (args_is(a, i, "type") && i + 1 < a->argc && !by_id) {
+        if (args_is(a, i, "type") && i + 1 < a->argc && nids == 0) {
             if ((type = client_type(a, ++i)) < 0) {
                 size_t len;
                 const char *t = args_get(a, i, &len);
@@ -386,7 +383,6 @@ static void client_list(struct client *c, struct req *r, struct args *a)
                 return;
             }
         } else if (args_is(a, i, "id") && i + 1 < a->argc) {
-            by_id = true;
             for (i++; i < a->argc; i++) {
                 if (!args_ll(a, i, &v) || v <= 0) {
                     client_reply_error(c, r, "ERR Invalid client ID");
@@ -406,7 +402,7 @@ static void client_list(struct client *c, struct req *r, struct args *a)
         struct resp_w w = out(c, r);
         resp_w_verbatim(&w, "txt", "", 0);
     } else {
-        client_lines(c, r, by_id ? ids : (uint64_t[]){0}, by_id ? nids : 0, type);
+        client_lines(c, r, &(struct client_filter){.ids = ids, .nids = nids, .type = type});
     }
     free(ids);
 }
@@ -419,8 +415,10 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
     struct client_filter flt = {.type = -1};
     bool skipme = true, old = a->argc == 3;
     long long n = 0, v;
+    uint64_t id;
     size_t len;
-    char addr[256];
+    char addr[256], laddr[256], user[256];
+    bool none = false;              /* an address or user longer: no client has it */
 
     if (old) {
         const char *s = args_get(a, 2, &len);
@@ -434,52 +432,49 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
         }
         for (uint32_t i = 2; i + 1 < a->argc; i += 2) {
             const char *val = args_get(a, i + 1, &len);
-            char *copy = NULL;
             if (args_is(a, i, "id")) {
                 if (!args_ll(a, i + 1, &v) || v <= 0) {
                     client_reply_error(c, r, "ERR client-id should be greater than 0");
-                    goto done;
+                    return;
                 }
-                flt.id = (uint64_t)v;
+                id = (uint64_t)v;
+                flt.ids = &id;
+                flt.nids = 1;
             } else if (args_is(a, i, "type")) {
                 if ((flt.type = client_type(a, i + 1)) < 0) {
                     client_reply_error(c, r, "ERR Unknown client type '%.*s'",
                                        (int)(len < 64 ? len : 64), val);
-                    goto done;
+                    return;
                 }
             } else if (args_is(a, i, "skipme")) {
                 if (!args_is(a, i + 1, "yes") && !args_is(a, i + 1, "no")) {
                     client_reply_error(c, r, "ERR syntax error");
-                    goto done;
+                    return;
                 }
                 skipme = args_is(a, i + 1, "yes");
             } else if (args_is(a, i, "maxage")) {
                 if (!args_ll(a, i + 1, &v) || v <= 0) {
                     client_reply_error(c, r, "ERR syntax error");
-                    goto done;
+                    return;
                 }
                 flt.maxage = v;
             } else if (args_is(a, i, "addr") || args_is(a, i, "laddr") ||
                        args_is(a, i, "user")) {
-                const char **to = args_is(a, i, "addr") ? &flt.addr
-                                : args_is(a, i, "laddr") ? &flt.laddr : &flt.user;
-                free((char *)*to);
-                copy = xmalloc(len + 1);
-                memcpy(copy, val, len);
-                copy[len] = '\0';
-                *to = copy;
-                continue;
+                char *to = args_is(a, i, "addr") ? addr : args_is(a, i, "laddr") ? laddr : user;
+                snprintf(to, sizeof(addr), "%.*s", (int)(len < 255 ? len : 255), val);
+                *(to == addr ? &flt.addr : to == laddr ? &flt.laddr : &flt.user) = to;
+                none |= len > 255;
             } else {
                 client_reply_error(c, r, "ERR syntax error");
-                goto done;
+                return;
             }
         }
     }
     /* From the end: closing one moves the last (seen already) into its slot. */
-    if (flt.type != 2)
+    if (flt.type != 2 && !none)
         for (uint32_t i = c->pool->nclients; i-- > 0; ) {
             struct client *x = c->pool->clients[i];
-            if (x->closing || !client_matches(x, &flt) || (x == c && skipme))
+            if (!client_matches(x, &flt) || (x == c && skipme))
                 continue;
             n++;
             if (x == c) {
@@ -499,12 +494,6 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
             resp_w_simple(&w, "OK");
         else
             resp_w_int(&w, n);
-    }
-done:
-    if (!old) {
-        free((char *)flt.addr);
-        free((char *)flt.laddr);
-        free((char *)flt.user);
     }
 }
 
@@ -556,7 +545,7 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
             client_reply_error(c, r, "ERR Unrecognized option '%.*s'", (int)(len < 64 ? len : 64), o);
         }
     } else if (args_is(a, 1, "info") && a->argc == 2) {
-        client_lines(c, r, NULL, 0, -1);
+        client_lines(c, r, NULL);
     } else if (args_is(a, 1, "list")) {
         client_list(c, r, a);
     } else if (args_is(a, 1, "kill")) {

@@ -374,6 +374,20 @@ def t_clients(px):
     n = px.client.client_kill_filter(user="default")
     expect(n >= 3, "KILL USER default killed %d" % n)
     expect_eq(px.client.ping(), True, "the caller lives (SKIPME yes)")
+    # TYPE pubsub takes the subscriber only; a user name longer than any
+    # kept matches none; LADDR (every client came to it) and MAXAGE.
+    sub = harness.Raw(px.port)
+    sub.cmd("SUBSCRIBE", "ch")
+    plain = harness.Raw(px.port)
+    plain.cmd("PING")
+    expect_eq(px.client.execute_command("CLIENT", "KILL", "TYPE", "pubsub"), 1, "KILL TYPE")
+    expect_eq(px.client.execute_command("CLIENT", "KILL", "USER", "u" * 300), 0,
+              "KILL USER of 300 bytes")
+    expect_eq(px.client.execute_command("CLIENT", "KILL", "MAXAGE", 3600), 0, "KILL MAXAGE")
+    expect_eq(px.client.execute_command("CLIENT", "KILL", "LADDR",
+                                        "%s:%d" % (harness.HOST, px.port)), 1, "KILL LADDR")
+    for gone in (sub, plain):
+        expect_eq(gone.rest_until_eof(2)[1], True, "a killed client's connection closed")
     # CLIENT PAUSE WRITE: writes wait, reads go; UNPAUSE lets them through.
     w = redis.Redis(harness.HOST, px.port, socket_timeout=5)
     w.ping()
