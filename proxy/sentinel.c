@@ -269,23 +269,21 @@ static void read_replicas(struct resp_rd *rd, struct answer *a)
     }
 }
 
+static void role_field(void *arg, const char *name, const char *value)
+{
+    if (strcmp(name, "role") == 0)
+        *(bool *)arg = strcmp(value, "master") == 0;
+}
+
 /* HELLO's reply: whether its "role" is "master" (RESP2 pairs or a RESP3
  * map). A reply without a role (an error) is no master either. */
 bool sentinel_says_master(const char *p, size_t len)
 {
     struct resp_rd rd;
-    struct resp_val top, k, v;
+    bool master = false;
 
     resp_rd_init_flat(&rd, p, len);
-    if (resp_rd_next(&rd, &top) < 0 || (top.type != RESP_MAP && top.type != RESP_ARRAY))
-        return false;
-    for (size_t i = 0; i + 1 < top.elems; i += 2) {
-        if (resp_rd_next(&rd, &k) < 0 || resp_rd_skip(&rd, &v) < 0)
-            return false;
-        if (resp_rd_is(&rd, &k, "role", 4, false))
-            return resp_rd_is(&rd, &v, "master", 6, false);
-    }
-    return false;
+    return read_fields(&rd, role_field, &master) && master;
 }
 
 /* ---- deciding ------------------------------------------------------------------ */
