@@ -42,17 +42,6 @@ static int64_t unix_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* xorshift64*: the spread of new ids needs to be even, not secret. */
-static uint64_t random64(void)
-{
-    uint64_t x = proxy.rng != 0 ? proxy.rng : 0x9e3779b97f4a7c15ULL;
-
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    proxy.rng = x;
-    return x * 0x2545f4914f6cdd1dULL;
-}
 
 /* ---- choosing a logical shard -----------------------------------------------------
  *
@@ -145,7 +134,7 @@ static uint32_t random_shard(const struct pool *p)
         for (s = 0; s < g->nservers; s++)
             total += id_share(p, s, true);
     }
-    u = (double)(random64() >> 11) / (double)(1ULL << 53) * total;
+    u = (double)(proxy_random() >> 11) / (double)(1ULL << 53) * total;
     /* The last server with a share takes what rounding leaves over. */
     for (s = 0; s < g->nservers; s++) {
         double share = id_share(p, s, all_out);
@@ -158,7 +147,7 @@ static uint32_t random_shard(const struct pool *p)
     }
     s = s < g->nservers ? s : last;
     uint32_t n = g->first[s + 1] - g->first[s];
-    return g->shard[g->first[s] + (uint32_t)(random64() % n)];
+    return g->shard[g->first[s] + (uint32_t)(proxy_random() % n)];
 }
 
 /* Test hook: SHARDIS_TEST_CLOCK_SKEW_MS shifts the allocator's clock, to

@@ -57,7 +57,6 @@ struct hotkeys {
     uint64_t start_unix_ms, start_ms, stop_ms;
     uint64_t total[METRICS];
     struct rusage ru0, ru1; /* CPU at the start, and at the stop */
-    uint64_t rng;
     struct top top[METRICS];
 };
 
@@ -151,13 +150,8 @@ void hotkeys_reply(struct pool *p, const struct req *r, uint64_t us)
     }
     h->total[METRIC_CPU] += us;
     h->total[METRIC_NET] += bytes;
-    if (h->sample > 1) {
-        h->rng ^= h->rng << 13;
-        h->rng ^= h->rng >> 7;
-        h->rng ^= h->rng << 17;
-        if (h->rng % h->sample != 0)
-            return;
-    }
+    if (h->sample > 1 && proxy_random() % h->sample != 0)
+        return;
     if (!first_key(r, buf, sizeof(buf), &key, &len))
         return;
     if (h->on[METRIC_CPU])
@@ -307,7 +301,6 @@ static void start(struct client *c, struct req *r, struct args *a)
     gettimeofday(&tv, NULL);
     h->start_unix_ms = (uint64_t)ms_of(&tv);
     getrusage(RUSAGE_SELF, &h->ru0);
-    h->rng = (proxy.rng | 1) ^ h->start_ms;
     for (int m = 0; m < METRICS; m++) {
         h->top[m].nslots = on[m] ? HOTKEYS_SLOTS(h->k) : 0;
         h->top[m].slots = on[m] ? xcalloc(h->top[m].nslots, sizeof(struct slot)) : NULL;

@@ -95,15 +95,28 @@ void metrics_head(FILE *f, const char *name, const char *type, const char *help)
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* "name{pool="...",label="value"" (the brace left open), escaped. */
+/* "name{pool="..."" and ",lname="lvalue"" unless lname is NULL, escaped:
+ * the brace left open. */
 static void series(FILE *f, const char *name, const char *suffix, const char *pool,
                    const char *lname, const char *lvalue)
 {
     fprintf(f, "%s%s{pool=\"", name, suffix);
     label(f, pool);
-    fprintf(f, "\",%s=\"", lname);
-    label(f, lvalue);
     fputc('"', f);
+    if (lname != NULL) {
+        fprintf(f, ",%s=\"", lname);
+        label(f, lvalue);
+        fputc('"', f);
+    }
+}
+
+/* A family of one series, labelled pool. */
+static void pool_family(FILE *f, const char *name, const char *type, const char *help,
+                        const char *pool, unsigned long long value)
+{
+    metrics_head(f, name, type, help);
+    series(f, name, "", pool, NULL, NULL);
+    fprintf(f, "} %llu\n", value);
 }
 
 /* A histogram's series, labelled pool and lname=lvalue. */
@@ -190,47 +203,37 @@ void metrics_write(const struct pool *p, FILE *f)
 
     metrics_head(f, "shardis_build_info", "gauge", "shardis's version");
     fprintf(f, "shardis_build_info{version=\"%s\"} 1\n", SHARDIS_VERSION);
-    metrics_head(f, "process_start_time_seconds", "gauge", "Start time of the process since unix "
-         "epoch in seconds");
+    metrics_head(f, "process_start_time_seconds", "gauge",
+                 "Start time of the process since unix epoch in seconds");
     fprintf(f, "process_start_time_seconds %.3f\n", proxy.start_unix);
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
-        metrics_head(f, "process_cpu_seconds_total", "counter", "Total user and system CPU time "
-             "spent in seconds");
+        metrics_head(f, "process_cpu_seconds_total", "counter",
+                     "Total user and system CPU time spent in seconds");
         fprintf(f, "process_cpu_seconds_total %.6f\n",
                 (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
     }
-    metrics_head(f, "shardis_clients", "gauge", "Clients connected to the pool");
-    fprintf(f, "shardis_clients{pool=\"");
-    label(f, pool);
-    fprintf(f, "\"} %u\n", p->nclients);
-#define POOL_COUNTER(name, help, value)                                                   \
-    do {                                                                                  \
-        metrics_head(f, name, "counter", help);                                                   \
-        fprintf(f, "%s{pool=\"", name);                                                   \
-        label(f, pool);                                                                   \
-        fprintf(f, "\"} %llu\n", (unsigned long long)(value));                            \
-    } while (0)
-    POOL_COUNTER("shardis_connections_received_total", "Client connections accepted",
-                 p->accepted);
-    POOL_COUNTER("shardis_connections_rejected_total", "Client connections refused "
-                 "(client_connections)", p->rejected);
-    POOL_COUNTER("shardis_requests_total", "Requests read from clients", p->requests);
-    POOL_COUNTER("shardis_error_replies_total", "Error replies sent to clients",
-                 p->stats.error_replies);
+    pool_family(f, "shardis_clients", "gauge", "Clients connected to the pool", pool,
+                p->nclients);
+    pool_family(f, "shardis_connections_received_total", "counter",
+                "Client connections accepted", pool, p->accepted);
+    pool_family(f, "shardis_connections_rejected_total", "counter",
+                "Client connections refused (client_connections)", pool, p->rejected);
+    pool_family(f, "shardis_requests_total", "counter", "Requests read from clients", pool,
+                p->requests);
+    pool_family(f, "shardis_error_replies_total", "counter", "Error replies sent to clients",
+                pool, p->stats.error_replies);
     mig_progress(p, &mp);
-    POOL_COUNTER("shardis_migration_keys_scanned_total", "Keys the current reshard's "
-                 "mover scanned", mp.scanned);
-    POOL_COUNTER("shardis_migration_keys_moved_total", "Keys the current reshard moved, by "
-                 "the mover and on touch", mp.moved + mp.moved_on_touch);
-    POOL_COUNTER("shardis_migration_tryagain_total", "Requests the current reshard "
-                 "answered -TRYAGAIN", mp.tryagain);
-#undef POOL_COUNTER
-    metrics_head(f, "shardis_migration_active", "gauge", "1 while keys move after a reload (2 "
-         "while it drains)");
-    fprintf(f, "shardis_migration_active{pool=\"");
-    label(f, pool);
-    fprintf(f, "\"} %d\n", mp.draining ? 2 : mp.active ? 1 : 0);
+    pool_family(f, "shardis_migration_keys_scanned_total", "counter",
+                "Keys the current reshard's mover scanned", pool, mp.scanned);
+    pool_family(f, "shardis_migration_keys_moved_total", "counter",
+                "Keys the current reshard moved, by the mover and on touch", pool,
+                mp.moved + mp.moved_on_touch);
+    pool_family(f, "shardis_migration_tryagain_total", "counter",
+                "Requests the current reshard answered -TRYAGAIN", pool, mp.tryagain);
+    pool_family(f, "shardis_migration_active", "gauge",
+                "1 while keys move after a reload (2 while it drains)", pool,
+                mp.draining ? 2 : mp.active ? 1 : 0);
 
     /* Per command: counts, then latency. */
     static const struct {
@@ -246,15 +249,14 @@ void metrics_write(const struct pool *p, FILE *f)
             const struct stats_cmd *sc = &p->stats.cmds[i];
             if (sc->calls == 0 && sc->rejected == 0)
                 continue;
-            fprintf(f, "%s{pool=\"", cmd_counters[k].name);
-            label(f, pool);
-            fprintf(f, "\",cmd=\"%s\"} %llu\n", table[i].name,
-                    (unsigned long long)(k == 0 ? sc->calls : k == 1 ? sc->failed
-                                                                     : sc->rejected));
+            series(f, cmd_counters[k].name, "", pool, "cmd", table[i].name);
+            fprintf(f, "} %llu\n", (unsigned long long)(k == 0 ? sc->calls : k == 1 ? sc->failed
+                                                                              : sc->rejected));
         }
     }
-    metrics_head(f, "shardis_command_duration_seconds", "histogram", "Time from a request read to "
-         "its reply complete, as the client sees it, by command");
+    metrics_head(f, "shardis_command_duration_seconds", "histogram",
+                 "Time from a request read to its reply complete, as the client sees it, "
+                 "by command");
     for (size_t i = 0; p->stats.cmds != NULL && i < ncmds; i++) {
         const struct stats_hist *h = p->stats.cmds[i].hist;
         if (h == NULL || h->count == 0)
@@ -270,15 +272,13 @@ void metrics_write(const struct pool *p, FILE *f)
         for (uint32_t s = 0; s < p->nservers; s++) {
             if (!p->servers[s].active)
                 continue;
-            fprintf(f, "%s{pool=\"", server_figs[k].name);
-            label(f, pool);
-            fprintf(f, "\",server=\"");
-            label(f, p->servers[s].label);
-            fprintf(f, "\"} %lld\n", server_fig(p, s, (enum server_fig)k));
+            series(f, server_figs[k].name, "", pool, "server", p->servers[s].label);
+            fprintf(f, "} %lld\n", server_fig(p, s, (enum server_fig)k));
         }
     }
-    metrics_head(f, "shardis_server_request_duration_seconds", "histogram", "Time from a request "
-         "read to its reply complete, as the client sees it, by the server that answered");
+    metrics_head(f, "shardis_server_request_duration_seconds", "histogram",
+                 "Time from a request read to its reply complete, as the client sees it, "
+                 "by the server that answered");
     for (uint32_t s = 0; s < p->nservers; s++) {
         const struct stats_hist *h = p->servers[s].latency;
         if (!p->servers[s].active || h == NULL)

@@ -43,7 +43,7 @@ struct proxy {
     double            start_unix;   /* the start, in unix seconds (/metrics) */
     char              run_id[41];   /* INFO's: 40 random hex digits, new each start */
     char              executable[256];  /* INFO's: /proc/self/exe, or "" */
-    uint64_t          rng;          /* genkey.c's xorshift64* state (never 0) */
+    uint64_t          rng;          /* proxy_random's xorshift64* state (never 0) */
     struct req       *req_free;     /* req.c: request objects kept for reuse */
     size_t            req_nfree;
     uv_timer_t        drainer;      /* the stop: waits for requests in flight */
@@ -62,6 +62,19 @@ extern struct proxy proxy;
 static inline uint32_t proxy_seconds(void)
 {
     return proxy.seconds;
+}
+
+/* xorshift64* over proxy.rng: an even spread (new ids' shards, HOTKEYS'
+ * sampling), not a secret. */
+static inline uint64_t proxy_random(void)
+{
+    uint64_t x = proxy.rng != 0 ? proxy.rng : 0x9e3779b97f4a7c15ULL;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    proxy.rng = x;
+    return x * 0x2545f4914f6cdd1dULL;
 }
 
 /* Start the loop's flush and tick handles (proxy.flusher, proxy.ticker):

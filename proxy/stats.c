@@ -111,7 +111,10 @@ static void hist_add_at(struct stats_hist *h, uint32_t b, uint64_t us)
 }
 
 
-double stats_hist_quantile(const struct stats_hist *h, double q)
+/* The q-quantile (0 < q <= 1) of h in microseconds, interpolated within
+ * its bucket and kept within the least and the most seen; 0 for an
+ * empty h. */
+static double hist_quantile(const struct stats_hist *h, double q)
 {
     double want = q * (double)h->count, seen = 0;
 
@@ -246,8 +249,8 @@ void stats_info_latencystats(const struct stats *st, FILE *f)
         if (h == NULL || h->count == 0)
             continue;
         fprintf(f, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n",
-                table[i].name, stats_hist_quantile(h, 0.5), stats_hist_quantile(h, 0.99),
-                stats_hist_quantile(h, 0.999));
+                table[i].name, hist_quantile(h, 0.5), hist_quantile(h, 0.99),
+                hist_quantile(h, 0.999));
     }
 }
 

@@ -23,10 +23,6 @@ struct stats_hist {
     uint64_t min_us, max_us;    /* (quantiles are clamped to them) */
     uint64_t bucket[STATS_BUCKETS];
 };
-/* The q-quantile (0 < q <= 1) of h in microseconds, interpolated within
- * its bucket and kept within the least and the most seen; 0 for an
- * empty h. */
-double stats_hist_quantile(const struct stats_hist *h, double q);
 
 /* One command's figures, as redis-server's cmdstat_<name> line: calls
  * (run: forwarded, or answered by shardis), the microseconds from its
