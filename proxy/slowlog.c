@@ -93,8 +93,7 @@ static char *dup_arg(const char *s, size_t len, size_t full, size_t *outlen)
     return d;
 }
 
-/* slowlog_keep's copy of a head spread over chunks. */
-static COLD void keep_spread(struct req_head *h, struct rstream *in, uint64_t off, uint64_t end)
+void slowlog_keep_spread(struct req_head *h, struct rstream *in, uint64_t off, uint64_t end)
 {
     h->kept = 0;
     for (struct mbuf *m = rstream_find(in, off); m != NULL && off < end; m = m->next) {
@@ -103,30 +102,6 @@ static COLD void keep_spread(struct req_head *h, struct rstream *in, uint64_t of
         h->kept += (uint8_t)(to - off);
         off = to;
     }
-}
-
-void slowlog_keep(struct req *r, struct client *c)
-{
-    struct req_head *h = &r->head;
-    const struct resp_req *s = &c->scan;
-    const struct mbuf *m = c->in.tail;
-    uint64_t off = s->start, len = s->end - s->start;
-
-    if (s->is_inline) {
-        h->len = 0;                 /* (a human's: its command's name will do) */
-        return;
-    }
-    h->len = (uint32_t)(len < UINT32_MAX ? len : UINT32_MAX);
-    h->kept = (uint8_t)(len < REQ_HEAD_BYTES ? len : REQ_HEAD_BYTES);
-    /* Most requests are whole in the chunk being read (the request is
-     * complete, so all of it is there once its start is): one copy, of a
-     * constant size (inlined) when the chunk holds that much. */
-    if (m == NULL || off < m->base)
-        keep_spread(h, &c->in, off, off + h->kept);
-    else if (off + REQ_HEAD_BYTES <= m->base + m->len)
-        memcpy(h->raw, m->data + (off - m->base), REQ_HEAD_BYTES);
-    else
-        memcpy(h->raw, m->data + (off - m->base), h->kept);
 }
 
 /* A decimal at *p up to CRLF within [.., lim); false if there is none. */
