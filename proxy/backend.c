@@ -744,7 +744,7 @@ static void backend_connect(struct backend *b)
     b->framed = 0;
     b->rx_ms = 0;
     b->run_id[0] = '\0';
-    resp_rsp_reset(&b->scan);
+    resp_rsp_init(&b->scan, b->resp3);     /* its protocol: what HELLO it sends */
     /* The handshake goes first, ahead of anything already queued; each
      * goes to the front, so the last queued is the first sent. Dedicated
      * connections skip what only GENKEY needs (the shared ones load the

@@ -126,7 +126,7 @@ static int sync_replies(int fd, struct tls *t, int n, bool raw, char **out, size
     end = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 3 * BACKEND_SYNC_MS;
 
     *out = NULL;
-    resp_rsp_reset(&scan);
+    resp_rsp_init(&scan, true);    /* read here, never forwarded: any type */
     while (got < n) {
         if (fed < len) {
             if ((rc = resp_rsp_feed(&scan, buf + fed, len - fed, &used)) < 0)

@@ -349,7 +349,16 @@ int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, siz
 
 /* ---- replies ------------------------------------------------------------- */
 
-enum { RS_TYPE, RS_LINE, RS_NUM, RS_BULK };
+/* RS_BULK reads a bulk's bytes, RS_BULK_CR and RS_BULK_LF the CRLF that
+ * must follow them; RS_LINE a line up to its LF (s->cr: the byte before
+ * it, when that was in an earlier feed, was a CR). */
+enum { RS_TYPE, RS_LINE, RS_NUM, RS_BULK, RS_BULK_CR, RS_BULK_LF };
+
+void resp_rsp_init(struct resp_rsp *s, bool resp3)
+{
+    s->resp3 = resp3;
+    resp_rsp_reset(s);
+}
 
 void resp_rsp_reset(struct resp_rsp *s)
 {
@@ -412,9 +421,23 @@ static int rsp_open(struct resp_rsp *s)
     return 0;
 }
 
+/* What each type byte starts: a line, a bulk (length header, bytes, CRLF)
+ * or an aggregate (count header); RK_RESP3 if only RESP3 has it. */
+enum { RK_LINE = 1, RK_BULK = 2, RK_AGGREGATE = 4, RK_RESP3 = 8 };
+static const unsigned char rsp_kinds[256] = {
+    ['+'] = RK_LINE, ['-'] = RK_LINE, [':'] = RK_LINE,
+    ['$'] = RK_BULK, ['*'] = RK_AGGREGATE,
+    ['_'] = RK_LINE | RK_RESP3, [','] = RK_LINE | RK_RESP3,         /* null, double */
+    ['#'] = RK_LINE | RK_RESP3, ['('] = RK_LINE | RK_RESP3,         /* boolean, big number */
+    ['!'] = RK_BULK | RK_RESP3, ['='] = RK_BULK | RK_RESP3,         /* blob error, verbatim */
+    ['%'] = RK_AGGREGATE | RK_RESP3, ['~'] = RK_AGGREGATE | RK_RESP3,   /* map, set */
+    ['>'] = RK_AGGREGATE | RK_RESP3, ['|'] = RK_AGGREGATE | RK_RESP3,   /* push, attribute */
+};
+
 int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
 {
     size_t i = 0;
+    unsigned kind;
 
     while (i < n) {
         char c = p[i];
@@ -423,34 +446,35 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
             if (s->depth == 0 && s->type == 0 && c != '|')
                 s->type = c;    /* the reply's own: not an element that took its level */
             i++;
-            switch (c) {
-            case '+': case '-': case ':':               /* RESP2 lines */
-            case '_': case ',': case '#': case '(':     /* RESP3 null, double, bool, big */
-                s->state = RS_LINE;
-                break;
-            case '*': case '%': case '~': case '>': case '|':
-                if (s->depth == RESP_MAX_DEPTH)
-                    return rsp_error("reply nested too deep", c);
-                /* fall through */
-            case '$': case '!': case '=':               /* bulk, blob error, verbatim */
-                s->state = RS_NUM;
-                s->hdr = c;
-                s->num = 0;
-                s->neg = false;
-                s->cr = false;
-                s->digits = 0;
-                break;
-            default:
+            kind = rsp_kinds[(unsigned char)c];
+            if (kind == 0)
                 return rsp_error("bad reply type", c);
+            if ((kind & RK_RESP3) && !s->resp3)
+                return rsp_error("a RESP3 type on a RESP2 connection", c);
+            if ((kind & RK_LINE)) {
+                s->state = RS_LINE;
+                s->cr = false;
+                break;
             }
+            if ((kind & RK_AGGREGATE) && s->depth == RESP_MAX_DEPTH)
+                return rsp_error("reply nested too deep", c);
+            s->state = RS_NUM;          /* a header: a length or a count */
+            s->hdr = c;
+            s->num = 0;
+            s->neg = false;
+            s->cr = false;
+            s->digits = 0;
             break;
 
         case RS_LINE: {
             const char *nl = memchr(p + i, '\n', n - i);
             if (nl == NULL) {
+                s->cr = p[n - 1] == '\r';
                 i = n;
                 break;
             }
+            if (nl > p + i ? nl[-1] != '\r' : !s->cr)
+                return rsp_error("line without CRLF in reply", '\n');
             i = (size_t)(nl - p) + 1;
             if (rsp_value_done(s)) {
                 *used = i;
@@ -468,7 +492,7 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
                 break;
             default:
                 i++;
-                if (s->hdr == '$' || s->hdr == '!' || s->hdr == '=') {
+                if (rsp_kinds[(unsigned char)s->hdr] & RK_BULK) {
                     if (s->neg) {               /* $-1: null */
                         if (rsp_value_done(s)) {
                             *used = i;
@@ -476,8 +500,8 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
                         }
                         break;
                     }
-                    s->left = s->num + 2;       /* data and CRLF */
-                    s->state = RS_BULK;
+                    s->left = s->num;
+                    s->state = s->left > 0 ? RS_BULK : RS_BULK_CR;
                 } else if (rsp_open(s)) {
                     *used = i;
                     return 1;
@@ -489,12 +513,27 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
             size_t take = n - i < (size_t)s->left ? n - i : (size_t)s->left;
             i += take;
             s->left -= (long long)take;
-            if (s->left == 0 && rsp_value_done(s)) {
+            if (s->left == 0)
+                s->state = RS_BULK_CR;
+            break;
+        }
+
+        case RS_BULK_CR:
+            if (c != '\r')
+                return rsp_error("bulk not followed by CRLF in reply", c);
+            i++;
+            s->state = RS_BULK_LF;
+            break;
+
+        case RS_BULK_LF:
+            if (c != '\n')
+                return rsp_error("bulk not followed by CRLF in reply", c);
+            i++;
+            if (rsp_value_done(s)) {
                 *used = i;
                 return 1;
             }
             break;
-        }
         }
     }
     *used = n;

@@ -17,7 +17,8 @@
  * skipped, as redis-server does. The announced element count costs
  * nothing by itself: argv grows only as elements arrive.
  *
- * Replies: any RESP2 value, nested arrays included (depth <= 64, not counting
+ * Replies: any RESP2 value (any RESP3 one where the connection said HELLO 3),
+ * nested aggregates included (depth <= 64, not counting
  * levels whose last element is the next level).
  *
  * And the encoder: every RESP value shardis writes itself (as opposed to
@@ -95,9 +96,17 @@ void resp_req_free(struct resp_req *s);
 /* The reply framer: finds where each reply a server sends ends, RESP2 or
  * RESP3, nested, without copying. An attribute ("|") goes with the value
  * after it, and is not counted as an element of the aggregate it sits in;
- * a push (">") is a frame of its own, its type in .type. */
+ * a push (">") is a frame of its own, its type in .type.
+ *
+ * It is as strict as the connection's protocol: on one that did not say
+ * HELLO 3 a RESP3 type byte is a protocol error, never a reply (forwarded
+ * to a RESP2 client it would be a type its library does not have), and
+ * every line and bulk must end in CRLF. A server does not send otherwise;
+ * a network or a relay that mangles a reply does, and then the connection
+ * fails (its requests get errors) rather than a client reading garbage. */
 struct resp_rsp {
     int       state;
+    bool      resp3;        /* RESP3's types are allowed (the connection said HELLO 3) */
     long long num;
     bool      neg;
     bool      cr;
@@ -110,8 +119,11 @@ struct resp_rsp {
     char      type;                   /* type byte of the top-level reply (not '|') */
 };
 
+/* Start framing a connection's replies, in RESP3 (resp3) or RESP2 only. */
+void resp_rsp_init(struct resp_rsp *s, bool resp3);
 /* Feed n bytes. Returns 1 when a whole reply ended after *used bytes, 0
- * when all were used, -1 on a protocol error. After 1, resp_rsp_reset. */
+ * when all were used, -1 on a protocol error. After 1, resp_rsp_reset
+ * (which keeps the protocol). */
 int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used);
 void resp_rsp_reset(struct resp_rsp *s);
 

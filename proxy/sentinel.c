@@ -688,7 +688,7 @@ static void link_connect_cb(uv_connect_t *creq, int status)
         return;
     }
     l->state = LINK_UP;
-    resp_rsp_reset(&l->scan);
+    resp_rsp_init(&l->scan, true);    /* it says HELLO 3 first */
     /* RESP3: the event's pushes and the rounds' replies share the link. */
     if (pc->sentinel_auth != NULL)
         link_send(l, 5, (const char *const[]){"HELLO", "3", "AUTH", "default",

@@ -201,14 +201,15 @@ Test(resp, announced_count_allocates_nothing)
 
 /* ---- replies --------------------------------------------------------------- */
 
-/* Count replies in input cut at `cut`; record each reply's end offset. */
-static int count_replies(const char *in, size_t n, size_t cut, size_t *ends)
+/* Count replies in input cut at `cut`, on a connection of protocol resp3;
+ * record each reply's end offset. */
+static int count_replies_on(bool resp3, const char *in, size_t n, size_t cut, size_t *ends)
 {
     struct resp_rsp s;
     size_t pieces[2][2] = {{0, cut}, {cut, n - cut}}, used;
     int count = 0;
 
-    resp_rsp_reset(&s);
+    resp_rsp_init(&s, resp3);
     for (int k = 0; k < 2; k++) {
         size_t at = pieces[k][0], left = pieces[k][1];
         while (left > 0) {
@@ -224,6 +225,11 @@ static int count_replies(const char *in, size_t n, size_t cut, size_t *ends)
         }
     }
     return count;
+}
+
+static int count_replies(const char *in, size_t n, size_t cut, size_t *ends)
+{
+    return count_replies_on(false, in, n, cut, ends);
 }
 
 Test(resp, replies_split_everywhere)
@@ -274,7 +280,7 @@ Test(resp, resp3_replies_split_everywhere)
         want[i] = n;
     }
     for (size_t cut = 0; cut <= n; cut++) {
-        int c = count_replies(in, n, cut, ends);
+        int c = count_replies_on(true, in, n, cut, ends);
         cr_assert(eq(int, c, (int)nf), "cut=%zu", cut);
         for (size_t i = 0; i < nf; i++)
             cr_assert(eq(sz, ends[i], want[i]), "cut=%zu reply %zu", cut, i);
@@ -289,7 +295,7 @@ Test(resp, resp3_reply_type)
     const char attr[] = "|1\r\n+a\r\n:1\r\n%1\r\n+k\r\n+v\r\n";
     const char push[] = ">2\r\n+invalidate\r\n*1\r\n$1\r\nk\r\n";
 
-    resp_rsp_reset(&s);
+    resp_rsp_init(&s, true);
     cr_assert(eq(int, resp_rsp_feed(&s, attr, sizeof(attr) - 1, &used), 1));
     cr_assert(eq(sz, used, sizeof(attr) - 1));
     cr_assert(eq(chr, s.type, '%'));
@@ -298,16 +304,61 @@ Test(resp, resp3_reply_type)
     cr_assert(eq(chr, s.type, '>'));
 }
 
+/* A connection that did not say HELLO 3 gets no RESP3 type: each is a
+ * protocol error there, at the top or nested, however the bytes are cut,
+ * and the same bytes frame on a RESP3 connection. */
+Test(resp, resp3_types_refused_on_resp2)
+{
+    static const char *const frames[] = {
+        "_\r\n", ",1.5\r\n", "#t\r\n", "(12\r\n", "!3\r\nERR\r\n", "=7\r\ntxt:abc\r\n",
+        "%1\r\n+k\r\n+v\r\n", "~1\r\n+m\r\n", ">1\r\n+p\r\n", "|1\r\n+a\r\n+b\r\n+v\r\n",
+        "*2\r\n$1\r\na\r\n_\r\n",
+        /* the relay's case: a GET's "$" turned to "!", a blob error */
+        "!11\r\nm:k26|60533\r\n",
+    };
+    size_t ends[4];
+
+    for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+        size_t n = strlen(frames[i]);
+        for (size_t cut = 0; cut <= n; cut++) {
+            cr_assert(eq(int, count_replies_on(false, frames[i], n, cut, ends), -1),
+                      "%s cut=%zu", frames[i], cut);
+            cr_assert(eq(int, count_replies_on(true, frames[i], n, cut, ends), 1),
+                      "%s cut=%zu", frames[i], cut);
+        }
+    }
+    cr_assert(eq(int, count_replies_on(false, "~0\r\n", 4, 0, ends), -1));
+    cr_assert(strstr(resp_error(), "RESP3 type on a RESP2 connection") != NULL, "%s",
+              resp_error());
+}
+
+/* A line or a bulk not ended by CRLF (a reply cut and spliced, a byte
+ * changed on the way) is a protocol error, not a shifted frame. */
+Test(resp, replies_need_crlf)
+{
+    static const char *const bad[] = {
+        "$3\r\nfooX\r\n", "$3\r\nfoo\rX", "$3\r\nfoo\n\n", "$0\r\nX\r\n",
+        "+OK\n", ":1\n", "*1\r\n$1\r\nab\r\n",
+    };
+    size_t ends[4];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t n = strlen(bad[i]);
+        for (size_t cut = 0; cut <= n; cut++)
+            cr_assert(eq(int, count_replies(bad[i], n, cut, ends), -1), "%s cut=%zu", bad[i], cut);
+    }
+}
+
 Test(resp, bad_replies)
 {
     size_t ends[4];
-    cr_assert(eq(int, count_replies("?x\r\n", 4, 0, ends), -1));
-    cr_assert(eq(int, count_replies("$x\r\n", 4, 0, ends), -1));
-    cr_assert(eq(int, count_replies("*1\r\n@\r\n", 7, 0, ends), -1));
+    cr_assert(eq(int, count_replies_on(true, "?x\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies_on(true, "$x\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies_on(true, "*1\r\n@\r\n", 7, 0, ends), -1));
     /* Streamed strings and aggregates ("$?", "*?"): redis-server never
      * sends them. */
-    cr_assert(eq(int, count_replies("$?\r\n", 4, 0, ends), -1));
-    cr_assert(eq(int, count_replies("%?\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies_on(true, "$?\r\n", 4, 0, ends), -1));
+    cr_assert(eq(int, count_replies_on(true, "%?\r\n", 4, 0, ends), -1));
     /* 65 arrays (or sets, or attributes) nested in their first elements
      * are deeper than any Redis reply. */
     for (const char *const *h = (const char *const[]){"*2\r\n", "~2\r\n", "|1\r\n", NULL};
@@ -316,7 +367,7 @@ Test(resp, bad_replies)
         size_t n = 0;
         for (int i = 0; i < 65; i++)
             n += (size_t)sprintf(deep + n, "%s", *h);
-        cr_assert(eq(int, count_replies(deep, n, 0, ends), -1), "%s", *h);
+        cr_assert(eq(int, count_replies_on(true, deep, n, 0, ends), -1), "%s", *h);
     }
 }
 
@@ -330,7 +381,7 @@ Test(resp, deepest_reply_with_an_attribute)
     for (int i = 0; i < RESP_MAX_DEPTH - 1; i++)
         n += (size_t)sprintf(in + n, "*1\r\n");
     n += (size_t)sprintf(in + n, "|1\r\n+a\r\n:1\r\n:5\r\n+next\r\n");
-    cr_assert(eq(int, count_replies(in, n, n / 2, ends), 2));
+    cr_assert(eq(int, count_replies_on(true, in, n, n / 2, ends), 2));
     cr_assert(eq(sz, ends[0], n - 7));
 }
 
