@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <yaml.h>
 
@@ -118,6 +119,97 @@ static int number(struct parser *p, const yaml_node_t *n, const char *what,
     if (*s == '\0' || *end != '\0' || errno != 0 || *out < min || *out > max)
         return fail(p, n, "%s '%s' is not a valid number; expected a whole "
                     "number from %lld to %lld", what, s, min, max);
+    return 0;
+}
+
+/* A size as redis-server's configuration writes one: digits, then no unit
+ * (bytes), k, m, g (powers of 1000) or kb, mb, gb (of 1024), any case. */
+static bool size_text(const char *s, size_t len, long long *out)
+{
+    static const struct { const char *unit; long long mul; } units[] = {
+        {"", 1}, {"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000 * 1000}, {"mb", 1 << 20},
+        {"g", 1000LL * 1000 * 1000}, {"gb", 1LL << 30},
+    };
+    unsigned long long v = 0;
+    size_t i = 0;
+
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > (unsigned long long)LLONG_MAX / 10)
+            return false;
+        v = v * 10 + (unsigned)(s[i] - '0');
+    }
+    if (i == 0)
+        return false;
+    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+        if (len - i == strlen(units[u].unit) && strncasecmp(s + i, units[u].unit, len - i) == 0) {
+            if (v > (unsigned long long)(LLONG_MAX / units[u].mul))
+                return false;
+            *out = (long long)v * units[u].mul;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int size_value(struct parser *p, const yaml_node_t *n, const char *what, long long *out)
+{
+    const char *s;
+    int rc = scalar(p, n, what, &s);
+
+    if (rc < 0)
+        return rc;
+    if (!size_text(s, strlen(s), out))
+        return fail(p, n, "%s '%s' is not a size; expected a number of bytes, with k, kb, "
+                    "m, mb, g or gb after it if you like (1gb, 512mb)", what, s);
+    return 0;
+}
+
+/* client_output_buffer_limit: redis-server's "<class> <hard> <soft>
+ * <soft seconds>" groups, for the classes normal and pubsub; a class not
+ * named keeps its defaults. */
+static int client_limits(struct parser *p, const yaml_node_t *n, struct conf_pool *pool)
+{
+    static const char *const classes[CONF_CLIENT_CLASSES] = {"normal", "pubsub"};
+    const char *s, *w[64];
+    size_t wl[64], nw = 0;
+    int rc = scalar(p, n, "client_output_buffer_limit", &s);
+
+    if (rc < 0)
+        return rc;
+    for (const char *q = s; *q != '\0'; ) {
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q == '\0')
+            break;
+        if (nw == 64)
+            return fail(p, n, "client_output_buffer_limit has too many words");
+        w[nw] = q;
+        while (*q != '\0' && *q != ' ' && *q != '\t')
+            q++;
+        wl[nw] = (size_t)(q - w[nw]);
+        nw++;
+    }
+    if (nw == 0 || nw % 4 != 0)
+        return fail(p, n, "client_output_buffer_limit '%s' is not groups of four words: "
+                    "<class> <hard> <soft> <soft seconds>, as 'normal 512mb 256mb 60 "
+                    "pubsub 32mb 8mb 60'", s);
+    for (size_t g = 0; g < nw; g += 4) {
+        int cls = -1;
+        long long hard, soft, secs;
+        for (int k = 0; k < CONF_CLIENT_CLASSES; k++)
+            if (wl[g] == strlen(classes[k]) && strncasecmp(w[g], classes[k], wl[g]) == 0)
+                cls = k;
+        if (cls < 0)
+            return fail(p, n, "client_output_buffer_limit: unknown class '%.*s'; expected "
+                        "normal or pubsub (shardis has no replica clients)", (int)wl[g], w[g]);
+        if (!size_text(w[g + 1], wl[g + 1], &hard) || !size_text(w[g + 2], wl[g + 2], &soft) ||
+            !size_text(w[g + 3], wl[g + 3], &secs) || secs > INT_MAX)
+            return fail(p, n, "client_output_buffer_limit: '%.*s %.*s %.*s' for %s is not "
+                        "<hard> <soft> <soft seconds> (sizes as 512mb, seconds whole)",
+                        (int)wl[g + 1], w[g + 1], (int)wl[g + 2], w[g + 2], (int)wl[g + 3],
+                        w[g + 3], classes[cls]);
+        pool->client_limits[cls] = (struct conf_client_limit){hard, soft, (int)secs};
+    }
     return 0;
 }
 
@@ -610,7 +702,8 @@ static int check_idgen(struct parser *p, yaml_node_t *n, struct conf_idgen *ig)
 
 enum key_kind {
     K_INT, K_BOOL, K_STR, K_HASH, K_DIST, K_TAG, K_LISTEN, K_SERVERS,
-    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS, K_READ_FROM, K_STATS_LISTEN
+    K_REDIS, K_EJECT, K_IDGEN, K_USERS, K_TLS_LISTEN, K_TLS_AUTH, K_SENTINELS, K_READ_FROM, K_STATS_LISTEN,
+    K_SIZE, K_CLIENT_LIMITS
 };
 
 struct pool_key {
@@ -662,6 +755,8 @@ static const struct pool_key pool_keys[] = {
     {"lock_max_ms",          K_INT,     F(lock_max_ms), 1, INT_MAX},
     {"bigkey_bytes",         K_INT,     F(bigkey_bytes), 1, INT_MAX},
     {"stats_listen",         K_STATS_LISTEN, 0, 0, 0},
+    {"client_output_buffer_limit", K_CLIENT_LIMITS, 0, 0, 0},
+    {"maxmemory_clients",    K_SIZE,    F(maxmemory_clients), 0, 0},
     {"slowlog_log_slower_than", K_INT,  F(slowlog_log_slower_than), -1, INT_MAX},
     {"slowlog_max_len",      K_INT,     F(slowlog_max_len), 0, 100000},
     {"tls_listen",           K_TLS_LISTEN, 0, 0, 0},
@@ -728,6 +823,10 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         return 0;
     case K_BOOL:
         return boolean(p, v, name, (bool *)field);
+    case K_SIZE:
+        return size_value(p, v, name, (long long *)field);
+    case K_CLIENT_LIMITS:
+        return client_limits(p, v, pool);
     case K_REDIS:
         if ((rc = boolean(p, v, name, (bool *)field)) < 0)
             return rc;
@@ -858,6 +957,9 @@ static void pool_defaults(struct conf_pool *pool)
     pool->bigkey_bytes = 8 * 1024 * 1024;
     pool->slowlog_log_slower_than = 10000;
     pool->slowlog_max_len = 128;
+    pool->client_limits[CONF_CLIENT_NORMAL] = (struct conf_client_limit){512 << 20, 256 << 20, 60};
+    pool->client_limits[CONF_CLIENT_PUBSUB] = (struct conf_client_limit){32 << 20, 8 << 20, 60};
+    pool->maxmemory_clients = 1LL << 30;
     pool->tls.auth_clients = CONF_TLS_AUTH_NO;
     pool->tls.handshake_timeout = 10000;
 }

@@ -121,6 +121,20 @@ struct conf_idgen {
     size_t   nminify;
 };
 
+/* What a client may make shardis hold (proxy/client.c): redis-server's
+ * client-output-buffer-limit, by class. Closed at once past hard, or once
+ * past soft for soft_seconds on end; 0 is no limit. */
+enum conf_client_class {
+    CONF_CLIENT_NORMAL,
+    CONF_CLIENT_PUBSUB,         /* subscribed to a channel or pattern */
+    CONF_CLIENT_CLASSES,
+};
+
+struct conf_client_limit {
+    long long hard, soft;       /* bytes */
+    int       soft_seconds;
+};
+
 struct conf_pool {
     char    *name;
     int      line, col;
@@ -190,6 +204,11 @@ struct conf_pool {
                                        while a reload drains gets -TRYAGAIN (2000) */
     int      bigkey_bytes;          /* the mover moves keys bigger than this (MEMORY USAGE)
                                        last, one at a time (8 MiB) */
+    /* memory (proxy/client.c): client_output_buffer_limit, by class
+     * (normal 512mb 256mb 60, pubsub 32mb 8mb 60), and maxmemory_clients,
+     * all of the pool's clients together (1gb; 0: no limit) */
+    struct conf_client_limit client_limits[CONF_CLIENT_CLASSES];
+    long long maxmemory_clients;
     /* operations (proxy/slowlog.c) */
     int      slowlog_log_slower_than;   /* us from request read to reply complete: a
                                            request as slow is logged; -1 none (10000) */

@@ -9,26 +9,37 @@
  *
  * Backpressure: a client stops being read while too many of its requests
  * are in flight (forwarded, or waiting to be: 1,024), and is read again as
- * the backends answer them. Replies it has not read yet never stop it being
- * read: a client may write its whole pipeline before it reads a reply (a
- * bulk loader does), and holding back its reads while it is blocked
- * writing to us would leave neither side moving. Like redis-server, the
- * proxy reads on and keeps the replies, up to a bound: a client with more
- * than CLIENT_STALL_BYTES of replies unread is no longer read from (it
- * asks for no more), and is read again below CLIENT_RESUME_BYTES. One that
- * takes no byte of them for CLIENT_STALL_MS meanwhile is closed, with a
- * log line (client_check_stalled): it does not read, or it is blocked
- * writing to us, and either way waiting longer helps nobody. Over
- * CLIENT_HARD_BYTES it is closed at once. This is redis-server's
- * client-output-buffer-limit, which leaves normal clients unbounded by
- * default; a client reading behind a pipeline of large values is never
- * closed, and one reply of any size always passes. Waiting replies cost
- * their bytes and little more: each one done behind another done one
- * joins it (client_fold), so a million waiting "+OK"s are one request
- * object and a few chunks, not a million of each.
+ * the backends answer them. Replies it has not read yet do not stop it
+ * being read below its limit: a client may write its whole pipeline before
+ * it reads a reply (a bulk loader does), and holding back its reads while
+ * it is blocked writing to us would leave neither side moving. Waiting
+ * replies cost their bytes and little more: each one done behind another
+ * done one joins it (client_fold), so a million waiting "+OK"s are one
+ * request object and a few chunks, not a million of each.
+ *
+ * Memory: c->mem is everything a client makes shardis hold: each request
+ * object, a request's bytes while it is in flight, its reply's until
+ * written, a request being read. client_hold moves it, and its pool's sum
+ * (pool.clients_mem) with it; client_limit, where it grew, applies the
+ * limits, which are redis-server's:
+ *   - client_output_buffer_limit, by class (a subscribed client is pubsub,
+ *     every other normal): past hard, closed at once; past soft for
+ *     soft_seconds on end, closed (the tick looks at those over soft, so a
+ *     client that gets nothing more is closed too). What pushed it past
+ *     hard passes when it is the only reply or request it holds: one
+ *     value of any size always can be read.
+ *   - maxmemory_clients: past it, the pool's client holding most is closed
+ *     (redis-server 7's client eviction).
+ *   - a normal client holding more than its soft limit (half its hard one
+ *     without) is read no more, as it asks for no more, and read again
+ *     below half that: most clients that pipeline faster than they read
+ *     never reach a limit.
+ * Each close is logged and counted (INFO: evicted_clients,
+ * client_output_buffer_limit_disconnections).
  *
  * An idle client holds no chunk: reads go into a fresh chunk from the pool
  * and every chunk is let go once all its requests are framed. */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,10 +66,9 @@
 
 #define CLIENT_PAUSE_REQS    1024        /* stop reading above this many in flight */
 #define CLIENT_RESUME_REQS   256
-#define CLIENT_STALL_BYTES   (256u << 20) /* unread replies: stop reading the client */
-#define CLIENT_RESUME_BYTES  (128u << 20) /* ... read it again below this */
-#define CLIENT_STALL_MS      10000       /* stopped, and took nothing this long: close */
-#define CLIENT_HARD_BYTES    (1024u << 20) /* unread replies beyond one: close */
+#define CLIENT_STALL_BYTES   (256u << 20) /* what a client holds: stop reading it, with
+                                            no limit configured */
+#define CLIENT_PEAK_MS       4000        /* INFO's recent peaks: two periods this long */
 #define CLIENT_IOV_MAX       1024
 #define CLIENT_FOLD_COPY     512         /* waiting replies up to this long are copied */
 
@@ -142,11 +152,203 @@ static void client_resume(struct client *c)
     }
 }
 
+/* ---- what a client holds, and its limits (see the top) --------------------------- */
+
+/* c holds delta bytes more (or fewer): it, and its pool's sum. A closed
+ * client holds nothing (client_close took what it held off the sum). */
+static inline void client_hold(struct client *c, int64_t delta)
+{
+    if (!c->closing) {
+        c->mem += (size_t)delta;
+        c->pool->clients_mem += (uint64_t)delta;
+    }
+}
+
+static const struct conf_client_limit *client_limits(const struct client *c)
+{
+    return &c->pool->conf->client_limits[c->subscribed ? CONF_CLIENT_PUBSUB
+                                                       : CONF_CLIENT_NORMAL];
+}
+
+/* Past this a normal client is read no more; read again below half. */
+static size_t client_stall_at(const struct conf_client_limit *l)
+{
+    return l->soft > 0 ? (size_t)l->soft : l->hard > 0 ? (size_t)l->hard / 2
+                                                       : CLIENT_STALL_BYTES;
+}
+
+/* On proxy.stalled while stalled or over its soft limit, where the tick
+ * looks: set after either changes. */
+static void client_rewatch(struct client *c)
+{
+    struct client_rare *rare = c->rare;
+    bool want = rare->stalled_ms != 0 || rare->soft_ms != 0;
+
+    if (want && !rare->watched) {
+        rare->client = c;
+        TAILQ_INSERT_TAIL(&proxy.stalled, rare, stalled);
+    } else if (!want && rare->watched) {
+        TAILQ_REMOVE(&proxy.stalled, rare, stalled);
+    }
+    rare->watched = want;
+}
+
+/* c holds more than it may: read it no more (it asks for no more). */
+static void client_stall(struct client *c)
+{
+    client_pause(c);
+    client_rare(c)->stalled_ms = uv_now(proxy.loop);
+    client_rewatch(c);
+}
+
+static void client_unwatch(struct client *c)
+{
+    if (c->rare != NULL) {
+        c->rare->stalled_ms = c->rare->soft_ms = 0;
+        client_rewatch(c);
+    }
+}
+
+static void client_evict(struct pool *p);
+
+static inline uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* A limit closed c: say which, and count it. */
+static void client_over(struct client *c, const char *which, const struct conf_client_limit *l)
+{
+    log_warn("client %llu: holds %zu bytes (%zu of replies not read), over the limit: "
+             "client_output_buffer_limit %s %s %lld bytes%s; closing it, as redis-server does",
+             (unsigned long long)c->id, c->mem, c->rsp_bytes,
+             c->subscribed ? "pubsub" : "normal", which, which[0] == 'h' ? l->hard : l->soft,
+             which[0] == 'h' ? "" : " for longer than its seconds");
+    c->pool->obl_disconnections++;
+    client_close(c);
+}
+
+/* c's holding grew, by added (a reply's bytes, or a request's): apply the
+ * limits. Returns -1 if c was closed. One reply or request passes the
+ * hard limit when c holds nothing else of its kind. A request still being
+ * read counts in maxmemory_clients only: stopping to read it half way
+ * would leave it never whole (redis-server bounds it by
+ * client-query-buffer-limit, shardis by the request's own limits, resp.h). */
+static int client_limit(struct client *c, size_t added, bool reply)
+{
+    const struct conf_client_limit *l = client_limits(c);
+    struct pool *p = c->pool;
+    size_t held = c->mem - c->qbuf;
+    uint64_t now;
+
+    if (held > p->peak_out[0])
+        p->peak_out[0] = held;
+    if (l->hard > 0 && held > (size_t)l->hard &&
+        (reply ? c->rsp_bytes > added : c->inflight > 1)) {
+        client_over(c, "hard", l);
+        return -1;
+    }
+    if (l->soft > 0 && held > (size_t)l->soft) {
+        now = uv_now(proxy.loop);
+        if (c->rare == NULL || c->rare->soft_ms == 0) {
+            client_rare(c)->soft_ms = now;
+            client_rewatch(c);
+        } else if (now - c->rare->soft_ms > (uint64_t)l->soft_seconds * 1000) {
+            client_over(c, "soft", l);
+            return -1;
+        }
+    }
+    if (!c->subscribed && held > client_stall_at(l) &&
+        (c->rare == NULL || c->rare->stalled_ms == 0))
+        client_stall(c);
+    if (p->conf->maxmemory_clients > 0 && p->clients_mem > (uint64_t)p->conf->maxmemory_clients) {
+        client_evict(p);
+        if (c->closing)
+            return -1;
+    }
+    return 0;
+}
+
+/* c's holding fell: under its soft limit again, and under half the point
+ * where it stopped being read, it is read again (by the caller). */
+static void client_relieved(struct client *c)
+{
+    const struct conf_client_limit *l;
+    size_t held;
+
+    if (c->rare == NULL || (c->rare->stalled_ms == 0 && c->rare->soft_ms == 0))
+        return;
+    l = client_limits(c);
+    held = c->mem - c->qbuf;
+    if (c->rare->soft_ms != 0 && (l->soft == 0 || held <= (size_t)l->soft))
+        c->rare->soft_ms = 0;
+    if (c->rare->stalled_ms != 0 && held <= client_stall_at(l) / 2)
+        c->rare->stalled_ms = 0;        /* (read again by the caller) */
+    client_rewatch(c);
+}
+
+/* The pool's clients hold more than maxmemory_clients: close the one that
+ * holds most, as redis-server 7 evicts clients. */
+static void client_evict(struct pool *p)
+{
+    struct client *worst = NULL;
+
+    for (uint32_t i = 0; i < p->nclients; i++) {
+        struct client *c = p->clients[i];
+        if (!c->closing && (worst == NULL || c->mem > worst->mem))
+            worst = c;
+    }
+    if (worst == NULL)
+        return;
+    log_warn("client %llu: evicted, holding %zu bytes, the most of any client, while all "
+             "of pool '%s''s hold %llu, over maxmemory_clients (%lld)",
+             (unsigned long long)worst->id, worst->mem, p->conf->name,
+             (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
+    p->evicted_clients++;
+    client_close(worst);
+}
+
+void client_check_stalled(uint64_t now)
+{
+    struct client_rare *rare, *next;
+
+    for (rare = TAILQ_FIRST(&proxy.stalled); rare != NULL; rare = next) {
+        next = TAILQ_NEXT(rare, stalled);
+        struct client *c = rare->client;
+        const struct conf_client_limit *l = client_limits(c);
+        if (rare->soft_ms != 0 && now - rare->soft_ms > (uint64_t)l->soft_seconds * 1000)
+            client_over(c, "soft", l);    /* (takes it off the list) */
+    }
+}
+
+void client_peaks(const struct pool *p, uint64_t now, uint64_t *in, uint64_t *out)
+{
+    bool turned = now / CLIENT_PEAK_MS != p->peak_period;
+    bool last = now / CLIENT_PEAK_MS == p->peak_period + 1;
+
+    /* (periods are turned by the tick: one may have ended since) */
+    *in = turned ? (last ? p->peak_in[0] : 0) : max_u64(p->peak_in[0], p->peak_in[1]);
+    *out = turned ? (last ? p->peak_out[0] : 0) : max_u64(p->peak_out[0], p->peak_out[1]);
+}
+
+void client_tick(struct pool *p, uint64_t now)
+{
+    uint64_t period = now / CLIENT_PEAK_MS;
+
+    if (period == p->peak_period)
+        return;
+    p->peak_in[1] = period == p->peak_period + 1 ? p->peak_in[0] : 0;
+    p->peak_out[1] = period == p->peak_period + 1 ? p->peak_out[0] : 0;
+    p->peak_in[0] = p->peak_out[0] = 0;
+    p->peak_period = period;
+}
+
 void client_queue(struct client *c, struct req *r)
 {
     r->client = c;
     TAILQ_INSERT_TAIL(&c->reqs, r, cq);
     c->inflight++;
+    client_hold(c, sizeof(*r));
 }
 
 /* A protocol error: reply like redis-server, then close once it is sent. */
@@ -161,6 +363,20 @@ static void client_protocol_error(struct client *c)
     c->quitting = 1;
     client_pause(c);
     req_done(r);
+}
+
+/* What c holds of a request still being read. */
+static void client_read_held(struct client *c)
+{
+    size_t q = resp_req_idle(&c->scan) ? 0 : (size_t)(c->in.rx - c->scan.start);
+    size_t grew = q > c->qbuf ? q - c->qbuf : 0;
+
+    client_hold(c, (int64_t)q - (int64_t)c->qbuf);
+    c->qbuf = q;
+    if (q > c->pool->peak_in[0])
+        c->pool->peak_in[0] = q;
+    if (grew > 0)
+        client_limit(c, grew, false);
 }
 
 /* nread bytes were read into the tail chunk of c->in: frame and route
@@ -192,19 +408,26 @@ static void client_consume(struct client *c, size_t nread)
         if (rc == 0)
             break;
         struct req *r = req_get();
+        uint64_t len = c->scan.end - c->scan.start;
         r->t0_us = proxy.now_us;
         client_queue(c, r);
+        /* Its bytes are held until it is answered (req_done). */
+        uint32_t held = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
+        r->held = held;
+        client_hold(c, held);
         proxy.total_commands++;
         c->pool->requests++;
-        route_request(c, r);        /* may close c: then c->closing is set */
+        route_request(c, r);        /* may close c: then c->closing is set; r may be
+                                       answered and gone */
         resp_req_reset(&c->scan);
-        if (c->closing)
+        if (c->closing || client_limit(c, held, false) < 0)
             return;
     }
     /* Keep only what a partial request still needs. */
     rstream_trim(&c->in, resp_req_idle(&c->scan) ? c->in.rx : c->scan.start);
     if (resp_req_idle(&c->scan))
         resp_req_free(&c->scan);
+    client_read_held(c);
     if (client_busy(c, false))
         client_pause(c);
 }
@@ -268,43 +491,6 @@ static void client_tls_expired(void *data)
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* c has more unread replies than it may: read it no more (it asks for no
- * more replies) and watch that it takes some (client_check_stalled). */
-static void client_stall(struct client *c)
-{
-    struct client_rare *rare = client_rare(c);
-
-    client_pause(c);
-    rare->stalled_ms = uv_now(proxy.loop);
-    rare->client = c;
-    TAILQ_INSERT_TAIL(&proxy.stalled, rare, stalled);
-}
-
-static void client_unstall(struct client *c)
-{
-    if (c->rare != NULL && c->rare->stalled_ms != 0) {
-        TAILQ_REMOVE(&proxy.stalled, c->rare, stalled);
-        c->rare->stalled_ms = 0;
-    }
-}
-
-void client_check_stalled(uint64_t now)
-{
-    struct client_rare *rare, *next;
-
-    for (rare = TAILQ_FIRST(&proxy.stalled); rare != NULL; rare = next) {
-        next = TAILQ_NEXT(rare, stalled);
-        struct client *c = rare->client;
-        if (now - rare->stalled_ms < CLIENT_STALL_MS)
-            continue;
-        log_warn("client %llu: %zu reply bytes unread, over the limit (%u MiB), and none "
-                 "taken for %d s; closing it, as redis-server's client-output-buffer-limit "
-                 "does", (unsigned long long)c->id, c->rsp_bytes, CLIENT_STALL_BYTES >> 20,
-                 CLIENT_STALL_MS / 1000);
-        client_close(c);            /* (takes it off the list) */
-    }
-}
-
 static void client_fold(struct client *c, struct req *r);
 
 void req_done(struct req *r)
@@ -337,16 +523,13 @@ void req_done(struct req *r)
         gate_answered(c, r);
     if (c->pin != NULL && r->backend == c->pin)
         pin_check(c);
+    /* Its request's bytes are let go (written to a server, or never
+     * sent), its reply's held. */
     c->rsp_bytes += r->rsp.len;
-    if (c->rsp_bytes > CLIENT_HARD_BYTES && c->rsp_bytes > r->rsp.len) {
-        log_warn("client %llu: %zu reply bytes unread, over the limit (%u MiB); closing it, "
-                 "as redis-server's client-output-buffer-limit does",
-                 (unsigned long long)c->id, c->rsp_bytes, CLIENT_HARD_BYTES >> 20);
-        client_close(c);
+    client_hold(c, (int64_t)r->rsp.len - (int64_t)r->held);
+    r->held = 0;
+    if (client_limit(c, r->rsp.len, true) < 0)
         return;
-    }
-    if (c->rsp_bytes > CLIENT_STALL_BYTES && (c->rare == NULL || c->rare->stalled_ms == 0))
-        client_stall(c);
     client_fold(c, r);
     if (!c->reading)
         client_resume(c);
@@ -365,21 +548,28 @@ void client_ready(struct client *c)
 }
 
 /* Move the reply of r (done) into into (done, before it, not being
- * written), and let r go. A short reply is copied into the client's own
- * chunk, next to the one before it: it then holds no backend chunk (a
- * few bytes must not keep 16 KiB alive while the client does not read)
- * and joins its neighbours in one slice; a long one moves as slices. */
+ * written), and let r go. Its short slices are copied into the client's
+ * own chunk, next to the one before: then they hold no backend chunk (a
+ * few bytes must not keep 14 KiB alive while the client does not read)
+ * and join their neighbours in one slice; long ones move as they are. A
+ * reply is folded slice by slice, not whole: one that had others folded
+ * into it while the reply before it was awaited (replies of several
+ * servers come in any order) is long, and its first slice short, and
+ * moving it whole kept a backend chunk alive for a few bytes of each:
+ * 1.3 times the memory, with three servers. */
 static void fold(struct client *c, struct req *into, struct req *r)
 {
-    size_t len = r->rsp.len;
-
-    if (len <= CLIENT_FOLD_COPY)
-        msg_copy(&r->rsp, 0, len, msg_reserve(&into->rsp, &c->lbuf, len));
-    else
-        msg_sub(&r->rsp, 0, len, &into->rsp);
+    for (uint32_t i = 0; i < r->rsp.n; i++) {
+        const struct slice *sl = msg_slice(&r->rsp, i);
+        if (sl->len <= CLIENT_FOLD_COPY)
+            memcpy(msg_reserve(&into->rsp, &c->lbuf, sl->len), sl->m->data + sl->off, sl->len);
+        else
+            msg_append(&into->rsp, sl->m, sl->off, sl->len);
+    }
     msg_release(&r->rsp);
     into->quit |= r->quit;
     TAILQ_REMOVE(&c->reqs, r, cq);
+    client_hold(c, -(int64_t)sizeof(*r));
     r->client = NULL;
     req_maybe_free(r);
 }
@@ -412,17 +602,15 @@ static void client_written(struct client *c, int status)
     while ((r = TAILQ_FIRST(&c->reqs)) != NULL && r->in_write) {
         TAILQ_REMOVE(&c->reqs, r, cq);
         c->rsp_bytes -= r->rsp.len;
+        client_hold(c, -(int64_t)(r->rsp.len + sizeof(*r)));
         quit |= r->quit;
         r->client = NULL;
         msg_release(&r->rsp);
         req_maybe_free(r);
     }
-    if (c->rare != NULL && c->rare->stalled_ms != 0) {
-        if (c->rsp_bytes <= CLIENT_RESUME_BYTES)
-            client_unstall(c);      /* read again below */
-        else
-            c->rare->stalled_ms = uv_now(proxy.loop);   /* it takes them: not stuck */
-    }
+    client_relieved(c);         /* (read again below, if it was stopped) */
+    /* Nothing waits: nothing is held but a request being read. */
+    assert(c->closing || !TAILQ_EMPTY(&c->reqs) || c->mem == c->qbuf);
     if (TAILQ_EMPTY(&c->reqs) && c->lbuf != NULL) {
         /* Idle: keep no chunk for local replies (the next takes one from the pool). */
         mbuf_unref(c->lbuf);
@@ -695,7 +883,9 @@ void client_close(struct client *c)
     pool_client_gone(c->pool, c);
     c->pool->nclients--;
     proxy.nclients--;
-    client_unstall(c);
+    c->pool->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
+    c->mem = 0;
+    client_unwatch(c);
     gate_client_gone(c);
     pin_client_gone(c);
     pubsub_client_gone(c);

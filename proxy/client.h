@@ -101,6 +101,8 @@ struct client {
     unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
     uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
     size_t           rsp_bytes; /* reply bytes held for this client */
+    size_t           mem;       /* everything it makes shardis hold (client_hold) */
+    size_t           qbuf;      /* ... of which a request being read */
     union stream     h;         /* last: see above */
 };
 _Static_assert(offsetof(struct client, h) + sizeof(uv_tcp_t) <= 640,
@@ -113,9 +115,10 @@ struct client_rare {
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
     struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
     uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
-    uint64_t     stalled_ms;    /* client.c: not read for unread replies, since (or
-                                   since it last took some); 0 when read */
-    TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while stalled_ms != 0 */
+    uint64_t     stalled_ms;    /* client.c: not read for what it holds, since; 0 when read */
+    uint64_t     soft_ms;       /* client.c: over its soft limit since; 0 when not */
+    TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while either is not 0 */
+    bool         watched;       /* ... and so on it (client_rewatch) */
     struct client *client;      /* its client (set while on proxy.stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
     struct req **tx_held;       /* pin.c: PING/ECHO queued in MULTI before any key, */
@@ -161,9 +164,15 @@ void client_accept(struct pool *p, uv_stream_t *listener);
  * (one end of a unit test's socketpair), as if accepted: the client owns
  * fd from then on. NULL if it cannot be read (fd is left open). */
 struct client *client_open(struct pool *p, uv_file fd);
-/* Close the clients that have taken none of their unread replies for too
- * long (client.c's limits), from the proxy's tick. */
+/* Close the clients over their soft limit for too long (client.c's
+ * limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);
+/* Each tick, for each pool: turns the periods of INFO's recent peaks. */
+void client_tick(struct pool *p, uint64_t now);
+/* The most one client of p held lately: of a request being read (*in),
+ * and of everything (*out): client_recent_max_input_buffer and
+ * client_recent_max_output_buffer. */
+void client_peaks(const struct pool *p, uint64_t now, uint64_t *in, uint64_t *out);
 /* Append r to c's requests, in flight until req_done. */
 void client_queue(struct client *c, struct req *r);
 /* r's reply is complete in r->rsp: account for it and write when its turn

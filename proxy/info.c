@@ -262,7 +262,7 @@ static const struct server_field stats_fields[] = {
     {"sync_full", AGG_SUM}, {"sync_partial_ok", AGG_SUM}, {"sync_partial_err", AGG_SUM},
     {"expired_keys", AGG_SUM}, {"expired_stale_perc", AGG_MAX},
     {"expired_time_cap_reached_count", AGG_SUM}, {"expire_cycle_cpu_milliseconds", AGG_SUM},
-    {"evicted_keys", AGG_SUM}, {"evicted_clients", AGG_SUM},
+    {"evicted_keys", AGG_SUM},   /* (evicted_clients: shardis's own, above) */
     {"total_eviction_exceeded_time", AGG_SUM}, {"current_eviction_exceeded_time", AGG_MAX},
     {"keyspace_hits", AGG_SUM}, {"keyspace_misses", AGG_SUM},
     {"pubsub_channels", AGG_SUM}, {"pubsub_patterns", AGG_SUM},
@@ -585,13 +585,18 @@ void info_command(struct client *c, struct req *r, struct args *a)
     info_of(p);
     if (want_section(a, "server", true, true))
         section_server(p, f, now);
-    if (want_section(a, "clients", true, true))
+    if (want_section(a, "clients", true, true)) {
+        uint64_t in, out;
+        client_peaks(p, now, &in, &out);
         fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
-                "maxclients:%d\r\nclient_recent_max_input_buffer:0\r\n"
-                "client_recent_max_output_buffer:0\r\nblocked_clients:%u\r\n"
-                "tracking_clients:0\r\nclients_in_timeout_table:0\r\n\r\n", proxy.nclients,
+                "maxclients:%d\r\nclient_recent_max_input_buffer:%llu\r\n"
+                "client_recent_max_output_buffer:%llu\r\nblocked_clients:%u\r\n"
+                "tracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", proxy.nclients,
                 p->conf->client_connections > 0 ? p->conf->client_connections : 10000,
-                blocked_clients());
+                (unsigned long long)in, (unsigned long long)out, blocked_clients(),
+                (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
+    }
     if (want_section(a, "memory", true, true))
         section_memory(p, f);
     if (want_section(a, "persistence", true, true)) {
@@ -603,10 +608,14 @@ void info_command(struct client *c, struct req *r, struct args *a)
         fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
                 "total_commands_processed:%llu\r\ninstantaneous_ops_per_sec:%.0f\r\n"
                 "rejected_connections:%llu\r\ntotal_error_replies:%llu\r\n"
-                "unexpected_error_replies:0\r\nchunks_allocated:%zu\r\nchunks_free:%zu\r\n",
+                "unexpected_error_replies:0\r\nevicted_clients:%llu\r\n"
+                "client_output_buffer_limit_disconnections:%llu\r\n"
+                "chunks_allocated:%zu\r\nchunks_free:%zu\r\n",
                 (unsigned long long)p->accepted, (unsigned long long)p->requests,
                 ops_per_sec(p), (unsigned long long)p->rejected,
-                (unsigned long long)p->stats.error_replies, mbuf_nalloc(), mbuf_nfree());
+                (unsigned long long)p->stats.error_replies,
+                (unsigned long long)p->evicted_clients,
+                (unsigned long long)p->obl_disconnections, mbuf_nalloc(), mbuf_nfree());
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }

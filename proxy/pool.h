@@ -132,8 +132,17 @@ struct pool {
     struct group     *group;        /* the proxies in front of these servers (group.c) */
     uint32_t          creds_gen;    /* reloads that changed a user or password shardis
                                        signs in with: older spares are not reused */
+    /* What its clients make shardis hold, all together (client_hold) */
+    uint64_t          clients_mem;
     /* stats */
     uint64_t          accepted, rejected, requests, errors;
+    uint64_t          evicted_clients;    /* closed for maxmemory_clients */
+    uint64_t          obl_disconnections; /* closed for client_output_buffer_limit */
+    /* The most one client held, of input (a request being read) and of
+     * everything, in this period and the one before (INFO's
+     * client_recent_max_*_buffer; the tick turns the periods) */
+    uint64_t          peak_in[2], peak_out[2];
+    uint64_t          peak_period;  /* loop ms / CLIENT_PEAK_MS of peak_*[0] */
     struct stats      stats;        /* INFO commandstats, errorstats (stats.c) */
 };
 

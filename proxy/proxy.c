@@ -139,6 +139,7 @@ static void tick_cb(uv_timer_t *t)
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
         pool_tick(p, now);
+        client_tick(p, now);
         if (p->group != NULL)
             group_tick(p, now);
         if (p->mig != NULL)

@@ -65,11 +65,11 @@ typedef int req_reply_cb(struct backend *b, struct req *r);
 
 /* The head of a client's request as read: its first REQ_HEAD_BYTES bytes
  * of RESP, copied as it is routed, for a pool that logs slow requests
- * (slowlog_keep; an entry shows the arguments they hold). One copy of 59
+ * (slowlog_keep; an entry shows the arguments they hold). One copy of 55
  * bytes: keeping the request's own bytes until its reply instead held its
  * client's input chunk and cost 15% CPU on unpipelined GETs, and copying
  * its arguments one by one 5%. */
-#define REQ_HEAD_BYTES 59
+#define REQ_HEAD_BYTES 55
 struct req_head {
     uint32_t len;               /* the request's bytes (more than kept: cut); 0 none */
     uint8_t  kept;
@@ -151,6 +151,8 @@ struct req {
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not
                                    make it -TRYAGAIN (gate.c) */
+    uint32_t        held;       /* client.c: the request's bytes its client counts while
+                                   it is in flight (client_hold), UINT32_MAX at most */
     /* Last: req_get zeroes what comes before head.raw, which only
      * head.kept bytes of are ever read. */
     struct req_head head;       /* a client's: its head, where a slow log wants it */

@@ -10,7 +10,7 @@
  * arguments, the client's address and name) and a seventh of shardis's:
  * the server the request went to ("" when shardis answered it or it was
  * split over several). The arguments are those in the request's first
- * 59 bytes as read (req_head, copied as each request is routed: cheaper
+ * 55 bytes as read (req_head, copied as each request is routed: cheaper
  * than keeping its bytes until its reply); what is cut is counted as
  * redis-server counts what it cuts. */
 #include <stdio.h>

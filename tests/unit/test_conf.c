@@ -225,6 +225,36 @@ struct bad_case {
 #define LONG256 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 \
                 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16 LONG16
 
+/* client_output_buffer_limit and maxmemory_clients: redis-server's sizes
+ * (k and m are 1000s, kb and mb 1024s, any case), a class left out keeps
+ * its defaults. */
+Test(conf, client_memory_limits)
+{
+    struct conf *cf = parse_ok(HEAD "  maxmemory_clients: 64MB\n" SERVERS);
+    const struct conf_pool *p = conf_pool(cf, NULL);
+
+    cr_assert(eq(i64, p->maxmemory_clients, 64LL << 20));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_NORMAL].hard, 512LL << 20));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_NORMAL].soft, 256LL << 20));
+    cr_assert(eq(int, p->client_limits[CONF_CLIENT_NORMAL].soft_seconds, 60));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_PUBSUB].hard, 32LL << 20));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_PUBSUB].soft, 8LL << 20));
+    cr_assert(eq(int, p->client_limits[CONF_CLIENT_PUBSUB].soft_seconds, 60));
+    conf_free(cf);
+
+    cf = parse_ok(HEAD "  maxmemory_clients: 0\n"
+                  "  client_output_buffer_limit: \"pubsub 2k 1kb 5  Normal 0 3m 0\"\n" SERVERS);
+    p = conf_pool(cf, NULL);
+    cr_assert(eq(i64, p->maxmemory_clients, 0));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_PUBSUB].hard, 2000));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_PUBSUB].soft, 1024));
+    cr_assert(eq(int, p->client_limits[CONF_CLIENT_PUBSUB].soft_seconds, 5));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_NORMAL].hard, 0));
+    cr_assert(eq(i64, p->client_limits[CONF_CLIENT_NORMAL].soft, 3000000));
+    cr_assert(eq(int, p->client_limits[CONF_CLIENT_NORMAL].soft_seconds, 0));
+    conf_free(cf);
+}
+
 Test(conf, redis_auth_length)
 {
     char yml[5000], err[CONF_ERRLEN];
@@ -258,6 +288,18 @@ ParameterizedTestParameters(conf, errors)
         {HEAD "  timeout: 4\n  timeout: 5\n" SERVERS, "t.yml:4:3: ",
          "duplicate key 'timeout' (first at line 3)"},
         {HEAD "  servers: []\n", "t.yml:3:12: ", "pool 'alpha' has no servers"},
+        {HEAD "  maxmemory_clients: 1tb\n" SERVERS, "t.yml:3:22: ",
+         "maxmemory_clients '1tb' is not a size; expected a number of bytes"},
+        {HEAD "  maxmemory_clients: -1\n" SERVERS, "t.yml:3:22: ",
+         "maxmemory_clients '-1' is not a size"},
+        {HEAD "  maxmemory_clients: 99999999999999999999\n" SERVERS, "t.yml:3:22: ",
+         "maxmemory_clients '99999999999999999999' is not a size"},
+        {HEAD "  client_output_buffer_limit: normal 1mb 1mb\n" SERVERS, "t.yml:3:31: ",
+         "client_output_buffer_limit 'normal 1mb 1mb' is not groups of four words"},
+        {HEAD "  client_output_buffer_limit: replica 1mb 1mb 1\n" SERVERS, "t.yml:3:31: ",
+         "client_output_buffer_limit: unknown class 'replica'; expected normal or pubsub"},
+        {HEAD "  client_output_buffer_limit: pubsub 1mb x 1\n" SERVERS, "t.yml:3:31: ",
+         "client_output_buffer_limit: '1mb x 1' for pubsub is not <hard> <soft> <soft seconds>"},
         {HEAD, "t.yml:1:1: ", "pool 'alpha' has no servers"},
         {"alpha:\n" SERVERS, "t.yml:1:1: ", "pool 'alpha' has no listen address"},
         {HEAD SERVERS "beta:\n  listen: 127.0.0.1:22121\n" SERVERS, "t.yml:6:11: ",
