@@ -35,7 +35,12 @@
  *     below half that: most clients that pipeline faster than they read
  *     never reach a limit.
  * Each close is logged and counted (INFO: evicted_clients,
- * client_output_buffer_limit_disconnections).
+ * client_output_buffer_limit_disconnections). A limit never closes a
+ * client where it is found over it: that is inside some caller's work (a
+ * reply handed on in a loop over a server's subscribers, a request being
+ * routed that fed a monitor), often another client's. It dooms it
+ * (client_doom): its memory leaves the pool's sum at once, it is read no
+ * more, and flush_cb closes it, with nothing of its on the stack.
  *
  * An idle client holds no chunk: reads go into a fresh chunk from the pool
  * and every chunk is let go once all its requests are framed. */
@@ -145,7 +150,7 @@ static bool client_busy(const struct client *c, bool resuming)
 
 static void client_resume(struct client *c)
 {
-    if (!c->reading && !c->closing && !c->quitting && !client_busy(c, true) &&
+    if (!c->reading && !c->closing && !c->doomed && !c->quitting && !client_busy(c, true) &&
         (c->rare == NULL || c->rare->stalled_ms == 0)) {
         if (uv_read_start(&c->h.stream, client_alloc_cb, client_read_cb) == 0)
             c->reading = 1;
@@ -155,10 +160,11 @@ static void client_resume(struct client *c)
 /* ---- what a client holds, and its limits (see the top) --------------------------- */
 
 /* c holds delta bytes more (or fewer): it, and its pool's sum. A closed
- * client holds nothing (client_close took what it held off the sum). */
+ * or doomed client holds nothing (client_doom and client_close took what
+ * it held off the sum). */
 static inline void client_hold(struct client *c, int64_t delta)
 {
-    if (!c->closing) {
+    if (!c->closing && !c->doomed) {
         c->mem += (size_t)delta;
         c->pool->clients_mem += (uint64_t)delta;
     }
@@ -216,7 +222,18 @@ static inline uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* A limit closed c: say which, and count it. */
+/* c is to be closed for a limit: it counts as gone from the pool's sum
+ * now, and is closed at the loop's next flush (see the top). */
+static void client_doom(struct client *c)
+{
+    c->pool->clients_mem -= c->mem;
+    c->mem = c->qbuf = 0;
+    c->doomed = 1;
+    client_pause(c);
+    proxy_mark_client(c);
+}
+
+/* A limit dooms c: say which, and count it. */
 static void client_over(struct client *c, const char *which, const struct conf_client_limit *l)
 {
     log_warn("client %llu: holds %zu bytes (%zu of replies not read), over the limit: "
@@ -225,7 +242,7 @@ static void client_over(struct client *c, const char *which, const struct conf_c
              c->subscribed ? "pubsub" : "normal", which, which[0] == 'h' ? l->hard : l->soft,
              which[0] == 'h' ? "" : " for longer than its seconds");
     c->pool->obl_disconnections++;
-    client_close(c);
+    client_doom(c);
 }
 
 /* c's holding grew, by added (a reply's bytes, or a request's): apply the
@@ -241,6 +258,8 @@ static int client_limit(struct client *c, size_t added, bool reply)
     size_t held = c->mem - c->qbuf;
     uint64_t now;
 
+    if (c->closing || c->doomed)
+        return -1;
     if (held > p->peak_out[0])
         p->peak_out[0] = held;
     if (l->hard > 0 && held > (size_t)l->hard &&
@@ -263,24 +282,28 @@ static int client_limit(struct client *c, size_t added, bool reply)
         client_stall(c);
     if (p->conf->maxmemory_clients > 0 && p->clients_mem > (uint64_t)p->conf->maxmemory_clients) {
         client_evict(p);
-        if (c->closing)
+        if (c->doomed)
             return -1;
     }
     return 0;
 }
 
-/* c's holding fell: under its soft limit again, and under half the point
- * where it stopped being read, it is read again (by the caller). */
+/* c's holding fell: under half the point where it stopped being read, it
+ * is read again (by the caller); under its soft limit, its soft clock
+ * stops. A normal client's stops only with its reads again: one stopped
+ * at its soft limit that takes a few bytes is still one that does not
+ * read, and would be neither read nor closed, ever. */
 static void client_relieved(struct client *c)
 {
     const struct conf_client_limit *l;
-    size_t held;
+    size_t held, calm;
 
     if (c->rare == NULL || (c->rare->stalled_ms == 0 && c->rare->soft_ms == 0))
         return;
     l = client_limits(c);
     held = c->mem - c->qbuf;
-    if (c->rare->soft_ms != 0 && (l->soft == 0 || held <= (size_t)l->soft))
+    calm = c->subscribed ? (size_t)l->soft : client_stall_at(l) / 2;
+    if (c->rare->soft_ms != 0 && (l->soft == 0 || held <= calm))
         c->rare->soft_ms = 0;
     if (c->rare->stalled_ms != 0 && held <= client_stall_at(l) / 2)
         c->rare->stalled_ms = 0;        /* (read again by the caller) */
@@ -295,7 +318,7 @@ static void client_evict(struct pool *p)
 
     for (uint32_t i = 0; i < p->nclients; i++) {
         struct client *c = p->clients[i];
-        if (!c->closing && (worst == NULL || c->mem > worst->mem))
+        if (!c->closing && !c->doomed && (worst == NULL || c->mem > worst->mem))
             worst = c;
     }
     if (worst == NULL)
@@ -305,7 +328,7 @@ static void client_evict(struct pool *p)
              (unsigned long long)worst->id, worst->mem, p->conf->name,
              (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
     p->evicted_clients++;
-    client_close(worst);
+    client_doom(worst);
 }
 
 void client_check_stalled(uint64_t now)
@@ -316,8 +339,12 @@ void client_check_stalled(uint64_t now)
         next = TAILQ_NEXT(rare, stalled);
         struct client *c = rare->client;
         const struct conf_client_limit *l = client_limits(c);
+        /* (what it holds may have fallen since, with nothing written) */
+        client_relieved(c);
+        if (!c->reading)
+            client_resume(c);
         if (rare->soft_ms != 0 && now - rare->soft_ms > (uint64_t)l->soft_seconds * 1000)
-            client_over(c, "soft", l);    /* (takes it off the list) */
+            client_over(c, "soft", l);
     }
 }
 
@@ -368,6 +395,8 @@ static void client_protocol_error(struct client *c)
 /* What c holds of a request still being read. */
 static void client_read_held(struct client *c)
 {
+    if (c->closing || c->doomed)
+        return;
     size_t q = resp_req_idle(&c->scan) ? 0 : (size_t)(c->in.rx - c->scan.start);
     size_t grew = q > c->qbuf ? q - c->qbuf : 0;
 
@@ -414,14 +443,15 @@ static void client_consume(struct client *c, size_t nread)
         /* Its bytes are held until it is answered (req_done). */
         uint32_t held = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
         r->held = held;
-        client_hold(c, held);
+        client_hold(c, (int64_t)held - (int64_t)c->qbuf);  /* (what was read of it before) */
+        c->qbuf = 0;
         proxy.total_commands++;
         c->pool->requests++;
         route_request(c, r);        /* may close c: then c->closing is set; r may be
                                        answered and gone */
         resp_req_reset(&c->scan);
         if (c->closing || client_limit(c, held, false) < 0)
-            return;
+            return;                 /* (doomed: read no more) */
     }
     /* Keep only what a partial request still needs. */
     rstream_trim(&c->in, resp_req_idle(&c->scan) ? c->in.rx : c->scan.start);
@@ -652,6 +682,10 @@ void client_flush(struct client *c)
     struct req *r;
     int rc;
 
+    if (c->doomed) {
+        client_close(c);            /* (a limit's: see the top) */
+        return;
+    }
     if (c->writing || c->closing)
         return;
     /* A reply of more slices than a batch holds (a 16 MB value, an MGET
@@ -884,7 +918,7 @@ void client_close(struct client *c)
     c->pool->nclients--;
     proxy.nclients--;
     c->pool->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
-    c->mem = 0;
+    c->mem = c->qbuf = 0;
     client_unwatch(c);
     gate_client_gone(c);
     pin_client_gone(c);

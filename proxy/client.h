@@ -100,6 +100,8 @@ struct client {
     unsigned short   reply:2;   /* enum client_reply */
     unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
     uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
+    bool             doomed;    /* over a memory limit: closed at the loop's next flush
+                                   (client.c client_doom), read no more meanwhile */
     size_t           rsp_bytes; /* reply bytes held for this client */
     size_t           mem;       /* everything it makes shardis hold (client_hold) */
     size_t           qbuf;      /* ... of which a request being read */
@@ -121,7 +123,7 @@ struct client_rare {
     bool         watched;       /* ... and so on it (client_rewatch) */
     struct client *client;      /* its client (set while on proxy.stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
-    struct req **tx_held;       /* pin.c: PING/ECHO queued in MULTI before any key, */
+    struct req **tx_held;       /* pin.c: PING/ECHO/PUBLISH queued in MULTI before any key, */
     uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
     uint32_t     tx_sent;       /* pin.c: commands queued on the pin in this transaction */
