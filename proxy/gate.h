@@ -22,8 +22,9 @@ enum gate_via {
  * nothing holds it back. r->pinned: it must run on the client's pinned
  * connection; r->front: it is sent again, ahead of what waits. */
 void gate_send(struct client *c, struct req *r, struct backend *b);
-/* c is given a connection of its own for r: nothing of c sent after this
- * runs before c's requests before r are answered. */
+/* c is given a connection of its own for r (or gives one back, r NULL):
+ * nothing of c sent after this runs before c's requests before r (all of
+ * them) are answered. */
 void gate_hold(struct client *c, struct req *r);
 /* r, one of c's requests, is answered (req_done). */
 void gate_answered(struct client *c, struct req *r);

@@ -245,7 +245,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
      * when it was given; what is queued on it was sent in that protocol.
      * Refused before AUTH or SETNAME take effect. */
     bool change = (ver == 3) != c->resp3;
-    if (change && (c->tx != TX_NONE || !pin_let_go(c))) {
+    if (change && (c->tx != TX_NONE || !pin_let_go(c, r))) {
         client_reply_error(c, r, "ERR shardis cannot change the protocol inside a transaction, "
                            "WATCH or blocking command: send HELLO before them");
         return;

@@ -10,8 +10,8 @@
  *              on that server; one that does not gets -CROSSSLOT and the
  *              transaction aborts at EXEC (-EXECABORT), as in Redis Cluster.
  *              Commands without keys cannot be queued anywhere, so they are
- *              refused the same way; but PING and ECHO mean the same on any
- *              server: before the first key they are held here (tx_hold)
+ *              refused the same way; but PING, ECHO and PUBLISH mean the same
+ *              on any server: before the first key they are held here (tx_hold)
  *              and follow MULTI to the server it picks, or to the first
  *              server at an EXEC without any key. Errors shardis answers
  *              while queuing (unknown command, arity) abort it too, as in
@@ -43,14 +43,18 @@
 #include "proxy/util.h"
 
 
-/* c's pin is to another server than its next request needs. Once the
+/* c's pin is to another server than its next request (next) needs. Once the
  * state that took it has ended (no transaction queued or WATCH held
  * there, no blocking command there or on its way) it holds nothing of
  * c's: what is still on it (an EXEC, a DISCARD, their replies) finishes
  * there, on it as a one-off given back once idle, and c takes a new pin.
  * A pipeline of transactions on different servers needs this: the next
- * one's WATCH is routed before the last one's EXEC is answered. */
-static void retire(struct client *c)
+ * one's WATCH is routed before the last one's EXEC is answered. What c
+ * sends next goes elsewhere (a new pin, or a shared connection that is up
+ * while this one may still be connecting), so it waits until what is
+ * still on this one is answered: a SET sent after EXEC on the pin, then
+ * RESET, then another SET on a shared connection ran the later SET first. */
+static void retire(struct client *c, struct req *next)
 {
     struct backend *b = c->pin;
 
@@ -58,13 +62,14 @@ static void retire(struct client *c)
         !gate_retire_pin(c, b))
         return;
     c->pin = NULL;
+    gate_hold(c, next);     /* (what waits at the gate for b goes on b: held too) */
     backend_retire(b);
 }
 
-bool pin_let_go(struct client *c)
+bool pin_let_go(struct client *c, struct req *next)
 {
     if (c->pin != NULL && c->tx == TX_NONE)
-        retire(c);
+        retire(c, next);
     return c->pin == NULL;
 }
 
@@ -76,7 +81,7 @@ static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
     /* A pin speaks the protocol its client spoke when it was given: one of
      * the other (RESET since) is as good as one to another server. */
     if (c->pin != NULL && (c->pin->server != server || c->pin->resp3 != c->resp3))
-        retire(c);
+        retire(c, r);
     if (c->pin == NULL) {
         c->pin = backend_acquire(c->pool, server, c, BACKEND_PIN);
         gate_hold(c, r);
@@ -155,11 +160,11 @@ void pin_check(struct client *c)
     }
 }
 
-/* ---- PING and ECHO before the transaction's first key ---------------------------- */
+/* ---- PING, ECHO and PUBLISH before the transaction's first key ---------------------------- */
 
-/* Queue r (PING or ECHO, in MULTI before any key) here: answered +QUEUED,
+/* Queue r (PING, ECHO or PUBLISH, in MULTI before any key) here: answered +QUEUED,
  * as a server would, its bytes kept for the server the transaction gets. */
-#define TX_HELD_MAX 1024    /* PING/ECHO held before a key; more abort the transaction */
+#define TX_HELD_MAX 1024    /* PING/ECHO/PUBLISH held before a key; more abort it */
 
 static void tx_hold(struct client *c, struct req *r, struct args *a)
 {
@@ -168,7 +173,7 @@ static void tx_hold(struct client *c, struct req *r, struct args *a)
     struct req *q;
 
     if (rare->tx_nheld == TX_HELD_MAX) {
-        client_reply_error(c, r, "ERR more than %d PING/ECHO in MULTI before any key: "
+        client_reply_error(c, r, "ERR more than %d PING/ECHO/PUBLISH in MULTI before any key: "
                            "shardis holds no more", TX_HELD_MAX);
         c->tx_abort = 1;
         req_done(r);
@@ -293,7 +298,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         req_done(r);
         return;
     }
-    if (was == TX_MULTI) {          /* only PING and ECHO: any server runs them */
+    if (was == TX_MULTI) {          /* only PING, ECHO, PUBLISH: any server runs them */
         pin_to(c, r, pool_first_up(c->pool));
         tx_begin_on_pin(c);
         c->tx = TX_NONE;
@@ -362,7 +367,7 @@ bool pin_reset(struct client *c, struct req *r)
     tx_maps_drop(c);
     if (was != TX_WATCHING && was < TX_QUEUED) {
         if (c->pin != NULL)
-            retire(c);              /* an EXEC or DISCARD still on it */
+            retire(c, r);           /* an EXEC or DISCARD still on it */
         return false;               /* nothing on a server: a MULTI without a key yet */
     }
     w = client_cmd_w(c, &r->out);
@@ -376,8 +381,9 @@ bool pin_reset(struct client *c, struct req *r)
     /* Whatever c sends next, in whichever protocol, needs nothing of this
      * pin: it finishes the DISCARD as a one-off. (Not while a blocking
      * command waits there: retire refuses, and a pinned command of the
-     * other protocol is then refused by pin_to.) */
-    retire(c);
+     * other protocol is then refused by pin_to.) The RESET itself was
+     * sent: what c sends after it waits for it too. */
+    retire(c, NULL);
     return true;
 }
 
@@ -448,9 +454,14 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
     }
     if (!client_in_multi(c) || (cmd != NULL && (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))
         return 0;
-    /* PING and ECHO mean the same on any server: once the transaction has
-     * one, they are queued there. */
-    if (cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo"))) {
+    /* PING and ECHO mean the same on any server, and so does PUBLISH: a
+     * client's subscriptions to channels and patterns are on every server
+     * (pubsub.c), so a message published on any reaches every subscriber,
+     * as in Redis Cluster (Celery's result backend publishes in the
+     * transaction that stores the result). Once the transaction has a
+     * server, they are queued there. */
+    if (cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo") ||
+                        !strcmp(cmd->name, "publish"))) {
         if (client_tx_queued(c))
             forward(c, r, a);
         else

@@ -39,10 +39,11 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
  * answered +RESET, and c's later requests wait for it: true. False if
  * nothing was there to end: the caller answers r. */
 bool pin_reset(struct client *c, struct req *r);
-/* c is to have no pin (SUBSCRIBE, a HELLO that changes the protocol): if
- * its pin holds no transaction, WATCH or blocking command of c's any more
- * (an EXEC or DISCARD still on its way), it is retired. False if c keeps it. */
-bool pin_let_go(struct client *c);
+/* c is to have no pin for next (SUBSCRIBE, a HELLO that changes the
+ * protocol): if its pin holds no transaction, WATCH or blocking command of
+ * c's any more (an EXEC or DISCARD still on its way), it is retired, and
+ * next and what follows wait for what is still on it. False if c keeps it. */
+bool pin_let_go(struct client *c, struct req *next);
 void pin_client_gone(struct client *c);
 
 #endif

@@ -173,7 +173,7 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
     uint32_t *owner = NULL;
     struct subs *s;
 
-    if (client_in_multi(c) || !pin_let_go(c)) {
+    if (client_in_multi(c) || !pin_let_go(c, r)) {
         client_reply_error(c, r, "ERR %s inside a transaction, or with WATCH or a blocking "
                            "command waiting, is not supported by shardis", sub_verb[kind]);
         c->tx_abort = client_in_multi(c);

@@ -276,6 +276,9 @@ def t_multi_keyless(servers, direct):
             [["MULTI"], ["ECHO", "z"], ["NOSUCH"], ["EXEC"], ["PING"]],
             [["WATCH", k], ["MULTI"], ["PING"], ["GET", k], ["EXEC"]],
             [["MULTI"], ["EXEC"]],
+            [["MULTI"], ["PUBLISH", "mp-ch", "m"], ["SET", k, "1"], ["PUBLISH", "mp-ch", "n"],
+             ["EXEC"]],
+            [["MULTI"], ["PUBLISH", "mp-ch", "m"], ["EXEC"]],
         ]
         for seq in seqs:
             got, want = [], []
@@ -296,6 +299,36 @@ def t_multi_keyless(servers, direct):
     expect(out[1025].startswith(b"-ERR more than 1024"), "the 1,025th: %r" % out[1025])
     expect_eq(out[1026:], [b"-EXECABORT Transaction discarded because of previous errors.\r\n",
                            b"+PONG\r\n"], "EXEC, then PING")
+    harness.t_exit_clean(px)
+
+
+def t_celery_result(servers, direct):
+    """Celery's Redis result backend stores a result and announces it in
+    one transaction: MULTI, SETEX celery-task-meta-<id>, PUBLISH on that
+    name, EXEC. A subscriber on another connection gets the message, and
+    every reply is the direct server's (PUBLISH in MULTI was refused, EXEC
+    then -EXECABORT, and AsyncResult.get() waited for ever)."""
+    px = Shardis("celery", servers)
+    body = b'{"status": "SUCCESS", "result": 42, "task_id": "%s"}'
+    for n in range(len(servers)):       # the key on each server in turn
+        key = px.keys_on("celery-task-meta-7c5e-", n)[0].decode()
+        tid = key[len("celery-task-meta-"):]
+        seq = [["MULTI"], ["SETEX", key, "86400", body % tid.encode()],
+               ["PUBLISH", key, body % tid.encode()], ["EXEC"]]
+        got = {}
+        for name, port in (("shardis", px.port), ("direct", direct.port)):
+            sub = Raw(port)
+            sub.send(harness.enc("SUBSCRIBE", key))
+            expect_eq(parse(sub.reply())[0], b"subscribe", "%s: SUBSCRIBE" % name)
+            c = Raw(port)
+            c.send(b"".join(harness.enc(*a) for a in seq))
+            got[name] = [c.reply() for _ in seq] + [sub.reply(), c.cmd("GET", key)]
+            c.cmd("DEL", key)
+            c.close()
+            sub.close()
+        expect_eq(got["shardis"], got["direct"], "the transaction on server %d" % n)
+        expect_eq(parse(got["shardis"][-2]), [b"message", key.encode(), body % tid.encode()],
+                  "the subscriber's message")
     harness.t_exit_clean(px)
 
 
@@ -834,6 +867,8 @@ def body():
           t_persistence, servers, direct)
     check("COMMAND, COMMAND DOCS, INFO, GETKEYS(ANDFLAGS), HELP, COUNT: redis-server's bytes, "
           "both protocols", t_command, servers, direct)
+    check("Celery's result transaction (SETEX and PUBLISH in MULTI) as on one server, the "
+          "subscriber told", t_celery_result, servers, direct)
     check("PING and ECHO in MULTI before any key: held, then on the transaction's server "
           "(or the first); replies as redis-server", t_multi_keyless, servers, direct)
     check("COMMAND INFO, a keyless script and a keyless MULTI with the first server down: "

@@ -34,6 +34,7 @@ import redis
 
 import harness
 from harness import Fail, RedisServer, Shardis, check, expect, expect_eq, until
+from test_faults import Port, Relay, frame_end
 from test_reshard import locate, reload, status, wait_stable, write_servers
 
 HOST = "127.0.0.1"
@@ -348,8 +349,60 @@ def t_wait_conn_dies(rs):
     harness.t_exit_clean(px)
 
 
+def pipeline_replies(port, cmds, n):
+    """Send cmds at once on a new connection, read n replies (RESP2 or 3)."""
+    s = socket.create_connection((HOST, port))
+    s.settimeout(10)
+    s.sendall(b"".join(harness.enc(*c) for c in cmds))
+    buf, out = b"", []
+    while len(out) < n:
+        end = frame_end(buf, 0)
+        if end is None:
+            d = s.recv(65536)
+            expect(d, "closed after %d replies: %r" % (len(out), out))
+            buf += d
+            continue
+        out.append(buf[:end])
+        buf = buf[end:]
+    s.close()
+    return out
+
+
+def t_reset_keeps_order(rs):
+    """A write after RESET (after a transaction, a WATCH, a RESP3 SUBSCRIBE)
+    never runs before one sent ahead of it. The client's own connection to
+    the server is a new one whose first reply comes 300 ms late (a relay
+    holds it: as when every spare is taken and it is still connecting),
+    while the shared connection is up: what RESET let go of must still
+    finish first."""
+    relay = Relay(rs[0].port)
+    try:
+        px = Shardis("order", [Port(relay.port)])
+        px.client.set("{t}a", "0")          # the shared connection is up
+        relay.slow_start = 0.3
+        cases = [
+            ("after EXEC", [("SET", "{t}x", "v"), ("MULTI",), ("GET", "{t}b"), ("EXEC",)], 4),
+            ("after WATCH", [("WATCH", "{t}w")], 1),
+            ("after WATCH, UNWATCH", [("WATCH", "{t}w"), ("UNWATCH",)], 2),
+            ("after a RESP3 SUBSCRIBE", [("HELLO", "3"), ("SUBSCRIBE", "ch")], 2),
+        ]
+        wrong = []
+        for what, head, nhead in cases:
+            px.client.set("{t}a", "0")
+            cmds = head + [("SET", "{t}a", "1"), ("RESET",), ("SET", "{t}a", "2")]
+            got = pipeline_replies(px.port, cmds, nhead + 3)
+            expect_eq(got[nhead:], [b"+OK\r\n", b"+RESET\r\n", b"+OK\r\n"], what)
+            if px.client.get("{t}a") != b"2":
+                wrong.append(what)
+        expect(not wrong, "the later SET ran first: %s" % ", ".join(wrong))
+        harness.t_exit_clean(px)
+    finally:
+        relay.stop()
+
+
 def body():
     run = harness.run_with_servers
+    run("RESET never lets a later request overtake an earlier one", t_reset_keeps_order, 1)
 
     run("a client that writes its whole pipeline before reading completes",
         t_pipeline_before_reading, 4)
