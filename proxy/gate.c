@@ -24,6 +24,14 @@
  *             sent behind an AUTH that failed, it would run as another;
  *   paused    CLIENT PAUSE: until the pool's pause ends, no request is sent
  *             (ALL), or none that may write (WRITE: see paused());
+ *   subscribing  a PUBLISH (SPUBLISH) while a subscription sent to its server
+ *             is not confirmed yet: a client that subscribes and another
+ *             that publishes at once (not waiting for the confirmation:
+ *             asyncio clients, channels_redis) get the message, as from
+ *             one redis-server, though the subscription went on a
+ *             connection of its own, maybe still connecting. At most
+ *             GATE_SUBSCRIBING_MS: a server that never confirms holds no
+ *             publisher for ever;
  *   order     an earlier request of the client waits already.
  *
  * A request that may not go waits on its client's gate queue, in order;
@@ -58,7 +66,10 @@
 #include "proxy/mig.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
+#include "proxy/proxy.h"
 #include "proxy/util.h"
+
+#define GATE_SUBSCRIBING_MS 1000
 
 /* The client's request r stands for: r itself, or the split request a
  * fragment is part of. */
@@ -175,11 +186,21 @@ static bool paused(const struct client *c, struct req *r)
     return false;
 }
 
+/* Whether r, a PUBLISH, waits for subscriptions on their way to its server. */
+static bool subscribing(struct client *c, struct req *r, uint32_t server)
+{
+    if (c->pool->servers[server].subscribing == 0 ||
+        proxy.now_us - r->t0_us >= GATE_SUBSCRIBING_MS * 1000ull)
+        return false;
+    c->pool->publish_held = true;   /* kicked when they are confirmed, or by the tick */
+    return true;
+}
+
 static bool may_go(struct client *c, struct req *r, struct backend *b)
 {
     struct client_rare *rare = c->rare;
 
-    if (r->migs > 0 || paused(c, r))
+    if (r->migs > 0 || paused(c, r) || (r->publish && subscribing(c, r, r->server)))
         return false;
     /* What the hold waits for, but r's own request (the rest of a split
      * request whose first fragments went). */
@@ -195,7 +216,8 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
 
     r->front = 0;
     if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying &&
-        (c->pool->paused_until == 0 || !paused(c, r))) {    /* (the test inline) */
+        (c->pool->paused_until == 0 || !paused(c, r)) &&    /* (the tests inline) */
+        (!r->publish || c->pool->servers[b->server].subscribing == 0)) {
         go(c, r, b);
         return;
     }
@@ -386,4 +408,14 @@ void gate_client_gone(struct client *c)
     }
     c->rare->hold_waits = 0;
     c->gated = 0;
+}
+
+void gate_kick_publishers(struct pool *p)
+{
+    if (!p->publish_held)
+        return;
+    p->publish_held = false;        /* (set again by a PUBLISH that still waits) */
+    for (uint32_t i = 0; i < p->nclients; i++)
+        if (p->clients[i]->gated)
+            gate_kick(p->clients[i]);
 }

@@ -7,6 +7,7 @@
 
 struct backend;
 struct client;
+struct pool;
 struct req;
 
 /* How a waiting request reaches its server (struct req.via). */
@@ -22,6 +23,10 @@ enum gate_via {
  * nothing holds it back. r->pinned: it must run on the client's pinned
  * connection; r->front: it is sent again, ahead of what waits. */
 void gate_send(struct client *c, struct req *r, struct backend *b);
+/* Subscriptions a PUBLISH may wait for were confirmed (pubsub.c), or time
+ * passed (the tick): send what may go now. Costs nothing unless one
+ * waited. */
+void gate_kick_publishers(struct pool *p);
 /* c is given a connection of its own for r (or gives one back, r NULL):
  * nothing of c sent after this runs before c's requests before r (all of
  * them) are answered. */

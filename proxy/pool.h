@@ -82,6 +82,8 @@ struct pool_server {
                                        answered, read to reply (/metrics; stats.c),
                                        made on the first (owned) */
     uint64_t         ejections;     /* times eject_mode: rehash took it out */
+    uint32_t         subscribing;   /* (S|P)SUBSCRIBEs sent to it and not yet confirmed
+                                       (pubsub.c): a PUBLISH to it waits (gate.c) */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
@@ -123,6 +125,7 @@ struct pool {
     struct client   **monitors;     /* [nmonitors]: clients in MONITOR (monitor.c) */
     struct hotkeys   *hotkeys;      /* HOTKEYS's session (hotkeys.c), or NULL */
     uint32_t          nmonitors, monitors_cap;
+    bool              publish_held; /* gate.c: a PUBLISH waited for subscriptions */
     uint64_t          paused_until; /* loop ms CLIENT PAUSE lasts to; 0: not paused */
     bool              pause_all;    /* ... for every request, not only writes (gate.c) */
     uint64_t          replica_reads_at; /* loop ms: reads go to no replica before

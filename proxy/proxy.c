@@ -35,6 +35,7 @@
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/genkey.h"
+#include "proxy/gate.h"
 #include "proxy/group.h"
 #include "proxy/log.h"
 #include "proxy/mig.h"
@@ -140,6 +141,7 @@ static void tick_cb(uv_timer_t *t)
         struct pool *p = &proxy.pools[i];
         pool_tick(p, now);
         client_tick(p, now);
+        gate_kick_publishers(p);    /* (one waiting GATE_SUBSCRIBING_MS goes) */
         if (p->group != NULL)
             group_tick(p, now);
         if (p->mig != NULL)

@@ -39,6 +39,7 @@
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/frag.h"
+#include "proxy/gate.h"
 #include "proxy/log.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
@@ -65,6 +66,8 @@ struct subs {
     struct client   *client;
     TAILQ_ENTRY(subs) link;     /* on pool.subscribers */
     struct backend **conns;     /* [nconns]: subscriber connection per server, or NULL */
+    uint32_t        *sending;   /* [nconns]: its subscriptions there not yet confirmed,
+                                   counted in pool_server.subscribing too */
     uint32_t         nconns;    /* the pool's servers when last grown (reloads add some) */
     struct sub_name *names;
     uint32_t         n, cap;
@@ -84,6 +87,8 @@ static struct subs *subs_of(struct client *c)
         struct subs *s = rare->subs;
         s->conns = xrealloc(s->conns, c->pool->nservers * sizeof(*s->conns));
         memset(s->conns + s->nconns, 0, (c->pool->nservers - s->nconns) * sizeof(*s->conns));
+        s->sending = xrealloc(s->sending, c->pool->nservers * sizeof(*s->sending));
+        memset(s->sending + s->nconns, 0, (c->pool->nservers - s->nconns) * sizeof(*s->sending));
         s->nconns = c->pool->nservers;
     }
     return rare->subs;
@@ -132,6 +137,19 @@ static struct backend *conn(struct client *c, uint32_t server)
     return s->conns[server];
 }
 
+/* c's subscriptions on their way to server: delta more (or, confirmed or
+ * gone, fewer). Publishers waiting for them go once there are none. */
+static void sending(struct client *c, uint32_t server, int delta)
+{
+    struct subs *s = c->rare->subs;
+    struct pool_server *ps = &c->pool->servers[server];
+
+    s->sending[server] += (uint32_t)delta;
+    ps->subscribing += (uint32_t)delta;
+    if (ps->subscribing == 0)
+        gate_kick_publishers(c->pool);
+}
+
 /* Send verb and the names args[first..] whose server is server (every
  * name, for a pattern) to that server; wait (the client's r) for its
  * confirmations, or not (r NULL). */
@@ -161,6 +179,8 @@ static void send_names(struct client *c, struct req *r, struct args *a, uint32_t
     q->u.sub.wait = r;
     if (r != NULL)
         r->u.sub.left++;
+    if (r != NULL)                  /* a subscription: PUBLISHes there wait for it */
+        sending(c, server, 1);
     backend_send(conn(c, server), q);
 }
 
@@ -403,7 +423,8 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
         }
         args_request(a, &r->out);
         /* Through the gate, like any command: not ahead of the client's
-         * requests that wait there. */
+         * requests that wait there, nor of subscriptions on their way. */
+        r->publish = 1;
         route_send(c, r, NULL, pool_backend(c->pool, pool_owner(c->pool, channel, len), c));
         return 1;
     }
@@ -477,8 +498,11 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
                 q->pending = 0;
                 q->u.sub.wait = NULL;
                 req_maybe_free(q);
-                if (r != NULL && --r->u.sub.left == 0)
-                    req_done(r);
+                if (r != NULL) {
+                    sending(c, b->server, -1);
+                    if (--r->u.sub.left == 0)
+                        req_done(r);
+                }
             }
             goto drop;
         }
@@ -536,13 +560,17 @@ void pubsub_client_gone(struct client *c)
     if (s == NULL)
         return;
     TAILQ_REMOVE(&c->pool->subscribers, s, link);
-    for (uint32_t i = 0; i < s->nconns; i++)
+    for (uint32_t i = 0; i < s->nconns; i++) {
+        if (s->sending[i] != 0)
+            sending(c, i, -(int)s->sending[i]);
         if (s->conns[i] != NULL)
             backend_release(s->conns[i], false);
+    }
     for (uint32_t i = 0; i < s->n; i++)
         free(s->names[i].name);
     free(s->names);
     free(s->conns);
+    free(s->sending);
     free(s);
     c->rare->subs = NULL;
 }

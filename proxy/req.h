@@ -147,6 +147,8 @@ struct req {
     unsigned        ends_tx:1;  /* DISCARD or RESET on the pin: as it goes, the next
                                    transaction starts unbroken (gate.c tx_broken) */
     unsigned        minified:1; /* u.minify (u.minify_tx if is_exec) holds its map */
+    unsigned        publish:1;  /* (S)PUBLISH: waits while subscriptions to its server
+                                   are on their way (gate.c) */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

@@ -400,8 +400,54 @@ def t_reset_keeps_order(rs):
         relay.stop()
 
 
+def t_subscribe_then_publish(rs, direct):
+    """A client sends SUBSCRIBE and does not wait; another publishes on that
+    channel at once (channels_redis, asyncio clients). One redis-server
+    delivers every message; through shardis the subscription goes on new
+    connections of the subscriber's own, to every server, and the PUBLISH
+    reached the channel's server first: 13 to 16 of 40 lost. A PUBLISH now
+    waits for subscriptions on their way to its server."""
+    px = Shardis("subpub", rs)
+
+    def lost(port, rounds=40):
+        pub = harness.Raw(port)
+        n = 0
+        for i in range(rounds):
+            ch = "sp:%d:%d" % (port, i)
+            sub = socket.create_connection((HOST, port))
+            sub.sendall(harness.enc("PING"))        # (connected, as a pool's are)
+            expect_eq(sub.recv(64), b"+PONG\r\n", "PING")
+            sub.sendall(harness.enc("SUBSCRIBE", ch))
+            pub.send(harness.enc("PUBLISH", ch, "m%d" % i))
+            pub.reply()
+            sub.settimeout(1.0)
+            buf = b""
+            try:
+                while b"m%d\r\n" % i not in buf:
+                    d = sub.recv(4096)
+                    if not d:
+                        break
+                    buf += d
+            except socket.timeout:
+                pass
+            n += b"m%d\r\n" % i not in buf
+            sub.close()
+        pub.close()
+        return n
+
+    want = lost(direct.port)
+    got = lost(px.port)
+    expect(want == 0, "test premise: a direct redis-server lost %d of 40" % want)
+    expect_eq(got, 0, "messages lost through shardis")
+    harness.t_exit_clean(px)
+    return "0 of 40 lost, direct and through shardis"
+
+
 def body():
     run = harness.run_with_servers
+    direct = RedisServer("direct")
+    run("a PUBLISH right after another client's SUBSCRIBE reaches it, as on one server",
+        lambda rs: t_subscribe_then_publish(rs, direct), 3)
     run("RESET never lets a later request overtake an earlier one", t_reset_keeps_order, 1)
 
     run("a client that writes its whole pipeline before reading completes",
