@@ -251,7 +251,7 @@ static void client_over(struct client *c, const char *which, const struct conf_c
  * read counts in maxmemory_clients only: stopping to read it half way
  * would leave it never whole (redis-server bounds it by
  * client-query-buffer-limit, shardis by the request's own limits, resp.h). */
-static int client_limit(struct client *c, size_t added, bool reply)
+static int client_limit_slow(struct client *c, size_t added, bool reply)
 {
     const struct conf_client_limit *l = client_limits(c);
     struct pool *p = c->pool;
@@ -260,8 +260,6 @@ static int client_limit(struct client *c, size_t added, bool reply)
 
     if (c->closing || c->doomed)
         return -1;
-    if (held > p->peak_out[0])
-        p->peak_out[0] = held;
     if (l->hard > 0 && held > (size_t)l->hard &&
         (reply ? c->rsp_bytes > added : c->inflight > 1)) {
         client_over(c, "hard", l);
@@ -286,6 +284,42 @@ static int client_limit(struct client *c, size_t added, bool reply)
             return -1;
     }
     return 0;
+}
+
+/* Below what a client and all clients may hold before any limit has a
+ * word to say (the pool's conf's, worked out again when a reload swaps
+ * it), a request or reply costs client_limit two tests. */
+static void client_quiet_of(struct pool *p)
+{
+    size_t held = SIZE_MAX;
+
+    for (int k = 0; k < CONF_CLIENT_CLASSES; k++) {
+        const struct conf_client_limit *l = &p->conf->client_limits[k];
+        if (l->soft > 0 && (size_t)l->soft < held)
+            held = (size_t)l->soft;
+        if (l->hard > 0 && (size_t)l->hard < held)
+            held = (size_t)l->hard;
+        if (client_stall_at(l) < held)
+            held = client_stall_at(l);
+    }
+    p->quiet_held = held;
+    p->quiet_total = p->conf->maxmemory_clients > 0 ? (uint64_t)p->conf->maxmemory_clients
+                                                    : UINT64_MAX;
+    p->quiet_conf = p->conf;
+}
+
+static inline int client_limit(struct client *c, size_t added, bool reply)
+{
+    struct pool *p = c->pool;
+    size_t held = c->mem - c->qbuf;
+
+    if (held > p->peak_out[0])
+        p->peak_out[0] = held;
+    if (p->quiet_conf != p->conf)
+        client_quiet_of(p);
+    if (held <= p->quiet_held && p->clients_mem <= p->quiet_total && !c->doomed)
+        return 0;
+    return client_limit_slow(c, added, reply);
 }
 
 /* c's holding fell: under half the point where it stopped being read, it

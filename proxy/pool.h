@@ -146,6 +146,10 @@ struct pool {
      * client_recent_max_*_buffer; the tick turns the periods) */
     uint64_t          peak_in[2], peak_out[2];
     uint64_t          peak_period;  /* loop ms / CLIENT_PEAK_MS of peak_*[0] */
+    /* client.c: below these, no limit applies (for conf quiet_conf) */
+    const struct conf_pool *quiet_conf;
+    size_t            quiet_held;
+    uint64_t          quiet_total;
     struct stats      stats;        /* INFO commandstats, errorstats (stats.c) */
 };
 

@@ -513,8 +513,17 @@ int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
             size_t take = n - i < (size_t)s->left ? n - i : (size_t)s->left;
             i += take;
             s->left -= (long long)take;
-            if (s->left == 0)
-                s->state = RS_BULK_CR;
+            if (s->left > 0)
+                break;
+            s->state = RS_BULK_CR;
+            /* Most bulks end where they were read: their CRLF at once. */
+            if (n - i >= 2 && p[i] == '\r' && p[i + 1] == '\n') {
+                i += 2;
+                if (rsp_value_done(s)) {
+                    *used = i;
+                    return 1;
+                }
+            }
             break;
         }
 
