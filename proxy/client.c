@@ -246,7 +246,7 @@ static void client_over(struct client *c, const char *which, const struct conf_c
 }
 
 /* c's holding grew, by added (a reply's bytes, or a request's): apply the
- * limits. Returns -1 if c was closed. One reply or request passes the
+ * limits. Returns -1 if c is doomed (client_doom). One reply or request passes the
  * hard limit when c holds nothing else of its kind. A request still being
  * read counts in maxmemory_clients only: stopping to read it half way
  * would leave it never whole (redis-server bounds it by
