@@ -16,7 +16,10 @@
  * first server; when a server's own cursor comes back 0 the next one
  * starts, and after the last the client gets 0. MATCH, COUNT and TYPE go
  * to every server as they are; the elements of each reply are forwarded,
- * only the cursor is rewritten. Slots of servers that hold no keys (they
+ * only the cursor is rewritten, and shardis's own keys (route_reserved:
+ * its sequences, its records) are left out: nothing of shardis's shows
+ * to a client walking the keyspace (redis-cli --bigkeys asked TYPE of a
+ * sequence, was refused, and gave up). Slots of servers that hold no keys (they
  * left the ring) are skipped; a slot the pool does not have is an invalid
  * cursor.
  *
@@ -135,6 +138,28 @@ static bool parse_cursor(const char *s, size_t len, uint64_t *v)
     return errno != ERANGE && *end == '\0';
 }
 
+/* Whether the SCAN reply's key v is shardis's own. */
+static bool reserved(const struct resp_rd *rd, const struct resp_val *v)
+{
+    return v->type == RESP_BULK &&
+           (resp_rd_is(rd, v, SHARDIS_RESERVED, strlen(SHARDIS_RESERVED), true) ||
+            resp_rd_is(rd, v, SHARDIS_SEQUENCE, strlen(SHARDIS_SEQUENCE), true));
+}
+
+/* How many of the n keys at rd are shardis's own. */
+static long long own_keys(struct resp_rd *rd, long long n)
+{
+    struct resp_val k;
+    long long mine = 0;
+
+    for (long long i = 0; i < n; i++) {
+        if (resp_rd_skip(rd, &k) < 0)
+            return 0;               /* (forwarded as it came: the client reads it) */
+        mine += reserved(rd, &k);
+    }
+    return mine;
+}
+
 /* The server's reply "*2\r\n$L\r\n<cursor>\r\n*N...": rewrite the cursor. */
 static int scan_reply(struct req *r)
 {
@@ -183,7 +208,22 @@ static int scan_reply(struct req *r)
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_array(&w, 2);
     resp_w_bulk_ull(&w, next);
-    msg_sub(&rsp, (size_t)at + clen + 2, rsp.len - (size_t)at - clen - 2, &r->rsp);
+    long long mine = own_keys(&rd, keys.n);
+    if (mine == 0) {
+        msg_sub(&rsp, (size_t)at + clen + 2, rsp.len - (size_t)at - clen - 2, &r->rsp);
+    } else {
+        /* Read again, each key not shardis's forwarded as it came. */
+        resp_rd_init(&rd, &rsp);
+        resp_rd_next(&rd, &top);
+        resp_rd_next(&rd, &cur);
+        resp_rd_next(&rd, &keys);
+        resp_w_array(&w, keys.n - mine);
+        for (long long i = 0; i < keys.n; i++) {
+            struct resp_val k;
+            if (resp_rd_skip(&rd, &k) == 0 && !reserved(&rd, &k))
+                msg_sub(&rsp, k.start, k.end - k.start, &r->rsp);
+        }
+    }
     msg_release(&rsp);
     return 0;
 }

@@ -493,7 +493,34 @@ def t_auth():
         harness.stop(p)
 
 
+def t_own_keys_hidden():
+    """After SHARD.GENKEY, a SCAN walk returns the clients' keys and not the
+    sequence it made ("$equence{..}"), and redis-cli --bigkeys, which asks
+    TYPE of each key SCAN gives it and was refused that one, exits 0."""
+    R = [RedisServer("hid%d" % (i + 1)) for i in range(3)]
+    px = Shardis("hidden", R)
+    px.client.execute_command("SHARD.GENKEY")
+    seqs = [k for s in R for k in s.client.keys("$equence{*")]
+    expect(seqs, "test premise: no sequence on the servers")
+    keys = [k for i in range(3) for k in px.keys_on("hid%d:" % i, i, 5)]
+    for k in keys:
+        px.client.set(k, "v")
+    got = list(px.client.scan_iter(count=3))
+    expect_eq(sorted(got), sorted(keys), "the keys a SCAN walk returns")
+    got = list(px.client.scan_iter(match="$equence{*"))
+    expect_eq(got, [], "SCAN MATCH $equence{*")
+    cli = subprocess.run([harness.ARGS.redis_cli, "-p", str(px.port), "--bigkeys"],
+                         capture_output=True, text=True, timeout=30)
+    expect(cli.returncode == 0 and "15 strings" in cli.stdout,
+           "redis-cli --bigkeys: exit %d: %s" % (cli.returncode, (cli.stdout + cli.stderr)[-200:]))
+    t_exit_clean(px)
+    for s in R:
+        harness.stop(s.proc)
+    return "%d sequence(s) on the servers, none in SCAN" % len(seqs)
+
+
 def body():
+    check("own_keys_hidden_from_scan", t_own_keys_hidden)
     R = [RedisServer("redis%d" % (i + 1)) for i in range(3)]
     pa = Shardis("a", R, idgen=IDGEN, timeout=2000)
     pb = Shardis("b", R, idgen=IDGEN, timeout=2000)
