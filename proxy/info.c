@@ -11,15 +11,8 @@
  *                     each server's own INFO, asked every INFO_REFRESH_MS
  *                     on shardis's own connection to it (pool_own) and
  *                     kept as its text; INFO sums (or takes the worst of)
- *                     the last answers: the age of each is shown
- *                     (info_age_ms in the Shardis section). A client's
- *                     INFO of those sections first asks again each server
- *                     with no answer yet, or asked before a request since
- *                     (what a client wrote and saw answered shows, as on
- *                     one server; the first INFO after a start shows the
- *                     keys), one after the other on shardis's own
- *                     connections; not one whose last poll is unanswered
- *                     for INFO_REFRESH_MS, or whose connection failed
+ *                     the last answers, never waiting for one: the age of
+ *                     each is shown (info_age_ms in the Shardis section)
  *
  * A server that has not answered yet counts as nothing. Which figure is
  * summed and which is a maximum, a minimum or the worst status is the
@@ -56,7 +49,6 @@
 
 struct info_server {
     char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
-    uint64_t requests;      /* pool.requests when it was asked for */
     uint64_t at_ms;         /* loop ms it came */
     uint64_t asked_ms;      /* loop ms it was last asked (answered or not) */
     bool     asking;        /* ... and the answer is still to come */
@@ -88,20 +80,21 @@ static struct info *info_of(struct pool *p)
     return in;
 }
 
-/* Server's INFO reply r: its bulk's text is kept. A failed one (no
- * reply) or an error keeps the last. */
-static void keep(struct pool *p, uint32_t server, struct req *r)
+/* A server's INFO: its bulk's text is kept. A failed one (no reply) or an
+ * error keeps the last. */
+static int server_info_reply(struct backend *b, struct req *r)
 {
-    struct info *in = p->info;
+    struct info *in = b->pool->info;
     struct info_server *is;
     struct resp_rd rd;
     struct resp_val v;
 
-    if (in == NULL || server >= in->nservers)
-        return;
-    is = &in->servers[server];
+    if (in == NULL || b->server >= in->nservers)
+        return 0;
+    is = &in->servers[b->server];
+    is->asking = false;
     if (r->rsp.len == 0 || r->rsp.len > INFO_TEXT_MAX)
-        return;
+        return 0;
     resp_rd_init(&rd, &r->rsp);
     if (resp_rd_next(&rd, &v) == 0 && (v.type == RESP_BULK || v.type == RESP_VERBATIM) &&
         !v.nil) {
@@ -110,15 +103,7 @@ static void keep(struct pool *p, uint32_t server, struct req *r)
         resp_rd_copy(&rd, &v, is->text, v.len);
         is->text[v.len] = '\0';
         is->at_ms = uv_now(proxy.loop);
-        is->requests = r->u.info.requests;
     }
-}
-
-static int server_info_reply(struct backend *b, struct req *r)
-{
-    if (b->pool->info != NULL && b->server < b->pool->info->nservers)
-        b->pool->info->servers[b->server].asking = false;
-    keep(b->pool, b->server, r);
     return 0;
 }
 
@@ -129,7 +114,6 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
 
     resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
     r->on_reply = server_info_reply;
-    r->u.info.requests = p->requests;
     in->servers[server].asked_ms = now;
     in->servers[server].asking = true;
     backend_send(pool_own(p, server, false), r);
@@ -587,56 +571,10 @@ static void section_shardis(FILE *f, uint64_t now)
     }
 }
 
-/* The sections args ask for: "default" is all but commandstats,
- * latencystats and modules, "all" all but modules. */
-enum {
-    SEC_SERVER = 1u << 0,
-    SEC_CLIENTS = 1u << 1,
-    SEC_MEMORY = 1u << 2,
-    SEC_PERSISTENCE = 1u << 3,
-    SEC_STATS = 1u << 4,
-    SEC_REPLICATION = 1u << 5,
-    SEC_CPU = 1u << 6,
-    SEC_MODULES = 1u << 7,
-    SEC_COMMANDSTATS = 1u << 8,
-    SEC_ERRORSTATS = 1u << 9,
-    SEC_LATENCYSTATS = 1u << 10,
-    SEC_CLUSTER = 1u << 11,
-    SEC_KEYSPACE = 1u << 12,
-    SEC_SHARDIS = 1u << 13
-};
-/* The sections made of the servers' figures. */
-#define SEC_SERVERS (SEC_MEMORY | SEC_PERSISTENCE | SEC_STATS | SEC_KEYSPACE)
-
-static uint32_t sections_of(struct args *a)
-{
-    static const struct { const char *name; bool in_default, in_all; } of[] = {
-        {"server", true, true},
-        {"clients", true, true},
-        {"memory", true, true},
-        {"persistence", true, true},
-        {"stats", true, true},
-        {"replication", true, true},
-        {"cpu", true, true},
-        {"modules", false, false},
-        {"commandstats", false, true},
-        {"errorstats", true, true},
-        {"latencystats", false, true},
-        {"cluster", true, true},
-        {"keyspace", true, true},
-        {"shardis", true, true}
-    };
-    uint32_t mask = 0;
-
-    for (size_t i = 0; i < ARRAY_SIZE(of); i++)
-        if (want_section(a, of[i].name, of[i].in_default, of[i].in_all))
-            mask |= 1u << i;
-    return mask;
-}
-
 /* INFO's text is lines ended by CRLF: a payload, not RESP. Sections in
- * redis-server's order. */
-static void render(struct client *c, struct req *r, uint32_t mask)
+ * redis-server's order; "default" is all but commandstats, latencystats
+ * and modules, "all" all but modules. */
+void info_command(struct client *c, struct req *r, struct args *a)
 {
     struct pool *p = c->pool;
     char *buf = NULL;
@@ -645,9 +583,9 @@ static void render(struct client *c, struct req *r, uint32_t mask)
     uint64_t now = uv_now(proxy.loop);
 
     info_of(p);
-    if (mask & SEC_SERVER)
+    if (want_section(a, "server", true, true))
         section_server(p, f, now);
-    if (mask & SEC_CLIENTS) {
+    if (want_section(a, "clients", true, true)) {
         uint64_t in, out;
         client_peaks(p, now, &in, &out);
         fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
@@ -659,14 +597,14 @@ static void render(struct client *c, struct req *r, uint32_t mask)
                 (unsigned long long)in, (unsigned long long)out, blocked_clients(),
                 (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
     }
-    if (mask & SEC_MEMORY)
+    if (want_section(a, "memory", true, true))
         section_memory(p, f);
-    if (mask & SEC_PERSISTENCE) {
+    if (want_section(a, "persistence", true, true)) {
         fputs("# Persistence\r\n", f);
         servers_lines(p, persistence_fields, ARRAY_SIZE(persistence_fields), f);
         fputs("\r\n", f);
     }
-    if (mask & SEC_STATS) {
+    if (want_section(a, "stats", true, true)) {
         fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
                 "total_commands_processed:%llu\r\ninstantaneous_ops_per_sec:%.0f\r\n"
                 "rejected_connections:%llu\r\ntotal_error_replies:%llu\r\n"
@@ -681,109 +619,40 @@ static void render(struct client *c, struct req *r, uint32_t mask)
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }
-    if (mask & SEC_REPLICATION)
+    if (want_section(a, "replication", true, true))
         fprintf(f, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
                 "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
                 "master_replid2:0000000000000000000000000000000000000000\r\n"
                 "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
                 "repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n"
                 "repl_backlog_histlen:0\r\n\r\n", proxy.run_id);
-    if (mask & SEC_CPU)
+    if (want_section(a, "cpu", true, true))
         section_cpu(f);
-    if (mask & SEC_MODULES)
+    if (want_section(a, "modules", false, false))
         fputs("# Modules\r\n\r\n", f);
-    if (mask & SEC_COMMANDSTATS) {
+    if (want_section(a, "commandstats", false, true)) {
         fputs("# Commandstats\r\n", f);
         stats_info_commandstats(&p->stats, f);
         fputs("\r\n", f);
     }
-    if (mask & SEC_ERRORSTATS) {
+    if (want_section(a, "errorstats", true, true)) {
         fputs("# Errorstats\r\n", f);
         stats_info_errorstats(&p->stats, f);
         fputs("\r\n", f);
     }
-    if (mask & SEC_LATENCYSTATS) {
+    if (want_section(a, "latencystats", false, true)) {
         fputs("# Latencystats\r\n", f);
         stats_info_latencystats(&p->stats, f);
         fputs("\r\n", f);
     }
-    if (mask & SEC_CLUSTER)
+    if (want_section(a, "cluster", true, true))
         fputs("# Cluster\r\ncluster_enabled:0\r\n\r\n", f);
-    if (mask & SEC_KEYSPACE)
+    if (want_section(a, "keyspace", true, true))
         section_keyspace(p, f);
-    if (mask & SEC_SHARDIS)
+    if (want_section(a, "shardis", true, true))
         section_shardis(f, now);
     fclose(f);
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_verbatim(&w, "txt", buf, len);
     free(buf);
-}
-
-/* A server whose figures a client's INFO must not be answered from: none
- * yet, or asked for before a request since (a key written through shardis
- * shows in the INFO after it, as on one server); UINT32_MAX if none is. */
-static uint32_t stale_server(struct pool *p, uint32_t from)
-{
-    struct info *in = info_of(p);
-    uint64_t now = uv_now(proxy.loop);
-
-    for (uint32_t s = from; s < p->nservers; s++) {
-        const struct info_server *is = &in->servers[s];
-        /* (not one that has left the last poll unanswered for long, or
-         * whose connection failed: INFO does not wait on a server that
-         * does not answer, and says how old its figures are) */
-        if (!p->servers[s].active || (is->asking && now > is->asked_ms + INFO_REFRESH_MS) ||
-            pool_own(p, s, false)->state == BACKEND_FAILED)
-            continue;
-        if (is->text == NULL || is->requests != p->requests)
-            return s;
-    }
-    return UINT32_MAX;
-}
-
-/* Send r, a client's INFO, to server as "INFO", on shardis's own
- * connection there (its bytes are let go once written: made each time). */
-static void ask_for(struct pool *p, struct client *c, struct req *r, uint32_t server)
-{
-    struct resp_w w = client_cmd_w(c, &r->out);
-
-    msg_release(&r->out);
-    resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
-    r->server = server;
-    r->u.info.requests = p->requests;
-    backend_send(pool_own(p, server, false), r);
-}
-
-/* r (INFO) went to r->server as "INFO" for its figures: keep them, then
- * ask the next stale server, or answer. Its sections are r->u.info. */
-static int refreshed(struct req *r)
-{
-    struct client *c = r->client;
-    struct pool *p = c->pool;
-    uint32_t next;
-
-    keep(p, r->server, r);
-    msg_release(&r->rsp);
-    next = stale_server(p, r->server + 1);
-    if (next != UINT32_MAX) {
-        ask_for(p, c, r, next);
-        return 1;
-    }
-    render(c, r, r->u.info.sections);
-    return 0;
-}
-
-void info_command(struct client *c, struct req *r, struct args *a)
-{
-    struct pool *p = c->pool;
-    uint32_t mask = sections_of(a), s;
-
-    if ((mask & SEC_SERVERS) && (s = stale_server(p, 0)) != UINT32_MAX) {
-        r->u.info.sections = mask;
-        r->hook = refreshed;
-        ask_for(p, c, r, s);
-        return;
-    }
-    render(c, r, mask);
-    req_done(r);
 }

@@ -19,12 +19,11 @@ struct info;
 #define INFO_REFRESH_MS 1000
 
 /* From the proxy's tick: sample the request rate; ask each server whose
- * figures are INFO_REFRESH_MS old for new ones. (A client's INFO asks
- * those that requests went to since: info.c.) */
+ * figures are INFO_REFRESH_MS old for new ones. Nothing waits for them:
+ * INFO answers from what is there, and says how old it is. */
 void info_tick(struct pool *p, uint64_t now);
 void info_free(struct pool *p);
-/* INFO [section ...]: c's request r, answered (req_done) now or once the
- * servers' figures it needs are fresh. */
+/* INFO [section ...]: the reply to c's request r. */
 void info_command(struct client *c, struct req *r, struct args *a);
 /* The value of field name ("run_id") in an INFO text, copied into buf
  * (size bytes with the NUL); NULL if it has none, or a longer one. */

@@ -104,10 +104,6 @@ struct req {
         } sub;
         struct req_kept *kept;  /* a blocking command's arguments (route.c) */
         uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
-        struct {                /* info.c: an INFO of the servers' figures */
-            uint64_t requests;  /* pool.requests when it was sent */
-            uint32_t sections;  /* a client's: the sections it asked for */
-        } info;
         struct minify_map minify;   /* minify.c: how its reply's fields map back */
         struct minify_tx *minify_tx;/* minify.c: an EXEC's, its commands' maps */
         union {                 /* mig.c's own requests */

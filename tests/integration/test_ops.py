@@ -110,37 +110,6 @@ def t_info(px, servers):
     return "300 keys, used_memory %s (servers %d)" % (mem["used_memory"], used)
 
 
-def t_info_first_call():
-    """The keyspace a client just wrote shows in the very next INFO: on the
-    first call after a start (it answered from an empty cache: no db0
-    line until the first poll), and after more writes (it answered from
-    the last poll, up to a second old)."""
-    servers = [RedisServer("fc%d" % i) for i in range(3)]
-    px = Shardis("firstcall", servers)
-    c = px.client
-    keys = [k for i in range(3) for k in px.keys_on("fc%d:" % i, i, 15)]   # 15 a server
-    pipe = c.pipeline(transaction=False)
-    for k in keys[:30]:
-        pipe.set(k, "v")
-    pipe.execute()
-    expect_eq(c.info("keyspace").get("db0", {}).get("keys"), 30, "the first INFO's keys")
-    for k in keys[30:]:
-        c.set(k, "v")
-    expect_eq(c.info("keyspace").get("db0", {}).get("keys"), 45, "INFO right after 15 more")
-    c.delete(keys[0])
-    expect_eq(c.info()["db0"]["keys"], 44, "INFO (default) right after a DEL")
-    key = px.keys_on("fcd", 0)[0]
-    servers[2].kill()                   # a server gone: INFO answers at once, from the others
-    c.set(key, "v")
-    t = time.monotonic()
-    info = c.info("keyspace")
-    expect(time.monotonic() - t < 2, "INFO with a server down took %.1f s"
-           % (time.monotonic() - t))
-    expect("db0" in info, "INFO keyspace with a server down: %r" % info)
-    harness.t_exit_clean(px)
-    return "30, then 45, then 44 keys, each on the next INFO"
-
-
 def t_redis_cli(px, servers):
     """--stat's keys and mem, --latency's samples, --bigkeys over every server."""
     px.client.set("big{x}", "b" * 5000)
@@ -578,7 +547,6 @@ def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
     px = Shardis("ops", servers)
     check("info_sections_sum_servers", t_info, px, servers)
-    check("info_keyspace_on_the_first_call", t_info_first_call)
     check("redis_cli_stat_latency_bigkeys", t_redis_cli, px, servers)
     check("redis_exporter_reads_shardis", t_exporter, px, servers)
     check("slowlog_catches_slow_script", t_slowlog, px)
