@@ -415,7 +415,9 @@ void gate_kick_publishers(struct pool *p)
     if (!p->publish_held)
         return;
     p->publish_held = false;        /* (set again by a PUBLISH that still waits) */
-    for (uint32_t i = 0; i < p->nclients; i++)
-        if (p->clients[i]->gated)
+    /* From the end: a client closed by what it sends leaves its slot to
+     * the last one, already kicked. */
+    for (uint32_t i = p->nclients; i-- > 0; )
+        if (i < p->nclients && p->clients[i]->gated)
             gate_kick(p->clients[i]);
 }

@@ -141,9 +141,11 @@ static struct backend *conn(struct client *c, uint32_t server)
  * gone, fewer). Publishers waiting for them go once there are none. */
 static void sending(struct client *c, uint32_t server, int delta)
 {
-    struct subs *s = c->rare->subs;
+    struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
     struct pool_server *ps = &c->pool->servers[server];
 
+    if (s == NULL)
+        return;                     /* (closed meanwhile: pubsub_client_gone counted) */
     s->sending[server] += (uint32_t)delta;
     ps->subscribing += (uint32_t)delta;
     if (ps->subscribing == 0)
@@ -245,7 +247,8 @@ static void subscribe(struct client *c, struct req *r, struct args *a, const str
     }
     c->subscribed = 1;
     r->u.sub.left = 0;
-    for (uint32_t server = 0; server < p->nservers; server++)
+    /* (a subscriber connection that fails at once closes c: no more) */
+    for (uint32_t server = 0; server < p->nservers && !c->closing; server++)
         if (p->servers[server].active)
             send_names(c, r, a, 1, sub_verb[kind], server, owner);
     free(owner);
@@ -412,15 +415,16 @@ int pubsub_route(struct client *c, struct req *r, struct args *a, const struct c
         }
         if (c->subscribed && !c->resp3)
             return pubsub_route(c, r, a, NULL);     /* not allowed in this context */
-        if (client_in_multi(c))
-            return 0;               /* pin.c refuses or queues it */
         size_t len;
         const char *channel = args_get(a, 1, &len);
         if (route_internal(channel, len)) {
             client_reply_error(c, r, PUBSUB_RESERVED_ERR);
+            c->tx_abort = client_in_multi(c);
             req_done(r);
             return 1;
         }
+        if (client_in_multi(c))
+            return 0;               /* pin.c refuses or queues it */
         args_request(a, &r->out);
         /* Through the gate, like any command: not ahead of the client's
          * requests that wait there, nor of subscriptions on their way. */
@@ -466,6 +470,31 @@ static const char *element(struct resp_rd *rd, struct resp_val *v, char *buf, si
     return *heap;
 }
 
+/* The oldest request on b has a confirmation (or, whole: an error that
+ * answers all of it): once all of its have come it is done, and so is the
+ * client's request waiting for it when it was the last. */
+static void confirmed(struct client *c, struct backend *b, bool whole)
+{
+    struct req *q = TAILQ_FIRST(&b->pendq);
+
+    if (q == NULL)
+        return;
+    if (whole)
+        q->u.sub.left = 1;
+    if (--q->u.sub.left == 0) {
+        struct req *r = q->u.sub.wait;
+        TAILQ_REMOVE(&b->pendq, q, pq);
+        q->pending = 0;
+        q->u.sub.wait = NULL;
+        req_maybe_free(q);
+        if (r != NULL) {
+            sending(c, b->server, -1);
+            if (--r->u.sub.left == 0)
+                req_done(r);
+        }
+    }
+}
+
 void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
 {
     struct client *c = b->owner;
@@ -479,8 +508,17 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     if (c == NULL || c->closing)
         return;
     rstream_slice(&b->in, start, end, &g);
-    /* An array (RESP3: a push) whose first elements are bulk strings. */
+    /* An array (RESP3: a push) whose first elements are bulk strings; or an
+     * error refusing a (un)subscription (-NOPERM, -BUSY): it answers it. */
     resp_rd_init(&rd, &g);
+    if (resp_rd_peek(&rd) == RESP_ERROR) {
+        char text[200];
+        resp_rd_head(&g, text, sizeof(text));
+        log_warn("client %llu: %s refused a subscription change: %s",
+                 (unsigned long long)c->id, b->pool->servers[b->server].label, text);
+        confirmed(c, b, true);
+        goto drop;
+    }
     if (resp_rd_next(&rd, &v) < 0 || (v.type != RESP_ARRAY && v.type != RESP_PUSH) ||
         v.n < 1)
         goto drop;
@@ -491,19 +529,7 @@ void pubsub_frame(struct backend *b, uint64_t start, uint64_t end)
     for (kind = 0; kind < 3; kind++)
         if ((v.len == strlen(sub_verb[kind]) && !memcmp(verb, sub_verb[kind], v.len)) ||
             (v.len == strlen(unsub_verb[kind]) && !memcmp(verb, unsub_verb[kind], v.len))) {
-            struct req *q = TAILQ_FIRST(&b->pendq);
-            if (q != NULL && --q->u.sub.left == 0) {
-                struct req *r = q->u.sub.wait;
-                TAILQ_REMOVE(&b->pendq, q, pq);
-                q->pending = 0;
-                q->u.sub.wait = NULL;
-                req_maybe_free(q);
-                if (r != NULL) {
-                    sending(c, b->server, -1);
-                    if (--r->u.sub.left == 0)
-                        req_done(r);
-                }
-            }
+            confirmed(c, b, false);
             goto drop;
         }
     /* A message, for a name the client still has. */
@@ -618,6 +644,8 @@ void pubsub_server_gone(struct pool *p, uint32_t server)
 
     TAILQ_FOREACH(s, &p->subscribers, link)
         if (server < s->nconns && s->conns[server] != NULL) {
+            if (s->sending[server] != 0)
+                sending(s->client, server, -(int)s->sending[server]);
             backend_release(s->conns[server], false);
             s->conns[server] = NULL;
         }

@@ -27,6 +27,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 
 import redis
 
@@ -527,8 +528,31 @@ def backend_user_checks(rs):
     harness.t_exit_clean(p4)
 
 
+def t_refused_subscription(rs):
+    """A subscription a server refuses (-NOPERM for the backend_user) is
+    answered, not left on its way: a PUBLISH to that server, which waits
+    for subscriptions on their way, went on waiting its whole second."""
+    user = ["--user", "narrow", "on", ">narrowpw", "~*", "resetchannels", "&ok*", "+@all"]
+    rs = [RedisServer("narrow%d" % i, extra=user) for i in range(2)]
+    px = harness.Shardis("refusedsub", rs, backend_user="narrow", backend_password="narrowpw")
+    sub = harness.Raw(px.port)
+    sub.send(harness.enc("SUBSCRIBE", "nope"))      # narrow's channels: ok*
+    sub.reply()
+    harness.until("the servers' refusals logged",
+                  lambda: "refused a subscription change" in open(px.log).read())
+    t = time.monotonic()
+    for i in range(5):
+        px.client.publish("ok%d" % i, "m")
+    took = time.monotonic() - t
+    expect(took < 0.5, "5 PUBLISHes took %.2f s" % took)
+    sub.close()
+    harness.t_exit_clean(px)
+    return "5 PUBLISHes in %.3f s" % took
+
+
 def body():
     run = harness.run_with_servers
+    run("a subscription a server refuses holds no PUBLISH", t_refused_subscription, 0)
     run("AUTH user pass, AUTH pass, HELLO AUTH, WHOAMI, WRONGPASS, NOAUTH, #sha256, off, "
         "RESET: as redis-server", t_sign_in, 2)
     run("NOPERM for commands, keys (direct, split, scripts, MULTI, WATCH), channels, SORT "

@@ -329,6 +329,13 @@ def t_celery_result(servers, direct):
         expect_eq(got["shardis"], got["direct"], "the transaction on server %d" % n)
         expect_eq(parse(got["shardis"][-2]), [b"message", key.encode(), body % tid.encode()],
                   "the subscriber's message")
+    # shardis's own channels stay its own inside a transaction too.
+    c = Raw(px.port)
+    c.send(harness.enc("MULTI") + harness.enc("PUBLISH", "__shardis:x", "m") + harness.enc("EXEC"))
+    got = [c.reply() for _ in range(3)]
+    expect(got[1].startswith(b"-ERR channels under '__shardis:'") and
+           got[2].startswith(b"-EXECABORT"), "PUBLISH __shardis:x in MULTI: %r" % got)
+    c.close()
     harness.t_exit_clean(px)
 
 
