@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """test_node.py -- the Node.js client libraries people install today, at
-their defaults, through shardis: node-redis 6 (npm `redis`, which opens
-every connection with HELLO 3) and ioredis 6 (RESP2). tests/node/clients.mjs
+their defaults, through shardis: node-redis 6 (npm `redis`) and ioredis 6,
+both of which open every connection with HELLO 3 (the protocol each
+negotiated is asserted: ioredis 6 was once called RESP2 here). tests/node/clients.mjs
 runs each check against shardis (three servers, keys on each) and a direct
 redis-server and compares what the library returns: connecting, RESP3 maps,
 sets, doubles and nulls, a 600-command pipeline, MULTI with a hash tag and

@@ -1,4 +1,4 @@
-// clients.mjs -- node-redis (RESP3, its default) and ioredis (RESP2, its
+// clients.mjs -- node-redis 6 and ioredis 6 (both HELLO 3, RESP3, by
 // default) at their defaults, through shardis and against a direct
 // redis-server, each check's result compared between the two.
 //
@@ -217,6 +217,14 @@ async function main() {
             await close(c3);
             await close(c2);
         }
+    });
+
+    await check("ioredis connects at its defaults with HELLO 3: a RESP3 client", async () => {
+        // (ioredis 6.0 negotiates RESP3; shardis's README called it RESP2.)
+        const resp = await same(ioredis, async (c) =>
+            String(await c.client("INFO")).match(/ resp=(\d)/)[1], "the protocol negotiated");
+        assert.equal(resp, "3", "ioredis's CLIENT INFO resp=" + resp);
+        return "resp=" + resp + " through shardis and direct";
     });
 
     await check("ioredis pipeline, MULTI, scanStream and defineCommand", async () => {
