@@ -142,7 +142,7 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* Whether c has as many requests in flight as it may. Their replies are
  * what may still come once it stops being read for unread replies, so
- * this also bounds how far past CLIENT_STALL_BYTES it can go. */
+ * this also bounds how far past client_stall_at it can go. */
 static bool client_busy(const struct client *c, bool resuming)
 {
     return c->inflight > (resuming ? CLIENT_RESUME_REQS : CLIENT_PAUSE_REQS);

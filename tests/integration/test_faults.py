@@ -136,15 +136,22 @@ class Relay:
             except OSError:
                 pass
 
+    def recv(self, conn, src, other):
+        """What src sent next; b"" once it or the relay is done (both ends
+        are then closed)."""
+        try:
+            d = src.recv(65536)
+        except OSError:
+            d = b""
+        if not d:
+            self.kill(conn, src, other)
+        return d
+
     def up(self, cs, ss, conn):
         """shardis -> server, untouched; notes a HELLO 3 (RESP3 replies)."""
         while True:
-            try:
-                d = cs.recv(65536)
-            except OSError:
-                d = b""
+            d = self.recv(conn, cs, ss)
             if not d:
-                self.kill(conn, cs, ss)
                 return
             if b"HELLO\r\n$1\r\n3\r\n" in d:
                 conn["resp3"] = True
@@ -186,12 +193,8 @@ class Relay:
         buf = b""
         slow = self.slow_start      # (as it was when the connection was made)
         while not conn["dead"]:
-            try:
-                d = ss.recv(65536)
-            except OSError:
-                d = b""
+            d = self.recv(conn, ss, cs)
             if not d:
-                self.kill(conn, cs, ss)
                 return
             buf += d
             if slow:
