@@ -726,6 +726,7 @@ static const struct pool_key pool_keys[] = {
     {"redis",                K_REDIS,   F(redis), 0, 0},
     {"redis_auth",           K_STR,     F(redis_auth), 0, 4096},
     {"redis_db",             K_INT,     F(redis_db), 0, INT_MAX},
+    {"databases",            K_INT,     F(databases), 1, CONF_DATABASES_MAX},
     {"preconnect",           K_BOOL,    F(preconnect), 0, 0},
     {"auto_eject_hosts",     K_BOOL,    F(auto_eject_hosts), 0, 0},
     {"server_connections",   K_INT,     F(server_connections), 1, 1024},
@@ -942,6 +943,7 @@ static void pool_defaults(struct conf_pool *pool)
     pool->backlog = 512;
     pool->redis = true;
     pool->server_connections = 1;
+    pool->databases = 16;                   /* redis-server's default */
     pool->server_retry_timeout = 30000;
     pool->server_failure_limit = 2;
     pool->jedis_version = 3;
@@ -1067,6 +1069,11 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         return rc;
     if (pool->nsentinels == 0 && (at = given(&st, "sentinel_auth")) != NULL)
         return fail(p, at, "sentinel_auth applies only with sentinels");
+    if (pool->redis_db >= pool->databases)
+        return fail(p, given(&st, "redis_db") != NULL ? given(&st, "redis_db")
+                                                       : given(&st, "databases"),
+                    "redis_db (%d) must be less than databases (%d)", pool->redis_db,
+                    pool->databases);
     if (pool->nsentinels == 0 && pool->read_from != CONF_READ_MASTER)
         return fail(p, given(&st, "read_from"), "read_from: %s needs sentinels: they list "
                     "each master's replicas", pool->read_from == CONF_READ_REPLICA
@@ -1283,7 +1290,8 @@ bool conf_str_eq(const char *a, const char *b)
  * proxy's own, and the record's are its writer's: conf_pool_swap_own.) */
 static const char *const guarded[] = {
     "hash", "hash_tag", "distribution", "jedis_version", "redis_auth",
-    "redis_db", "admin_commands", "keyless_user", "keyless_password", "users", "eject_mode",
+    "redis_db", "databases", "admin_commands", "keyless_user", "keyless_password", "users",
+    "eject_mode",
     "backend_user", "backend_password", "internal_user", "internal_password", "idgen",
 };
 

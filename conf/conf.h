@@ -93,6 +93,10 @@ struct conf_idgen_entry {
 /* A hash field's long name and the short one stored for it (shardjs's
  * subKeys); a dictionary has at most CONF_SUBKEYS_MAX. */
 #define CONF_SUBKEYS_MAX 1024
+/* databases: a client's database is kept in 16 bits of each request, and
+ * a server's connections for each database in use are made on first use
+ * (pool.h): 1024 is more than any redis-server is run with. */
+#define CONF_DATABASES_MAX 1024
 #define CONF_SUBKEY_SHORT_MAX 255   /* bytes of a short name: a reply's are read in place */
 struct conf_subkey {
     char    *name;
@@ -151,7 +155,8 @@ struct conf_pool {
     int      client_connections;    /* 0 = unlimited */
     bool     redis;                 /* must be true */
     char    *redis_auth;            /* NULL = none */
-    int      redis_db;              /* 0 */
+    int      redis_db;              /* 0: the database a client starts in */
+    int      databases;             /* 16: SELECT takes 0 .. databases - 1 */
     int      server_connections;    /* 1 */
     bool     preconnect;
     bool     auto_eject_hosts;

@@ -108,6 +108,7 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     memset(b, 0, sizeof(*b));
     b->pool = p;
     b->server = server;
+    b->db = (uint32_t)p->conf->redis_db;
     b->state = BACKEND_DOWN;
     TAILQ_INIT(&b->sendq);
     TAILQ_INIT(&b->writeq);
@@ -765,9 +766,9 @@ static void backend_connect(struct backend *b)
                           (const char *const[]){"HELLO", b->resp3 ? "3" : "2"});
     else if (b->resp3)
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"HELLO", "3"});
-    if (pc->redis_db != 0) {
+    if (b->db != 0) {
         char db[16];
-        snprintf(db, sizeof(db), "%d", pc->redis_db);
+        snprintf(db, sizeof(db), "%u", b->db);
         backend_queue_own(b, handshake_reply, true, 2, (const char *const[]){"SELECT", db});
     }
     if (b->as == BACKEND_AS_KEYLESS) {  /* checked as the internal user, then used */
@@ -813,7 +814,7 @@ void backend_send(struct backend *b, struct req *r)
     const struct conf_pool *pc = b->pool->conf;
 
     r->backend = b;
-    r->server = b->server;          /* (slowlog.c names it) */
+    r->server = (uint16_t)b->server;    /* (slowlog.c names it) */
     b->requests++;
     if (b->state == BACKEND_FAILED) {
         if (backend_dedicated(b) || uv_now(proxy.loop) < b->retry_at || b->closing) {
@@ -957,12 +958,15 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
      * subscriber's connection stays in RESP2, whose messages pubsub.c
      * relays as RESP3 pushes (the same bytes but the first). */
     bool resp3 = owner != NULL && owner->resp3 && role != BACKEND_SUBSCRIBER;
+    /* Its client's database; channels have none. */
+    uint32_t db = owner != NULL && role != BACKEND_SUBSCRIBER ? owner->db
+                                                              : (uint32_t)p->conf->redis_db;
 
     TAILQ_FOREACH(b, &p->dedicated, link) {
         if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
         if (b->server == server && b->state == BACKEND_UP && !b->closing &&
-            b->resp3 == resp3 && b->as == as && b->creds_gen == p->creds_gen) {
+            b->resp3 == resp3 && b->db == db && b->as == as && b->creds_gen == p->creds_gen) {
             TAILQ_REMOVE(&p->dedicated, b, link);
             p->nspare--;
             goto take;
@@ -971,6 +975,7 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
     b = xmalloc(sizeof(*b));
     backend_init(b, p, server);
     b->resp3 = resp3;
+    b->db = db;
     b->as = as;
     p->ndedicated++;
 take:
@@ -1004,7 +1009,7 @@ struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct 
             break;                  /* in use ones are kept at the tail */
         if (b->owner == owner && b->as == BACKEND_AS_KEYLESS && b->server == server &&
             !b->closing && b->state != BACKEND_FAILED && b->resp3 == owner->resp3 &&
-            b->creds_gen == p->creds_gen)
+            b->db == owner->db && b->creds_gen == p->creds_gen)
             return b;
     }
     return acquire(p, server, owner, BACKEND_ONE_OFF, BACKEND_AS_KEYLESS);

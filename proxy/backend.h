@@ -71,6 +71,8 @@ struct backend {
     uint32_t         server;    /* index in the pool's servers */
     uint32_t         replica;   /* 0: to the server's master; k: to its replica in
                                    slot k - 1 (pool_server.replicas), for reads only */
+    uint32_t         db;        /* the database it selects as it connects, and keeps:
+                                   redis_db, or one a client SELECTed (pool.h) */
     enum backend_state state;
     TAILQ_HEAD(, req) sendq;    /* waiting to be written */
     TAILQ_HEAD(, req) writeq;   /* in the write in flight */
@@ -134,7 +136,8 @@ const char *backend_state_name(const struct backend *b);
 
 /* Dedicated connections: a client whose commands hold state on a server
  * (MULTI ... EXEC, WATCH, a blocking pop) gets a connection of its own to
- * it while the state lasts (pin.c). Released clean (EXEC, DISCARD, the
+ * it while the state lasts (pin.c), in the client's database (a
+ * subscriber's in redis_db: channels have none). Released clean (EXEC, DISCARD, the
  * pop answered) it waits as a spare for the next client; released dirty
  * (the client left mid-transaction or mid-pop) it is closed, so no state
  * leaks to anyone and a pop that was waiting takes nothing. The pool
@@ -146,8 +149,9 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
  * refused a key write (its handshake checks). */
 struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner);
 /* A ONE_OFF for an admin command, authenticated as the pool's
- * internal_user (pin_internal). Spares serve only their own kind (and
- * only while the pool's creds_gen is the one they were made in). */
+ * internal_user (pin_internal). Spares serve only their own kind, in
+ * their own database (and only while the pool's creds_gen is the one
+ * they were made in). */
 struct backend *backend_acquire_internal(struct pool *p, uint32_t server, struct client *owner);
 /* The AUTH a connection signing in as `as` starts with, in argv[0..n):
  * returns n (3: AUTH user password, 2: AUTH redis_auth, 0: none). The

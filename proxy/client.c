@@ -899,13 +899,13 @@ void client_describe(const struct client *c, FILE *f)
     if (n == 0)
         flags[n++] = 'N';
     flags[n] = '\0';
-    fprintf(f, "id=%llu addr=%s laddr=%s fd=%d name=%s age=%u idle=%u flags=%s db=0 sub=%u "
+    fprintf(f, "id=%llu addr=%s laddr=%s fd=%d name=%s age=%u idle=%u flags=%s db=%u sub=%u "
             "psub=%u ssub=%u multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 "
             "rbs=%zu rbp=%zu obl=0 oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s "
             "redir=-1 resp=%d",
             (unsigned long long)c->id, addr, laddr, (int)fd,
             client_name(c) != NULL ? client_name(c) : "", now - c->born_s, now - c->last_s,
-            flags, subs[0], subs[1], subs[2],
+            flags, (unsigned)c->db, subs[0], subs[1], subs[2],
             client_in_multi(c) ? (int)(c->rare != NULL ? c->rare->tx_sent : 0) : -1,
             m.qbuf, m.qbuf_free, m.argv_mem, m.rbs, m.rbs, m.oll, c->rsp_bytes,
             sizeof(*c) + (c->rare != NULL ? sizeof(*c->rare) : 0) + m.argv_mem + m.rbs +
@@ -978,6 +978,7 @@ static struct client *client_new(struct pool *p, bool pipe)
         return NULL;
     }
     c->pool = p;
+    c->db = (uint16_t)p->conf->redis_db;
     TAILQ_INIT(&c->reqs);
     resp_req_reset(&c->scan);
     return c;

@@ -100,6 +100,7 @@ struct client {
     unsigned short   reply:2;   /* enum client_reply */
     unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
     uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
+    uint16_t         db;        /* its database: redis_db until SELECT (local.c) */
     bool             doomed;    /* over a memory limit: closed at the loop's next flush
                                    (client.c client_doom), read no more meanwhile */
     size_t           rsp_bytes; /* reply bytes held for this client */

@@ -212,7 +212,7 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
                 const char *key = args_get(a, 1 + k * step, &len);
                 mig_key(c, s, key, len);
             }
-        struct backend *b = pool_backend_read(p, s, c, cmd, c->resp3);
+        struct backend *b = pool_backend_read(p, s, c, cmd, c->resp3, c->db);
         struct req *fr = f->reqs[i++];
         if (b == NULL) {                    /* (its part of the reply is the error) */
             client_reply_error(c, fr, POOL_NO_REPLICA_ERR, p->servers[s].label);

@@ -40,7 +40,9 @@
  * client whose gate is idle (no request waits, nothing held: c->gated is
  * clear) pays one test per request.
  *
- * What a waiting request holds: its server, and how it goes there (r->via):
+ * What a waiting request holds: its server, the protocol and database it
+ * was routed in (a HELLO or SELECT its client sends meanwhile is for
+ * later requests), and how it goes there (r->via):
  * the client's usual connection for that server (the client's own pinned
  * one if it has one there by then, else a shared one, or a replica's for
  * a read as pool_backend_read decides then), the client's pinned
@@ -144,7 +146,8 @@ static struct backend *target(struct client *c, struct req *r)
     case GATE_OWN:
         return pool_own(c->pool, r->server, r->resp3);
     default:
-        return pool_backend_read(c->pool, r->server, c, cmd_numbered(top(r)->cmd), r->resp3);
+        return pool_backend_read(c->pool, r->server, c, cmd_numbered(top(r)->cmd), r->resp3,
+                                 r->db);
     }
 }
 
@@ -221,12 +224,13 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
         go(c, r, b);
         return;
     }
-    r->server = b->server;
+    r->server = (uint16_t)b->server;
     r->via = r->pinned ? GATE_PIN
            : backend_dedicated(b) && b != c->pin ? GATE_CONN
            : b->as == BACKEND_AS_INTERNAL ? GATE_OWN : GATE_SERVER;
     r->backend = r->via == GATE_CONN ? b : NULL;
-    r->resp3 = b->resp3;            /* a later HELLO does not change it */
+    r->resp3 = b->resp3;            /* a later HELLO does not change it, */
+    r->db = (uint16_t)b->db;        /* nor a later SELECT */
     rare = client_rare(c);
     c->gated = 1;
     r->gated = 1;

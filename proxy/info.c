@@ -204,6 +204,37 @@ static const char *server_field(const struct pool *p, uint32_t s, const char *na
     return info_text_field(in->servers[s].text, name, buf, size);
 }
 
+bool info_other_databases(const struct pool *p, char *why, size_t size)
+{
+    const struct info *in = p->info;
+
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        const struct pool_server *ps = &p->servers[s];
+        const char *l;
+        if (!ps->active)
+            continue;
+        if (in == NULL || s >= in->nservers || in->servers[s].text == NULL) {
+            if (ps->dbconns == NULL)
+                continue;               /* nobody used another database there */
+            snprintf(why, size, "server %s has not said yet which databases hold keys",
+                     ps->label);
+            return true;
+        }
+        /* "db3:keys=1,expires=0,avg_ttl=0" lines, keys never 0 */
+        for (l = in->servers[s].text; l != NULL; l = strstr(l + 1, "\ndb")) {
+            unsigned db;
+            if (sscanf(l + (l[0] == '\n'), "db%u:keys=", &db) == 1 &&
+                db != (unsigned)p->conf->redis_db) {
+                snprintf(why, size, "server %s holds keys in database %u, which resharding "
+                         "does not move (only redis_db %d's keys move)", ps->label, db,
+                         p->conf->redis_db);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* How a servers' field is shown for the pool. */
 enum agg {
     AGG_SUM,        /* counts and bytes */
@@ -398,17 +429,15 @@ static void section_memory(const struct pool *p, FILE *f)
             used > 0 ? rss / used : 0.0, own, known);
 }
 
-/* Keyspace: db0, the one database a client sees (redis_db on every
- * server), its keys and expires summed, avg_ttl weighted by expires. */
-static void section_keyspace(const struct pool *p, FILE *f)
+/* Database db's line, if it holds keys on any server. */
+static void keyspace_line(const struct pool *p, int db, FILE *f)
 {
     char name[32], line[256];
     unsigned long long keys = 0, expires = 0;
     double ttl_sum = 0;
     bool any = false;
 
-    snprintf(name, sizeof(name), "db%d", p->conf->redis_db);
-    fputs("# Keyspace\r\n", f);
+    snprintf(name, sizeof(name), "db%d", db);
     for (uint32_t s = 0; s < p->nservers; s++) {
         unsigned long long k, e, t;
         const char *v[3];
@@ -430,8 +459,17 @@ static void section_keyspace(const struct pool *p, FILE *f)
         any = true;
     }
     if (any && keys > 0)
-        fprintf(f, "db0:keys=%llu,expires=%llu,avg_ttl=%.0f\r\n", keys, expires,
+        fprintf(f, "db%d:keys=%llu,expires=%llu,avg_ttl=%.0f\r\n", db, keys, expires,
                 expires > 0 ? ttl_sum / (double)expires : 0.0);
+}
+
+/* Keyspace: each database a client may SELECT that holds keys, its keys
+ * and expires summed over the servers, avg_ttl weighted by expires. */
+static void section_keyspace(const struct pool *p, FILE *f)
+{
+    fputs("# Keyspace\r\n", f);
+    for (int db = 0; db < p->conf->databases; db++)
+        keyspace_line(p, db, f);
     fputs("\r\n", f);
 }
 

@@ -3,6 +3,8 @@
 #ifndef SHARDIS_INFO_H
 #define SHARDIS_INFO_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct args;
@@ -25,6 +27,11 @@ void info_tick(struct pool *p, uint64_t now);
 void info_free(struct pool *p);
 /* INFO [section ...]: the reply to c's request r. */
 void info_command(struct client *c, struct req *r, struct args *a);
+/* Whether, as far as the servers' last INFO tells, keys of p are in a
+ * database other than redis_db (which a reshard does not move: mig.c),
+ * or it cannot be told (a server that a client's database has a
+ * connection to has not answered yet); why says which. */
+bool info_other_databases(const struct pool *p, char *why, size_t size);
 /* The value of field name ("run_id") in an INFO text, copied into buf
  * (size bytes with the NUL); NULL if it has none, or a longer one. */
 const char *info_text_field(const char *text, const char *name, char *buf, size_t size);

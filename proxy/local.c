@@ -105,6 +105,15 @@ static void cmd_quit(struct client *c, struct req *r, struct args *a)
     c->quitting = 1;
 }
 
+/* SELECT db: database db on every server, as on one redis-server with
+ * `databases` of them; a key's server is the same in each. A client's
+ * requests then go over connections in db (pool.h: each database's
+ * shared connections, made on first use); none of them runs before its
+ * requests in the database it leaves are answered (a MOVE to db, then a
+ * GET there, keep their order as on one connection). Not in MULTI
+ * (pin.c refuses every keyless command there) nor after WATCH: the
+ * watching connection stays in its database, and where the next
+ * commands should go is no longer one server's connection. */
 static void cmd_select(struct client *c, struct req *r, struct args *a)
 {
     long long db;
@@ -112,17 +121,22 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
         reply_arity(c, r, "select");
         return;
     }
-    /* As a redis-server with one database (databases 1): keys are routed
-     * in DB 0 (redis_db on the servers) only. */
     if (!args_ll(a, 1, &db))
         client_reply_error(c, r, "ERR value is not an integer or out of range");
     else if (db < -2147483648LL || db > 2147483647LL)      /* redis-server's words */
         client_reply_error(c, r, "ERR value is out of range, value must between "
                            "-2147483648 and 2147483647");
-    else if (db == 0 || db == c->pool->conf->redis_db)
-        reply_ok(c, r);
-    else
+    else if (db < 0 || db >= c->pool->conf->databases)
         client_reply_error(c, r, "ERR DB index is out of range");
+    else if (c->tx != TX_NONE && db != c->db)
+        client_reply_error(c, r, "ERR SELECT after WATCH is not supported by shardis: "
+                           "UNWATCH first");
+    else {
+        if (db != c->db)
+            gate_hold(c, r);
+        c->db = (uint16_t)db;
+        reply_ok(c, r);
+    }
 }
 
 /* Sign c in as the user at user_at (0: "default") with the password at
@@ -320,11 +334,12 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
         free(c->rare->name);
         c->rare->name = NULL;
     }
-    /* Its later requests go over RESP2 connections: as after HELLO 2,
-     * none runs before its earlier ones are answered. */
-    if (c->resp3)
+    /* Its later requests go over RESP2 connections of redis_db: as after
+     * HELLO 2 or SELECT, none runs before its earlier ones are answered. */
+    if (c->resp3 || c->db != c->pool->conf->redis_db)
         gate_hold(c, r);
     c->resp3 = 0;
+    c->db = (uint16_t)c->pool->conf->redis_db;
     if (pin_reset(c, r))
         return;                     /* answered by its pin */
     struct resp_w w = out(c, r);

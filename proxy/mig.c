@@ -65,6 +65,7 @@
 #include "proxy/client.h"
 #include "proxy/gate.h"
 #include "proxy/group.h"
+#include "proxy/info.h"
 #include "proxy/log.h"
 #include "proxy/mig_int.h"
 #include "proxy/pool.h"
@@ -92,9 +93,18 @@ bool mig_drained(const struct pool *p)
 
 bool mig_can_start(const struct pool *p, char *err, size_t errlen)
 {
+    char why[200];
+
     if (p->mig != NULL && p->mig->nprior == MIG_MAX_PRIOR) {
         snprintf(err, errlen, "reshard in progress (%d pending rings): wait for "
                  "SHARD.MIGRATION STATUS to finish before reloading again", MIG_MAX_PRIOR);
+        return false;
+    }
+    /* The walk and the on-touch MIGRATEs are of redis_db: keys of other
+     * databases would stay behind on servers the ring no longer names.
+     * (While keys move, requests for them are refused: route.c db_ok.) */
+    if (info_other_databases(p, why, sizeof(why))) {
+        snprintf(err, errlen, "cannot reshard: %s", why);
         return false;
     }
     return true;

@@ -78,15 +78,18 @@ bool pin_let_go(struct client *c, struct req *next)
  * if it is pinned to another server. */
 static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
 {
-    /* A pin speaks the protocol its client spoke when it was given: one of
-     * the other (RESET since) is as good as one to another server. */
-    if (c->pin != NULL && (c->pin->server != server || c->pin->resp3 != c->resp3))
+    /* A pin speaks the protocol its client spoke when it was given, in
+     * the database it was in: one of the other (RESET, SELECT since) is
+     * as good as one to another server. */
+    if (c->pin != NULL && (c->pin->server != server || c->pin->resp3 != c->resp3 ||
+                           c->pin->db != c->db))
         retire(c, r);
     if (c->pin == NULL) {
         c->pin = backend_acquire(c->pool, server, c, BACKEND_PIN);
         gate_hold(c, r);
     }
-    return c->pin->server == server && c->pin->resp3 == c->resp3 ? c->pin : NULL;
+    return c->pin->server == server && c->pin->resp3 == c->resp3 && c->pin->db == c->db
+               ? c->pin : NULL;
 }
 
 /* Send r, in c's pin, as it is for the transaction's state: a command

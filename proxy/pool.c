@@ -41,7 +41,7 @@ static void pool_retire_idle(struct pool *p);
 
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c)
 {
-    return pool_backend_in(p, server, c, c->resp3);
+    return pool_backend_in(p, server, c, c->resp3, c->db);
 }
 
 /* Which of a server's (or a replica's) 2 * nconns connections client id
@@ -51,8 +51,26 @@ static uint32_t conn_of(const struct pool *p, uint64_t id, bool resp3)
     return (resp3 ? p->nconns : 0) + (uint32_t)(id % p->nconns);
 }
 
+/* Database db's shared connection to server in RESP2 or 3, made now if
+ * it is the first time any client uses a database there. */
+static struct backend *db_conn(struct pool *p, uint32_t server, uint32_t db, bool resp3)
+{
+    struct pool_server *ps = &p->servers[server];
+
+    ASSERT(db < p->ndbs);
+    if (ps->dbconns == NULL) {
+        ps->dbconns = xcalloc(2 * p->ndbs, sizeof(*ps->dbconns));
+        for (uint32_t k = 0; k < 2 * p->ndbs; k++) {
+            backend_init(&ps->dbconns[k], p, server);
+            ps->dbconns[k].db = k / 2;
+            ps->dbconns[k].resp3 = k % 2;
+        }
+    }
+    return &ps->dbconns[2 * db + (resp3 ? 1 : 0)];
+}
+
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
-                                bool resp3)
+                                bool resp3, uint32_t db)
 {
     /* A client's requests to one server run in the order it sent them, as
      * on one Redis connection: while it has a connection of its own to the
@@ -60,8 +78,11 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
      * the protocol, waiting at the gate since: its reply must be in the
      * protocol it was sent in, and the pin was given with gate_hold, so it
      * runs before anything sent on the pin. */
-    if (c->pin != NULL && c->pin->server == server && c->pin->resp3 == resp3)
+    if (c->pin != NULL && c->pin->server == server && c->pin->resp3 == resp3 &&
+        c->pin->db == db)
         return c->pin;
+    if (db != (uint32_t)p->conf->redis_db)
+        return db_conn(p, server, db, resp3);
     return &p->servers[server].conns[conn_of(p, c->id, resp3)];
 }
 
@@ -95,7 +116,7 @@ static bool usable(const struct pool_replica *rp, const struct backend *b)
 }
 
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
-                                  const struct cmd *cmd, bool resp3)
+                                  const struct cmd *cmd, bool resp3, uint32_t db)
 {
     struct pool_replica *reps = p->servers[server].replicas;
     struct backend *first = NULL;
@@ -106,8 +127,8 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
      * (a replica of the new owner may not have them yet). */
     if (p->conf->read_from == CONF_READ_MASTER || cmd == NULL || c->pin != NULL ||
         client_in_multi(c) || p->mig != NULL || !replica_can(cmd) ||
-        uv_now(proxy.loop) < p->replica_reads_at)
-        return pool_backend_in(p, server, c, resp3);
+        uv_now(proxy.loop) < p->replica_reads_at || db != (uint32_t)p->conf->redis_db)
+        return pool_backend_in(p, server, c, resp3, db);
     for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
         listed += reps[i].listed;
     /* Each client reads from one replica while it is up (its reads keep
@@ -128,7 +149,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
             break;
     }
     if (p->conf->read_from == CONF_READ_PREFER_REPLICA)
-        return pool_backend_in(p, server, c, resp3);
+        return pool_backend_in(p, server, c, resp3, db);
     return first;           /* its failure is the answer; NULL: no replica at all */
 }
 
@@ -234,13 +255,16 @@ struct backend *pool_server_next(const struct pool *p, uint32_t server, uint32_t
 {
     const struct pool_server *ps = &p->servers[server];
     uint32_t per = 2 * p->nconns, i;
+    uint32_t masters = pool_nconns(p) + (ps->dbconns != NULL ? 2 * p->ndbs : 0);
 
     if (*it < pool_nconns(p))
         return &ps->conns[(*it)++];
-    for (i = *it - pool_nconns(p); ps->replicas != NULL && i / per < POOL_REPLICAS_MAX; i++) {
+    if (*it < masters)
+        return &ps->dbconns[(*it)++ - pool_nconns(p)];
+    for (i = *it - masters; ps->replicas != NULL && i / per < POOL_REPLICAS_MAX; i++) {
         const struct pool_replica *rp = &ps->replicas[i / per];
         if (rp->conns != NULL) {
-            *it = pool_nconns(p) + i + 1;
+            *it = masters + i + 1;
             return &rp->conns[i % per];
         }
     }
@@ -367,9 +391,11 @@ static void pool_retry_ejected(struct pool *p, uint64_t now)
 
     for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].ejected_until != 0 && now >= p->servers[s].ejected_until) {
+            struct backend *b;
             p->servers[s].ejected_until = 0;
-            for (uint32_t k = 0; k < pool_nconns(p); k++)
-                p->servers[s].conns[k].failures = 0;
+            for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                if (b->replica == 0)
+                    b->failures = 0;
             changed = true;
         }
     if (changed)
@@ -439,6 +465,7 @@ static void pool_mark_gains(struct pool *p, const struct ring *old, const struct
 void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_t port)
 {
     struct pool_server *ps = &p->servers[server];
+    struct backend *x;
     char why[96];
 
     snprintf(why, sizeof(why), "its master moved to %s:%u", host, port);
@@ -447,8 +474,9 @@ void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_
     ps->port = port;
     ps->unix_socket = false;
     ps->resolved = true;
-    for (uint32_t k = 0; k < pool_nconns(p); k++)
-        backend_move(&ps->conns[k], why);
+    for (uint32_t it = 0; (x = pool_server_next(p, server, &it)) != NULL;)
+        if (x->replica == 0)
+            backend_move(x, why);
     if (ps->mover != NULL)
         backend_move(ps->mover, why);
     backend_close_spares(p, server);
@@ -527,10 +555,12 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
 void pool_retire(struct pool *p, uint32_t server)
 {
     struct pool_server *ps = &p->servers[server];
+    struct backend *b;
 
     ps->active = false;
-    for (uint32_t k = 0; k < pool_nconns(p); k++)
-        backend_close(&ps->conns[k]);   /* drained: answers anything left with an error */
+    for (uint32_t it = 0; (b = pool_server_next(p, server, &it)) != NULL;)
+        if (b->replica == 0)
+            backend_close(b);           /* drained: answers anything left with an error */
     if (ps->mover != NULL)
         backend_close(ps->mover);
     pool_server_replicas(p, server, NULL, 0);   /* (closed by pool_tick once idle) */
@@ -548,10 +578,11 @@ static void pool_retire_idle(struct pool *p)
     for (uint32_t s = 0; s < p->nservers; s++) {
         struct pool_server *ps = &p->servers[s];
         bool idle = ps->mover == NULL || backend_idle(ps->mover);
+        const struct backend *b;
         if (!ps->active || pool_in_ring(p, s))
             continue;
-        for (uint32_t k = 0; k < pool_nconns(p) && idle; k++)
-            idle = backend_idle(&ps->conns[k]);
+        for (uint32_t it = 0; idle && (b = pool_server_next(p, s, &it)) != NULL;)
+            idle = b->replica != 0 || backend_idle(b);
         if (idle)
             pool_retire(p, s);
     }
@@ -631,6 +662,7 @@ void pool_free(struct pool *p)
         free(p->servers[s].addr);
         free(p->servers[s].host);
         free(p->servers[s].conns);
+        free(p->servers[s].dbconns);
         free(p->servers[s].mover);
         for (uint32_t i = 0; p->servers[s].replicas != NULL && i < POOL_REPLICAS_MAX; i++) {
             free(p->servers[s].replicas[i].host);

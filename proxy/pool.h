@@ -69,6 +69,10 @@ struct pool_server {
     struct backend  *conns;         /* [pool_nconns()] shared, pipelined (owned): the
                                        RESP2 ones, then as many RESP3 ones, then
                                        shardis's own two (pool_own) */
+    struct backend  *dbconns;       /* [2 * pool.ndbs]: database d's shared connections,
+                                       RESP2's at 2d, RESP3's at 2d + 1, for clients that
+                                       SELECTed d (not redis_db: conns), connected on
+                                       first use; NULL until a client SELECTs one (owned) */
     struct backend  *mover;         /* mig.c's own connection, so that clients' requests
                                        never queue behind its batches; or NULL (owned) */
     uint64_t         ejected_until; /* loop ms; 0 when in the ring */
@@ -105,6 +109,7 @@ struct pool {
     struct pool_server *servers;    /* [nservers]: every server ever in a ring */
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections (of each protocol) */
+    uint32_t          ndbs;         /* databases (fixed at start, as nconns) */
     uint32_t          nclients;
     struct client   **clients;      /* [nclients]: every client, a client's slot its index */
     uint32_t          clients_cap;
@@ -156,14 +161,22 @@ struct pool {
 /* A server's shared connections, both protocols: a RESP3 client's
  * replies must come from a connection in RESP3 (HELLO 3), since they are
  * forwarded as they come; a RESP2 client's from one in RESP2. The RESP3
- * ones connect on first use. */
+ * ones connect on first use.
+ *
+ * Databases (SELECT): a connection stays in the database it selected as
+ * it connected, so a client that SELECTs another database than redis_db
+ * uses that database's connections, one of each protocol per server
+ * (pool_server.dbconns), shared by every client in it: a database in use
+ * costs at most two connections to each server, none until it is used;
+ * `databases` bounds them. Replicas are read in redis_db only; the other
+ * databases are read from the masters. */
 static inline uint32_t pool_nconns(const struct pool *p)
 {
     return 2 * p->nconns + 2;
 }
 /* Every shared connection of server's, one per call: its master's
- * (conns), then its replicas' (read_from); NULL after the last. *it
- * starts at 0. (Not the mover, nor the dedicated connections.) */
+ * (conns, then dbconns), then its replicas' (read_from); NULL after the
+ * last. *it starts at 0. (Not the mover, nor the dedicated connections.) */
 struct backend *pool_server_next(const struct pool *p, uint32_t server, uint32_t *it);
 /* server's traffic, summed over those connections (INFO, /metrics): up is
  * its master's (1 a connection is up, 0 they failed, -1 none was needed
@@ -190,7 +203,7 @@ struct backend *pool_own(struct pool *p, uint32_t server, bool resp3);
  * this is decided: when a request is routed, and again when one that
  * waited at its client's gate goes (gate.c). */
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
-                                  const struct cmd *cmd, bool resp3);
+                                  const struct cmd *cmd, bool resp3, uint32_t db);
 #define POOL_NO_REPLICA_ERR "ERR no replica of master '%s' is known to read from " \
                             "(read_from: replica)"
 
@@ -251,12 +264,13 @@ void pool_pause(struct pool *p, uint64_t ms, bool all);
 void pool_retire(struct pool *p, uint32_t server);
 
 /* The backend that serves c's requests for server: its dedicated
- * connection to it if it has one, else a shared one in c's protocol
- * (pool_backend_in: in the protocol given, for a request that waited at
- * the gate while its client sent HELLO). */
+ * connection to it if it has one, else a shared one in c's protocol and
+ * database (pool_backend_in: in the protocol and database given, for a
+ * request that waited at the gate while its client sent HELLO or
+ * SELECT). */
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
-                                bool resp3);
+                                bool resp3, uint32_t db);
 
 /* A client joins and leaves pool->clients (client.c). */
 void pool_client_add(struct pool *p, struct client *c);

@@ -304,6 +304,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     if ((rc = conf_pool_ring(pc, &ring, err, errlen)) < 0)
         return rc;
     p->nconns = (uint32_t)pc->server_connections;
+    p->ndbs = (uint32_t)pc->databases;
     TAILQ_INIT(&p->dedicated);
     TAILQ_INIT(&p->subscribers);
     if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_FAIL)

@@ -3,8 +3,8 @@
  *
  * The file is parsed and checked whole before anything changes: a file
  * that does not parse, or asks for what a running proxy cannot change
- * (pools added or removed, a listen address, server_connections, how keys
- * hash), is refused with the reason and the proxy goes on as it was.
+ * (pools added or removed, a listen address, server_connections, redis_db
+ * and databases, how keys hash), is refused with the reason and the proxy goes on as it was.
  *
  * A good file replaces the config. A pool whose server list changed
  * routes by its new ring at once; client connections stay open and
@@ -49,6 +49,9 @@ static const char *fixed_change(const struct conf_pool *a, const struct conf_poo
                "they are)";
     if (a->server_connections != b->server_connections)
         return "server_connections changed";
+    if (a->redis_db != b->redis_db || a->databases != b->databases)
+        return "redis_db or databases changed (open connections stay in the database "
+               "they selected)";
     if (a->distribution != b->distribution || a->hash != b->hash ||
         a->has_hash_tag != b->has_hash_tag || a->jedis_version != b->jedis_version ||
         (a->has_hash_tag && memcmp(a->hash_tag, b->hash_tag, 2) != 0))

@@ -118,7 +118,8 @@ struct req {
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
     uint64_t        t0_us;      /* a client's: proxy.now_us when it was read (stats.c) */
     uint32_t        epoch;      /* mig.c: the pool's epoch when it was routed */
-    uint32_t        server;     /* gate.c: while it waits, the server it goes to */
+    uint16_t        server;     /* gate.c: while it waits, the server it goes to */
+    uint16_t        db;         /* ... and the database (its client may SELECT meanwhile) */
     uint16_t        migs;       /* mig.c: MIGRATEs it waits for */
     uint16_t        cmd;        /* a client's: 1 + its command's index in cmd_table
                                    (route.c), 0 if unknown or none (stats.c) */

@@ -487,6 +487,59 @@ void route_send(struct client *c, struct req *r, struct args *a, struct backend 
     mig_send(c, r, b);
 }
 
+/* ---- databases ---------------------------------------------------------------------- */
+
+/* Where a request's database is judged (a client's own, SELECT's, in
+ * local.c): the database numbers MOVE, COPY ... DB and SWAPDB name must
+ * be ones a client may SELECT (below `databases`); and while keys move
+ * after a reload (mig.c), which moves redis_db's keys only, a request for
+ * keys in another database, or a SWAPDB, is told to retry: its key may
+ * still be on its old server, and nothing would ever move it. A
+ * non-integer is the server's to refuse. False after refusing r. */
+static bool db_ok(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    static const struct cmd *move, *copy, *swapdb;
+    const struct conf_pool *pc = c->pool->conf;
+    uint32_t at = 0, n = 0;
+    long long db;
+
+    if (move == NULL) {
+        move = cmd_lookup("move", 4);
+        copy = cmd_lookup("copy", 4);
+        swapdb = cmd_lookup("swapdb", 6);
+    }
+    if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb)
+        return true;
+    if (c->pool->mig != NULL &&
+        (cmd == swapdb || (c->db != pc->redis_db &&
+                           (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))) {
+        client_reply_error(c, r, "TRYAGAIN resharding moves the keys of database %d only: "
+                           "retry once SHARD.MIGRATION STATUS says it is done", pc->redis_db);
+        route_refused(c, r);
+        return false;
+    }
+    if (cmd == move) {
+        at = 2;
+        n = 1;
+    } else if (cmd == swapdb) {
+        at = 1;
+        n = 2;
+    } else if (cmd == copy) {           /* COPY src dst [DB db] [REPLACE] */
+        for (uint32_t j = 3; j + 1 < a->argc; j++)
+            if (args_is(a, j, "db")) {
+                at = ++j;
+                n = 1;
+            }
+    }
+    for (uint32_t i = at; i < at + n; i++)
+        if (args_ll(a, i, &db) && (db < 0 || db >= pc->databases)) {
+            client_reply_error(c, r, "ERR DB index is out of range");
+            route_refused(c, r);
+            return false;
+        }
+    return true;
+}
+
 /* ---- the decision ------------------------------------------------------------------- */
 
 static void reply_unknown(struct client *c, struct req *r, struct args *a)
@@ -512,7 +565,7 @@ static void reply_unknown(struct client *c, struct req *r, struct args *a)
 static bool unsupported_name(const struct cmd *cmd)
 {
     static const char *const names[] = {
-        "migrate", "move", "swapdb", "monitor", "sync", "psync", "replconf", "failover",
+        "migrate", "monitor", "sync", "psync", "replconf", "failover",
     };
     if (cmd->flags & (CMD_PUBSUB | CMD_ADMIN))
         return true;
@@ -583,11 +636,11 @@ static bool first_server_answers(const struct cmd *cmd)
  * own state, as CONFIG SET does: CONFIG RESETSTAT resets its counters;
  * SAVE, BGSAVE and BGREWRITEAOF persist its keys; LASTSAVE says when they
  * last were: the oldest of the servers' times, since when every key was
- * saved. */
+ * saved; SWAPDB swaps two databases, each server its share of them. */
 static bool on_each_server(const struct cmd *cmd)
 {
     static const char *const names[] = {"config|resetstat", "save", "bgsave", "bgrewriteaof",
-                                        "lastsave"};
+                                        "lastsave", "swapdb"};
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         if (!strcmp(cmd->name, names[i]))
             return true;
@@ -613,6 +666,17 @@ bool route_admin_ok(struct client *c, struct req *r, const char *name)
     return false;
 }
 
+/* How the replies of cmd run on every server merge: by its response
+ * policy, but for those on_each_server adds, which Redis gives none. */
+static enum cmd_reply broadcast_reply(const struct cmd *cmd)
+{
+    if (!strcmp(cmd->name, "lastsave"))
+        return CMD_REPLY_MIN;
+    if (!strcmp(cmd->name, "swapdb"))
+        return CMD_REPLY_ALL_OK;
+    return cmd->reply;
+}
+
 /* Run cmd (ROUTE_EVERY*, ROUTE_FIRST*) on every server, or the first. */
 static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                          enum route_kind kind)
@@ -634,9 +698,8 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
          * INFO ...): what the least-privileged backend_user is not given;
          * the client's user was allowed it above. */
         bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
-        pin_internal(c, r, a, !strcmp(cmd->name, "lastsave") ? CMD_REPLY_MIN : cmd->reply,
-                     first ? pool_first_up(c->pool) : UINT32_MAX, false,
-                     kind == ROUTE_EVERY_ADMIN);
+        pin_internal(c, r, a, broadcast_reply(cmd), first ? pool_first_up(c->pool) : UINT32_MAX,
+                     false, kind == ROUTE_EVERY_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));
@@ -644,8 +707,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         /* SAVE and BGREWRITEAOF take as long as the data: no deadline for
          * an admin's broadcast, which would fail every server's shared
          * connection at once. */
-        frag_broadcast(c, r, a, !strcmp(cmd->name, "lastsave") ? CMD_REPLY_MIN : cmd->reply,
-                       NULL, kind == ROUTE_EVERY_ADMIN);
+        frag_broadcast(c, r, a, broadcast_reply(cmd), NULL, kind == ROUTE_EVERY_ADMIN);
     }
 }
 
@@ -893,6 +955,8 @@ void route_request(struct client *c, struct req *r)
         local_exec(c, r, &a);
         goto done;
     }
+    if (!db_ok(c, r, &a, cmd))
+        goto done;
     if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
         goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
     switch (route_kind(cmd)) {
@@ -953,7 +1017,7 @@ forward:
         pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
     }
     else {
-        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd, c->resp3);
+        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd, c->resp3, c->db);
         if (b == NULL) {
             client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
             goto reply;

@@ -623,16 +623,108 @@ def t_pubsub_introspection(servers, direct):
     harness.t_exit_clean(px)
 
 
-def t_select(servers):
-    """shardis has DB 0 only: SELECT answers as a redis-server with one."""
+def t_select(servers, direct):
+    """SELECT answers as a redis-server with 16 databases (databases: 16,
+    the default); a pool with databases: 1 as one with one."""
     one = RedisServer("onedb", extra=["--databases", "1"])
     px = Shardis("select", servers)
-    c, d = Raw(px.port), Raw(one.port)
-    for db in ("0", "1", "15", "1000000", "-1", "2147483648", "x", "1.5"):
-        expect_eq(c.cmd("SELECT", db), d.cmd("SELECT", db), "SELECT %s" % db)
-    c.close()
-    d.close()
+    px1 = Shardis("select1", servers, databases="1")
+    for ours, theirs in ((px, direct), (px1, one)):
+        c, d = Raw(ours.port), Raw(theirs.port)
+        for db in ("0", "1", "15", "16", "1000000", "-1", "2147483648", "x", "1.5"):
+            expect_eq(c.cmd("SELECT", db), d.cmd("SELECT", db), "SELECT %s" % db)
+        c.close()
+        d.close()
     one.kill()
+    harness.t_exit_clean(px1)
+    harness.t_exit_clean(px)
+
+
+def t_databases(servers):
+    """A client in database 3 beside one in database 0, keys on every
+    server: each sees its own database only, on the server the ring names
+    (redis-py's redis://host:port/3 sends SELECT 3 on connect); DBSIZE,
+    KEYS, SCAN, RANDOMKEY and FLUSHDB are the database's; MOVE and COPY
+    ... DB stay on the key's server; SWAPDB swaps on every server; INFO
+    keyspace and CLIENT LIST show the databases."""
+    for s in servers:
+        s.client.flushall()             # (what earlier checks left)
+    px = Shardis("dbs", servers, admin_commands="true")
+    keys = [k for i in range(len(servers)) for k in px.keys_on("db:", i, 4)]
+    where = px.whereis(keys)
+    expect(len(set(where.values())) == len(servers), "keys on every server: %r" % where)
+    c0 = redis.Redis.from_url("redis://%s:%d/0" % (harness.HOST, px.port))
+    c3 = redis.Redis.from_url("redis://%s:%d/3" % (harness.HOST, px.port))
+    for k in keys:
+        c0.set(k, b"zero")
+        c3.set(k, b"three")
+    expect_eq(c0.mget(keys), [b"zero"] * len(keys), "database 0's values")
+    expect_eq(c3.mget(keys), [b"three"] * len(keys), "database 3's values")
+    for k in keys:      # each in database 3 of its own server, and nowhere else
+        for i, s in enumerate(servers):
+            got = redis.Redis(harness.HOST, s.port, db=3).get(k)
+            expect_eq(got, b"three" if i == where[k] else None, "%r in db 3 of server %d" % (k, i))
+    expect_eq((c0.dbsize(), c3.dbsize()), (len(keys), len(keys)), "DBSIZE of each")
+    expect_eq(sorted(c3.keys("*")), sorted(keys), "KEYS in database 3")
+    expect_eq(sorted(c3.scan_iter(count=3)), sorted(keys), "SCAN in database 3")
+    expect(c3.randomkey() in keys, "RANDOMKEY in database 3")
+    # MOVE and COPY ... DB: the key's own server, in the database named
+    k0, k1 = keys[0], keys[-1]
+    expect_eq(c3.move(k0, 5), True, "MOVE to database 5")
+    c5 = redis.Redis.from_url("redis://%s:%d/5" % (harness.HOST, px.port))
+    expect_eq((c3.get(k0), c5.get(k0)), (None, b"three"), "moved")
+    expect_eq(redis.Redis(harness.HOST, servers[where[k0]].port, db=5).get(k0), b"three",
+              "in database 5 of its server")
+    try:
+        c0.execute_command("MOVE", k1, "16")
+        raise harness.Fail("MOVE to database 16 was taken")
+    except redis.ResponseError as e:
+        expect_eq(str(e), "DB index is out of range", "MOVE 16")
+    src, dst = b"{cp}a", b"{cp}b"
+    c0.set(src, b"v")
+    expect_eq(c0.execute_command("COPY", src, dst, "DB", "4"), 1, "COPY ... DB 4")
+    c4 = redis.Redis.from_url("redis://%s:%d/4" % (harness.HOST, px.port))
+    expect_eq((c4.get(dst), c0.get(dst)), (b"v", None), "copied into database 4")
+    # SWAPDB: every server's share of both
+    expect_eq(c0.swapdb(3, 4), True, "SWAPDB 3 4")
+    expect_eq((c4.mget(keys[1:]), c4.get(dst), c3.get(dst)),
+              ([b"three"] * (len(keys) - 1), None, b"v"), "swapped on every server")
+    # FLUSHDB empties its own database only
+    expect_eq(c4.flushdb(), True, "FLUSHDB in database 4")
+    expect_eq((c4.dbsize(), c0.dbsize()), (0, len(keys) + 1), "database 0 untouched")
+    lines = [l for l in c4.client_list() if l.get("db") == "4"]
+    expect(len(lines) >= 1, "CLIENT LIST shows db=4: %r" % c4.client_list())
+    harness.until("INFO keyspace shows database 0, 3 and 5",
+                  lambda: (lambda i: i.get("db0", {}).get("keys") == len(keys) + 1 and
+                           i.get("db3", {}).get("keys") == 1 and
+                           i.get("db5", {}).get("keys") == 1)(c0.info("keyspace")))
+    for x in (c0, c3, c4, c5):
+        x.close()
+    harness.t_exit_clean(px)
+
+
+def t_database_order(servers):
+    """SELECT keeps a pipeline's order as one connection does: a MOVE
+    queued behind a large write on database 0's connection, then SELECT
+    and a GET of the key on database 5's: the GET sees the key moved."""
+    px = Shardis("dborder", servers)
+    k = px.keys_on("ord:", 0, 2)
+    big = b"x" * (24 << 20)
+    warm = redis.Redis.from_url("redis://%s:%d/5" % (harness.HOST, px.port))
+    warm.get(k[1])                      # database 5's connection is up
+    lost = 0
+    for i in range(3):
+        c = Raw(px.port, timeout=30)
+        c.cmd("DEL", k[0])
+        seq = [["SET", k[1], big], ["SET", k[0], "v%d" % i], ["MOVE", k[0], "5"],
+               ["SELECT", "5"], ["GET", k[0]], ["DEL", k[0]]]
+        c.send(b"".join(harness.enc(*a) for a in seq))
+        got = [c.reply() for _ in seq]
+        expect_eq(got[:3], [b"+OK\r\n", b"+OK\r\n", b":1\r\n"], "SET, SET, MOVE")
+        lost += got[4] != harness.bulk(b"v%d" % i)
+        c.close()
+    expect_eq(lost, 0, "GETs that ran before the MOVE")
+    warm.close()
     harness.t_exit_clean(px)
 
 
@@ -888,7 +980,13 @@ def body():
     check("a keyless_user that may use keys or channels, none, or a wrong password: the "
           "script never runs; without admin_commands it is read-only",
           t_keyless_user_wrong, [RedisServer("kw%d" % i) for i in (1, 2, 3)])
-    check("SELECT as a redis-server with one database", t_select, servers)
+    check("SELECT as a redis-server with 16 databases, or one (databases: 1)", t_select,
+          servers, direct)
+    check("databases: a client in db 3 beside one in db 0, keys on every server; DBSIZE, "
+          "KEYS, SCAN, MOVE, COPY DB, SWAPDB, FLUSHDB, INFO keyspace, CLIENT LIST",
+          t_databases, servers)
+    check("SELECT keeps a pipeline's order across databases' connections", t_database_order,
+          servers)
     check("transactions, WATCH and RESET pipelined across servers: each on its own "
           "server's connection, as redis-server answers", t_pipelined_pins, servers, direct)
     check("INFO commandstats, errorstats, total_error_replies as redis-server counts the "

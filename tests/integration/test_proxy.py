@@ -543,8 +543,8 @@ def t_local_simple(px):
         expect_eq(c.cmd("ping", "hello\r\nthere"), bulk(b"hello\r\nthere"), "PING msg")
         expect_eq(c.cmd("ECHO", b"\x00bin\xff"), bulk(b"\x00bin\xff"), "ECHO")
         expect_eq(c.cmd("SELECT", "0"), b"+OK\r\n", "SELECT 0")
-        expect_eq(c.cmd("SELECT", "1"),
-                  b"-ERR DB index is out of range\r\n", "SELECT 1")
+        expect_eq(c.cmd("SELECT", "16"),
+                  b"-ERR DB index is out of range\r\n", "SELECT 16")
     finally:
         c.close()
     return ""

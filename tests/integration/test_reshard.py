@@ -1006,6 +1006,49 @@ def t_hup_during_start(rs):
     harness.t_exit_clean(px)
 
 
+def t_databases(rs):
+    """A reshard moves redis_db's keys only: a reload that changes the ring
+    is refused while a server holds keys in another database; while keys
+    move, requests for keys of another database (and SWAPDB) are told to
+    retry, and run once the migration is over."""
+    px = Shardis("dbmove", rs[:3], admin_commands="true", migration_rate=500)
+    c0 = px.client
+    c3 = redis.Redis.from_url("redis://%s:%d/3" % (HOST, px.port))
+    keys = [k for i in range(3) for k in px.keys_on("dm:", i, 2)]
+    for k in keys:
+        c3.set(k, b"three")
+    until("the servers' INFO shows database 3",
+          lambda: "db3" in c0.info("keyspace"))
+    write_servers(px, rs[:4])
+    try:
+        c0.execute_command("SHARD.RELOAD")
+        raise Fail("a reload that moves keys was applied while database 3 holds keys")
+    except redis.ResponseError as e:
+        expect("holds keys in database 3" in str(e), "error %r" % str(e))
+    expect_eq(status(px)["state"], "stable", "no migration")
+    expect_eq(c3.mget(keys), [b"three"] * len(keys), "database 3 as it was")
+    c3.flushdb()
+    until("the servers' INFO shows no database 3", lambda: "db3" not in c0.info("keyspace"))
+    preload(c0, 1500, ttl_every=1000000)
+    reload(px, 1)
+    c0.execute_command("SHARD.MIGRATION", "PAUSE")
+    for what, fn in (("SET in database 3", lambda: c3.set(keys[0], b"x")),
+                     ("SWAPDB", lambda: c0.swapdb(0, 3))):
+        try:
+            fn()
+            raise Fail("%s ran while keys move" % what)
+        except redis.ResponseError as e:
+            expect(str(e).startswith("TRYAGAIN resharding moves the keys of database 0 only"),
+                   "%s: %r" % (what, str(e)))
+    expect_eq(c3.dbsize(), 0, "DBSIZE in database 3 answers")
+    c0.execute_command("SHARD.MIGRATION", "RESUME")
+    wait_stable(px, timeout=60, servers=rs)
+    expect_eq(c3.set(keys[0], b"after"), True, "SET in database 3 once it is over")
+    expect_eq(c3.get(keys[0]), b"after", "read back")
+    c3.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
 
@@ -1032,6 +1075,8 @@ def body():
     run("a transaction whose moving key cannot move is discarded whole", t_tx_migrate_fails, 4)
     run("a SIGHUP while the start reads the record: read, then a reload", t_hup_during_start,
         2)
+    run("databases: no reshard while another database holds keys; its requests retry "
+        "while keys move", t_databases, 4)
 
 
 if __name__ == "__main__":
