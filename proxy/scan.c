@@ -4,9 +4,10 @@
  * what the walk has seen of keys moving:
  *
  *   bits  0..9   server     the pool's server slot being walked
- *   bit  10      moved      keys moved, or may have, during this pass
+ *   bit  10      live       a key may move during this pass with no further
+ *                           ring change (below)
  *   bit  11      again      this pass walks only servers that gained keys
- *   bits 12..19  seen       pool.ring_changes (low 8 bits) at the last step
+ *   bits 12..19  begun      pool.ring_changes (low 8 bits) when this pass began
  *   bits 20..27  since      the first ring change whose moves the walk covers
  *   bits 28..63  position   that server's own SCAN cursor
  *
@@ -23,22 +24,52 @@
  * left the ring) are skipped; a slot the pool does not have is an invalid
  * cursor.
  *
- * Each server's SCAN keeps Redis's guarantee for its own keys, so a pass
- * during which no key moved returns every key present throughout. Keys
- * move only while a migration runs (mig.c), after a ring change
- * (pool_set_ring); a pass during which one ran, or the ring changed, may
- * miss a key that moved from a server not yet walked to one walked already.
- * Such a pass is followed by another over the servers that gained keys in
- * the ring changes from `since` on (pool_server.gained), and so on until a
- * pass sees nothing move: a key present throughout either never moved
- * (the first pass returned it) or last moved, before that last pass began,
- * into one of the servers it walks. `since` is the ring change a migration
- * running when the walk began may still be moving keys for (mig.c keeps
- * two earlier rings: the last two changes), else the next one. Keys can
- * come back more than once, as Redis's SCAN allows; a long migration makes
- * a walk go round its destinations until it is over. Counters are
- * compared mod 256: a walk spanning 256 ring changes is not covered, nor
- * one spanning a restart of the proxy. */
+ * Keys and passes. Each server's SCAN keeps Redis's guarantee for its own
+ * keys: a key in it from the start of its walk (cursor 0) to the end
+ * (cursor 0 again) is returned. So a pass over every server returns every
+ * key that did not move during it. Keys move only while a migration runs
+ * (mig.c), after a ring change (pool_set_ring), always to the key's owner
+ * on the ring of the day; so a key moves at most once between two ring
+ * changes (an "epoch"), into a server that gained keys in a ring change
+ * from `since` on (pool_server.gained; `since` is the ring change a
+ * migration running when the walk began may still be moving keys for --
+ * mig.c keeps two earlier rings: the last two changes -- else the next
+ * one). A pass during which a key moved may miss it (it left a server not
+ * yet walked for one walked already), so another pass follows over the
+ * servers that gained keys from `since` on. That later pass returns every
+ * key that moved before it began and not during it: the key is then in a
+ * server it walks, for the whole pass.
+ *
+ * When the walk ends. A key present throughout is returned by a pass
+ * during which it did not move (the first pass: every server holds it or
+ * not; a later one: it never moved, and the first pass returned it, or it
+ * last moved before, into a server walked). The walk ends after a pass P
+ * when no key can have moved both during P and during the pass before it
+ * (for the first pass: none can have moved during it at all):
+ *
+ *   - no ring change during P (begun is still pool.ring_changes), so keys
+ *     moved during P in one epoch, at most once each; and
+ *   - live is clear: no key moved in an earlier epoch during the pass
+ *     before P. For the first pass, live says a migration was running
+ *     when the walk began (or at a step before any ring change: one taken
+ *     up from a record), so keys move in the epoch it began in; for a
+ *     later pass, that the ring changed during the pass before, and keys
+ *     moved in the epoch that ended then -- but for the first pass's
+ *     first ring change, when no migration ran before it: nothing moved
+ *     in that epoch.
+ *
+ * Whether the mover is paused or running, and however long the migration
+ * takes, does not matter: a migration adds no pass by running on, only a
+ * ring change does. A pass is finite (each server's SCAN ends), and one
+ * after which the walk goes on had a ring change during it or the pass
+ * before (or, the first, a migration running when it began), so a walk
+ * ends at most two passes after the one of the last ring change during
+ * it, and within two passes without one. (Walking round the gained
+ * servers while any migration ran, as this did before, never ended a walk
+ * while the mover was paused, nor before a long migration did.) Keys can
+ * come back more than once, as Redis's SCAN allows. Counters are compared
+ * mod 256: a walk spanning 256 ring changes is not covered, nor one
+ * spanning a restart of the proxy. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -53,9 +84,9 @@
 #include "proxy/scan.h"
 
 #define SCAN_SERVER_BITS    10
-#define SCAN_MOVED          (1ull << 10)
+#define SCAN_LIVE           (1ull << 10)
 #define SCAN_AGAIN          (1ull << 11)
-#define SCAN_SEEN_SHIFT     12
+#define SCAN_BEGUN_SHIFT    12
 #define SCAN_SINCE_SHIFT    20
 #define SCAN_POS_SHIFT      28
 #define SCAN_POS_MAX        (UINT64_MAX >> SCAN_POS_SHIFT)
@@ -64,14 +95,14 @@
 _Static_assert(POOL_SLOTS_MAX <= (1u << SCAN_SERVER_BITS), "a server slot fits the cursor");
 
 static uint32_t cur_server(uint64_t v) { return (uint32_t)(v & ((1u << SCAN_SERVER_BITS) - 1)); }
-static uint8_t cur_seen(uint64_t v)    { return (uint8_t)(v >> SCAN_SEEN_SHIFT); }
+static uint8_t cur_begun(uint64_t v)   { return (uint8_t)(v >> SCAN_BEGUN_SHIFT); }
 static uint8_t cur_since(uint64_t v)   { return (uint8_t)(v >> SCAN_SINCE_SHIFT); }
 
-static uint64_t cur_make(uint64_t pos, uint64_t flags, uint8_t seen, uint8_t since,
+static uint64_t cur_make(uint64_t pos, uint64_t flags, uint8_t begun, uint8_t since,
                          uint32_t server)
 {
     return pos << SCAN_POS_SHIFT | (uint64_t)since << SCAN_SINCE_SHIFT |
-           (uint64_t)seen << SCAN_SEEN_SHIFT | flags | server;
+           (uint64_t)begun << SCAN_BEGUN_SHIFT | flags | server;
 }
 
 /* Whether this pass walks server s: one holding keys, and in a later pass
@@ -95,32 +126,42 @@ static uint64_t next_walked(const struct pool *p, uint64_t v, uint64_t s)
 }
 
 /* Move the walk in v to the start of the first server from s on that its
- * pass walks; after the last, if keys moved during the pass, to the start
- * of another over where they went. false: the walk is over. */
+ * pass walks; after the last, to the start of another pass over where keys
+ * went, unless none can have been missed (the head comment: when the walk
+ * ends). The one place a pass ends. false: the walk is over. */
 static bool advance(const struct pool *p, uint64_t *v, uint64_t s)
 {
     uint64_t w = *v & SCAN_STATE_MASK & ~(uint64_t)((1u << SCAN_SERVER_BITS) - 1);
+    uint8_t now = (uint8_t)p->ring_changes;
+    uint8_t changes = (uint8_t)(now - cur_begun(w));
+    bool live;
 
     if ((s = next_walked(p, w, s)) == p->nservers) {
-        if (!(w & SCAN_MOVED))
+        if (!(w & SCAN_LIVE) && changes == 0)
             return false;
-        w = (w & ~SCAN_MOVED) | SCAN_AGAIN;
+        /* The next pass is live if keys moved during this one in an epoch
+         * that ended during it: every one that ended, but, in the first
+         * pass, the one it began in when no migration ran then. */
+        if (w & SCAN_AGAIN)
+            live = changes > 0;
+        else
+            live = (w & SCAN_LIVE) ? changes > 0 : changes > 1;
+        w = cur_make(0, SCAN_AGAIN | (live ? SCAN_LIVE : 0), now, cur_since(w), 0);
         if ((s = next_walked(p, w, 0)) == p->nservers)
-            return false;
+            return false;   /* no server gained keys: none moved */
     }
     *v = w | s;
     return true;
 }
 
-/* One step's look at the pool: keys move while a migration runs, or after
- * the ring changed since the last step. The cursor's state, updated. */
+/* One step's look at the pool: in the first pass, a migration running
+ * with no ring change since the walk began moves keys in the epoch the
+ * walk began in (mig.c's, running then). The cursor's state, updated. */
 static uint64_t look(const struct pool *p, uint64_t v)
 {
-    uint8_t now = (uint8_t)p->ring_changes;
-
-    if (p->mig != NULL || cur_seen(v) != now)
-        v |= SCAN_MOVED;
-    return (v & ~(0xffull << SCAN_SEEN_SHIFT)) | (uint64_t)now << SCAN_SEEN_SHIFT;
+    if (!(v & SCAN_AGAIN) && p->mig != NULL && cur_begun(v) == (uint8_t)p->ring_changes)
+        v |= SCAN_LIVE;
+    return v;
 }
 
 /* A cursor as redis-server reads one (strtoul: a sign is allowed, "" is
@@ -241,7 +282,8 @@ void scan_send(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (v == 0) {
-        /* A walk begins: it covers the moves of a migration running now. */
+        /* A walk begins: it covers the moves of a migration running now
+         * (look() makes its first pass live). */
         uint8_t now = (uint8_t)p->ring_changes;
         v = cur_make(0, 0, now, (uint8_t)(p->mig != NULL ? now - 1 : now + 1), 0);
     }
