@@ -6,6 +6,9 @@ ejection, dedicated connections, configs a reload replaces, the listener.
   cursor's server slot survives the pool growing); one begun before a
   reload that removes a server, whose keys move behind the walk to a server
   walked already, returns every key too; made-up cursors are refused;
+  one continued while the keys of such a reload move (migration_rate 1,
+  the mover paused or running, keys moved on touch ahead of and behind
+  the walk) ends, long before the migration does, with every key;
 - auto_eject_hosts (eject_mode: rehash) with every server stopped: each is
   retried after server_retry_timeout, so the one that comes back first
   takes the keys of the one still down, and that one gets its keys back
@@ -125,6 +128,81 @@ def t_scan_spans_migration(rs):
            % (len(missing), len(keys), len(moved_to_a), sorted(missing)[:3]))
     harness.t_exit_clean(px)
     return "%d keys, %d calls after the reload" % (len(keys), calls)
+
+
+def scan_during_migration(rs, name, paused, remove=False):
+    """A SCAN begun before a reload, continued while the keys it moves move
+    (migration_rate 1: the migration lasts far longer than the walk), the
+    mover paused or running, with COUNT 10 and keys moved on touch (GET)
+    after each step: the walk ends within a bound on calls, before the
+    migration does, having returned every key (each present throughout) at
+    least once. The reload adds a third server (keys move to the slot
+    walked last), or, with remove, removes the third, once the walk is
+    past the first: keys touched first are those moving to the first
+    server, behind the walk, before the walk reaches the third."""
+    a, b, third = rs[:3]
+    px = Shardis(name, [a, b, third] if remove else [a, b], admin_commands="true",
+                 migration_rate=1)
+    c = px.client
+    keys = ["p:%d" % i for i in range(2000)]
+    fill(c, keys)
+    held = [s.client.dbsize() for s in rs[:3]]
+    expect(min(held[:3 if remove else 2]) > 400, "keys on every server: %r" % held)
+    old = locate(px.conf, keys)
+    seen, cursor = [], 0
+    while len(seen) < (held[0] + 50 if remove else 200):   # past the first server?
+        cursor, got = c.scan(cursor, count=10)
+        seen.extend(got)
+        expect(cursor != 0, "the walk ended before the reload")
+    write_servers(px, [a, b] if remove else [a, b, third])
+    reload_switch(px, 1)
+    if paused:
+        c.execute_command("SHARD.MIGRATION", "PAUSE")
+    where = locate(px.conf, keys)
+    moving = sorted((k for k in keys if where[k] != old[k]), key=lambda k: where[k] != "redis1")
+    expect(len(moving) > 300, "%d keys move" % len(moving))
+    behind = [k for k in moving if where[k] == "redis1" and k.encode() not in seen]
+    expect(not remove or len(behind) > 100, "%d keys move behind the walk" % len(behind))
+    calls, touch, trail = 0, iter(moving), []
+    while True:
+        cursor, got = c.scan(cursor, count=10)
+        seen.extend(got)
+        calls += 1
+        if cursor == 0:
+            break
+        trail = trail[-4:] + [(cursor & 1023, cursor >> 28, len(got))]
+        expect(calls < 3000, "SCAN never ended: %d calls; the last cursors (server slot, "
+               "inner cursor, keys returned): %r" % (calls, trail))
+        for k in [next(touch, None) for _ in range(5)]:     # moved on touch
+            if k is not None:
+                expect_eq(c.get(k), k.encode(), "GET %s" % k)
+    st = status(px)["state"]
+    expect(st == "paused" if paused else st in ("draining", "moving"),
+           "the migration's state at the walk's end: %s" % st)
+    gained = sum(max(0, s.client.dbsize() - h) for s, h in zip(rs[:3], held))
+    expect(gained > 300, "%d keys moved during the walk" % gained)
+    missing = set(k.encode() for k in keys) - set(seen)
+    expect(not missing, "%d of %d keys never returned by a SCAN across a %s migration "
+           "(%d moved behind the walk), e.g. %r"
+           % (len(missing), len(keys), "paused" if paused else "running", len(behind),
+              sorted(missing)[:3]))
+    stray = set(seen) - set(k.encode() for k in keys)
+    expect(not stray, "keys returned that were never written: %r" % sorted(stray)[:3])
+    harness.t_exit_clean(px)
+    return "%d calls after the reload, %d keys moved during the walk, %d returned twice" % (
+        calls, gained, len(seen) - len(set(seen)))
+
+
+def t_scan_migration_paused(rs):
+    return scan_during_migration(rs, "scanpaused", True)
+
+
+def t_scan_migration_running(rs):
+    return scan_during_migration(rs, "scanrunning", False)
+
+
+def t_scan_migration_behind(rs):
+    return scan_during_migration(rs, "scanbehind", True, remove=True)
 
 
 # ---- ejection --------------------------------------------------------------------------
@@ -294,6 +372,12 @@ def body():
     run("SCAN begun before a reload that adds a server returns every key", t_scan_pool_grows, 3)
     run("SCAN spanning a migration that moves keys behind it returns every key",
         t_scan_spans_migration, 3)
+    run("SCAN across a paused migration (migration_rate 1) ends with every key",
+        t_scan_migration_paused, 3)
+    run("SCAN across a running migration (migration_rate 1) ends with every key",
+        t_scan_migration_running, 3)
+    run("SCAN across a paused migration moving keys behind it ends with every key",
+        t_scan_migration_behind, 3)
     run("auto_eject_hosts with every server ejected: retried, keys rehash, then return",
         t_eject_all, 2)
     run("a failing MIGRATE's retries back off at most 1 s: -TRYAGAIN in seconds",
