@@ -47,6 +47,10 @@ enum cmd_reply {
                                name once, shardis's own channels left out */
     CMD_REPLY_NUMSUB,       /* shardis's own, for PUBSUB (SHARD)NUMSUB: each
                                name's largest count (0 for shardis's own) */
+    /* shardis's own, for the keyspace without shardis's keys (own.h): */
+    CMD_REPLY_DBSIZE,       /* DBSIZE: summed, less each server's own keys */
+    CMD_REPLY_RANDOMKEY,    /* RANDOMKEY, sent as own_randomkey: one non-nil */
+    CMD_REPLY_KEYS,         /* KEYS: concatenated, shardis's own left out */
 };
 
 struct cmd {

@@ -38,6 +38,7 @@
 #include "proxy/cmd.h"
 #include "proxy/frag.h"
 #include "proxy/mig.h"
+#include "proxy/own.h"
 #include "proxy/pool.h"
 #include "proxy/route.h"
 #include "proxy/util.h"
@@ -53,6 +54,8 @@ struct frag {
     enum frag_merge merge;
     enum cmd_reply  reply;      /* MERGE_BROADCAST: the response policy */
     uint32_t        nfrags;
+    uint32_t        nown;       /* CMD_REPLY_DBSIZE: the last nown fragments count
+                                   shardis's own keys (own_exists), one a server */
     uint32_t        left;       /* fragments not answered yet */
     uint32_t        nkeys;
     struct req    **reqs;       /* [nfrags] */
@@ -233,24 +236,42 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, enum cmd_re
 {
     struct pool *p = c->pool;
     uint32_t n = 0, i = 0;
+    /* shardis's own keys are in redis_db: only there are they counted */
+    bool own = reply == CMD_REPLY_DBSIZE && c->db == p->conf->redis_db;
 
     /* Every server that holds keys: in the ring, or still a source of
      * keys moving after a reload. */
     for (uint32_t s = 0; s < p->nservers; s++)
         n += p->servers[s].active;
-    struct frag *f = frag_new(MERGE_BROADCAST, n, 0);
+    struct frag *f = frag_new(MERGE_BROADCAST, own ? 2 * n : n, 0);
     f->reply = reply;
+    f->nown = own ? n : 0;
     r->frag = f;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < f->nfrags; i++) {
         f->reqs[i] = req_get();
         f->reqs[i]->parent = r;
         f->reqs[i]->blocking = blocking;
-        args_request(a, &f->reqs[i]->out);
+        if (reply == CMD_REPLY_RANDOMKEY) {
+            struct resp_w w = client_cmd_w(c, &f->reqs[i]->out);
+            own_randomkey(&w);
+        } else if (i < n) {
+            args_request(a, &f->reqs[i]->out);
+        }
     }
     i = 0;
-    for (uint32_t s = 0; s < p->nservers; s++)
-        if (p->servers[s].active)
-            route_send(c, f->reqs[i++], NULL, via != NULL ? via[s] : pool_backend(p, s, c));
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct backend *b = via != NULL ? via[s] : pool_backend(p, s, c);
+        if (!p->servers[s].active)
+            continue;
+        if (own) {                  /* right behind the DBSIZE, on its connection */
+            struct resp_w w = client_cmd_w(c, &f->reqs[n + i]->out);
+            own_exists(p, s, &w);
+        }
+        route_send(c, f->reqs[i], NULL, b);
+        if (own)
+            route_send(c, f->reqs[n + i], NULL, b);
+        i++;
+    }
 }
 
 /* ---- merging ---------------------------------------------------------------- */
@@ -383,6 +404,49 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
         const struct msg *g = &f->reqs[i]->rsp;
         CHECK(array_header(&rd, g, &n, &body) == 0);    /* it parsed above */
         msg_sub(g, body, g->len - body, &r->rsp);
+    }
+}
+
+/* KEYS: every fragment's keys but shardis's own, in one array. */
+static void merge_keys(struct client *c, struct req *r, struct frag *f)
+{
+    long long n, total = 0;
+    size_t body;
+    struct resp_w w = client_w(c, &r->rsp);
+    struct resp_rd rd;
+    struct resp_val k;
+
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        if (array_header(&rd, &f->reqs[i]->rsp, &n, &body) < 0 || n < 0) {
+            reply_malformed(c, r, f->reqs[i]);
+            return;
+        }
+        for (long long e = 0; e < n; e++) {
+            if (resp_rd_skip(&rd, &k) < 0) {
+                reply_malformed(c, r, f->reqs[i]);
+                return;
+            }
+            total += !own_key(&rd, &k);
+        }
+    }
+    resp_w_array(&w, total);
+    /* Runs of keys between shardis's own, as slices of the replies. */
+    for (uint32_t i = 0; i < f->nfrags; i++) {
+        const struct msg *g = &f->reqs[i]->rsp;
+        size_t run;
+        CHECK(array_header(&rd, g, &n, &body) == 0);    /* it parsed above */
+        run = body;
+        for (long long e = 0; e < n; e++) {
+            size_t from = rd.pos;
+            CHECK(resp_rd_skip(&rd, &k) == 0);
+            if (!own_key(&rd, &k))
+                continue;
+            if (from > run)
+                msg_sub(g, run, from - run, &r->rsp);
+            run = k.end;
+        }
+        if (rd.pos > run)
+            msg_sub(g, run, rd.pos - run, &r->rsp);
     }
 }
 
@@ -582,6 +646,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
     }
     switch (f->reply) {
     case CMD_REPLY_SUM:
+    case CMD_REPLY_DBSIZE:
     case CMD_REPLY_MIN:
     case CMD_REPLY_MAX:
         for (uint32_t i = 0; i < f->nfrags; i++) {
@@ -589,11 +654,16 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
                 reply_malformed(c, r, f->reqs[i]);
                 return;
             }
-            acc = f->reply == CMD_REPLY_SUM ? acc + v
+            if (i >= f->nfrags - f->nown)
+                v = -v;                 /* a server's own keys */
+            acc = f->reply == CMD_REPLY_SUM || f->reply == CMD_REPLY_DBSIZE ? acc + v
                 : f->reply == CMD_REPLY_MIN ? (i == 0 || v < acc ? v : acc)
                 : (i == 0 || v > acc ? v : acc);
         }
-        resp_w_int(&w, acc);
+        resp_w_int(&w, acc > 0 || f->reply != CMD_REPLY_DBSIZE ? acc : 0);
+        return;
+    case CMD_REPLY_KEYS:
+        merge_keys(c, r, f);
         return;
     case CMD_REPLY_NAMES:
         merge_names(c, r, f);
@@ -608,6 +678,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         merge_digest(c, r, f);
         return;
     case CMD_REPLY_DEFAULT:
+    case CMD_REPLY_RANDOMKEY:
         merge_concat(c, r, f);
         return;
     default:                    /* every server succeeded: the first's reply */

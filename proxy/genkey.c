@@ -61,7 +61,6 @@ struct genkey_shards {
     uint16_t  shard[IDGEN_SHARDS];
 };
 
-static void sequence_key(uint32_t shard, char out[13]);
 
 void genkey_pool_init(struct pool *p)
 {
@@ -77,7 +76,7 @@ void genkey_pool_init(struct pool *p)
     g->share = xcalloc(p->nservers, sizeof(*g->share));
     g->first = xcalloc(p->nservers + 1, sizeof(*g->first));
     for (uint32_t l = 0; l < IDGEN_SHARDS; l++) {
-        sequence_key(l, seq);
+        genkey_sequence_key(l, seq);
         owner[l] = p->slot[ring_lookup(p->ring, seq, 12)];
         g->first[owner[l] + 1]++;
     }
@@ -101,6 +100,18 @@ void genkey_pool_init(struct pool *p)
     p->shards = g;
 out:
     free(owner);
+}
+
+uint32_t genkey_sequences_on(const struct pool *p, uint32_t server, const uint16_t **shards)
+{
+    const struct genkey_shards *g = p->shards;
+
+    if (g == NULL || server >= g->nservers) {
+        *shards = NULL;
+        return g == NULL ? IDGEN_SHARDS : 0;
+    }
+    *shards = &g->shard[g->first[server]];
+    return g->first[server + 1] - g->first[server];
 }
 
 void genkey_pool_free(struct pool *p)
@@ -260,7 +271,7 @@ void genkey_connecting(struct backend *b)
 /* ---- SHARD.GENKEY [type] [COUNT n] [NEAR key] ------------------------------------- */
 
 /* "$equence{LL}": where logical shard L keeps its next free (ms, slot). */
-static void sequence_key(uint32_t shard, char out[13])
+void genkey_sequence_key(uint32_t shard, char out[13])
 {
     memcpy(out, "$equence{00}", 13);
     idgen_b62_encode(shard, out + 9, 2);
@@ -274,7 +285,7 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
     char seq[13], n[16], epoch[24], ahead[24], guard[24], skew[24];
     bool sha = proxy.idgen_sha[0] != '\0' && !r->u.genkey.evaled;
 
-    sequence_key(r->u.genkey.shard, seq);
+    genkey_sequence_key(r->u.genkey.shard, seq);
     snprintf(n, sizeof(n), "%u", r->u.genkey.n);
     snprintf(epoch, sizeof(epoch), "%lld", (long long)ig->epoch_ms);
     snprintf(ahead, sizeof(ahead), "%lld", (long long)ig->max_ahead_ms);
@@ -405,7 +416,7 @@ void genkey_genkey(struct client *c, struct req *r, struct args *a)
      * request then fails fast): a sequence re-created on another server
      * could repeat ids when its owner returns. */
     char seq[13];
-    sequence_key(r->u.genkey.shard, seq);
+    genkey_sequence_key(r->u.genkey.shard, seq);
     uint32_t server = c->pool->slot[ring_lookup(c->pool->ring, seq, 12)];
     /* The sequences are shardis's: where clients' commands sign in as a
      * user of their own, that user cannot touch them. They are in

@@ -3,6 +3,8 @@
 #ifndef SHARDIS_GENKEY_H
 #define SHARDIS_GENKEY_H
 
+#include <stdint.h>
+
 struct args;
 struct backend;
 struct client;
@@ -19,6 +21,11 @@ void genkey_pool_free(struct pool *p);
 void genkey_changetype(struct client *c, struct req *r, struct args *a);
 void genkey_keyinfo(struct client *c, struct req *r, struct args *a);
 void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
+/* The logical shards whose sequence ("$equence{LL}", genkey_sequence_key)
+ * the ring places on server: their count, the shards in *shards; or, with
+ * *shards NULL, every one (the ring places none by tag: random). */
+uint32_t genkey_sequences_on(const struct pool *p, uint32_t server, const uint16_t **shards);
+void genkey_sequence_key(uint32_t shard, char out[13]);
 /* At start, before any loop runs: read the test hooks. */
 void genkey_init(void);
 /* A shared connection to a server is being opened: load the allocator

@@ -34,6 +34,7 @@
 #include "proxy/info.h"
 #include "proxy/log.h"
 #include "proxy/mbuf.h"
+#include "proxy/own.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
 #include "proxy/resp.h"
@@ -51,6 +52,8 @@ struct info_server {
     char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
     uint64_t at_ms;         /* loop ms it came */
     uint64_t asked_ms;      /* loop ms it was last asked (answered or not) */
+    uint64_t own;           /* shardis's own keys in redis_db there (own_exists), asked
+                               right after each INFO: left out of its keyspace */
     bool     asking;        /* ... and the answer is still to come */
 };
 
@@ -107,16 +110,36 @@ static int server_info_reply(struct backend *b, struct req *r)
     return 0;
 }
 
+/* How many of shardis's own keys the server holds: a failed answer keeps
+ * the last. */
+static int own_reply(struct backend *b, struct req *r)
+{
+    struct info *in = b->pool->info;
+    struct resp_rd rd;
+    struct resp_val v;
+
+    resp_rd_init(&rd, &r->rsp);
+    if (in != NULL && b->server < in->nservers && resp_rd_next(&rd, &v) == 0 &&
+        v.type == RESP_INTEGER && v.n >= 0)
+        in->servers[b->server].own = (uint64_t)v.n;
+    return 0;
+}
+
 static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
 {
-    struct req *r = req_get();
+    struct req *r = req_get(), *q = req_get();
     struct resp_w w = resp_w_on(&r->out, &in->buf, RESP2);
+    struct backend *b = pool_own(p, server, false);
 
     resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
     r->on_reply = server_info_reply;
     in->servers[server].asked_ms = now;
     in->servers[server].asking = true;
-    backend_send(pool_own(p, server, false), r);
+    backend_send(b, r);
+    w = resp_w_on(&q->out, &in->buf, RESP2);
+    own_exists(p, server, &w);
+    q->on_reply = own_reply;
+    backend_send(b, q);
 }
 
 void info_tick(struct pool *p, uint64_t now)
@@ -453,6 +476,8 @@ static void keyspace_line(const struct pool *p, int db, FILE *f)
         t = strtoull(v[2] + 8, &end, 10);
         if (k > (1ull << 48) || e > k || t > (1ull << 48))
             continue;                   /* no server's figures */
+        if (db == p->conf->redis_db)        /* shardis's own have no TTL */
+            k -= k < p->info->servers[s].own ? k : p->info->servers[s].own;
         keys += k;
         expires += e;
         ttl_sum += (double)t * (double)e;

@@ -667,13 +667,20 @@ bool route_admin_ok(struct client *c, struct req *r, const char *name)
 }
 
 /* How the replies of cmd run on every server merge: by its response
- * policy, but for those on_each_server adds, which Redis gives none. */
+ * policy, but for those on_each_server adds, which Redis gives none, and
+ * the views of the keyspace, which leave shardis's own keys out (own.h). */
 static enum cmd_reply broadcast_reply(const struct cmd *cmd)
 {
     if (!strcmp(cmd->name, "lastsave"))
         return CMD_REPLY_MIN;
     if (!strcmp(cmd->name, "swapdb"))
         return CMD_REPLY_ALL_OK;
+    if (!strcmp(cmd->name, "dbsize"))
+        return CMD_REPLY_DBSIZE;
+    if (!strcmp(cmd->name, "randomkey"))
+        return CMD_REPLY_RANDOMKEY;
+    if (!strcmp(cmd->name, "keys"))
+        return CMD_REPLY_KEYS;
     return cmd->reply;
 }
 

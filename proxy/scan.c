@@ -17,8 +17,8 @@
  * first server; when a server's own cursor comes back 0 the next one
  * starts, and after the last the client gets 0. MATCH, COUNT and TYPE go
  * to every server as they are; the elements of each reply are forwarded,
- * only the cursor is rewritten, and shardis's own keys (route_reserved:
- * its sequences, its records) are left out: nothing of shardis's shows
+ * only the cursor is rewritten, and shardis's own keys (own.h: its
+ * sequences, its records) are left out: nothing of shardis's shows
  * to a client walking the keyspace (redis-cli --bigkeys asked TYPE of a
  * sequence, was refused, and gave up). Slots of servers that hold no keys (they
  * left the ring) are skipped; a slot the pool does not have is an invalid
@@ -81,6 +81,7 @@
 #include "proxy/client.h"
 #include "proxy/pool.h"
 #include "proxy/route.h"
+#include "proxy/own.h"
 #include "proxy/scan.h"
 
 #define SCAN_SERVER_BITS    10
@@ -180,13 +181,6 @@ static bool parse_cursor(const char *s, size_t len, uint64_t *v)
 }
 
 /* Whether the SCAN reply's key v is shardis's own. */
-static bool reserved(const struct resp_rd *rd, const struct resp_val *v)
-{
-    return v->type == RESP_BULK &&
-           (resp_rd_is(rd, v, SHARDIS_RESERVED, strlen(SHARDIS_RESERVED), true) ||
-            resp_rd_is(rd, v, SHARDIS_SEQUENCE, strlen(SHARDIS_SEQUENCE), true));
-}
-
 /* How many of the n keys at rd are shardis's own. */
 static long long own_keys(struct resp_rd *rd, long long n)
 {
@@ -196,7 +190,7 @@ static long long own_keys(struct resp_rd *rd, long long n)
     for (long long i = 0; i < n; i++) {
         if (resp_rd_skip(rd, &k) < 0)
             return 0;               /* (forwarded as it came: the client reads it) */
-        mine += reserved(rd, &k);
+        mine += own_key(rd, &k);
     }
     return mine;
 }
@@ -261,7 +255,7 @@ static int scan_reply(struct req *r)
         resp_w_array(&w, keys.n - mine);
         for (long long i = 0; i < keys.n; i++) {
             struct resp_val k;
-            if (resp_rd_skip(&rd, &k) == 0 && !reserved(&rd, &k))
+            if (resp_rd_skip(&rd, &k) == 0 && !own_key(&rd, &k))
                 msg_sub(&rsp, k.start, k.end - k.start, &r->rsp);
         }
     }

@@ -34,7 +34,7 @@ import redis
 
 import harness
 from harness import (Fail, RedisServer, Shardis, check, enc, expect, expect_eq, one_reply,
-                     t_exit_clean)
+                     t_exit_clean, until)
 
 B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 SLOTS = 62 ** 3
@@ -494,33 +494,52 @@ def t_auth():
 
 
 def t_own_keys_hidden():
-    """After SHARD.GENKEY, a SCAN walk returns the clients' keys and not the
-    sequence it made ("$equence{..}"), and redis-cli --bigkeys, which asks
-    TYPE of each key SCAN gives it and was refused that one, exits 0."""
+    """After SHARD.GENKEY on every server, the views of the keyspace show
+    the clients' keys and not the sequences it made ("$equence{..}"): a
+    SCAN walk, KEYS, DBSIZE, RANDOMKEY (one key among hundreds of
+    sequences too, and nil with none), INFO keyspace; redis-cli --bigkeys
+    and --memkeys, which ask TYPE and MEMORY USAGE of each key SCAN gives
+    them and were refused a sequence, exit 0."""
     R = [RedisServer("hid%d" % (i + 1)) for i in range(3)]
-    px = Shardis("hidden", R)
-    px.client.execute_command("SHARD.GENKEY")
-    seqs = [k for s in R for k in s.client.keys("$equence{*")]
-    expect(seqs, "test premise: no sequence on the servers")
+    px = Shardis("hidden", R, admin_commands="true", hash="md5")
+    c = px.client
+    for _ in range(300):
+        c.execute_command("SHARD.GENKEY")
+    seqs = [len(s.client.keys("$equence{*")) for s in R]
+    expect(all(n > 20 for n in seqs), "test premise: sequences on every server: %r" % seqs)
     keys = [k for i in range(3) for k in px.keys_on("hid%d:" % i, i, 5)]
     for k in keys:
-        px.client.set(k, "v")
-    got = list(px.client.scan_iter(count=3))
+        c.set(k, "v")
+    got = list(c.scan_iter(count=3))
     expect_eq(sorted(got), sorted(keys), "the keys a SCAN walk returns")
-    got = list(px.client.scan_iter(match="$equence{*"))
+    got = list(c.scan_iter(match="$equence{*"))
     expect_eq(got, [], "SCAN MATCH $equence{*")
-    cli = subprocess.run([harness.ARGS.redis_cli, "-p", str(px.port), "--bigkeys"],
-                         capture_output=True, text=True, timeout=30)
-    expect(cli.returncode == 0 and "15 strings" in cli.stdout,
-           "redis-cli --bigkeys: exit %d: %s" % (cli.returncode, (cli.stdout + cli.stderr)[-200:]))
+    expect_eq(sorted(c.keys("*")), sorted(keys), "KEYS *")
+    expect_eq(c.keys("$equence{*"), [], "KEYS $equence{*")
+    expect_eq(c.dbsize(), len(keys), "DBSIZE")
+    expect(all(c.randomkey() in keys for _ in range(30)), "RANDOMKEY a client's key")
+    until("INFO keyspace counts the clients' keys",
+          lambda: c.info("keyspace").get("db0", {}).get("keys") == len(keys))
+    for opt in ("--bigkeys", "--memkeys"):
+        cli = subprocess.run([harness.ARGS.redis_cli, "-p", str(px.port), opt],
+                             capture_output=True, text=True, timeout=30)
+        expect(cli.returncode == 0 and "15 strings" in cli.stdout,
+               "redis-cli %s: exit %d: %s" % (opt, cli.returncode,
+                                              (cli.stdout + cli.stderr)[-200:]))
+    c.delete(*keys[1:])
+    expect(all(c.randomkey() == keys[0] for _ in range(10)),
+           "RANDOMKEY: the one key among %d sequences" % sum(seqs))
+    c.delete(keys[0])
+    expect_eq((c.randomkey(), c.dbsize()), (None, 0), "RANDOMKEY and DBSIZE: only sequences")
+    until("INFO keyspace: no keys", lambda: "db0" not in c.info("keyspace"))
     t_exit_clean(px)
     for s in R:
         harness.stop(s.proc)
-    return "%d sequence(s) on the servers, none in SCAN" % len(seqs)
+    return "%d sequences on the servers, none shown" % sum(seqs)
 
 
 def body():
-    check("own_keys_hidden_from_scan", t_own_keys_hidden)
+    check("own_keys_hidden_from_scan_keys_dbsize_randomkey_info", t_own_keys_hidden)
     R = [RedisServer("redis%d" % (i + 1)) for i in range(3)]
     pa = Shardis("a", R, idgen=IDGEN, timeout=2000)
     pb = Shardis("b", R, idgen=IDGEN, timeout=2000)
