@@ -10,9 +10,9 @@ the same outcome asserted:
   different servers, a real worker process each; tasks sent, results got
   with AsyncResult.get() (the result backend's MULTI, SETEX, PUBLISH, EXEC
   and its subscription), a failing task's exception, a control ping (the
-  broker's fanout over PUBLISH). Celery 5.2 prefixes only the broker's
-  keys: its result keys (celery-task-meta-<id>) spread over the servers,
-  each stored in a transaction of its own.
+  broker's fanout over PUBLISH), a chord. Celery 5.2 prefixes only the
+  broker's keys: its result keys (celery-task-meta-<id>) spread over the
+  servers, each stored in a transaction of its own.
 - BullMQ (npm `bullmq`, tests/node/bullmq.mjs): two queues, prefixes
   `{bull}` and a tag on another server; jobs added, one delayed, one
   retried, a Worker completes them all with their return values.
@@ -134,6 +134,11 @@ def add(x, y):
     return x + y
 
 
+@app.task(name="apps.total")
+def total(xs, plus):
+    return sum(xs) + plus
+
+
 @app.task(name="apps.fail")
 def fail(why):
     raise ValueError(why)
@@ -146,6 +151,7 @@ CELERY_CLIENT = '''\
 import json
 import sys
 
+from celery import chord
 from celery_app import app
 
 tag = sys.argv[1]
@@ -158,8 +164,13 @@ try:
 except ValueError as e:
     failed = "ValueError: %s" % e
 pong = app.control.ping(timeout=5, limit=1)
+# A chord: Celery 5.2 counts its parts in a MULTI on three untagged keys,
+# celery-taskset-meta-<group>.j, .t and .s, which differ in their last
+# byte only: fnv1a_64 (the default hash) puts them on one server.
+parts = [app.signature("apps.add", (i, i)) for i in range(4)]
+joined = chord(parts)(app.signature("apps.total", (1000,))).get(timeout=30)
 print(json.dumps({"values": values, "states": [r.state for r in sent],
-                  "failed": failed, "failed_state": bad.state,
+                  "failed": failed, "failed_state": bad.state, "chord": joined,
                   "ping": [list(p.values()) for p in pong],
                   "ids": [r.id for r in sent] + [bad.id]}))
 '''
@@ -214,6 +225,7 @@ def t_celery(servers, direct, px):
                 name, tag))
             expect_eq(r["failed_state"], "FAILURE", "%s %s: its state" % (name, tag))
             expect_eq(r["ping"], [[{"ok": "pong"}]], "%s %s: control ping" % (name, tag))
+            expect_eq(r["chord"], 1012, "%s %s: the chord" % (name, tag))
     strip = lambda g: {t: {k: v for k, v in r.items() if k != "ids"} for t, r in g.items()}
     expect_eq(strip(got["shardis"]), strip(got["direct"]), "shardis's outcome vs direct")
     # The broker's keys of each app on one server, the two apps on two.
@@ -512,7 +524,7 @@ def body():
           direct, px)
     reset()
     check("Celery: two apps with a hash-tagged global_keyprefix each, on two servers; "
-          "a worker each; results, a task's failure, control ping as direct",
+          "a worker each; results, a task's failure, control ping, a chord as direct",
           t_celery, servers, direct, px)
     reset()
     check("Sidekiq: namespace {sidekiq}, jobs pushed (perform_async, push_bulk, "
