@@ -199,10 +199,10 @@ def celery_run(name, port, tags, workdir):
                     tail(log)))
             out[tag] = json.loads(c.stdout.strip().splitlines()[-1])
     finally:
-        for tag, (p, log, env) in workers.items():
-            rc = stop_group(p)
-            if rc != 0:
-                raise Fail("%s worker %s exited %s: %s" % (name, tag, rc, tail(log)))
+        rcs = {tag: (stop_group(p), log) for tag, (p, log, env) in workers.items()}
+    for tag, (rc, log) in rcs.items():     # (a failure above is the one reported)
+        if rc != 0:
+            raise Fail("%s worker %s exited %s: %s" % (name, tag, rc, tail(log)))
     return out
 
 
