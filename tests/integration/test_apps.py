@@ -4,7 +4,8 @@ against a direct redis-server and through shardis in front of three, with
 the same outcome asserted:
 
 - Celery 5.2 (Debian's python3-celery) with its Redis broker and result
-  backend, configured as Celery's docs say for Redis Cluster: a hash-tagged
+  backend in database 1 (redis://host:port/1: SELECT 1 on every
+  connection), configured as Celery's docs say for Redis Cluster: a hash-tagged
   global_keyprefix in broker_transport_options and
   result_backend_transport_options. Two apps on tags that live on
   different servers, a real worker process each; tasks sent, results got
@@ -16,8 +17,8 @@ the same outcome asserted:
 - BullMQ (npm `bullmq`, tests/node/bullmq.mjs): two queues, prefixes
   `{bull}` and a tag on another server; jobs added, one delayed, one
   retried, a Worker completes them all with their return values.
-- Sidekiq 6.4 (Debian's ruby-sidekiq, with ruby-redis-namespace): the
-  namespace `{sidekiq}`, jobs pushed with the client API (perform_async,
+- Sidekiq 6.4 (Debian's ruby-sidekiq, with ruby-redis-namespace) in
+  database 2: the namespace `{sidekiq}`, jobs pushed with the client API (perform_async,
   push_bulk, perform_in: the scheduled poller's EVALSHA), a real `sidekiq`
   process performs them, each writing an untagged marker key (the markers
   span the servers); it registers and unregisters itself.
@@ -91,10 +92,11 @@ def tail(path, n=1500):
         return f.read()[-n:]
 
 
-def servers_of(servers, pattern):
-    """Indexes of the servers holding a key that matches pattern (read on
-    each redis-server directly)."""
-    return sorted(i for i, s in enumerate(servers) if s.client.keys(pattern))
+def servers_of(servers, pattern, db=0):
+    """Indexes of the servers holding a key that matches pattern in
+    database db (read on each redis-server directly)."""
+    return sorted(i for i, s in enumerate(servers)
+                  if redis.Redis(harness.HOST, s.port, db=db).keys(pattern))
 
 
 def other_tag(px, base, tag):
@@ -181,7 +183,7 @@ def celery_run(name, port, tags, workdir):
     workers, out = {}, {}
     try:
         for tag in tags:
-            env = dict(os.environ, APP_REDIS="redis://127.0.0.1:%d/0" % port, APP_TAG=tag,
+            env = dict(os.environ, APP_REDIS="redis://127.0.0.1:%d/1" % port, APP_TAG=tag,
                        PYTHONPATH=workdir)
             log = os.path.join(workdir, "worker-%s-%s.log" % (name, tag.strip("{}")))
             workers[tag] = (start_group([PY, "-m", "celery", "-A", "celery_app", "worker",
@@ -229,14 +231,15 @@ def t_celery(servers, direct, px):
     strip = lambda g: {t: {k: v for k, v in r.items() if k != "ids"} for t, r in g.items()}
     expect_eq(strip(got["shardis"]), strip(got["direct"]), "shardis's outcome vs direct")
     # The broker's keys of each app on one server, the two apps on two.
-    homes = [servers_of(servers, "%s*" % t) for t in tags]
+    homes = [servers_of(servers, "%s*" % t, db=1) for t in tags]
     expect(all(len(h) == 1 for h in homes) and homes[0] != homes[1],
            "broker keys of %s on servers %s" % (tags, homes))
     # The results (Celery 5.2 does not prefix them) spread over the servers.
     ids = [i for t in tags for i in got["shardis"][t]["ids"]]
     keys = [k for i in ids for k in ("celery-task-meta-" + i, "%scelery-task-meta-%s" % (
         tags[0], i))]
-    where = {i for i, s in enumerate(servers) for k in keys if s.client.exists(k)}
+    where = {i for i, s in enumerate(servers) for k in keys
+             if redis.Redis(harness.HOST, s.port, db=1).exists(k)}
     expect(len(where) >= 2, "the results on servers %s only" % sorted(where))
     return "results %s, broker keys on servers %s, results on %s" % (
         got["shardis"][tags[0]]["values"], homes, sorted(where))
@@ -313,7 +316,7 @@ puts Sidekiq::Queue.new("default").size
 
 
 def sidekiq_run(name, port, workdir):
-    env = dict(os.environ, APP_REDIS="redis://127.0.0.1:%d/0" % port, APP_NS="{sidekiq}")
+    env = dict(os.environ, APP_REDIS="redis://127.0.0.1:%d/2" % port, APP_NS="{sidekiq}")
     push = subprocess.run(["ruby", "push.rb"], cwd=workdir, env=env, capture_output=True,
                           text=True, timeout=30, start_new_session=True)
     if push.returncode != 0:
@@ -323,7 +326,7 @@ def sidekiq_run(name, port, workdir):
     log = os.path.join(workdir, "sidekiq-%s.log" % name)
     p = start_group(["sidekiq", "-r", os.path.join(workdir, "jobs.rb"), "-c", "2",
                      "-q", "default", "-t", "5"], log, workdir, env)
-    c = redis.Redis("127.0.0.1", port, socket_timeout=10)
+    c = redis.Redis("127.0.0.1", port, db=2, socket_timeout=10)
     done = lambda: [c.get("done%d-sidekiq" % i) for i in range(9)]
     try:
         harness.until("%s: every job performed" % name,
@@ -355,7 +358,7 @@ def t_sidekiq(servers, direct, px):
             "after": {"queue": 0, "schedule": 0, "processes": 0, "queues": [b"default"]}}
     for name in got:
         expect_eq(got[name], want, "%s: outcome" % name)
-    homes = servers_of(servers, "{sidekiq}*")
+    homes = servers_of(servers, "{sidekiq}*", db=2)
     expect(len(homes) == 1, "Sidekiq's keys on servers %s" % homes)
     markers = px.whereis([b"done%d-sidekiq" % i for i in range(9)])
     expect(len(set(markers.values())) >= 2, "the markers on servers %s only"
