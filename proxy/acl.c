@@ -30,6 +30,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "proxy/acl.h"
 #include "proxy/cmd.h"
@@ -318,6 +319,7 @@ static bool parse_hex(const char *s, uint8_t out[32])
 
 static void all_cmds(struct build *b, struct acl_user *u, bool on)
 {
+    u->future = on;
     for (size_t i = 0; i < b->nbits; i++)
         set_bit(u->cmds, i, on);
 }
@@ -550,6 +552,107 @@ void acl_free(struct acl *acl)
         user_free(&acl->users[i]);
     free(acl->users);
     free(acl);
+}
+
+/* ---- describing (ACL LIST, GETUSER) -------------------------------------------- */
+
+/* Row i of the bitmap: Redis's table, then local.c's SHARD.* commands. */
+static const char *row(size_t i, size_t nredis, uint32_t *acl)
+{
+    size_t n;
+    const struct cmd *t = cmd_table(&n);
+
+    if (i < nredis) {
+        *acl = t[i].acl;
+        return t[i].name;
+    }
+    return local_shard_command(i - nredis, acl);
+}
+
+/* redis-server 7.0's ACLDescribeSelectorCommandRules: from "+@all" (if
+ * the user's commands were last set by +@all) or "-@all", each category
+ * in turn that more of the still unexplained commands are in than not
+ * (counted on temp, which forgets those a category explained), then each
+ * command whose bit still differs. What it prints is checked as redis-server
+ * checks it: applied to a blank user (fake) it gives u's bitmap. Single
+ * commands come in the table's order (redis-server's are in its hash
+ * table's). Categories are counted over Redis's rows only, so that the
+ * same bitmap of Redis's commands is described by the same categories;
+ * SHARD.* and HOTKEYS, which categories set too, follow as single
+ * commands where they still differ. Where redis-server 7.0.15 keeps the
+ * rules it was given (+@all -@dangerous), this prints the same commands
+ * in other rules (+@all -@admin -flushall ...). +parent sets its subcommands too (command() above), so after
+ * one only a subcommand that differs still follows. */
+char *acl_describe_commands(const struct acl_user *u)
+{
+    size_t nredis, nbits = ncmd_bits(&nredis), words = (nbits + 63) / 64;
+    uint64_t *fake = xcalloc(words, sizeof(*fake)), *temp = xmalloc(words * sizeof(*temp));
+    bool additive = !u->future;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = xopen_memstream(&buf, &len);
+    uint32_t acl;
+
+    memcpy(temp, u->cmds, words * sizeof(*temp));
+    fputs(additive ? "-@all" : "+@all", fp);
+    for (size_t i = 0; i < nbits; i++)
+        set_bit(fake, i, !additive);
+    for (size_t ci = 0; ci < cmd_acl_count; ci++) {
+        size_t on = 0, off = 0;
+        for (size_t i = 0; i < nredis; i++)         /* (shardis's own: see above) */
+            if (row(i, nredis, &acl) != NULL && (acl & (1u << ci)))
+                get_bit(temp, i) ? on++ : off++;
+        if (additive ? on <= off : off <= on)
+            continue;
+        fprintf(fp, " %c@%s", additive ? '+' : '-', cmd_acl_names[ci]);
+        for (size_t i = 0; i < nbits; i++)
+            if (row(i, nredis, &acl) != NULL && (acl & (1u << ci))) {
+                set_bit(fake, i, additive);
+                set_bit(temp, i, !additive);
+            }
+    }
+    for (size_t i = 0; i < nbits; i++) {
+        bool on = get_bit(u->cmds, i);
+        const char *name = row(i, nredis, &acl);
+        size_t nlen = strlen(name);
+        if (on == get_bit(fake, i))
+            continue;
+        fprintf(fp, " %c%s", on ? '+' : '-', name);
+        set_bit(fake, i, on);
+        for (size_t k = i + 1; i < nredis && k < nredis; k++) {
+            const char *sub = row(k, nredis, &acl);
+            if (strncmp(sub, name, nlen) != 0 || sub[nlen] != '|')
+                break;
+            set_bit(fake, k, on);
+        }
+    }
+    fclose(fp);
+    ASSERT(memcmp(fake, u->cmds, words * sizeof(*fake)) == 0);   /* (bits past nbits: 0 in both) */
+    free(fake);
+    free(temp);
+    return buf;
+}
+
+void acl_hex(const uint8_t h[32], char out[65])
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < 32; i++) {
+        out[2 * i] = digits[h[i] >> 4];
+        out[2 * i + 1] = digits[h[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+void acl_genpass(char *out, size_t chars)
+{
+    static const char digits[] = "0123456789abcdef";
+    uint8_t rnd[512];
+
+    CHECK(chars <= 2 * sizeof(rnd) && RAND_bytes(rnd, (int)((chars + 1) / 2)) == 1);
+    for (size_t i = 0; i < chars; i++)
+        out[i] = digits[(rnd[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+    out[chars] = '\0';
 }
 
 int acl_check(const struct conf *cf, char *err, size_t errlen)

@@ -24,6 +24,8 @@ struct acl_user {
     bool       nopass;          /* any password signs in */
     bool       allkeys, allchannels;
     bool       all;             /* every command, key and channel: nothing to check */
+    bool       future;          /* its commands were last set by +@all (allcommands), not
+                                   -@all: how ACL LIST begins them, as redis-server's */
     uint8_t  (*pass)[32];       /* SHA-256 of each password */
     size_t     npass;
     uint64_t  *cmds;            /* a bit per command: Redis's table, then SHARD.* */
@@ -66,6 +68,17 @@ bool acl_shard_ok(const struct acl_user *u, size_t i);
  * be one of u's own patterns, as in Redis). */
 bool acl_key_ok(const struct acl_user *u, const char *key, size_t len);
 bool acl_channel_ok(const struct acl_user *u, const char *name, size_t len, bool pattern);
+
+/* ACL LIST's and GETUSER's commands of u, as redis-server 7.0 describes its
+ * bitmap: "+@all" or "-@all", the categories that fit best, then single
+ * commands; applied again in that order they give u's commands exactly.
+ * A string to free. */
+char *acl_describe_commands(const struct acl_user *u);
+/* A password hash as ACL LIST prints it (64 hex digits and a NUL). */
+void acl_hex(const uint8_t h[32], char out[65]);
+/* ACL GENPASS: chars random hex digits (at most 1024) and a NUL, from the
+ * system's CSPRNG. */
+void acl_genpass(char *out, size_t chars);
 
 /* Redis's glob (stringmatchlen): *, ?, [...] with ^ and ranges, \ escapes. */
 bool acl_glob(const char *pat, size_t plen, const char *s, size_t slen);

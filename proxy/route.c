@@ -317,23 +317,24 @@ static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t
     return true;
 }
 
-/* Whether c's user may touch every key: all of them are looked at
- * before any owner, so a request gets NOPERM before CROSSSLOT. */
-static bool keys_allowed(struct client *c, struct args *a, const struct keyspan *ks)
+/* The first of the keys ks that user u may not touch (its position), or
+ * 0: every key is looked at before any owner, so a request gets NOPERM
+ * before CROSSSLOT. */
+static uint32_t key_denied(const struct acl_user *u, struct args *a, const struct keyspan *ks)
 {
     size_t len;
     const char *key;
 
     for (uint32_t i = ks->first; i <= ks->last && ks->step > 0; i += ks->step) {
         key = args_get(a, i, &len);
-        if (!acl_key_ok(c->user, key, len))
-            return false;
+        if (!acl_key_ok(u, key, len))
+            return i;
     }
     if (ks->extra != 0) {
         key = args_get(a, ks->extra, &len);
-        return acl_key_ok(c->user, key, len);
+        return acl_key_ok(u, key, len) ? 0 : ks->extra;
     }
-    return true;
+    return 0;
 }
 
 /* The server owning every key, or -1 (an error was sent). */
@@ -875,7 +876,7 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
         goto refuse;
     }
     /* (SSUBSCRIBE's and SPUBLISH's are channels: pubsub.c) */
-    if (!c->user->all && !(cmd->flags & CMD_PUBSUB) && !keys_allowed(c, a, &ks)) {
+    if (!c->user->all && !(cmd->flags & CMD_PUBSUB) && key_denied(c->user, a, &ks) != 0) {
         client_reply_error(c, r, ACL_NOPERM_KEYS);
         goto refuse;
     }
@@ -886,6 +887,52 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
 refuse:
     route_refused(c, r);
     return -1;
+}
+
+/* (route.h) The channels are those pubsub.c checks: (S)PUBLISH's one, and
+ * every one a (P|S)SUBSCRIBE names (PSUBSCRIBE's as patterns). */
+int route_dryrun(struct client *c, struct req *r, const struct acl_user *u, struct args *a,
+                 const struct cmd *cmd, uint32_t *at)
+{
+    struct keyspan ks = {0};
+    size_t len;
+    const char *s;
+
+    if (u->all)
+        return 0;
+    if (!(cmd->flags & CMD_NO_AUTH) && !acl_cmd_ok(u, cmd))    /* (as route_request) */
+        return 1;
+    if (cmd->flags & CMD_PUBSUB) {
+        bool publish = !strcmp(cmd->name, "publish") || !strcmp(cmd->name, "spublish");
+        bool pattern = !strcmp(cmd->name, "psubscribe");
+        if (!publish && !pattern && strcmp(cmd->name, "subscribe") != 0 &&
+            strcmp(cmd->name, "ssubscribe") != 0)
+            return 0;
+        for (uint32_t i = 1; i < (publish ? 2 : a->argc); i++) {
+            s = args_get(a, i, &len);
+            if (!acl_channel_ok(u, s, len, pattern)) {
+                *at = i;
+                return 3;
+            }
+        }
+        return 0;
+    }
+    if (cmd->flags & CMD_MOVABLEKEYS) {
+        /* Arguments whose keys cannot be read (XREAD without STREAMS, a bad
+         * numkeys) name none, as redis-server's DRYRUN finds none: the
+         * error the request itself would get is not about permission. */
+        int k = movable_keys(c, r, a, cmd, &ks);
+        if (k < 0)
+            msg_release(&r->rsp);
+        if (k != 1)
+            return 0;                   /* (a script that declares no key: none either) */
+    } else if (cmd->first > 0) {
+        ks.first = (uint32_t)cmd->first;
+        ks.last = cmd->last < 0 ? a->argc + (uint32_t)cmd->last : (uint32_t)cmd->last;
+        ks.step = cmd->step > 0 ? (uint32_t)cmd->step : 1;
+    }
+    *at = key_denied(u, a, &ks);
+    return *at != 0 ? 2 : 0;
 }
 
 void route_request(struct client *c, struct req *r)

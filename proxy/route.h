@@ -9,6 +9,7 @@
 
 #include "proxy/mbuf.h"
 
+struct acl_user;
 struct args;
 struct backend;
 struct client;
@@ -82,6 +83,13 @@ void route_init(void);
  * or -1 after replying an error (-CROSSSLOT, bad numkeys, no key to route
  * by). */
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+/* ACL DRYRUN: whether u may run the request in a (its command cmd, its
+ * arity checked) through shardis, by the checks a real one meets in
+ * route_request (the command), route_owner and frag.c (its keys) and
+ * pubsub.c (its channels): 0 yes; 1 not the command; 2 not the key, 3 not
+ * the channel, at position *at. Nothing is written to r. */
+int route_dryrun(struct client *c, struct req *r, const struct acl_user *u, struct args *a,
+                 const struct cmd *cmd, uint32_t *at);
 /* An error was sent for r: count it, end r, and a transaction it was
  * queued in aborts at EXEC, as in Redis. */
 void route_refused(struct client *c, struct req *r);

@@ -14,6 +14,16 @@ same users (ACL SETUSER with the same lines):
   (a subscriber stops getting messages), one that changes a password
   keeps them; a reload with a bad line is refused and changes nothing;
 - shardis -t names the line and column of a bad users line;
+- ACL LIST, GETUSER, DRYRUN, GENPASS and HELP as redis-server answers them
+  for the same users: LIST's lines and GETUSER's fields are redis-server's
+  (a password as its #sha256, never in clear), the same tokens where
+  redis-server describes the same rules alike, and for every user the
+  commands LIST describes, set on the direct server, allow exactly what
+  the user may (ACL DRYRUN of every command there); DRYRUN through shardis
+  answers every command as the direct server does for that user, and keys
+  and channels in its words; GENPASS's lengths and errors; LIST, GETUSER
+  and DRYRUN are NOPERM for a user without @dangerous, and need
+  admin_commands; SETUSER and the like stay refused, naming the config;
 - backend_user / internal_user: scripts run as a least-privileged server
   user (the README's ACL lines), so EVAL ... FLUSHALL, MIGRATE to a foreign
   port and writes to __shardis:* or $equence{..} get the server's refusal,
@@ -32,7 +42,7 @@ import time
 import redis
 
 import harness
-from harness import Fail, Raw, RedisServer, Shardis, array, bulk, expect, expect_eq, until
+from harness import Fail, Raw, RedisServer, Shardis, array, bulk, expect, expect_eq, parse, until
 
 
 def reload(px):
@@ -240,6 +250,128 @@ def t_reload(rs):
             continue
         raise Fail("a reader's connection is open after reader was turned off: %r" % r)
     harness.t_exit_clean(px)
+
+
+ACL_READ_USERS = USERS + [
+    "alice on >pw ~foo* &ch* +@read -get +set +client|id -@admin +get",
+    "bob off nopass allkeys allchannels +@all -flushall",
+    "carol",
+    "mixed on nopass ~k* resetchannels +@read -@string +shard.whereis",
+]
+
+
+def every_command(c):
+    """(name, args) for each command and subcommand of the direct server,
+    with as many arguments as its arity needs ("k" for each), one more if
+    it takes more (redis-server checks no key of a PFMERGE with no source)."""
+    names = parse(c.cmd("COMMAND", "LIST"))
+    infos = parse(c.cmd("COMMAND", "INFO", *names))
+    out = []
+    for info in infos:
+        name, arity = info[0].decode(), info[1]
+        argv = name.split("|")
+        need = abs(arity) - len(argv) + (arity < 0)
+        out.append(argv + ["k"] * max(need, 0))
+    return out
+
+
+def dryruns(c, user, commands):
+    c.send(b"".join(harness.enc("ACL", "DRYRUN", user, *a) for a in commands))
+    return [c.reply() for _ in commands]
+
+
+def t_acl_read(rs):
+    px = Shardis("aclread", rs, users=users_yaml(ACL_READ_USERS), admin_commands="true")
+    d = RedisServer("aclreaddirect")
+    for u in ACL_READ_USERS:
+        name, *rules = u.split()
+        d.client.execute_command("ACL", "SETUSER", name,
+                                 *[r for r in rules if "shard." not in r])
+    c, dc = Raw(px.port), Raw(d.port)
+    # LIST: per user the same line, up to the order of single commands,
+    # where redis-server describes the same rules alike.
+    got = parse(c.cmd("ACL", "LIST"))
+    want = parse(dc.cmd("ACL", "LIST"))
+    expect(isinstance(got, list), "ACL LIST: %r" % got)
+    expect_eq([l.split()[1] for l in got], [l.split()[1] for l in want], "ACL LIST's users")
+    for g, w in zip(got, want):
+        expect(b">" not in g and b"pw" not in g, "a clear password in %r" % g)
+        if g.split()[1] in (b"app", b"mixed"):
+            continue                # (described in other rules: below)
+        g = g.replace(b" +shard.whereis", b"")
+        expect_eq(sorted(g.split()), sorted(w.split()), "ACL LIST %s" % g.split()[1].decode())
+        expect_eq(g.split()[:3], w.split()[:3], "ACL LIST's order")
+    # GETUSER: the same map; commands as LIST's.
+    for name in ("alice", "bob", "carol", "default", "reader", "hashed", "nobody"):
+        g, w = parse(c.cmd("ACL", "GETUSER", name)), parse(dc.cmd("ACL", "GETUSER", name))
+        if w is not None:
+            g[5] = b" ".join(sorted(g[5].split()))
+            w[5] = b" ".join(sorted(w[5].split()))
+        expect_eq(g, w, "ACL GETUSER %s" % name)
+    c.cmd("HELLO", "3")
+    dc.cmd("HELLO", "3")
+    expect_eq(c.cmd("ACL", "GETUSER", "bob"), dc.cmd("ACL", "GETUSER", "bob"),
+              "ACL GETUSER bob in RESP3")
+    expect_eq(c.cmd("ACL", "GETUSER", "nobody"), dc.cmd("ACL", "GETUSER", "nobody"),
+              "ACL GETUSER of no user in RESP3")
+    c.cmd("HELLO", "2")
+    dc.cmd("HELLO", "2")
+    # DRYRUN of every command, through shardis as on the direct server; and
+    # the commands LIST describes, set on the direct server as a copy of
+    # the user, allow exactly those.
+    commands = every_command(dc)
+    for line in got:
+        name = line.split()[1].decode()
+        rules = [t.decode() for t in line.split()[2:] if b"shard." not in t]
+        d.client.execute_command("ACL", "SETUSER", "copy_" + name, *rules)
+        want = dryruns(dc, name, commands)
+        for a, g, w in zip(commands, dryruns(c, name, commands), want):
+            expect_eq(g, w, "DRYRUN %s %s" % (name, " ".join(a)))
+        copy = [w.replace(b"copy_", b"") for w in dryruns(dc, "copy_" + name, commands)]
+        expect_eq(copy, want, "what ACL LIST says of %s, set on redis-server" % name)
+    both(px, d, [("ACL", "DRYRUN", "alice", "set", "foo1", "v"),
+                 ("ACL", "DRYRUN", "alice", "get", "bar"),
+                 ("ACL", "DRYRUN", "alice", "mget", "foo1", "bar"),
+                 ("ACL", "DRYRUN", "app", "eval", "return 1", "2", "app:1", "other"),
+                 ("ACL", "DRYRUN", "app", "eval", "return 1", "0"),
+                 ("ACL", "DRYRUN", "app", "zunionstore", "app:d", "2", "app:1", "bad"),
+                 ("ACL", "DRYRUN", "app", "publish", "app.x", "m"),
+                 ("ACL", "DRYRUN", "app", "publish", "other", "m"),
+                 ("ACL", "DRYRUN", "app", "subscribe", "app.x", "other"),
+                 ("ACL", "DRYRUN", "app", "psubscribe", "app.*"),
+                 ("ACL", "DRYRUN", "app", "flushall"),
+                 ("ACL", "DRYRUN", "alice", "client", "kill", "1"),
+                 ("ACL", "DRYRUN", "alice", "client", "nosuch"),
+                 ("ACL", "DRYRUN", "alice", "client"), ("ACL", "DRYRUN", "alice", "get"),
+                 ("ACL", "DRYRUN", "alice", "nosuch"), ("ACL", "DRYRUN", "nobody", "get", "x"),
+                 ("ACL", "GENPASS", "0"), ("ACL", "GENPASS", "4097"), ("ACL", "GENPASS", "x"),
+                 ("ACL", "GENPASS", "8", "9"), ("ACL", "GETUSER"), ("ACL", "LIST", "x"),
+                 ("AUTH", "app", "apppw"), ("ACL", "LIST"), ("ACL", "GETUSER", "app"),
+                 ("ACL", "DRYRUN", "app", "get", "x")], "DRYRUN, errors, NOPERM")
+    for bits, n in ((None, 64), ("1", 1), ("5", 2), ("128", 32), ("4096", 1024)):
+        p = parse(c.cmd("ACL", "GENPASS", *([bits] if bits else [])))
+        expect(len(p) == n and all(ch in b"0123456789abcdef" for ch in p),
+               "ACL GENPASS %s: %r" % (bits, p[:80]))
+    expect(parse(c.cmd("ACL", "GENPASS")) != parse(c.cmd("ACL", "GENPASS")), "GENPASS repeats")
+    h, dh = parse(c.cmd("ACL", "HELP")), parse(dc.cmd("ACL", "HELP"))
+    expect_eq([l.split()[0] for l in h if not l.startswith(b" ")],
+              [l.split()[0] for l in dh if not l.startswith(b" ")], "ACL HELP's subcommands")
+    for sub in ("SETUSER", "DELUSER", "LOAD", "SAVE", "LOG"):
+        r = c.cmd("ACL", sub, "x") if sub in ("SETUSER", "DELUSER") else c.cmd("ACL", sub)
+        expect(r.startswith(b"-ERR") and b"config file" in r, "ACL %s: %r" % (sub, r))
+    c.close()
+    dc.close()
+    # Without admin_commands they show nothing, even to a user that may.
+    px2 = Shardis("aclread2", rs, users=users_yaml(ACL_READ_USERS))
+    c = Raw(px2.port)
+    for ask in (("LIST",), ("GETUSER", "alice"), ("DRYRUN", "alice", "get", "x")):
+        r = c.cmd("ACL", *ask)
+        expect(r.startswith(b"-ERR") and b"admin_commands: true" in r, "ACL %s: %r" % (ask, r))
+    expect_eq(len(parse(c.cmd("ACL", "GENPASS"))), 64, "GENPASS without admin_commands")
+    c.close()
+    for p in (px, px2):
+        harness.t_exit_clean(p)
+    return "%d commands dry-run for %d users" % (len(commands), len(got))
 
 
 def t_conf_errors(rs):
@@ -559,6 +691,8 @@ def body():
         "patterns, SHARD.*: as redis-server", t_permissions, 2)
     run("a reload removes a user or turns it off: its connections close; a new password "
         "keeps them; a bad line changes nothing", t_reload, 2)
+    run("ACL LIST, GETUSER, DRYRUN, GENPASS, HELP as redis-server for the same users; "
+        "NOPERM and admin_commands for LIST, GETUSER, DRYRUN", t_acl_read, 2)
     run("shardis -t names a bad users line", t_conf_errors, 1)
     run("before AUTH: a multibulk over 10 or a bulk over 16 KiB is refused at its header "
         "(redis-server's text), RSS stays flat", t_preauth, 1)
