@@ -260,7 +260,8 @@ static const struct {
                            "`-ERR '<command>' is an admin command: ...`"},
     [ROUTE_FIRST_ADMIN] = {"answered by the first server, with `admin_commands: true`",
                            "`-ERR '<command>' is an admin command: ...`"},
-    [ROUTE_FIRST] = {"answered by the first server (redis-server's own command table)", "-"},
+    [ROUTE_FIRST] = {"answered by the first server (redis-server's own command table, and "
+                     "LOLWUT)", "-"},
     [ROUTE_SCAN] = {"one cursor over every server in turn", "`-ERR invalid cursor`"},
     [ROUTE_DEBUG] = {"by subcommand, with `admin_commands: true`: a key's to its server, "
                      "DEBUG DIGEST merged, RELOAD and the like to every server, others to "

@@ -15,6 +15,8 @@ bool local_has(const char *name);
 /* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
  * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */
 int local_exec(struct client *c, struct req *r, struct args *a);
+/* MODULE LIST: none (route.c says why). Answers r and ends it. */
+void local_module_list(struct client *c, struct req *r);
 /* The i-th SHARD.* command's name and ACL categories (struct cmd's acl
  * bits), or NULL past the last (acl.c numbers them after Redis's). */
 const char *local_shard_command(size_t i, uint32_t *acl);

@@ -627,6 +627,26 @@ static bool server_table(const struct cmd *cmd)
            !strcmp(cmd->name, "command|getkeysandflags");
 }
 
+/* Keyless informational commands a client library's own tests call, which
+ * shardis refused for want of a key, decided one by one:
+ *   LOLWUT        the first server's: its art and "Redis ver." are any
+ *                 server's, and so the pool's;
+ *   MODULE LIST   shardis's own (local.c): none, as HELLO's "modules" and
+ *                 COMMAND LIST FILTERBY MODULE say, since shardis routes no
+ *                 module's commands; LOAD, LOADEX, UNLOAD stay refused;
+ *   MEMORY DOCTOR, STATS, MALLOC-STATS
+ *                 refused: one server's memory is not the pool's (INFO's
+ *                 memory fields are the servers' summed), and their replies
+ *                 have no rule to merge by (response_policy special);
+ *   LATENCY DOCTOR shardis's own already (local.c);
+ *   ROLE, CLUSTER INFO/NODES/SLOTS ..., READONLY, READWRITE, ASKING
+ *                 refused: they describe one server's place in replication
+ *                 or a cluster, which the pool is not. */
+static bool first_server_informs(const struct cmd *cmd)
+{
+    return !strcmp(cmd->name, "lolwut");
+}
+
 static bool first_server_answers(const struct cmd *cmd)
 {
     return !strcmp(cmd->name, "config|get") || !strcmp(cmd->name, "function|list") ||
@@ -730,8 +750,10 @@ static enum route_kind classify(const struct cmd *cmd)
     char parent[64];
 
     snprintf(parent, sizeof(parent), "%.*s", (int)strcspn(cmd->name, "|"), cmd->name);
-    if (server_table(cmd))
+    if (server_table(cmd) || first_server_informs(cmd))
         return ROUTE_FIRST;
+    if (!strcmp(cmd->name, "module|list"))
+        return ROUTE_LOCAL;     /* (first_server_informs says why) */
     if (local_has(parent))
         return ROUTE_LOCAL;
     if (strlen(cmd->name) > 5 && !strcmp(cmd->name + strlen(cmd->name) - 5, "|help"))
@@ -1017,6 +1039,8 @@ void route_request(struct client *c, struct req *r)
     case ROUTE_LOCAL:
         if (a.argc == 1 && !strcmp(cmd->name, "command"))
             every_server(c, r, &a, cmd, ROUTE_FIRST);   /* as COMMAND INFO: server_table */
+        else if (!strcmp(cmd->name, "module|list"))
+            local_module_list(c, r);
         else
             local_exec(c, r, &a);
         goto done;

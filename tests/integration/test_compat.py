@@ -38,7 +38,9 @@ redis-server for reference:
   OFF, a name or a signed-in password: redis-server's replies, before and
   after, and no server connection left in MULTI;
 - transactions and WATCH pipelined one after another on different servers
-  (the next was -CROSSSLOT while the last one's connection was busy).
+  (the next was -CROSSSLOT while the last one's connection was busy);
+- LOLWUT is the first server's; MODULE LIST is empty, as HELLO's modules
+  (MODULE LOAD, MEMORY STATS stay refused).
 
 Run: /usr/bin/python3 tests/integration/test_compat.py --shardis build/shardis
 """
@@ -188,6 +190,31 @@ def t_command(servers, direct):
                 got, want = sorted(got.split(b"\r\n")), sorted(want.split(b"\r\n"))
             expect_eq(got, want, "%s in RESP%s" % (" ".join(a), proto.decode()))
     expect(len(d.cmd("COMMAND", "DOCS")) > 100000, "COMMAND DOCS has every command's docs")
+    harness.t_exit_clean(px)
+
+
+# ---- keyless informational commands ----------------------------------------------
+
+def t_informational(servers, direct):
+    px = Shardis("inform", servers)
+    c, d = Raw(px.port), Raw(direct.port)
+    for proto in (b"2", b"3"):
+        c.cmd("HELLO", proto)
+        d.cmd("HELLO", proto)
+        expect_eq(c.cmd("MODULE", "LIST"), d.cmd("MODULE", "LIST"), "MODULE LIST, RESP%s"
+                  % proto.decode())
+        # The art is drawn at random; its last line is the server's version.
+        for ask in (["LOLWUT"], ["LOLWUT", "VERSION", "5", "1", "1", "1"]):
+            got, want = c.cmd(*ask), d.cmd(*ask)
+            expect(want.rstrip().endswith(b"Redis ver. 7.0.15"), "direct %s: %r" % (ask, want[-40:]))
+            expect_eq(got.rstrip().splitlines()[-1], want.rstrip().splitlines()[-1],
+                      "%s's last line, RESP%s" % (" ".join(ask), proto.decode()))
+            expect_eq(got[:1], want[:1], "%s's type" % " ".join(ask))
+    expect(b"is not supported by shardis" in c.cmd("MODULE", "LOAD", "/nonexistent.so"),
+           "MODULE LOAD refused")
+    expect(b"is not supported by shardis" in c.cmd("MEMORY", "STATS"), "MEMORY STATS refused")
+    c.close()
+    d.close()
     harness.t_exit_clean(px)
 
 
@@ -998,6 +1025,8 @@ def body():
     check("PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB, HELP merged over the "
           "servers as one redis-server answers; shardis's channels hidden",
           t_pubsub_introspection, servers, direct)
+    check("LOLWUT the first server's, MODULE LIST empty, MODULE LOAD and MEMORY STATS refused",
+          t_informational, servers, direct)
     for s in servers:
         s.client.flushall()
         s.client.function_flush()
