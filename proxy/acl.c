@@ -569,20 +569,21 @@ static const char *row(size_t i, size_t nredis, uint32_t *acl)
     return local_shard_command(i - nredis, acl);
 }
 
-/* redis-server 7.0's ACLDescribeSelectorCommandRules: from "+@all" (if
- * the user's commands were last set by +@all) or "-@all", each category
- * in turn that more of the still unexplained commands are in than not
- * (counted on temp, which forgets those a category explained), then each
- * command whose bit still differs. What it prints is checked as redis-server
- * checks it: applied to a blank user (fake) it gives u's bitmap. Single
- * commands come in the table's order (redis-server's are in its hash
- * table's). Categories are counted over Redis's rows only, so that the
- * same bitmap of Redis's commands is described by the same categories;
- * SHARD.* and HOTKEYS, which categories set too, follow as single
- * commands where they still differ. Where redis-server 7.0.15 keeps the
- * rules it was given (+@all -@dangerous), this prints the same commands
- * in other rules (+@all -@admin -flushall ...). +parent sets its subcommands too (command() above), so after
- * one only a subcommand that differs still follows. */
+/* A bitmap described as redis-server 6.2 describes one (its
+ * ACLDescribeUserCommandRules; 7.0 prints the same form, but from the
+ * rules it was given where it kept them: there, for +@all -@dangerous,
+ * this prints the same commands in other rules, +@all -@admin -flushall
+ * ...). From "+@all" (if the user's commands were last set by +@all) or
+ * "-@all", each category in turn that more of the still unexplained
+ * commands are in than not (counted on temp, which forgets those a
+ * category explained), then each command whose bit still differs, in the
+ * table's order (redis-server's: its hash table's). Categories are
+ * counted over Redis's rows only, so that the same bitmap of Redis's
+ * commands gets the same categories; SHARD.* and HOTKEYS, which
+ * categories set too, follow as single commands where they still differ.
+ * +parent sets its subcommands too (command() above), so after one only
+ * a subcommand that differs follows. As redis-server checks it, what it
+ * prints, applied to a blank user (fake), gives u's bitmap. */
 char *acl_describe_commands(const struct acl_user *u)
 {
     size_t nredis, nbits = ncmd_bits(&nredis), words = (nbits + 63) / 64;
