@@ -4,6 +4,7 @@
  * introspection (COMMAND, INFO, TIME) and shardis's own SHARD.WHEREIS and
  * SHARD.NODES. Replies and error texts follow redis-server 7.0, so client
  * libraries' connect-time handshakes work unchanged. */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -774,13 +775,95 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
     }
 }
 
-/* CLIENT's subcommands; route.c checked each one's arity by the table. */
-static void cmd_client(struct client *c, struct req *r, struct args *a)
+/* The CLIENT UNBLOCK sent for a client (client_unblock) has landed on
+ * shardis's own connection, or failed: the pin it aimed at takes commands
+ * again (mig.c's, which waits the same way for its own). */
+static int unblock_landed(struct backend *b, struct req *u)
+{
+    mig_unblock_landed(b->pool, b->server, u->u.mig.unblock_id);
+    return 0;
+}
+
+/* CLIENT UNBLOCK id [TIMEOUT|ERROR]: id is a shardis client's (CLIENT ID),
+ * of this pool (the server its clients see). A client's blocking command
+ * waits on a connection of its own (its pin, pin.c), whose id on its
+ * server is known (backend.client_id): the server is asked to unblock
+ * that, over shardis's own connection to it as mig.c does, and its :1 or
+ * :0 is the answer. A client not blocked (nor known) gets :0 here, as from
+ * redis-server; so does one a reload's drain is unblocking already. Like
+ * CLIENT KILL it is for any user its permission lets run it (@admin
+ * @dangerous, route.c), with no admin_commands: it ends no more than one
+ * blocking command, which a timeout would end too.
+ *
+ * Until the server has read it, nothing new goes to that pin (unblocking,
+ * as gate.c holds for mig.c), and the pin is not handed to another client
+ * once idle (backend_release closes it): a command sent there meanwhile,
+ * the client's own or another's, would be the one unblocked. A PING
+ * behind it on the same connection says when it has been read, whatever
+ * became of the client that asked. True if r was sent (it is answered
+ * from there); false if it was answered here. */
+static bool client_unblock(struct client *c, struct req *r, struct args *a)
+{
+    struct backend *b = NULL, *own;
+    long long id;
+    char sid[24];
+
+    if (a->argc > 4) {
+        client_reply_bad_sub(c, r, a, "CLIENT");
+        return false;
+    }
+    if (a->argc == 4 && !args_is(a, 3, "timeout") && !args_is(a, 3, "error")) {
+        client_reply_error(c, r, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+        return false;
+    }
+    if (!args_ll(a, 2, &id)) {
+        client_reply_error(c, r, "ERR value is not an integer or out of range");
+        return false;
+    }
+    for (uint32_t i = 0; i < c->pool->nclients && b == NULL; i++)
+        if (c->pool->clients[i]->id == (uint64_t)id)
+            b = c->pool->clients[i]->pin;
+    if (b == NULL || b->client_id == 0 || b->unblocking || !backend_has_blocking(b)) {
+        struct resp_w w = out(c, r);
+        resp_w_int(&w, 0);
+        return false;
+    }
+    snprintf(sid, sizeof(sid), "%" PRIu64, b->client_id);
+    struct resp_w w = client_cmd_w(c, &r->out);
+    resp_w_command(&w, a->argc == 4 ? 4 : 3, (const char *const[]){"CLIENT", "UNBLOCK", sid,
+                   args_is(a, 3, "error") ? "ERROR" : "TIMEOUT"}, NULL);
+    r->anywhere = 1;                /* (no key chose the server: a reload changes nothing) */
+    own = pool_own(c->pool, b->server, false);  /* (:1 and :0 read the same in RESP3) */
+    route_send(c, r, NULL, own);
+    /* Held at c's gate behind c's own earlier requests, it is not sent
+     * yet: a PING now would land before it. Then the pin goes unguarded:
+     * should its command return and the pin pass to another client before
+     * the UNBLOCK lands, that client's blocking command could be the one
+     * unblocked. */
+    if (r->gated)
+        return true;
+    struct req *u = req_get();
+    struct mbuf *m = NULL;
+    struct resp_w pw = resp_w_on(&u->out, &m, RESP2);
+    resp_w_command(&pw, 1, (const char *const[]){"PING"}, NULL);
+    mbuf_unref(m);
+    u->on_reply = unblock_landed;
+    u->u.mig.unblock_id = b->client_id;
+    b->unblocking = 1;
+    backend_send(own, u);
+    return true;
+}
+
+/* CLIENT's subcommands; route.c checked each one's arity by the table.
+ * True if r was sent on (UNBLOCK): answered from there. */
+static bool client_sub(struct client *c, struct req *r, struct args *a)
 {
     struct resp_w w = out(c, r);
     size_t len;
 
-    if (args_is(a, 1, "setname")) {
+    if (args_is(a, 1, "unblock")) {
+        return client_unblock(c, r, a);
+    } else if (args_is(a, 1, "setname")) {
         const char *n = args_get(a, 2, &len);
         if (set_name(c, r, n, len))
             reply_ok(c, r);
@@ -846,6 +929,13 @@ static void cmd_client(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",
                            (int)(len < 64 ? len : 64), sub);
     }
+    return false;
+}
+
+static void cmd_client(struct client *c, struct req *r, struct args *a)
+{
+    if (!client_sub(c, r, a))
+        req_done(r);
 }
 
 void local_module_list(struct client *c, struct req *r)
@@ -1200,7 +1290,7 @@ static const struct local_cmd local_cmds[] = {
     {"auth", cmd_auth, true, false, 0},
     {"hello", cmd_hello, true, false, 0},
     {"reset", cmd_reset, true, true, 0},
-    {"client", cmd_client, false, false, 0},
+    {"client", cmd_client, false, true, 0},
     {"command", cmd_command, false, false, 0},
     {"time", cmd_time, false, false, 0},
     {"info", info_command, false, false, 0},

@@ -40,7 +40,11 @@ redis-server for reference:
 - transactions and WATCH pipelined one after another on different servers
   (the next was -CROSSSLOT while the last one's connection was busy);
 - LOLWUT is the first server's; MODULE LIST is empty, as HELLO's modules
-  (MODULE LOAD, MEMORY STATS stay refused).
+  (MODULE LOAD, MEMORY STATS stay refused);
+- CLIENT UNBLOCK <shardis client id> [TIMEOUT|ERROR] ends a BLPOP waiting
+  on that client's own server connection as redis-server's does (:1, then
+  nil or -UNBLOCKED; :0 for a client not blocked or unknown; its argument
+  errors), and the unblocked client's next BLPOP waits and pops as before.
 
 Run: /usr/bin/python3 tests/integration/test_compat.py --shardis build/shardis
 """
@@ -193,7 +197,7 @@ def t_command(servers, direct):
     harness.t_exit_clean(px)
 
 
-# ---- keyless informational commands ----------------------------------------------
+# ---- keyless informational commands, CLIENT UNBLOCK ----------------------------------
 
 def t_informational(servers, direct):
     px = Shardis("inform", servers)
@@ -216,6 +220,47 @@ def t_informational(servers, direct):
     c.close()
     d.close()
     harness.t_exit_clean(px)
+
+
+def unblock_script(port, key, blocked_on):
+    """CLIENT UNBLOCK as a client library's suite drives it, on port: the
+    replies, to compare with redis-server's. blocked_on() is how many
+    clients wait there (a BLPOP just sent may not have arrived)."""
+    c, b = Raw(port), Raw(port)
+    bid = parse(b.cmd("CLIENT", "ID"))
+    # WATCH keeps b on its one server connection throughout (through
+    # shardis): what it sends after an UNBLOCK goes where the UNBLOCK went.
+    out = [b.cmd("WATCH", "{ub}w"), c.cmd("CLIENT", "UNBLOCK", bid)]   # not blocked
+    for mode in ((), ("TIMEOUT",), ("ERROR",)):
+        b.send(harness.enc("BLPOP", key, "20"))
+        harness.until("BLPOP waits", lambda: blocked_on() == 1)
+        out += [c.cmd("CLIENT", "UNBLOCK", bid, *mode), b.reply()]
+    out.append(b.cmd("PING"))
+    # Its next BLPOP waits and pops: nothing left held by the unblocking.
+    b.send(harness.enc("BLPOP", key, "20"))
+    harness.until("BLPOP waits again", lambda: blocked_on() == 1)
+    out += [c.cmd("RPUSH", key, "v"), b.reply()]
+    out += [c.cmd("CLIENT", "UNBLOCK", "999999"), c.cmd("CLIENT", "UNBLOCK", "x"),
+            c.cmd("CLIENT", "UNBLOCK", bid, "maybe"), c.cmd("CLIENT", "UNBLOCK", bid, "error", "x"),
+            c.cmd("CLIENT", "UNBLOCK", "-1")]
+    c.close()
+    b.close()
+    return out
+
+
+def t_client_unblock(servers, direct):
+    px = Shardis("unblock", servers)
+
+    def blocked(s):
+        return s.client.info("clients")["blocked_clients"]
+    key = "{ub}list"
+    owner = servers[px.whereis([key.encode()])[key.encode()]]
+    got = unblock_script(px.port, key, lambda: blocked(owner))
+    want = unblock_script(direct.port, key, lambda: blocked(direct))
+    expect_eq(got, want, "CLIENT UNBLOCK's replies (shardis vs redis-server)")
+    expect_eq(got[2:4], [b":1\r\n", b"*-1\r\n"], "UNBLOCK, then BLPOP's nil")
+    harness.t_exit_clean(px)
+    return "%d replies as redis-server's" % len(got)
 
 
 # ---- DEBUG ---------------------------------------------------------------------------
@@ -1027,6 +1072,8 @@ def body():
           t_pubsub_introspection, servers, direct)
     check("LOLWUT the first server's, MODULE LIST empty, MODULE LOAD and MEMORY STATS refused",
           t_informational, servers, direct)
+    check("CLIENT UNBLOCK [TIMEOUT|ERROR] of a shardis client blocked in BLPOP: redis-server's "
+          "replies, and its next BLPOP pops", t_client_unblock, servers, direct)
     for s in servers:
         s.client.flushall()
         s.client.function_flush()
