@@ -57,6 +57,7 @@
 #include "proxy/cmd.h"
 #include "proxy/frag.h"
 #include "proxy/gate.h"
+#include "proxy/info.h"
 #include "proxy/hotkeys.h"
 #include "proxy/log.h"
 #include "proxy/monitor.h"
@@ -958,6 +959,7 @@ void client_close(struct client *c)
     pin_client_gone(c);
     pubsub_client_gone(c);
     monitor_gone(c);
+    info_client_gone(c);
     uv_close(&c->h.handle, client_close_cb);
 }
 

@@ -55,11 +55,27 @@ struct info_server {
     uint64_t own;           /* shardis's own keys in redis_db there (own_exists), asked
                                right after each INFO: left out of its keyspace */
     bool     asking;        /* ... and the answer is still to come */
+    uint32_t asked, answered;   /* questions sent (ask) and answered or failed (the
+                                   connection answers in order: the k-th answer is
+                                   the k-th question's) */
+};
+
+/* A client's INFO with the keyspace section, waiting for the servers'
+ * answers to questions asked after it came (info_command). */
+struct info_wait {
+    struct client *c;       /* borrowed: info_client_gone drops the entry first */
+    struct req    *r;       /* c's INFO, in c->reqs, done when answered */
+    uint32_t       mask;    /* its sections */
+    uint64_t       until_ms;/* loop ms: answered then with what is there */
+    uint32_t       n;       /* servers when it came: need[n] */
+    uint32_t      *need;    /* server s's `answered` that answers it (owned) */
 };
 
 struct info {
     struct info_server *servers;    /* [nservers], by server index */
     uint32_t nservers;
+    struct info_wait *waits;        /* [nwaits] */
+    uint32_t nwaits, waits_cap;
     struct mbuf *buf;               /* the questions' bytes */
     uint64_t sample_ms, sample_requests;
     double   samples[INFO_SAMPLES];
@@ -110,6 +126,8 @@ static int server_info_reply(struct backend *b, struct req *r)
     return 0;
 }
 
+static void answer_waits(struct pool *p);
+
 /* How many of shardis's own keys the server holds: a failed answer keeps
  * the last. */
 static int own_reply(struct backend *b, struct req *r)
@@ -118,10 +136,14 @@ static int own_reply(struct backend *b, struct req *r)
     struct resp_rd rd;
     struct resp_val v;
 
+    if (in == NULL || b->server >= in->nservers)
+        return 0;
     resp_rd_init(&rd, &r->rsp);
-    if (in != NULL && b->server < in->nservers && resp_rd_next(&rd, &v) == 0 &&
-        v.type == RESP_INTEGER && v.n >= 0)
+    if (resp_rd_next(&rd, &v) == 0 && v.type == RESP_INTEGER && v.n >= 0)
         in->servers[b->server].own = (uint64_t)v.n;
+    in->servers[b->server].answered++;      /* (the pair's last answer) */
+    if (in->nwaits > 0)
+        answer_waits(b->pool);
     return 0;
 }
 
@@ -135,6 +157,7 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
     r->on_reply = server_info_reply;
     in->servers[server].asked_ms = now;
     in->servers[server].asking = true;
+    in->servers[server].asked++;
     backend_send(b, r);
     w = resp_w_on(&q->out, &in->buf, RESP2);
     own_exists(p, server, &w);
@@ -146,6 +169,8 @@ void info_tick(struct pool *p, uint64_t now)
 {
     struct info *in = info_of(p);
 
+    if (in->nwaits > 0)
+        answer_waits(p);                /* (those whose time is up) */
     if (now >= in->sample_ms + INFO_SAMPLE_MS) {
         if (in->sample_ms != 0)
             in->samples[in->nsample++ % INFO_SAMPLES] =
@@ -176,6 +201,9 @@ void info_free(struct pool *p)
     for (uint32_t s = 0; s < in->nservers; s++)
         free(in->servers[s].text);
     free(in->servers);
+    for (uint32_t i = 0; i < in->nwaits; i++)  /* (their clients are gone by now) */
+        free(in->waits[i].need);
+    free(in->waits);
     if (in->buf != NULL)
         mbuf_unref(in->buf);
     free(in);
@@ -537,16 +565,44 @@ static uint32_t blocked_clients(void)
     return n;
 }
 
-static bool want_section(struct args *a, const char *name, bool in_default, bool in_all)
+/* INFO's sections, in redis-server's order: whether "default" and "all"
+ * include each ("everything" includes every one). Bit i of a mask is
+ * sections[i]. */
+enum {
+    S_SERVER, S_CLIENTS, S_MEMORY, S_PERSISTENCE, S_STATS, S_REPLICATION, S_CPU, S_MODULES,
+    S_COMMANDSTATS, S_ERRORSTATS, S_LATENCYSTATS, S_CLUSTER, S_KEYSPACE, S_SHARDIS,
+};
+static const struct section {
+    const char *name;
+    bool        in_default, in_all;
+} sections[] = {
+    [S_SERVER] = {"server", true, true},            [S_CLIENTS] = {"clients", true, true},
+    [S_MEMORY] = {"memory", true, true},            [S_PERSISTENCE] = {"persistence", true, true},
+    [S_STATS] = {"stats", true, true},              [S_REPLICATION] = {"replication", true, true},
+    [S_CPU] = {"cpu", true, true},                  [S_MODULES] = {"modules", false, false},
+    [S_COMMANDSTATS] = {"commandstats", false, true},
+    [S_ERRORSTATS] = {"errorstats", true, true},    [S_LATENCYSTATS] = {"latencystats", false, true},
+    [S_CLUSTER] = {"cluster", true, true},          [S_KEYSPACE] = {"keyspace", true, true},
+    [S_SHARDIS] = {"shardis", true, true},
+};
+
+/* The sections INFO's arguments ask for. */
+static uint32_t sections_of(struct args *a)
 {
-    if (a->argc < 2)
-        return in_default;
-    for (uint32_t i = 1; i < a->argc; i++)
-        if (args_is(a, i, name) || (in_all && args_is(a, i, "all")) ||
-            args_is(a, i, "everything") || (in_default && args_is(a, i, "default")))
-            return true;
-    return false;
+    uint32_t mask = 0;
+
+    for (uint32_t k = 0; k < ARRAY_SIZE(sections); k++) {
+        bool want = a->argc < 2 && sections[k].in_default;
+        for (uint32_t i = 1; i < a->argc && !want; i++)
+            want = args_is(a, i, sections[k].name) || args_is(a, i, "everything") ||
+                   (sections[k].in_all && args_is(a, i, "all")) ||
+                   (sections[k].in_default && args_is(a, i, "default"));
+        mask |= (uint32_t)want << k;
+    }
+    return mask;
 }
+
+#define WANT(mask, k) (((mask) >> (k)) & 1u)
 
 /* The proxy's own CPU time, in redis-server's fields. */
 static void section_cpu(FILE *f)
@@ -637,7 +693,7 @@ static void section_shardis(FILE *f, uint64_t now)
 /* INFO's text is lines ended by CRLF: a payload, not RESP. Sections in
  * redis-server's order; "default" is all but commandstats, latencystats
  * and modules, "all" all but modules. */
-void info_command(struct client *c, struct req *r, struct args *a)
+static void render(struct client *c, struct req *r, uint32_t mask)
 {
     struct pool *p = c->pool;
     char *buf = NULL;
@@ -646,9 +702,9 @@ void info_command(struct client *c, struct req *r, struct args *a)
     uint64_t now = uv_now(proxy.loop);
 
     info_of(p);
-    if (want_section(a, "server", true, true))
+    if (WANT(mask, S_SERVER))
         section_server(p, f, now);
-    if (want_section(a, "clients", true, true)) {
+    if (WANT(mask, S_CLIENTS)) {
         uint64_t in, out;
         client_peaks(p, now, &in, &out);
         fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
@@ -660,14 +716,14 @@ void info_command(struct client *c, struct req *r, struct args *a)
                 (unsigned long long)in, (unsigned long long)out, blocked_clients(),
                 (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
     }
-    if (want_section(a, "memory", true, true))
+    if (WANT(mask, S_MEMORY))
         section_memory(p, f);
-    if (want_section(a, "persistence", true, true)) {
+    if (WANT(mask, S_PERSISTENCE)) {
         fputs("# Persistence\r\n", f);
         servers_lines(p, persistence_fields, ARRAY_SIZE(persistence_fields), f);
         fputs("\r\n", f);
     }
-    if (want_section(a, "stats", true, true)) {
+    if (WANT(mask, S_STATS)) {
         fprintf(f, "# Stats\r\ntotal_connections_received:%llu\r\n"
                 "total_commands_processed:%llu\r\ninstantaneous_ops_per_sec:%.0f\r\n"
                 "rejected_connections:%llu\r\ntotal_error_replies:%llu\r\n"
@@ -682,40 +738,131 @@ void info_command(struct client *c, struct req *r, struct args *a)
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }
-    if (want_section(a, "replication", true, true))
+    if (WANT(mask, S_REPLICATION))
         fprintf(f, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
                 "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
                 "master_replid2:0000000000000000000000000000000000000000\r\n"
                 "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
                 "repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n"
                 "repl_backlog_histlen:0\r\n\r\n", proxy.run_id);
-    if (want_section(a, "cpu", true, true))
+    if (WANT(mask, S_CPU))
         section_cpu(f);
-    if (want_section(a, "modules", false, false))
+    if (WANT(mask, S_MODULES))
         fputs("# Modules\r\n\r\n", f);
-    if (want_section(a, "commandstats", false, true)) {
+    if (WANT(mask, S_COMMANDSTATS)) {
         fputs("# Commandstats\r\n", f);
         stats_info_commandstats(&p->stats, f);
         fputs("\r\n", f);
     }
-    if (want_section(a, "errorstats", true, true)) {
+    if (WANT(mask, S_ERRORSTATS)) {
         fputs("# Errorstats\r\n", f);
         stats_info_errorstats(&p->stats, f);
         fputs("\r\n", f);
     }
-    if (want_section(a, "latencystats", false, true)) {
+    if (WANT(mask, S_LATENCYSTATS)) {
         fputs("# Latencystats\r\n", f);
         stats_info_latencystats(&p->stats, f);
         fputs("\r\n", f);
     }
-    if (want_section(a, "cluster", true, true))
+    if (WANT(mask, S_CLUSTER))
         fputs("# Cluster\r\ncluster_enabled:0\r\n\r\n", f);
-    if (want_section(a, "keyspace", true, true))
+    if (WANT(mask, S_KEYSPACE))
         section_keyspace(p, f);
-    if (want_section(a, "shardis", true, true))
+    if (WANT(mask, S_SHARDIS))
         section_shardis(f, now);
     fclose(f);
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_verbatim(&w, "txt", buf, len);
     free(buf);
+}
+
+/* ---- INFO keyspace: asked when it is asked ------------------------------------------ */
+
+/* Whether w may be answered: every server it waits for has answered (or
+ * failed) the question asked for it, or its time is up. */
+static bool wait_ready(const struct pool *p, const struct info_wait *w, uint64_t now)
+{
+    const struct info *in = p->info;
+
+    if (now >= w->until_ms)
+        return true;
+    for (uint32_t s = 0; s < w->n; s++)
+        if (p->servers[s].active && (int32_t)(in->servers[s].answered - w->need[s]) < 0)
+            return false;
+    return true;
+}
+
+/* Answer the waiting INFOs that may be, one at a time: answering one may
+ * close its client (a write that fails), which drops its other entries. */
+static void answer_waits(struct pool *p)
+{
+    struct info *in = p->info;
+    uint64_t now = uv_now(proxy.loop);
+
+    for (;;) {
+        uint32_t i = 0;
+        while (i < in->nwaits && !wait_ready(p, &in->waits[i], now))
+            i++;
+        if (i == in->nwaits)
+            return;
+        struct info_wait w = in->waits[i];
+        in->waits[i] = in->waits[--in->nwaits];
+        free(w.need);
+        render(w.c, w.r, w.mask);
+        req_done(w.r);
+    }
+}
+
+void info_client_gone(struct client *c)
+{
+    struct info *in = c->pool->info;
+
+    for (uint32_t i = 0; in != NULL && i < in->nwaits;) {
+        if (in->waits[i].c != c) {
+            i++;
+            continue;
+        }
+        free(in->waits[i].need);
+        in->waits[i] = in->waits[--in->nwaits];
+    }
+}
+
+/* The keyspace is what clients wrote a moment ago (a count right after a
+ * load, redis-cli --stat): an INFO with that section asks every server
+ * again and answers once they have (INFO_WAIT_MS at most: a server that
+ * does not answer is shown as it last was, info_age_ms says how old),
+ * rather than from answers up to INFO_REFRESH_MS old, or none yet right
+ * after a start. The other sections answer at once from what is there
+ * (a client library's INFO server at connect waits for nothing). A
+ * client's INFO sent in a pipeline behind its writes may be asked before
+ * those are answered: the servers are asked when the INFO is read. */
+void info_command(struct client *c, struct req *r, struct args *a)
+{
+    struct pool *p = c->pool;
+    struct info *in = info_of(p);
+    uint32_t mask = sections_of(a);
+    uint64_t now = uv_now(proxy.loop);
+    struct info_wait *w;
+
+    if (!WANT(mask, S_KEYSPACE) || proxy.stopping) {
+        render(c, r, mask);
+        req_done(r);
+        return;
+    }
+    if (in->nwaits == in->waits_cap) {
+        in->waits_cap = in->waits_cap ? 2 * in->waits_cap : 4;
+        in->waits = xrealloc(in->waits, in->waits_cap * sizeof(*in->waits));
+    }
+    w = &in->waits[in->nwaits++];
+    *w = (struct info_wait){c, r, mask, now + INFO_WAIT_MS, p->nservers,
+                            xcalloc(p->nservers, sizeof(uint32_t))};
+    /* What answers it is the next question's answer; the entry is there
+     * first, as a failed connection answers at once (inside ask). */
+    for (uint32_t s = 0; s < p->nservers; s++)
+        if (p->servers[s].active)
+            w->need[s] = in->servers[s].asked + 1;
+    for (uint32_t s = 0; s < p->nservers; s++)
+        if (p->servers[s].active)
+            ask(p, in, s, now);
+    answer_waits(p);
 }

@@ -25,8 +25,13 @@ struct info;
  * INFO answers from what is there, and says how old it is. */
 void info_tick(struct pool *p, uint64_t now);
 void info_free(struct pool *p);
-/* INFO [section ...]: the reply to c's request r. */
+/* INFO [section ...]: the reply to c's request r, now or (the keyspace
+ * section: the servers are asked again) within INFO_WAIT_MS; r is done
+ * either way. info_client_gone: c is closing, its INFOs are not to be
+ * answered. */
+#define INFO_WAIT_MS 500
 void info_command(struct client *c, struct req *r, struct args *a);
+void info_client_gone(struct client *c);
 /* Whether, as far as the servers' last INFO tells, keys of p are in a
  * database other than redis_db (which a reshard does not move: mig.c),
  * or it cannot be told (a server that a client's database has a

@@ -1293,7 +1293,7 @@ static const struct local_cmd local_cmds[] = {
     {"client", cmd_client, false, true, 0},
     {"command", cmd_command, false, false, 0},
     {"time", cmd_time, false, false, 0},
-    {"info", info_command, false, false, 0},
+    {"info", info_command, false, true, 0},
     {"slowlog", slowlog_command, false, false, 0},
     {"latency", cmd_latency, false, false, 0},
     {"monitor", monitor_command, false, false, 0},
