@@ -1069,6 +1069,11 @@ static int parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         return rc;
     if (pool->nsentinels == 0 && (at = given(&st, "sentinel_auth")) != NULL)
         return fail(p, at, "sentinel_auth applies only with sentinels");
+    /* A config from before databases, with redis_db 16 or more, keeps
+     * working: the servers have that many. */
+    if (given(&st, "databases") == NULL && pool->redis_db >= pool->databases &&
+        pool->redis_db < CONF_DATABASES_MAX)
+        pool->databases = pool->redis_db + 1;
     if (pool->redis_db >= pool->databases)
         return fail(p, given(&st, "redis_db") != NULL ? given(&st, "redis_db")
                                                        : given(&st, "databases"),

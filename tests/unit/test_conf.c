@@ -255,6 +255,27 @@ Test(conf, client_memory_limits)
     conf_free(cf);
 }
 
+Test(conf, databases)
+{
+    char err[CONF_ERRLEN];
+    struct conf *cf = parse_ok(HEAD SERVERS);
+
+    cr_assert(eq(int, conf_pool(cf, NULL)->databases, 16));
+    conf_free(cf);
+    /* A config from before databases, redis_db 20: the servers have 21. */
+    cf = parse_ok(HEAD "  redis_db: 20\n" SERVERS);
+    cr_assert(eq(int, conf_pool(cf, NULL)->databases, 21));
+    conf_free(cf);
+    cf = parse_ok(HEAD "  databases: 1\n" SERVERS);
+    cr_assert(eq(int, conf_pool(cf, NULL)->databases, 1));
+    conf_free(cf);
+    const char bad[] = HEAD "  databases: 4\n  redis_db: 4\n" SERVERS;
+    cr_assert(eq(int, conf_parse(&cf, "t.yml", bad, sizeof(bad) - 1, err, sizeof(err)),
+                 -EINVAL));
+    cr_assert(eq(str, err, "t.yml:4:13: redis_db (4) must be less than databases (4)"), "%s",
+              err);
+}
+
 Test(conf, redis_auth_length)
 {
     char yml[5000], err[CONF_ERRLEN];
