@@ -260,9 +260,10 @@ void frag_broadcast(struct client *c, struct req *r, struct args *a, enum cmd_re
     }
     i = 0;
     for (uint32_t s = 0; s < p->nservers; s++) {
-        struct backend *b = via != NULL ? via[s] : pool_backend(p, s, c);
+        struct backend *b;
         if (!p->servers[s].active)
             continue;
+        b = via != NULL ? via[s] : pool_backend(p, s, c);
         if (own) {                  /* right behind the DBSIZE, on its connection */
             struct resp_w w = client_cmd_w(c, &f->reqs[n + i]->out);
             own_exists(p, s, &w);

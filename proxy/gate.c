@@ -73,6 +73,9 @@
 
 #define GATE_SUBSCRIBING_MS 1000
 
+_Static_assert(POOL_SLOTS_MAX <= UINT16_MAX + 1 && CONF_DATABASES_MAX <= UINT16_MAX + 1,
+               "a server and a database fit req.server and req.db");
+
 /* The client's request r stands for: r itself, or the split request a
  * fragment is part of. */
 static struct req *top(struct req *r)
