@@ -453,6 +453,11 @@ const char *group_phase_name(const struct pool *p)
     }
 }
 
+bool group_changing(const struct pool *p)
+{
+    return p->group != NULL && p->group->phase != GROUP_STEADY;
+}
+
 bool group_switching(const struct pool *p)
 {
     return p->group != NULL && (p->group->phase == GROUP_HOLDING ||

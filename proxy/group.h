@@ -31,6 +31,9 @@ int group_check_start(struct pool *p, char *err, size_t errlen);
 /* A reload back to the servers p routes by: forget the one waiting. */
 void group_cancel(struct pool *p);
 /* Between the switch and the release: no reload is taken then. */
+/* Whether a reload's servers are on their way: the proxies agree, switch
+ * or drain (any phase but steady). */
+bool group_changing(const struct pool *p);
 bool group_switching(const struct pool *p);
 /* "steady", "prepared", "holding" or "locked". */
 const char *group_phase_name(const struct pool *p);

@@ -52,6 +52,10 @@ struct info_server {
     char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
     uint64_t at_ms;         /* loop ms it came */
     uint64_t asked_ms;      /* loop ms it was last asked (answered or not) */
+    uint64_t clean_ms;      /* loop ms of the last question answered that was asked
+                               when no request in another database lived (req.c
+                               other_db): its text shows every key such requests
+                               made (info_other_databases) */
     uint64_t own;           /* shardis's own keys in redis_db there (own_exists), asked
                                right after each INFO: left out of its keyspace */
     bool     asking;        /* ... and the answer is still to come */
@@ -122,6 +126,8 @@ static int server_info_reply(struct backend *b, struct req *r)
         resp_rd_copy(&rd, &v, is->text, v.len);
         is->text[v.len] = '\0';
         is->at_ms = uv_now(proxy.loop);
+        if (r->u.clean_ms > is->clean_ms)
+            is->clean_ms = r->u.clean_ms;
     }
     return 0;
 }
@@ -155,6 +161,7 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
 
     resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
     r->on_reply = server_info_reply;
+    r->u.clean_ms = proxy.other_db_reqs == 0 ? now : 0;
     in->servers[server].asked_ms = now;
     in->servers[server].asking = true;
     in->servers[server].asked++;
@@ -255,27 +262,40 @@ static const char *server_field(const struct pool *p, uint32_t s, const char *na
     return info_text_field(in->servers[s].text, name, buf, size);
 }
 
-bool info_other_databases(const struct pool *p, char *why, size_t size)
+/* A server's INFO tells which databases hold keys as of when it was
+ * asked: keys a request of this pool made in another database show if
+ * the question was asked after that request was routed and when none
+ * such was alive (answered and freed: executed before the question was
+ * sent). Until then the answer is "cannot tell", and a reload is to be
+ * tried again a second later, when the background poll has asked again.
+ * Databases from `databases` on are no client's of this pool (another
+ * pool's or application's on the same servers). */
+bool info_other_databases(const struct pool *p, const uint32_t *servers, uint32_t n,
+                          char *why, size_t size)
 {
     const struct info *in = p->info;
 
-    for (uint32_t s = 0; s < p->nservers; s++) {
+    if (p->conf->databases == 1)
+        return false;                   /* (redis_db is every client's) */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = servers[i];
         const struct pool_server *ps = &p->servers[s];
+        const struct info_server *is;
         const char *l;
-        if (!ps->active)
-            continue;
-        if (in == NULL || s >= in->nservers || in->servers[s].text == NULL) {
-            if (ps->dbconns == NULL)
-                continue;               /* nobody used another database there */
-            snprintf(why, size, "server %s has not said yet which databases hold keys",
-                     ps->label);
+        is = in != NULL && s < in->nservers ? &in->servers[s] : NULL;
+        if (p->other_db_ms != 0 && (is == NULL || is->clean_ms <= p->other_db_ms)) {
+            snprintf(why, size, "clients used another database than %d since server %s "
+                     "last said which hold keys: try again in a second",
+                     p->conf->redis_db, ps->label);
             return true;
         }
+        if (is == NULL || is->text == NULL)
+            continue;                   /* (no client has used another database) */
         /* "db3:keys=1,expires=0,avg_ttl=0" lines, keys never 0 */
-        for (l = in->servers[s].text; l != NULL; l = strstr(l + 1, "\ndb")) {
+        for (l = is->text; l != NULL; l = strstr(l + 1, "\ndb")) {
             unsigned db;
             if (sscanf(l + (l[0] == '\n'), "db%u:keys=", &db) == 1 &&
-                db != (unsigned)p->conf->redis_db) {
+                db != (unsigned)p->conf->redis_db && db < (unsigned)p->conf->databases) {
                 snprintf(why, size, "server %s holds keys in database %u, which resharding "
                          "does not move (only redis_db %d's keys move)", ps->label, db,
                          p->conf->redis_db);

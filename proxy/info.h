@@ -32,11 +32,11 @@ void info_free(struct pool *p);
 #define INFO_WAIT_MS 500
 void info_command(struct client *c, struct req *r, struct args *a);
 void info_client_gone(struct client *c);
-/* Whether, as far as the servers' last INFO tells, keys of p are in a
- * database other than redis_db (which a reshard does not move: mig.c),
- * or it cannot be told (a server that a client's database has a
- * connection to has not answered yet); why says which. */
-bool info_other_databases(const struct pool *p, char *why, size_t size);
+/* Whether, as far as the last INFO of servers[0..n) tells, keys of p are
+ * in a database other than redis_db there (which a reshard does not
+ * move: mig.c), or it cannot be told; why says which. */
+bool info_other_databases(const struct pool *p, const uint32_t *servers, uint32_t n,
+                          char *why, size_t size);
 /* The value of field name ("run_id") in an INFO text, copied into buf
  * (size bytes with the NUL); NULL if it has none, or a longer one. */
 const char *info_text_field(const char *text, const char *name, char *buf, size_t size);

@@ -135,7 +135,7 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
     else {
         if (db != c->db)
             gate_hold(c, r);
-        c->db = (uint16_t)db;
+        c->db = (uint16_t)db;       /* (CONF_DATABASES_MAX fits: gate.c) */
         reply_ok(c, r);
     }
 }
@@ -832,16 +832,12 @@ static bool client_unblock(struct client *c, struct req *r, struct args *a)
     struct resp_w w = client_cmd_w(c, &r->out);
     resp_w_command(&w, a->argc == 4 ? 4 : 3, (const char *const[]){"CLIENT", "UNBLOCK", sid,
                    args_is(a, 3, "error") ? "ERROR" : "TIMEOUT"}, NULL);
-    r->anywhere = 1;                /* (no key chose the server: a reload changes nothing) */
     own = pool_own(c->pool, b->server, false);  /* (:1 and :0 read the same in RESP3) */
-    route_send(c, r, NULL, own);
-    /* Held at c's gate behind c's own earlier requests, it is not sent
-     * yet: a PING now would land before it. Then the pin goes unguarded:
-     * should its command return and the pin pass to another client before
-     * the UNBLOCK lands, that client's blocking command could be the one
-     * unblocked. */
-    if (r->gated)
-        return true;
+    /* Sent now, not behind c's own earlier requests at its gate: it acts
+     * on another client, whose command is waiting now (and its reply still
+     * comes in c's order). Held there, the pin would go unguarded
+     * meanwhile. */
+    backend_send(own, r);
     struct req *u = req_get();
     struct mbuf *m = NULL;
     struct resp_w pw = resp_w_on(&u->out, &m, RESP2);

@@ -91,19 +91,31 @@ bool mig_drained(const struct pool *p)
 
 /* ---- starting and finishing ------------------------------------------------------- */
 
+/* Whether the earlier rings kept are as many as may be (err says so). */
+static bool rings_full(const struct pool *p, char *err, size_t errlen)
+{
+    if (p->mig == NULL || p->mig->nprior < MIG_MAX_PRIOR)
+        return false;
+    snprintf(err, errlen, "reshard in progress (%d pending rings): wait for "
+             "SHARD.MIGRATION STATUS to finish before reloading again", MIG_MAX_PRIOR);
+    return true;
+}
+
 bool mig_can_start(const struct pool *p, char *err, size_t errlen)
 {
     char why[200];
 
-    if (p->mig != NULL && p->mig->nprior == MIG_MAX_PRIOR) {
-        snprintf(err, errlen, "reshard in progress (%d pending rings): wait for "
-                 "SHARD.MIGRATION STATUS to finish before reloading again", MIG_MAX_PRIOR);
+    if (rings_full(p, err, errlen))
         return false;
-    }
     /* The walk and the on-touch MIGRATEs are of redis_db: keys of other
      * databases would stay behind on servers the ring no longer names.
-     * (While keys move, requests for them are refused: route.c db_ok.) */
-    if (info_other_databases(p, why, sizeof(why))) {
+     * Judged here, before the ring changes, once: from the reload on,
+     * while the proxies switch and while keys move, a request that could
+     * put a key in another database is told to retry (route.c db_ok), so
+     * none is there when the switch comes (mig_start, which cannot
+     * refuse by then). */
+    if (info_other_databases(p, p->slot, (uint32_t)ring_nservers(p->ring), why,
+                             sizeof(why))) {
         snprintf(err, errlen, "cannot reshard: %s", why);
         return false;
     }
@@ -146,8 +158,8 @@ static void unblock(struct pool *p, struct mig *m, struct backend *b)
     for (r = TAILQ_FIRST(&b->pendq); r != NULL && r->on_reply != NULL; r = TAILQ_NEXT(r, pq))
         ;
     if (r == NULL || !r->blocking || r->unblocked || r->epoch == p->epoch ||
-        b->client_id == 0)
-        return;
+        b->client_id == 0 || b->unblocking)
+        return;                         /* (a CLIENT UNBLOCK in flight: a later tick) */
     snprintf(id, sizeof(id), "%" PRIu64, b->client_id);
     r->unblocked = 1;
     /* Nothing new goes to b until the UNBLOCK has landed: it aims at the
@@ -227,7 +239,7 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
     struct mig *m = p->mig;
     struct mig_op *op;
 
-    if (!mig_can_start(p, err, errlen))
+    if (rings_full(p, err, errlen))
         return -EBUSY;
     if (m == NULL) {
         m = p->mig = xcalloc(1, sizeof(*m));

@@ -31,6 +31,8 @@ void req_maybe_free(struct req *r)
     if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
         r->gated || r->migs > 0)
         return;
+    if (r->other_db)
+        proxy.other_db_reqs--;
     msg_release(&r->out);
     msg_release(&r->rsp);
     route_kept_free(r);

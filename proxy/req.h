@@ -104,6 +104,8 @@ struct req {
         } sub;
         struct req_kept *kept;  /* a blocking command's arguments (route.c) */
         uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
+        uint64_t clean_ms;      /* info.c's INFO: loop ms it was asked, when no request
+                                   in another database than redis_db lived; else 0 */
         struct minify_map minify;   /* minify.c: how its reply's fields map back */
         struct minify_tx *minify_tx;/* minify.c: an EXEC's, its commands' maps */
         union {                 /* mig.c's own requests */
@@ -150,6 +152,8 @@ struct req {
     unsigned        minified:1; /* u.minify (u.minify_tx if is_exec) holds its map */
     unsigned        publish:1;  /* (S)PUBLISH: waits while subscriptions to its server
                                    are on their way (gate.c) */
+    unsigned        other_db:1; /* in a database other than redis_db (route.c db_ok):
+                                   counted in proxy.other_db_reqs until freed */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

@@ -26,6 +26,7 @@
 #include "proxy/debug.h"
 #include "proxy/frag.h"
 #include "proxy/gate.h"
+#include "proxy/group.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
@@ -490,35 +491,50 @@ void route_send(struct client *c, struct req *r, struct args *a, struct backend 
 
 /* ---- databases ---------------------------------------------------------------------- */
 
+/* r may touch a database other than redis_db: a reshard cannot start
+ * until the servers have said, since, which databases hold keys
+ * (info_other_databases). */
+static void other_db(struct client *c, struct req *r)
+{
+    if (!r->other_db) {
+        r->other_db = 1;
+        proxy.other_db_reqs++;
+    }
+    c->pool->other_db_ms = uv_now(proxy.loop);
+}
+
 /* Where a request's database is judged (a client's own, SELECT's, in
  * local.c): the database numbers MOVE, COPY ... DB and SWAPDB name must
- * be ones a client may SELECT (below `databases`); and while keys move
- * after a reload (mig.c), which moves redis_db's keys only, a request for
- * keys in another database, or a SWAPDB, is told to retry: its key may
- * still be on its old server, and nothing would ever move it. A
- * non-integer is the server's to refuse. False after refusing r. */
+ * be ones a client may SELECT (below `databases`), and SWAPDB may not
+ * carry redis_db away (shardis's own keys are there: own.h); while keys
+ * move after a reload (mig.c), which moves redis_db's keys only, a
+ * request for keys in another database, or a SWAPDB, is told to retry:
+ * its key may still be on its old server, and nothing would ever move
+ * it; and a request that may touch another database is marked, for the
+ * check before a reshard (other_db). A non-integer is the server's to
+ * refuse. False after refusing r. */
 static bool db_ok(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     static const struct cmd *move, *copy, *swapdb;
     const struct conf_pool *pc = c->pool->conf;
     uint32_t at = 0, n = 0;
-    long long db;
+    long long db, swap[2] = {0, 0};
+    bool moving;
 
     if (move == NULL) {
         move = cmd_lookup("move", 4);
         copy = cmd_lookup("copy", 4);
         swapdb = cmd_lookup("swapdb", 6);
     }
-    if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb)
+    if (c->db != pc->redis_db)
+        other_db(c, r);
+    if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb &&
+        c->db == pc->redis_db)
         return true;
-    if (c->pool->mig != NULL &&
-        (cmd == swapdb || (c->db != pc->redis_db &&
-                           (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))) {
-        client_reply_error(c, r, "TRYAGAIN resharding moves the keys of database %d only: "
-                           "retry once SHARD.MIGRATION STATUS says it is done", pc->redis_db);
-        route_refused(c, r);
-        return false;
-    }
+    moving = c->pool->mig != NULL || group_changing(c->pool);
+    if (moving && (cmd == swapdb || (c->db != pc->redis_db &&
+                                     (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS)))))
+        goto tryagain;
     if (cmd == move) {
         at = 2;
         n = 1;
@@ -532,13 +548,33 @@ static bool db_ok(struct client *c, struct req *r, struct args *a, const struct 
                 n = 1;
             }
     }
-    for (uint32_t i = at; i < at + n; i++)
-        if (args_ll(a, i, &db) && (db < 0 || db >= pc->databases)) {
+    for (uint32_t i = at; i < at + n; i++) {
+        if (!args_ll(a, i, &db))
+            continue;
+        if (db < 0 || db >= pc->databases) {
             client_reply_error(c, r, "ERR DB index is out of range");
             route_refused(c, r);
             return false;
         }
+        if (db != pc->redis_db && moving)
+            goto tryagain;              /* (a key put there now would stay behind) */
+        if (db != pc->redis_db)
+            other_db(c, r);
+        swap[i - at] = db;
+    }
+    if (cmd == swapdb && n == 2 && swap[0] != swap[1] &&
+        (swap[0] == pc->redis_db || swap[1] == pc->redis_db)) {
+        client_reply_error(c, r, "ERR SWAPDB of database %d (redis_db) is not supported by "
+                           "shardis: its own keys are there", pc->redis_db);
+        route_refused(c, r);
+        return false;
+    }
     return true;
+tryagain:
+    client_reply_error(c, r, "TRYAGAIN resharding moves the keys of database %d only: "
+                       "retry once SHARD.MIGRATION STATUS says it is done", pc->redis_db);
+    route_refused(c, r);
+    return false;
 }
 
 /* ---- the decision ------------------------------------------------------------------- */
@@ -721,10 +757,14 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if (backend_split_creds(c->pool->conf) &&
                (kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
-                (cmd->flags & CMD_DANGEROUS))) {
+                (cmd->flags & CMD_DANGEROUS) || broadcast_reply(cmd) == CMD_REPLY_DBSIZE ||
+                broadcast_reply(cmd) == CMD_REPLY_RANDOMKEY)) {
         /* Admin or @dangerous and server-wide (FLUSHALL, CONFIG, KEYS,
          * INFO ...): what the least-privileged backend_user is not given;
-         * the client's user was allowed it above. */
+         * the client's user was allowed it above. DBSIZE and RANDOMKEY
+         * too: the EXISTS counting shardis's own keys names keys that user
+         * may not touch, and RANDOMKEY's script (own.h) must see them to
+         * pass them over. */
         bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
         pin_internal(c, r, a, broadcast_reply(cmd), first ? pool_first_up(c->pool) : UINT32_MAX,
                      false, kind == ROUTE_EVERY_ADMIN);

@@ -759,7 +759,12 @@ def t_databases(servers):
     expect_eq(c0.execute_command("COPY", src, dst, "DB", "4"), 1, "COPY ... DB 4")
     c4 = redis.Redis.from_url("redis://%s:%d/4" % (harness.HOST, px.port))
     expect_eq((c4.get(dst), c0.get(dst)), (b"v", None), "copied into database 4")
-    # SWAPDB: every server's share of both
+    # SWAPDB: every server's share of both; never redis_db (shardis's own keys)
+    try:
+        c0.swapdb(0, 3)
+        raise harness.Fail("SWAPDB 0 3 was taken")
+    except redis.ResponseError as e:
+        expect("SWAPDB of database 0 (redis_db) is not supported" in str(e), str(e))
     expect_eq(c0.swapdb(3, 4), True, "SWAPDB 3 4")
     expect_eq((c4.mget(keys[1:]), c4.get(dst), c3.get(dst)),
               ([b"three"] * (len(keys) - 1), None, b"v"), "swapped on every server")

@@ -1015,11 +1015,20 @@ def t_databases(rs):
     c0 = px.client
     c3 = redis.Redis.from_url("redis://%s:%d/3" % (HOST, px.port))
     keys = [k for i in range(3) for k in px.keys_on("dm:", i, 2)]
+    time.sleep(1.2)                     # (the background poll has asked since the start)
     for k in keys:
         c3.set(k, b"three")
+    write_servers(px, rs[:4])
+    # At once: the servers' last INFO was asked before the writes (unless
+    # the background poll came in between, and saw them).
+    try:
+        c0.execute_command("SHARD.RELOAD")
+        raise Fail("a reload that moves keys was applied right after writes in database 3")
+    except redis.ResponseError as e:
+        expect("try again in a second" in str(e) or "holds keys in database 3" in str(e),
+               "error %r" % str(e))
     until("the servers' INFO shows database 3",
           lambda: "db3" in c0.info("keyspace"))
-    write_servers(px, rs[:4])
     try:
         c0.execute_command("SHARD.RELOAD")
         raise Fail("a reload that moves keys was applied while database 3 holds keys")
@@ -1049,6 +1058,20 @@ def t_databases(rs):
     harness.t_exit_clean(px)
 
 
+def t_databases_other(rs):
+    """Keys in a database the pool's clients cannot SELECT (databases: 1)
+    are another pool's or application's: a reshard goes on."""
+    redis.Redis(HOST, rs[0].port, db=5).set("theirs", "x")
+    px = Shardis("dbone", rs[:3], admin_commands="true", databases="1")
+    preload(px.client, 300, ttl_every=1000000)
+    until("the servers' INFO came", lambda: px.client.info("keyspace").get("db0"))
+    write_servers(px, rs[:4])
+    reload(px, 1)
+    wait_stable(px, timeout=30, servers=rs)
+    expect_eq(redis.Redis(HOST, rs[0].port, db=5).get("theirs"), b"x", "their key, left")
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
 
@@ -1075,8 +1098,10 @@ def body():
     run("a transaction whose moving key cannot move is discarded whole", t_tx_migrate_fails, 4)
     run("a SIGHUP while the start reads the record: read, then a reload", t_hup_during_start,
         2)
-    run("databases: no reshard while another database holds keys; its requests retry "
-        "while keys move", t_databases, 4)
+    run("databases: no reshard while another database holds keys, or right after writes "
+        "there; its requests retry while keys move", t_databases, 4)
+    run("databases: keys in a database the pool does not serve do not stop a reshard",
+        t_databases_other, 4)
 
 
 if __name__ == "__main__":
