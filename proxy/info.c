@@ -52,16 +52,15 @@ struct info_server {
     char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
     uint64_t at_ms;         /* loop ms it came */
     uint64_t asked_ms;      /* loop ms it was last asked (answered or not) */
-    uint64_t clean_ms;      /* loop ms of the last question answered that was asked
-                               when no request in another database lived (req.c
-                               other_db): its text shows every key such requests
-                               made (info_other_databases) */
+    uint64_t clean;         /* the last answer's req.clean: if not 0, its text
+                               shows every key the first clean - 1 requests in
+                               another database made (info_other_databases) */
     uint64_t own;           /* shardis's own keys in redis_db there (own_exists), asked
-                               right after each INFO: left out of its keyspace */
+                               right after a client's INFO's: left out of its keyspace */
     bool     asking;        /* ... and the answer is still to come */
-    uint32_t asked, answered;   /* questions sent (ask) and answered or failed (the
-                                   connection answers in order: the k-th answer is
-                                   the k-th question's) */
+    uint32_t asked, answered;   /* questions with the own keys' count sent (ask) and
+                                   answered or failed (the connection answers in
+                                   order: the k-th answer is the k-th question's) */
 };
 
 /* A client's INFO with the keyspace section, waiting for the servers'
@@ -126,8 +125,8 @@ static int server_info_reply(struct backend *b, struct req *r)
         resp_rd_copy(&rd, &v, is->text, v.len);
         is->text[v.len] = '\0';
         is->at_ms = uv_now(proxy.loop);
-        if (r->u.clean_ms > is->clean_ms)
-            is->clean_ms = r->u.clean_ms;
+        if (r->u.clean > is->clean)
+            is->clean = r->u.clean;
     }
     return 0;
 }
@@ -153,19 +152,26 @@ static int own_reply(struct backend *b, struct req *r)
     return 0;
 }
 
-static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now)
+/* Ask server its INFO and, for a client's INFO of the keyspace (own),
+ * how many of shardis's own keys it holds right behind: about 1,000 key
+ * names, which the background poll does without (only the keyspace
+ * section reads them, and that asks anew). */
+static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now, bool own)
 {
-    struct req *r = req_get(), *q = req_get();
+    struct req *r = req_get(), *q;
     struct resp_w w = resp_w_on(&r->out, &in->buf, RESP2);
     struct backend *b = pool_own(p, server, false);
 
     resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
     r->on_reply = server_info_reply;
-    r->u.clean_ms = proxy.other_db_reqs == 0 ? now : 0;
+    r->u.clean = proxy.other_db_reqs == 0 ? proxy.other_db_routed + 1 : 0;
     in->servers[server].asked_ms = now;
     in->servers[server].asking = true;
-    in->servers[server].asked++;
     backend_send(b, r);
+    if (!own)
+        return;
+    q = req_get();
+    in->servers[server].asked++;
     w = resp_w_on(&q->out, &in->buf, RESP2);
     own_exists(p, server, &w);
     q->on_reply = own_reply;
@@ -195,7 +201,7 @@ void info_tick(struct pool *p, uint64_t now)
         if (!p->servers[s].active || now < is->asked_ms + INFO_REFRESH_MS ||
             (is->asking && now < is->asked_ms + 10000))
             continue;
-        ask(p, in, s, now);
+        ask(p, in, s, now, false);
     }
 }
 
@@ -283,7 +289,7 @@ bool info_other_databases(const struct pool *p, const uint32_t *servers, uint32_
         const struct info_server *is;
         const char *l;
         is = in != NULL && s < in->nservers ? &in->servers[s] : NULL;
-        if (p->other_db_ms != 0 && (is == NULL || is->clean_ms <= p->other_db_ms)) {
+        if (p->other_db_seq != 0 && (is == NULL || is->clean <= p->other_db_seq)) {
             snprintf(why, size, "clients used another database than %d since server %s "
                      "last said which hold keys: try again in a second",
                      p->conf->redis_db, ps->label);
@@ -883,6 +889,6 @@ void info_command(struct client *c, struct req *r, struct args *a)
             w->need[s] = in->servers[s].asked + 1;
     for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].active)
-            ask(p, in, s, now);
+            ask(p, in, s, now, true);
     answer_waits(p);
 }

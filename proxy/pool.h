@@ -132,8 +132,9 @@ struct pool {
     uint32_t          nmonitors, monitors_cap;
     bool              publish_held; /* gate.c: a PUBLISH waited for subscriptions */
     uint64_t          paused_until; /* loop ms CLIENT PAUSE lasts to; 0: not paused */
-    uint64_t          other_db_ms;  /* loop ms a request in a database other than
-                                       redis_db was last routed (route.c db_ok); 0 none */
+    uint64_t          other_db_seq; /* proxy.other_db_routed when a request of this pool
+                                       in a database other than redis_db was last
+                                       routed (route.c db_ok); 0 none */
     bool              pause_all;    /* ... for every request, not only writes (gate.c) */
     uint64_t          replica_reads_at; /* loop ms: reads go to no replica before
                                        (a migration just ended: POOL_REPLICA_SETTLE_MS) */

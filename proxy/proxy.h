@@ -47,7 +47,8 @@ struct proxy {
     struct req       *req_free;     /* req.c: request objects kept for reuse */
     size_t            req_nfree;
     uint64_t          other_db_reqs;/* requests alive that were routed in a database
-                                       other than redis_db (req.other_db; info.c) */
+                                       other than redis_db (req.other_db; info.c), */
+    uint64_t          other_db_routed;  /* ... and how many were, ever */
     uv_timer_t        drainer;      /* the stop: waits for requests in flight */
     uint64_t          idle_seen;    /* total_commands at the last tick ... */
     uint64_t          idle_since;   /* ... and when it last changed */

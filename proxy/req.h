@@ -104,8 +104,9 @@ struct req {
         } sub;
         struct req_kept *kept;  /* a blocking command's arguments (route.c) */
         uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
-        uint64_t clean_ms;      /* info.c's INFO: loop ms it was asked, when no request
-                                   in another database than redis_db lived; else 0 */
+        uint64_t clean;         /* info.c's INFO: when no request in a database other
+                                   than redis_db lived as it was asked, 1 + how many
+                                   had been routed (proxy.other_db_routed); else 0 */
         struct minify_map minify;   /* minify.c: how its reply's fields map back */
         struct minify_tx *minify_tx;/* minify.c: an EXEC's, its commands' maps */
         union {                 /* mig.c's own requests */

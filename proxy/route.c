@@ -499,8 +499,9 @@ static void other_db(struct client *c, struct req *r)
     if (!r->other_db) {
         r->other_db = 1;
         proxy.other_db_reqs++;
+        proxy.other_db_routed++;
     }
-    c->pool->other_db_ms = uv_now(proxy.loop);
+    c->pool->other_db_seq = proxy.other_db_routed;
 }
 
 /* Where a request's database is judged (a client's own, SELECT's, in
@@ -513,19 +514,23 @@ static void other_db(struct client *c, struct req *r)
  * it; and a request that may touch another database is marked, for the
  * check before a reshard (other_db). A non-integer is the server's to
  * refuse. False after refusing r. */
+static const struct cmd *move, *copy, *swapdb;    /* (route_init) */
+
+/* Whether db_ok has anything to judge: a client in redis_db, no reshard
+ * running, a command that names no database pays these three tests. */
+static inline bool db_matters(const struct client *c, const struct cmd *cmd)
+{
+    return c->db != c->pool->conf->redis_db || c->pool->mig != NULL ||
+           cmd == move || cmd == copy || cmd == swapdb;
+}
+
 static bool db_ok(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
-    static const struct cmd *move, *copy, *swapdb;
     const struct conf_pool *pc = c->pool->conf;
     uint32_t at = 0, n = 0;
     long long db, swap[2] = {0, 0};
     bool moving;
 
-    if (move == NULL) {
-        move = cmd_lookup("move", 4);
-        copy = cmd_lookup("copy", 4);
-        swapdb = cmd_lookup("swapdb", 6);
-    }
     if (c->db != pc->redis_db)
         other_db(c, r);
     if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb &&
@@ -848,6 +853,9 @@ void route_init(void)
     kinds = xmalloc(n);
     for (size_t i = 0; i < n; i++)
         kinds[i] = (unsigned char)classify(&table[i]);
+    move = cmd_lookup("move", 4);
+    copy = cmd_lookup("copy", 4);
+    swapdb = cmd_lookup("swapdb", 6);
 }
 
 enum route_kind route_kind(const struct cmd *cmd)
@@ -1071,7 +1079,7 @@ void route_request(struct client *c, struct req *r)
         local_exec(c, r, &a);
         goto done;
     }
-    if (!db_ok(c, r, &a, cmd))
+    if (db_matters(c, cmd) && !db_ok(c, r, &a, cmd))
         goto done;
     if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
         goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
