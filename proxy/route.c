@@ -14,6 +14,7 @@
  *
  * Forwarded array requests are the client's own bytes; only inline
  * commands are re-encoded (as RESP) on their way to a backend. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,16 +93,30 @@ bool args_is(struct args *a, uint32_t i, const char *s)
 
 bool args_ll(struct args *a, uint32_t i, long long *v)
 {
-    char buf[24], *end;
-    size_t len;
+    size_t len, at = 0;
     const char *p = args_get(a, i, &len);
+    bool neg = len > 0 && p[0] == '-';
+    unsigned long long u = 0;
 
-    if (len == 0 || len >= sizeof(buf))
+    /* redis-server's string2ll: "0", or an optional '-' and digits from a
+     * non-zero one, in range; no sign '+', no space, no leading zero (strtoll
+     * took " 1" and "+1", and made 2^64 - 1 LLONG_MAX). */
+    if (len == 1 && p[0] == '0') {
+        *v = 0;
+        return true;
+    }
+    at = neg;
+    if (len <= at || len - at > 19 || p[at] < '1' || p[at] > '9')
         return false;
-    memcpy(buf, p, len);
-    buf[len] = '\0';
-    *v = strtoll(buf, &end, 10);
-    return *end == '\0';
+    for (; at < len; at++) {
+        if (p[at] < '0' || p[at] > '9')
+            return false;
+        u = u * 10 + (unsigned long long)(p[at] - '0');
+    }
+    if (u > (neg ? (unsigned long long)LLONG_MAX + 1 : (unsigned long long)LLONG_MAX))
+        return false;
+    *v = neg ? -(long long)(u - 1) - 1 : (long long)u;   /* (-2^63 too) */
+    return true;
 }
 
 /* ---- keys --------------------------------------------------------------------------- */

@@ -244,7 +244,8 @@ def unblock_script(port, key, blocked_on):
     out += [c.cmd("RPUSH", key, "v"), b.reply()]
     out += [c.cmd("CLIENT", "UNBLOCK", "999999"), c.cmd("CLIENT", "UNBLOCK", "x"),
             c.cmd("CLIENT", "UNBLOCK", bid, "maybe"), c.cmd("CLIENT", "UNBLOCK", bid, "error", "x"),
-            c.cmd("CLIENT", "UNBLOCK", "-1")]
+            c.cmd("CLIENT", "UNBLOCK", "-1"), c.cmd("CLIENT", "UNBLOCK", "18446744073709551615"),
+            c.cmd("CLIENT", "UNBLOCK", "+1"), c.cmd("CLIENT", "UNBLOCK", "01")]
     c.close()
     b.close()
     return out
@@ -705,7 +706,9 @@ def t_select(servers, direct):
     px1 = Shardis("select1", servers, databases="1")
     for ours, theirs in ((px, direct), (px1, one)):
         c, d = Raw(ours.port), Raw(theirs.port)
-        for db in ("0", "1", "15", "16", "1000000", "-1", "2147483648", "x", "1.5"):
+        for db in ("0", "1", "15", "16", "1000000", "-1", "2147483648", "x", "1.5", "01",
+                   "+1", " 1", "1 ", "-0", "18446744073709551615", "9223372036854775807",
+                   "9223372036854775808", "-9223372036854775808"):
             expect_eq(c.cmd("SELECT", db), d.cmd("SELECT", db), "SELECT %s" % db)
         c.close()
         d.close()
