@@ -519,16 +519,6 @@ static void other_db(struct client *c, struct req *r)
     c->pool->other_db_seq = proxy.other_db_routed;
 }
 
-/* Where a request's database is judged (a client's own, SELECT's, in
- * local.c): the database numbers MOVE, COPY ... DB and SWAPDB name must
- * be ones a client may SELECT (below `databases`), and SWAPDB may not
- * carry redis_db away (shardis's own keys are there: own.h); while keys
- * move after a reload (mig.c), which moves redis_db's keys only, a
- * request for keys in another database, or a SWAPDB, is told to retry:
- * its key may still be on its old server, and nothing would ever move
- * it; and a request that may touch another database is marked, for the
- * check before a reshard (other_db). A non-integer is the server's to
- * refuse. False after refusing r. */
 static const struct cmd *move, *copy, *swapdb;    /* (route_init) */
 
 /* Whether db_ok has anything to judge: a client in redis_db, no reshard
@@ -539,10 +529,20 @@ static inline bool db_matters(const struct client *c, const struct cmd *cmd)
            cmd == move || cmd == copy || cmd == swapdb;
 }
 
+/* Where a request's database is judged (a client's own, SELECT's, in
+ * local.c): the database numbers MOVE, COPY ... DB and SWAPDB name must
+ * be ones a client may SELECT (below `databases`), and SWAPDB may not
+ * carry redis_db away (shardis's own keys are there: own.h); while keys
+ * move after a reload (mig.c), which moves redis_db's keys only, a
+ * request for keys in another database, or a SWAPDB, is told to retry:
+ * its key may still be on its old server, and nothing would ever move
+ * it; and a request that may touch another database is marked, for the
+ * check before a reshard (other_db). A non-integer is the server's to
+ * refuse. False after refusing r. */
 static bool db_ok(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     const struct conf_pool *pc = c->pool->conf;
-    uint32_t at = 0, n = 0;
+    uint32_t at = 0, n = 0, parsed = 0;
     long long db, swap[2] = {0, 0};
     bool moving;
 
@@ -580,9 +580,9 @@ static bool db_ok(struct client *c, struct req *r, struct args *a, const struct 
             goto tryagain;              /* (a key put there now would stay behind) */
         if (db != pc->redis_db)
             other_db(c, r);
-        swap[i - at] = db;
+        swap[parsed++] = db;
     }
-    if (cmd == swapdb && n == 2 && swap[0] != swap[1] &&
+    if (cmd == swapdb && parsed == 2 && swap[0] != swap[1] &&
         (swap[0] == pc->redis_db || swap[1] == pc->redis_db)) {
         client_reply_error(c, r, "ERR SWAPDB of database %d (redis_db) is not supported by "
                            "shardis: its own keys are there", pc->redis_db);

@@ -768,6 +768,13 @@ def t_databases(servers):
         raise harness.Fail("SWAPDB 0 3 was taken")
     except redis.ResponseError as e:
         expect("SWAPDB of database 0 (redis_db) is not supported" in str(e), str(e))
+    for args, want in ((("3", "x"), "invalid second DB index"),
+                       (("x", "0"), "invalid first DB index")):
+        try:
+            c0.execute_command("SWAPDB", *args)
+            raise harness.Fail("SWAPDB %s %s was taken" % args)
+        except redis.ResponseError as e:
+            expect_eq(str(e), want, "SWAPDB %s %s (redis-server's words)" % args)
     expect_eq(c0.swapdb(3, 4), True, "SWAPDB 3 4")
     expect_eq((c4.mget(keys[1:]), c4.get(dst), c3.get(dst)),
               ([b"three"] * (len(keys) - 1), None, b"v"), "swapped on every server")
