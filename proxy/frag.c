@@ -370,15 +370,18 @@ out:
     free(all);
 }
 
-/* One array of every fragment's elements (KEYS); for replies that are
- * not arrays (RANDOMKEY), one non-nil reply picked at random. */
-static void merge_concat(struct client *c, struct req *r, struct frag *f)
+/* One array of every fragment's elements (KEYS: without shardis's own,
+ * drop_own); for replies that are not arrays (RANDOMKEY), one non-nil
+ * reply picked at random. The elements go as slices of the replies: each
+ * reply's body whole, or its runs between shardis's own keys. */
+static void merge_concat(struct client *c, struct req *r, struct frag *f, bool drop_own)
 {
     long long n, total = 0;
     size_t body;
     struct resp_w w = client_w(c, &r->rsp);
     uint32_t have = 0, pick;
     struct resp_rd rd;
+    struct resp_val k;
 
     if (msg_first(&f->reqs[0]->rsp) != '*') {
         for (uint32_t i = 0; i < f->nfrags; i++)
@@ -399,45 +402,21 @@ static void merge_concat(struct client *c, struct req *r, struct frag *f)
             return;
         }
         total += n;
-    }
-    resp_w_array(&w, total);
-    for (uint32_t i = 0; i < f->nfrags; i++) {
-        const struct msg *g = &f->reqs[i]->rsp;
-        CHECK(array_header(&rd, g, &n, &body) == 0);    /* it parsed above */
-        msg_sub(g, body, g->len - body, &r->rsp);
-    }
-}
-
-/* KEYS: every fragment's keys but shardis's own, in one array. */
-static void merge_keys(struct client *c, struct req *r, struct frag *f)
-{
-    long long n, total = 0;
-    size_t body;
-    struct resp_w w = client_w(c, &r->rsp);
-    struct resp_rd rd;
-    struct resp_val k;
-
-    for (uint32_t i = 0; i < f->nfrags; i++) {
-        if (array_header(&rd, &f->reqs[i]->rsp, &n, &body) < 0 || n < 0) {
-            reply_malformed(c, r, f->reqs[i]);
-            return;
-        }
-        for (long long e = 0; e < n; e++) {
+        for (long long e = 0; drop_own && e < n; e++) {
             if (resp_rd_skip(&rd, &k) < 0) {
                 reply_malformed(c, r, f->reqs[i]);
                 return;
             }
-            total += !own_key(&rd, &k);
+            total -= own_key(&rd, &k);
         }
     }
     resp_w_array(&w, total);
-    /* Runs of keys between shardis's own, as slices of the replies. */
     for (uint32_t i = 0; i < f->nfrags; i++) {
         const struct msg *g = &f->reqs[i]->rsp;
         size_t run;
         CHECK(array_header(&rd, g, &n, &body) == 0);    /* it parsed above */
         run = body;
-        for (long long e = 0; e < n; e++) {
+        for (long long e = 0; drop_own && e < n; e++) {
             size_t from = rd.pos;
             CHECK(resp_rd_skip(&rd, &k) == 0);
             if (!own_key(&rd, &k))
@@ -446,8 +425,8 @@ static void merge_keys(struct client *c, struct req *r, struct frag *f)
                 msg_sub(g, run, from - run, &r->rsp);
             run = k.end;
         }
-        if (rd.pos > run)
-            msg_sub(g, run, rd.pos - run, &r->rsp);
+        if (g->len > run)
+            msg_sub(g, run, g->len - run, &r->rsp);
     }
 }
 
@@ -664,7 +643,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         resp_w_int(&w, acc > 0 || f->reply != CMD_REPLY_DBSIZE ? acc : 0);
         return;
     case CMD_REPLY_KEYS:
-        merge_keys(c, r, f);
+        merge_concat(c, r, f, true);
         return;
     case CMD_REPLY_NAMES:
         merge_names(c, r, f);
@@ -680,7 +659,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         return;
     case CMD_REPLY_DEFAULT:
     case CMD_REPLY_RANDOMKEY:
-        merge_concat(c, r, f);
+        merge_concat(c, r, f, false);
         return;
     default:                    /* every server succeeded: the first's reply */
         msg_sub(&f->reqs[0]->rsp, 0, f->reqs[0]->rsp.len, &r->rsp);
