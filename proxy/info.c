@@ -287,7 +287,6 @@ bool info_other_databases(const struct pool *p, const uint32_t *servers, uint32_
         uint32_t s = servers[i];
         const struct pool_server *ps = &p->servers[s];
         const struct info_server *is;
-        const char *l;
         is = in != NULL && s < in->nservers ? &in->servers[s] : NULL;
         if (p->other_db_seq != 0 && (is == NULL || is->clean <= p->other_db_seq)) {
             snprintf(why, size, "clients used another database than %d since server %s "
@@ -295,18 +294,15 @@ bool info_other_databases(const struct pool *p, const uint32_t *servers, uint32_
                      p->conf->redis_db, ps->label);
             return true;
         }
-        if (is == NULL || is->text == NULL)
-            continue;                   /* (no client has used another database) */
-        /* "db3:keys=1,expires=0,avg_ttl=0" lines, keys never 0 */
-        for (l = is->text; l != NULL; l = strstr(l + 1, "\ndb")) {
-            unsigned db;
-            if (sscanf(l + (l[0] == '\n'), "db%u:keys=", &db) == 1 &&
-                db != (unsigned)p->conf->redis_db && db < (unsigned)p->conf->databases) {
-                snprintf(why, size, "server %s holds keys in database %u, which resharding "
-                         "does not move (only redis_db %d's keys move)", ps->label, db,
-                         p->conf->redis_db);
-                return true;
-            }
+        for (int db = 0; db < p->conf->databases; db++) {
+            char name[16], line[256];
+            snprintf(name, sizeof(name), "db%d", db);
+            if (db == p->conf->redis_db || server_field(p, s, name, line, sizeof(line)) == NULL)
+                continue;               /* (a line only for a database with keys) */
+            snprintf(why, size, "server %s holds keys in database %d, which resharding "
+                     "does not move (only redis_db %d's keys move)", ps->label, db,
+                     p->conf->redis_db);
+            return true;
         }
     }
     return false;
