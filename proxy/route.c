@@ -254,6 +254,17 @@ static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bo
     return true;
 }
 
+/* Where cmd's keys are, by the command table's first, last and step, in a
+ * request of argc arguments (cmd->first > 0). */
+static struct keyspan table_keys(const struct cmd *cmd, uint32_t argc)
+{
+    return (struct keyspan){
+        .first = (uint32_t)cmd->first,
+        .last = cmd->last < 0 ? argc + (uint32_t)cmd->last : (uint32_t)cmd->last,
+        .step = cmd->step > 0 ? (uint32_t)cmd->step : 1,
+    };
+}
+
 static int movable_keys(struct client *c, struct req *r, struct args *a,
                         const struct cmd *cmd, struct keyspan *ks)
 {
@@ -952,9 +963,7 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
             goto refuse;
         }
     } else if (cmd->first > 0) {
-        ks.first = (uint32_t)cmd->first;
-        ks.last = cmd->last < 0 ? a->argc + (uint32_t)cmd->last : (uint32_t)cmd->last;
-        ks.step = cmd->step > 0 ? (uint32_t)cmd->step : 1;
+        ks = table_keys(cmd, a->argc);
     } else {
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
                            "names no key to route by", cmd->name);
@@ -1012,9 +1021,7 @@ int route_dryrun(struct client *c, struct req *r, const struct acl_user *u, stru
         if (k != 1)
             return 0;                   /* (a script that declares no key: none either) */
     } else if (cmd->first > 0) {
-        ks.first = (uint32_t)cmd->first;
-        ks.last = cmd->last < 0 ? a->argc + (uint32_t)cmd->last : (uint32_t)cmd->last;
-        ks.step = cmd->step > 0 ? (uint32_t)cmd->step : 1;
+        ks = table_keys(cmd, a->argc);
     }
     *at = key_denied(u, a, &ks);
     return *at != 0 ? 2 : 0;
