@@ -676,7 +676,7 @@ def t_refused_subscription(rs):
     for i in range(5):
         px.client.publish("ok%d" % i, "m")
     took = time.monotonic() - t
-    expect(took < 0.5, "5 PUBLISHes took %.2f s" % took)
+    expect(took < 1.0, "5 PUBLISHes took %.2f s" % took)
     sub.close()
     harness.t_exit_clean(px)
     return "5 PUBLISHes in %.3f s" % took

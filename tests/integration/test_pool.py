@@ -188,6 +188,12 @@ def scan_during_migration(rs, name, paused, remove=False):
               sorted(missing)[:3]))
     stray = set(seen) - set(k.encode() for k in keys)
     expect(not stray, "keys returned that were never written: %r" % sorted(stray)[:3])
+    # The migration's record is on the servers now, and counted nowhere.
+    expect(any(s.client.exists("__shardis:ctl:alpha") for s in rs[:3]), "the record")
+    expect_eq((c.dbsize(), sorted(c.keys("*")), c.info("keyspace")["db0"]["keys"]),
+              (len(keys), sorted(k.encode() for k in keys), len(keys)),
+              "DBSIZE, KEYS and INFO keyspace while the record is there")
+    expect(all(c.randomkey() != b"__shardis:ctl:alpha" for _ in range(30)), "RANDOMKEY")
     harness.t_exit_clean(px)
     return "%d calls after the reload, %d keys moved during the walk, %d returned twice" % (
         calls, gained, len(seen) - len(set(seen)))
