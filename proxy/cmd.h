@@ -53,6 +53,36 @@ enum cmd_reply {
     CMD_REPLY_KEYS,         /* KEYS: concatenated, shardis's own left out */
 };
 
+/* A key spec (Redis 7's COMMAND INFO key_specs): where to start looking
+ * (begin_search) and how to find the keys from there (find_keys). keys.c
+ * reads them, as redis-server does; nothing else does. */
+enum {
+    CMD_KEY_RO             = 1 << 0,
+    CMD_KEY_RW             = 1 << 1,
+    CMD_KEY_OW             = 1 << 2,
+    CMD_KEY_RM             = 1 << 3,
+    CMD_KEY_ACCESS         = 1 << 4,
+    CMD_KEY_UPDATE         = 1 << 5,
+    CMD_KEY_INSERT         = 1 << 6,
+    CMD_KEY_DELETE         = 1 << 7,
+    CMD_KEY_NOT_KEY        = 1 << 8,    /* not a key (SPUBLISH's channel ...) */
+    CMD_KEY_INCOMPLETE     = 1 << 9,    /* may miss keys: a written rule finds them */
+    CMD_KEY_VARIABLE_FLAGS = 1 << 10,
+};
+enum cmd_bs { CMD_BS_UNKNOWN, CMD_BS_INDEX, CMD_BS_KEYWORD };
+enum cmd_fk { CMD_FK_UNKNOWN, CMD_FK_RANGE, CMD_FK_KEYNUM };
+
+struct cmd_keyspec {
+    uint16_t    flags;          /* CMD_KEY_* */
+    uint8_t     bs;             /* enum cmd_bs */
+    int16_t     pos;            /* INDEX: the position; KEYWORD: where the search
+                                   starts (negative: from the end, backwards) */
+    const char *keyword;        /* KEYWORD: the word before the keys */
+    uint8_t     fk;             /* enum cmd_fk */
+    int16_t     fk_args[3];     /* RANGE: lastkey, keystep, limit;
+                                   KEYNUM: keynumidx, firstkey, keystep */
+};
+
 struct cmd {
     const char *name;       /* lower case; "parent|sub" for subcommands */
     int         arity;      /* n: exactly n args; -n: at least n */
@@ -62,6 +92,8 @@ struct cmd {
     int         step;
     enum cmd_reply reply;   /* merging the replies of several servers */
     uint32_t    acl;        /* ACL categories: bit i is cmd_acl_names[i] */
+    uint8_t     nspecs;     /* key specs */
+    const struct cmd_keyspec *specs;
 };
 
 /* struct cmd's acl bits: the ACL categories, in cmd_acl_names's order. */
@@ -109,6 +141,9 @@ const struct cmd *cmd_table(size_t *n);
 uint16_t cmd_number(const struct cmd *c);
 const struct cmd *cmd_numbered(uint16_t n);
 int cmd_arity_ok(const struct cmd *c, uint32_t argc);
+/* Bumped whenever the table changes: what is kept per command number
+ * elsewhere (keys.c's rules, route.c's kinds) is made again. */
+uint32_t cmd_generation(void);
 /* Whether argument i (i >= 1) of a command named name[0..len), after
  * argument prev[0..prevlen), is the first of its secrets, which it and
  * every later argument are: AUTH's first, HELLO's after its AUTH, ACL's
