@@ -22,6 +22,7 @@
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/hotkeys.h"
+#include "proxy/keys.h"
 #include "proxy/metrics.h"
 #include "proxy/pool.h"
 #include "proxy/proxy.h"
@@ -113,16 +114,16 @@ static bool first_key(const struct req *r, char *buf, size_t size, const char **
     const struct cmd *cmd;
     struct resp_rd rd;
     struct resp_val top, v;
+    uint32_t first;
 
     if ((cmd = cmd_numbered(r->cmd)) == NULL || r->out.len == 0 || r->frag != NULL)
         return false;
-    if (cmd->first <= 0)
+    if ((first = keys_first_fixed(cmd)) == 0)
         return false;
     resp_rd_init(&rd, &r->out);
-    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY ||
-        top.elems <= (size_t)cmd->first)
+    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.elems <= first)
         return false;
-    for (int i = 0; i < cmd->first; i++)
+    for (uint32_t i = 0; i < first; i++)
         if (resp_rd_skip(&rd, &v) < 0)
             return false;
     if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_BULK)

@@ -22,6 +22,7 @@
 #include "proxy/genkey.h"
 #include "proxy/hotkeys.h"
 #include "proxy/info.h"
+#include "proxy/keys.h"
 #include "proxy/log.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
@@ -336,7 +337,7 @@ static void acl_dryrun(struct client *c, struct req *r, struct args *a)
         av[i][avlen[i]] = '\0';
     }
     struct args req = {.c = c, .argc = argc, .av = av, .avlen = avlen};
-    k = route_dryrun(c, r, u, &req, cmd, &at);
+    k = route_dryrun(u, &req, cmd, &at);
     if (k == 0) {
         reply_ok(c, r);
     } else {
@@ -1102,6 +1103,48 @@ static void command_list(struct client *c, struct req *r, struct args *a)
 /* COMMAND COUNT and LIST, from shardis's table (generated from the same
  * redis-server's COMMAND output); COMMAND, COMMAND INFO, DOCS and GETKEYS
  * are the first server's own answers (route.c, server_table). */
+/* COMMAND GETKEYS cmd arg ...: the keys shardis routes the command by,
+ * found by keys_find, so that a client, or a test, can compare them with
+ * what a redis-server's own COMMAND GETKEYS finds; redis-server's errors
+ * for what it cannot read. */
+static void command_getkeys(struct client *c, struct req *r, struct args *a)
+{
+    struct resp_w w = out(c, r);
+    uint32_t argc = a->argc - 2;
+    char **av = xmalloc(argc * sizeof(*av)), err[KEYS_ERR_MAX];
+    size_t *avlen = xmalloc(argc * sizeof(*avlen)), len;
+    const char *name = args_get(a, 2, &len);
+    const struct cmd *cmd = cmd_lookup(name, len);
+    struct args sub = {.c = c, .argc = argc, .av = av, .avlen = avlen};
+
+    for (uint32_t i = 0; i < argc; i++)     /* (argument 2 on: a view, no copy) */
+        av[i] = (char *)args_get(a, 2 + i, &avlen[i]);
+    if (cmd != NULL && cmd_has_subcommands(cmd) && argc >= 2)
+        cmd = cmd_lookup_sub(cmd, av[1], avlen[1]);
+    if (cmd == NULL) {
+        client_reply_error(c, r, "ERR Invalid command specified");
+    } else if (!keys_any(cmd) || (cmd->flags & CMD_PUBSUB)) {
+        client_reply_error(c, r, "ERR The command has no key arguments");
+    } else if (!cmd_arity_ok(cmd, argc)) {
+        client_reply_error(c, r, "ERR Invalid number of arguments specified for command");
+    } else if (keys_find(cmd, &sub, &sub.keys, err) != KEYS_FOUND && sub.keys.n == 0) {
+        if (cmd->flags & CMD_NO_MANDATORY_KEYS)
+            resp_w_array(&w, 0);        /* a script: none, or a numkeys it refuses */
+        else
+            client_reply_error(c, r, "ERR Invalid arguments specified for command");
+    } else {
+        /* Keys found with arguments the command itself refuses (an odd
+         * XREAD list) are listed, as redis-server lists them. */
+        resp_w_array(&w, keys_count(&sub.keys));
+        for (const struct keyspan *s = sub.keys.span; s < sub.keys.span + sub.keys.n; s++)
+            for (uint32_t i = s->first; i <= s->last; i += s->step)
+                resp_w_bulk(&w, av[i], avlen[i]);
+    }
+    args_release(&sub);
+    free(av);
+    free(avlen);
+}
+
 static void cmd_command(struct client *c, struct req *r, struct args *a)
 {
     struct resp_w w = out(c, r);
@@ -1114,6 +1157,8 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
         command_list(c, r, a);
     } else if (a->argc > 1 && args_is(a, 1, "count")) {
         resp_w_int(&w, (long long)top);
+    } else if (a->argc > 2 && args_is(a, 1, "getkeys")) {
+        command_getkeys(c, r, a);
     } else {
         size_t len;
         const char *sub = args_get(a, 1, &len);

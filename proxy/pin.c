@@ -37,6 +37,7 @@
 #include "proxy/frag.h"
 #include "proxy/gate.h"
 #include "proxy/minify.h"
+#include "proxy/keys.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/route.h"
@@ -455,7 +456,7 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
         if (!strcmp(n, "unwatch"))
             return tx_unwatch(c, r, a), 1;
     }
-    if (!client_in_multi(c) || (cmd != NULL && (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS))))
+    if (!client_in_multi(c) || (cmd != NULL && keys_any(cmd)))
         return 0;
     /* PING and ECHO mean the same on any server, and so does PUBLISH: a
      * client's subscriptions to channels and patterns are on every server

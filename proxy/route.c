@@ -28,6 +28,7 @@
 #include "proxy/frag.h"
 #include "proxy/gate.h"
 #include "proxy/group.h"
+#include "proxy/keys.h"
 #include "proxy/local.h"
 #include "proxy/mig.h"
 #include "proxy/minify.h"
@@ -41,142 +42,7 @@
 #include "proxy/scan.h"
 #include "proxy/util.h"
 
-/* ---- arguments -------------------------------------------------------------------- */
-
-const char *args_get(struct args *a, uint32_t i, size_t *len)
-{
-    /* A kept request's arguments are its own: the client's framer has
-     * moved on (its argv may be shorter, or freed) and must not be read. */
-    if (a->av != NULL) {
-        *len = a->avlen[i];
-        return a->av[i];
-    }
-    const struct resp_req *s = &a->c->scan;
-    const struct resp_arg *arg = &s->argv[i];
-    uint64_t end = arg->off + arg->len;
-
-    *len = arg->len;
-    if (s->is_inline)
-        return s->inl + arg->off;
-    struct mbuf *m = rstream_find(&a->c->in, arg->off);
-    if (m != NULL && end <= m->base + m->len)
-        return m->data + (arg->off - m->base);
-    /* it spans chunks: copy it */
-    struct msg g = {0};
-    char *copy = xmalloc(arg->len + 1);
-    rstream_slice(&a->c->in, arg->off, end, &g);
-    msg_copy(&g, 0, arg->len, copy);
-    msg_release(&g);
-    copy[arg->len] = '\0';
-    if (a->ncopies == (int)ARRAY_SIZE(a->copies)) {
-        free(a->copies[0]);
-        memmove(a->copies, a->copies + 1, sizeof(a->copies) - sizeof(a->copies[0]));
-        a->ncopies--;
-    }
-    a->copies[a->ncopies++] = copy;
-    return copy;
-}
-
-void args_release(struct args *a)
-{
-    for (int i = 0; i < a->ncopies; i++)
-        free(a->copies[i]);
-    a->ncopies = 0;
-}
-
-bool args_is(struct args *a, uint32_t i, const char *s)
-{
-    size_t len;
-    const char *p = args_get(a, i, &len);
-    return len == strlen(s) && strncasecmp(p, s, len) == 0;
-}
-
-bool args_ll(struct args *a, uint32_t i, long long *v)
-{
-    size_t len, at = 0;
-    const char *p = args_get(a, i, &len);
-    bool neg = len > 0 && p[0] == '-';
-    unsigned long long u = 0;
-
-    /* redis-server's string2ll: "0", or an optional '-' and digits from a
-     * non-zero one, in range; no sign '+', no space, no leading zero (strtoll
-     * took " 1" and "+1", and made 2^64 - 1 LLONG_MAX). */
-    if (len == 1 && p[0] == '0') {
-        *v = 0;
-        return true;
-    }
-    at = neg;
-    if (len <= at || len - at > 19 || p[at] < '1' || p[at] > '9')
-        return false;
-    for (; at < len; at++) {
-        if (p[at] < '0' || p[at] > '9')
-            return false;
-        u = u * 10 + (unsigned long long)(p[at] - '0');
-    }
-    if (u > (neg ? (unsigned long long)LLONG_MAX + 1 : (unsigned long long)LLONG_MAX))
-        return false;
-    *v = neg ? -(long long)(u - 1) - 1 : (long long)u;   /* (-2^63 too) */
-    return true;
-}
-
 /* ---- keys --------------------------------------------------------------------------- */
-
-/* Where the keys are: a range of positions, plus one more (a STORE
- * destination). Most commands give the range in the table; commands with
- * movable keys are read by movable_keys: 1 found, 2 a script that
- * declares no key (see keyless_script), 0 not a command it knows, -1 bad
- * arguments (the error was sent). */
-/* How redis-server refuses a bad numkeys, per family of command. */
-enum numkeys_style {
-    NK_EVAL,        /* EVAL, EVALSHA */
-    NK_FCALL,       /* FCALL: as EVAL, but its own text for a numkeys that is no number */
-    NK_ZSET,        /* ZUNION, ZINTER ... */
-    NK_CARD,        /* SINTERCARD */
-    NK_POP,         /* [B]LMPOP, [B]ZMPOP: as NK_CARD, and LEFT|RIGHT / MIN|MAX after */
-};
-
-static void reply_bad_numkeys(struct client *c, struct req *r, const char *name,
-                              enum numkeys_style style, bool is_int, long long nk)
-{
-    if (style == NK_CARD || style == NK_POP)
-        client_reply_error(c, r, is_int && nk > 0
-                           ? "ERR Number of keys can't be greater than number of args"
-                           : "ERR numkeys should be greater than 0");
-    else if (!is_int)
-        client_reply_error(c, r, style == NK_FCALL ? "ERR Bad number of keys provided"
-                                                   : "ERR value is not an integer or out of range");
-    else if (style == NK_ZSET)
-        client_reply_error(c, r, nk < 1 ? "ERR at least 1 input key is needed for '%s' command"
-                                        : "ERR syntax error", name);
-    else if (nk < 0)
-        client_reply_error(c, r, "ERR Number of keys can't be negative");
-    else
-        client_reply_error(c, r, "ERR Number of keys can't be greater than number of args");
-}
-
-/* XREAD/XREADGROUP ... STREAMS key [key ...] id [id ...]: the first half
- * of what follows STREAMS. */
-static int stream_keys(struct client *c, struct req *r, struct args *a, struct keyspan *ks)
-{
-    uint32_t i = 1, n;
-
-    while (i < a->argc && !args_is(a, i, "streams"))
-        i++;
-    if (i >= a->argc - 1) {
-        client_reply_error(c, r, "ERR syntax error");
-        return -1;
-    }
-    n = a->argc - i - 1;
-    if (n % 2 != 0) {
-        client_reply_error(c, r, "ERR Unbalanced XREAD list of streams: for each stream key "
-                           "an ID or '$' must be specified.");   /* XREADGROUP's too */
-        return -1;
-    }
-    ks->first = i + 1;
-    ks->last = i + n / 2;
-    ks->step = 1;
-    return 1;
-}
 
 /* Whether a key that starts with p[0 .. len) may be shardis's own. */
 static bool may_be_reserved(const char *p, size_t len)
@@ -254,75 +120,6 @@ static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bo
     return true;
 }
 
-/* Where cmd's keys are, by the command table's first, last and step, in a
- * request of argc arguments (cmd->first > 0). */
-static struct keyspan table_keys(const struct cmd *cmd, uint32_t argc)
-{
-    return (struct keyspan){
-        .first = (uint32_t)cmd->first,
-        .last = cmd->last < 0 ? argc + (uint32_t)cmd->last : (uint32_t)cmd->last,
-        .step = cmd->step > 0 ? (uint32_t)cmd->step : 1,
-    };
-}
-
-static int movable_keys(struct client *c, struct req *r, struct args *a,
-                        const struct cmd *cmd, struct keyspan *ks)
-{
-    const char *n = cmd->name;
-    enum numkeys_style style;
-    uint32_t numkeys_at;
-    long long nk = 0;
-
-    if (!strcmp(n, "eval") || !strcmp(n, "evalsha") || !strcmp(n, "eval_ro") ||
-        !strcmp(n, "evalsha_ro"))
-        numkeys_at = 2, style = NK_EVAL;
-    else if (!strcmp(n, "fcall") || !strcmp(n, "fcall_ro"))
-        numkeys_at = 2, style = NK_FCALL;
-    else if (!strcmp(n, "zunionstore") || !strcmp(n, "zinterstore") || !strcmp(n, "zdiffstore"))
-        numkeys_at = 2, style = NK_ZSET, ks->extra = 1;
-    else if (!strcmp(n, "zunion") || !strcmp(n, "zinter") || !strcmp(n, "zdiff") ||
-             !strcmp(n, "zintercard"))
-        numkeys_at = 1, style = NK_ZSET;
-    else if (!strcmp(n, "sintercard"))
-        numkeys_at = 1, style = NK_CARD;
-    else if (!strcmp(n, "lmpop") || !strcmp(n, "zmpop"))
-        numkeys_at = 1, style = NK_POP;
-    else if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop"))
-        numkeys_at = 2, style = NK_POP;
-    else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup"))
-        return stream_keys(c, r, a, ks);
-    else if (!strcmp(n, "sort") || !strcmp(n, "sort_ro") || !strcmp(n, "georadius") ||
-             !strcmp(n, "georadiusbymember")) {
-        if (n[0] == 's' && !sort_patterns_ok(c, r, a, n[4] == '_'))
-            return -1;
-        /* The key, and the destination of STORE (or GEORADIUS's STOREDIST). */
-        ks->first = ks->last = ks->step = 1;
-        for (uint32_t i = 2; i + 1 < a->argc; i++)
-            if (args_is(a, i, "store") || (n[0] == 'g' && args_is(a, i, "storedist")))
-                ks->extra = i + 1;
-        return 1;
-    } else {
-        return 0;
-    }
-    bool is_int = args_ll(a, numkeys_at, &nk);
-    if (is_int && nk == 0 && (style == NK_EVAL || style == NK_FCALL))
-        return 2;
-    if (!is_int || nk <= 0 || (uint64_t)nk > a->argc - numkeys_at - 1) {
-        reply_bad_numkeys(c, r, n, style, is_int, nk);
-        return -1;
-    }
-    /* Without the direction after the keys redis-server says so before
-     * anything about where the keys are. */
-    if (style == NK_POP && numkeys_at + (uint32_t)nk + 1 >= a->argc) {
-        client_reply_error(c, r, "ERR syntax error");
-        return -1;
-    }
-    ks->first = numkeys_at + 1;
-    ks->last = numkeys_at + (uint32_t)nk;
-    ks->step = 1;
-    return 1;
-}
-
 /* Fold the owner of the key at pos into *owner; false (CROSSSLOT sent) if
  * it differs from the keys before it. */
 static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t pos,
@@ -344,37 +141,32 @@ static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t
     return true;
 }
 
-/* The first of the keys ks that user u may not touch (its position), or
+/* The first of the keys k that user u may not touch (its position), or
  * 0: every key is looked at before any owner, so a request gets NOPERM
  * before CROSSSLOT. */
-static uint32_t key_denied(const struct acl_user *u, struct args *a, const struct keyspan *ks)
+static uint32_t key_denied(const struct acl_user *u, struct args *a, const struct keys *k)
 {
     size_t len;
     const char *key;
 
-    for (uint32_t i = ks->first; i <= ks->last && ks->step > 0; i += ks->step) {
-        key = args_get(a, i, &len);
-        if (!acl_key_ok(u, key, len))
-            return i;
-    }
-    if (ks->extra != 0) {
-        key = args_get(a, ks->extra, &len);
-        return acl_key_ok(u, key, len) ? 0 : ks->extra;
-    }
+    for (const struct keyspan *s = k->span; s < k->span + k->n; s++)
+        for (uint32_t i = s->first; i <= s->last; i += s->step) {
+            key = args_get(a, i, &len);
+            if (!acl_key_ok(u, key, len))
+                return i;
+        }
     return 0;
 }
 
 /* The server owning every key, or -1 (an error was sent). */
-static int owner_of_keys(struct client *c, struct req *r, struct args *a,
-                         const struct keyspan *ks)
+static int owner_of_keys(struct client *c, struct req *r, struct args *a, const struct keys *k)
 {
     int owner = -1;
 
-    for (uint32_t i = ks->first; i <= ks->last; i += ks->step)
-        if (!same_owner(c, r, a, i, &owner))
-            return -1;
-    if (ks->extra != 0 && !same_owner(c, r, a, ks->extra, &owner))
-        return -1;
+    for (const struct keyspan *s = k->span; s < k->span + k->n; s++)
+        for (uint32_t i = s->first; i <= s->last; i += s->step)
+            if (!same_owner(c, r, a, i, &owner))
+                return -1;
     return owner;
 }
 
@@ -500,17 +292,14 @@ void route_send(struct client *c, struct req *r, struct args *a, struct backend 
         gate_send(c, r, b);
         return;
     }
-    if (c->pool->mig != NULL && a != NULL && a->ks.step > 0) {
+    if (c->pool->mig != NULL && a != NULL) {
         size_t len;
         const char *key;
-        for (uint32_t i = a->ks.first; i <= a->ks.last; i += a->ks.step) {
-            key = args_get(a, i, &len);
-            mig_key(c, b->server, key, len);
-        }
-        if (a->ks.extra != 0) {
-            key = args_get(a, a->ks.extra, &len);
-            mig_key(c, b->server, key, len);
-        }
+        for (const struct keyspan *s = a->keys.span; s < a->keys.span + a->keys.n; s++)
+            for (uint32_t i = s->first; i <= s->last; i += s->step) {
+                key = args_get(a, i, &len);
+                mig_key(c, b->server, key, len);
+            }
     }
     mig_send(c, r, b);
 }
@@ -530,7 +319,7 @@ static void other_db(struct client *c, struct req *r)
     c->pool->other_db_seq = proxy.other_db_routed;
 }
 
-static const struct cmd *move, *copy, *swapdb;    /* (route_init) */
+static const struct cmd *move, *copy, *swapdb, *sort, *sort_ro;   /* (route_init) */
 
 /* Whether db_ok has anything to judge: a client in redis_db, no reshard
  * running, a command that names no database pays these three tests. */
@@ -564,7 +353,7 @@ static bool db_ok(struct client *c, struct req *r, struct args *a, const struct 
         return true;
     moving = c->pool->mig != NULL || group_changing(c->pool);
     if (moving && (cmd == swapdb || (c->db != pc->redis_db &&
-                                     (cmd->first > 0 || (cmd->flags & CMD_MOVABLEKEYS)))))
+                                     keys_any(cmd))))
         goto tryagain;
     if (cmd == move) {
         at = 2;
@@ -681,17 +470,15 @@ void args_request(struct args *a, struct msg *g)
  * DBSIZE, RANDOMKEY and SCRIPT LOAD/EXISTS are for every client. */
 
 /* What redis-server knows of its commands (COMMAND INFO's key specs,
- * tips and subcommands, COMMAND DOCS, the keys COMMAND GETKEYS finds, its
- * HELP) is
- * the servers' own table: the first server answers, in the client's
- * protocol, exactly as redis-server. (shardis's table, cmdtab.h, is
- * generated from the same COMMAND output; COUNT and LIST are answered
- * from it, local.c.) */
+ * tips and subcommands, COMMAND DOCS, GETKEYSANDFLAGS, its HELP) is the
+ * servers' own table: the first server answers, in the client's protocol,
+ * exactly as redis-server. (shardis's table, cmdtab.h, is generated from
+ * the same COMMAND output; COUNT and LIST are answered from it, and
+ * GETKEYS by keys.c, which routes by the same keys: local.c.) */
 static bool server_table(const struct cmd *cmd)
 {
     return !strcmp(cmd->name, "command|info") || !strcmp(cmd->name, "command|docs") ||
-           !strcmp(cmd->name, "command|getkeys") || !strcmp(cmd->name, "command|help") ||
-           !strcmp(cmd->name, "command|getkeysandflags");
+           !strcmp(cmd->name, "command|help") || !strcmp(cmd->name, "command|getkeysandflags");
 }
 
 /* Keyless informational commands a client library's own tests call, which
@@ -835,7 +622,7 @@ static enum route_kind classify(const struct cmd *cmd)
     for (size_t i = 0; i < ARRAY_SIZE(pubsub); i++)
         if (!strcmp(cmd->name, pubsub[i]))
             return ROUTE_PUBSUB;
-    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS)) {
+    if (!keys_any(cmd)) {
         if (first_server_answers(cmd))
             return ROUTE_FIRST_ADMIN;
         if (((cmd->flags & CMD_ALL_SHARDS) || on_each_server(cmd)) &&
@@ -852,7 +639,7 @@ static enum route_kind classify(const struct cmd *cmd)
         return ROUTE_DEBUG;
     if (unsupported_name(cmd))
         return ROUTE_UNSUPPORTED;
-    if (cmd->first == 0 && !(cmd->flags & CMD_MOVABLEKEYS))
+    if (!keys_any(cmd))
         return ROUTE_KEYLESS;
     if (frag_splits(cmd))
         return ROUTE_SPLIT;
@@ -882,6 +669,8 @@ void route_init(void)
     move = cmd_lookup("move", 4);
     copy = cmd_lookup("copy", 4);
     swapdb = cmd_lookup("swapdb", 6);
+    sort = cmd_lookup("sort", 4);
+    sort_ro = cmd_lookup("sort_ro", 7);
 }
 
 enum route_kind route_kind(const struct cmd *cmd)
@@ -950,45 +739,43 @@ static int keyless_script(struct client *c, struct req *r, struct args *a,
 
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
-    struct keyspan ks = {0};
-    int owner, k;
+    char err[KEYS_ERR_MAX];
+    int owner;
 
-    if (cmd->flags & CMD_MOVABLEKEYS) {
-        if ((k = movable_keys(c, r, a, cmd, &ks)) < 0)
-            goto refuse;
-        if (k == 2)
+    if ((cmd == sort || cmd == sort_ro) && !sort_patterns_ok(c, r, a, cmd == sort_ro))
+        goto refuse;
+    switch (keys_find(cmd, a, &a->keys, err)) {
+    case KEYS_BAD:
+        client_reply_error(c, r, "%s", err);
+        goto refuse;
+    case KEYS_NONE:
+        if (cmd->flags & CMD_MOVABLEKEYS)   /* a script declaring no key */
             return keyless_script(c, r, a, cmd);
-        if (k == 0) {
-            client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
-            goto refuse;
-        }
-    } else if (cmd->first > 0) {
-        ks = table_keys(cmd, a->argc);
-    } else {
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
                            "names no key to route by", cmd->name);
         goto refuse;
+    case KEYS_FOUND:
+        break;
     }
     /* (SSUBSCRIBE's and SPUBLISH's are channels: pubsub.c) */
-    if (!c->user->all && !(cmd->flags & CMD_PUBSUB) && key_denied(c->user, a, &ks) != 0) {
+    if (!c->user->all && !(cmd->flags & CMD_PUBSUB) && key_denied(c->user, a, &a->keys) != 0) {
         client_reply_error(c, r, ACL_NOPERM_KEYS);
         goto refuse;
     }
-    if ((owner = owner_of_keys(c, r, a, &ks)) >= 0) {
-        a->ks = ks;
+    if ((owner = owner_of_keys(c, r, a, &a->keys)) >= 0)
         return owner;
-    }
 refuse:
+    a->keys.n = 0;
     route_refused(c, r);
     return -1;
 }
 
 /* (route.h) The channels are those pubsub.c checks: (S)PUBLISH's one, and
  * every one a (P|S)SUBSCRIBE names (PSUBSCRIBE's as patterns). */
-int route_dryrun(struct client *c, struct req *r, const struct acl_user *u, struct args *a,
-                 const struct cmd *cmd, uint32_t *at)
+int route_dryrun(const struct acl_user *u, struct args *a, const struct cmd *cmd, uint32_t *at)
 {
-    struct keyspan ks = {0};
+    char err[KEYS_ERR_MAX];
+    struct keys ks;
     size_t len;
     const char *s;
 
@@ -1011,18 +798,12 @@ int route_dryrun(struct client *c, struct req *r, const struct acl_user *u, stru
         }
         return 0;
     }
-    if (cmd->flags & CMD_MOVABLEKEYS) {
-        /* Arguments whose keys cannot be read (XREAD without STREAMS, a bad
-         * numkeys) name none, as redis-server's DRYRUN finds none: the
-         * error the request itself would get is not about permission. */
-        int k = movable_keys(c, r, a, cmd, &ks);
-        if (k < 0)
-            msg_release(&r->rsp);
-        if (k != 1)
-            return 0;                   /* (a script that declares no key: none either) */
-    } else if (cmd->first > 0) {
-        ks = table_keys(cmd, a->argc);
-    }
+    /* Arguments whose keys cannot be read (XREAD without STREAMS, a bad
+     * numkeys) name none, as redis-server's DRYRUN finds none: the error
+     * the request itself would get is not about permission. A script that
+     * declares no key names none either. */
+    if (keys_find(cmd, a, &ks, err) != KEYS_FOUND)
+        return 0;
     *at = key_denied(u, a, &ks);
     return *at != 0 ? 2 : 0;
 }
@@ -1142,7 +923,8 @@ void route_request(struct client *c, struct req *r)
         /* In a transaction every key must be on its server: nothing is split. */
         if (!client_in_multi(c) && (owner = frag_route(c, r, &a, cmd)) != -2) {
             if (owner >= 0) {
-                a.ks = (struct keyspan){1, a.argc - 1, (uint32_t)cmd->step, 0};
+                a.keys.n = 1;           /* (what frag_route read: route_send) */
+                a.keys.span[0] = (struct keyspan){1, a.argc - 1, (uint16_t)cmd->step, 0};
                 goto forward;
             }
             goto done;                      /* split and sent, or refused */

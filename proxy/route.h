@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "proxy/args.h"
 #include "proxy/mbuf.h"
 
 struct acl_user;
@@ -20,36 +21,6 @@ struct req;
  * request, already queued on c. Sends it, or replies. */
 void route_request(struct client *c, struct req *r);
 
-/* Where a command's keys are among its arguments. */
-struct keyspan {
-    uint32_t first, last, step;     /* a range of positions, step > 0 (0: no keys) */
-    uint32_t extra;                 /* one more position (STORE dest), or 0 */
-};
-
-/* The arguments of the request being routed: in the client's read chunks
- * (array requests) or its framer's inline buffer. */
-struct args {
-    struct client *c;
-    uint32_t       argc;
-    struct keyspan ks;          /* its keys, once route_owner found them */
-    char          *copies[8];   /* arguments that spanned chunks, copied */
-    int            ncopies;
-    char         **av;          /* a kept request's own arguments (route_reissue), or
-                                   NULL: the client's framer has them */
-    size_t        *avlen;
-    const char    *name;        /* sent instead of argument 0 (a keyless script runs
-                                   as its read-only form), or NULL: as the client sent it */
-    uint8_t        minify;      /* its hash fields are mapped (minify_route), or 0 */
-};
-
-/* Argument i; *len gets its length. Valid until args_release. */
-const char *args_get(struct args *a, uint32_t i, size_t *len);
-void args_release(struct args *a);
-/* True if argument i equals s, ignoring case. */
-bool args_is(struct args *a, uint32_t i, const char *s);
-/* Argument i as a decimal long long (redis-server's string2ll, less its
- * overflow check): false if it is not one. */
-bool args_ll(struct args *a, uint32_t i, long long *v);
 /* Append the request's bytes to g: the client's own (array requests), or
  * encoded as RESP (inline ones). */
 void args_request(struct args *a, struct msg *g);
@@ -87,9 +58,8 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
  * arity checked) through shardis, by the checks a real one meets in
  * route_request (the command), route_owner and frag.c (its keys) and
  * pubsub.c (its channels): 0 yes; 1 not the command; 2 not the key, 3 not
- * the channel, at position *at. Nothing is written to r. */
-int route_dryrun(struct client *c, struct req *r, const struct acl_user *u, struct args *a,
-                 const struct cmd *cmd, uint32_t *at);
+ * the channel, at position *at. */
+int route_dryrun(const struct acl_user *u, struct args *a, const struct cmd *cmd, uint32_t *at);
 /* An error was sent for r: count it, end r, and a transaction it was
  * queued in aborts at EXEC, as in Redis. */
 void route_refused(struct client *c, struct req *r);

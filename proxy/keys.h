@@ -1,0 +1,62 @@
+/* keys.h -- where a command's keys are among its arguments: decided in
+ * keys.c and nowhere else. Routing, splitting, the ACL key check, the
+ * migration's key tracking, hot keys and COMMAND GETKEYS all read what
+ * keys_find found (args.keys), so they cannot disagree.
+ *
+ * keys_find reads the command's key specs (cmd.h) as redis-server's
+ * getKeysFromCommandWithSpecs does; where the specs cannot say (SORT's
+ * STORE, MIGRATE's KEYS) a written rule does, each redis-server's own
+ * getkeys procedure. The arguments are then checked only as far as
+ * routing needs: a bad numkeys, an unbalanced XREAD, get redis-server's
+ * error here, since there is no server to send them to. */
+#ifndef SHARDIS_KEYS_H
+#define SHARDIS_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct args;
+struct cmd;
+
+/* Enough for every command of Redis 7.0 to 8.0 (at most 3 key specs,
+ * SORT's 2 written keys); a command with more gets keys_find's error. */
+#define KEYS_MAX_SPANS 4
+
+/* Positions first, first + step, ... last (first <= last, step > 0). */
+struct keyspan {
+    uint32_t first, last;
+    uint16_t step;
+    uint16_t flags;             /* its key spec's CMD_KEY_* */
+};
+
+struct keys {
+    uint32_t       n;           /* spans; 0: none found (yet) */
+    struct keyspan span[KEYS_MAX_SPANS];
+};
+
+enum keys_found {
+    KEYS_FOUND,     /* k->n >= 1 */
+    KEYS_NONE,      /* the command names no key here: it has no key specs, or
+                       is a script declaring none (EVAL ... 0, FCALL ... 0) */
+    KEYS_BAD,       /* arguments redis-server refuses: err says how */
+};
+
+#define KEYS_ERR_MAX 160
+
+/* The keys of cmd (a command or subcommand, arity checked) in a's
+ * arguments, into k. KEYS_BAD writes redis-server's error text (without
+ * the '-') into err[KEYS_ERR_MAX]. */
+enum keys_found keys_find(const struct cmd *cmd, struct args *a, struct keys *k, char *err);
+
+/* Whether cmd may name keys at all (a key spec that is not NOT_KEY, or
+ * any spec of a pub/sub command: its sharded channels). */
+int keys_any(const struct cmd *cmd);
+
+/* The position of cmd's first key when it does not depend on the
+ * arguments (an index key spec: GET's 1, BITOP's 2), else 0. */
+uint32_t keys_first_fixed(const struct cmd *cmd);
+
+/* How many keys k holds. */
+uint32_t keys_count(const struct keys *k);
+
+#endif
