@@ -548,25 +548,57 @@ static void section_keyspace(const struct pool *p, FILE *f)
     fputs("\r\n", f);
 }
 
-/* The servers' lowest redis_version (what every one of them can do), else
- * the command table's. */
-static void lowest_version(const struct pool *p, char *out, size_t size)
+/* A server's name and version as it says them in INFO: Valkey's
+ * server_name and valkey_version, Redis's (no server_name) "redis" and
+ * redis_version. False if it has not answered. */
+static bool server_says(const struct pool *p, uint32_t s, struct info_version *v)
 {
-    char buf[64];
-    unsigned best[3] = {~0u, ~0u, ~0u};
+    char field[48];
 
-    snprintf(out, size, "%s", cmd_redis_version);
+    if (server_field(p, s, "server_name", v->name, sizeof(v->name)) == NULL)
+        snprintf(v->name, sizeof(v->name), "redis");
+    snprintf(field, sizeof(field), "%s_version", v->name);
+    if (server_field(p, s, field, v->version, sizeof(v->version)) == NULL &&
+        server_field(p, s, "redis_version", v->version, sizeof(v->version)) == NULL)
+        return false;
+    return server_field(p, s, "redis_version", v->redis_version,
+                        sizeof(v->redis_version)) != NULL;
+}
+
+static bool older(const char *a, const char *b)
+{
+    unsigned x[3] = {0, 0, 0}, y[3] = {0, 0, 0};
+
+    sscanf(a, "%u.%u.%u", &x[0], &x[1], &x[2]);
+    sscanf(b, "%u.%u.%u", &y[0], &y[1], &y[2]);
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i];
+    return false;
+}
+
+/* (info.h) The lowest version (what every one of them can do); by name
+ * first (a Redis before a Valkey, whose redis_version says what Redis it
+ * can stand for). */
+bool info_servers_version(const struct pool *p, struct info_version *out)
+{
+    struct info_version v;
+    bool mixed = false, any = false;
+
+    snprintf(out->name, sizeof(out->name), "redis");
+    snprintf(out->version, sizeof(out->version), "%s", cmd_redis_version);
+    snprintf(out->redis_version, sizeof(out->redis_version), "%s", cmd_redis_version);
     for (uint32_t s = 0; s < p->nservers; s++) {
-        unsigned v[3] = {0, 0, 0};
-        if (server_field(p, s, "redis_version", buf, sizeof(buf)) == NULL ||
-            sscanf(buf, "%u.%u.%u", &v[0], &v[1], &v[2]) < 2)
+        if (!server_says(p, s, &v))
             continue;
-        if (v[0] < best[0] || (v[0] == best[0] && (v[1] < best[1] ||
-                                                   (v[1] == best[1] && v[2] < best[2])))) {
-            memcpy(best, v, sizeof(v));
-            snprintf(out, size, "%s", buf);
-        }
+        if (any && (strcmp(v.name, out->name) != 0 || strcmp(v.version, out->version) != 0))
+            mixed = true;
+        if (!any || older(v.redis_version, out->redis_version) ||
+            (!strcmp(v.redis_version, out->redis_version) && older(v.version, out->version)))
+            *out = v;
+        any = true;
     }
+    return mixed;
 }
 
 /* ---- the sections --------------------------------------------------------------- */
@@ -649,14 +681,28 @@ static void section_server(const struct pool *p, FILE *f, uint64_t now)
 {
     struct utsname u;
     struct timeval tv;
-    char version[64];
+    struct info_version v;
     uint64_t up = (now - proxy.started_ms) / 1000;
+    bool mixed = info_servers_version(p, &v);
 
-    lowest_version(p, version, sizeof(version));
     if (uname(&u) != 0)
         memset(&u, 0, sizeof(u));
     gettimeofday(&tv, NULL);
-    fprintf(f, "# Server\r\nredis_version:%s\r\nshardis_version:%s\r\n"
+    fprintf(f, "# Server\r\nredis_version:%s\r\n", v.redis_version);
+    if (strcmp(v.name, "redis") != 0)   /* as Valkey says it */
+        fprintf(f, "server_name:%s\r\n%s_version:%s\r\n", v.name, v.name, v.version);
+    /* Servers of different versions (an upgrade under way): each said. */
+    if (mixed) {
+        fputs("servers_versions:", f);
+        for (uint32_t s = 0; s < p->nservers; s++) {
+            struct info_version sv;
+            bool known = server_says(p, s, &sv);
+            fprintf(f, "%s%s=%s%s%s", s > 0 ? "," : "", p->servers[s].label,
+                    known ? sv.name : "unknown", known ? "-" : "", known ? sv.version : "");
+        }
+        fputs("\r\n", f);
+    }
+    fprintf(f, "shardis_version:%s\r\n"
             "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n"
             "redis_mode:proxy\r\nos:%s %s %s\r\narch_bits:%d\r\nmonotonic_clock:POSIX "
             "clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n"
@@ -664,7 +710,7 @@ static void section_server(const struct pool *p, FILE *f, uint64_t now)
             "run_id:%s\r\ntcp_port:%d\r\nserver_time_usec:%lld\r\n"
             "uptime_in_seconds:%" PRIu64 "\r\nuptime_in_days:%" PRIu64 "\r\nhz:10\r\n"
             "configured_hz:10\r\nlru_clock:%lld\r\nexecutable:%s\r\nconfig_file:%s\r\n"
-            "io_threads_active:0\r\n\r\n", version, SHARDIS_VERSION, u.sysname, u.release,
+            "io_threads_active:0\r\n\r\n", SHARDIS_VERSION, u.sysname, u.release,
             u.machine, (int)(8 * sizeof(void *)),
 #ifdef __GNUC__
             __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,

@@ -564,11 +564,13 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
         gate_hold(c, r);
     c->resp3 = ver == 3;
     struct resp_w w = out(c, r);
+    struct info_version v;
+    info_servers_version(c->pool, &v);      /* (as INFO says them) */
     resp_w_map(&w, 7);
     resp_w_bulk_str(&w, "server");
-    resp_w_bulk_str(&w, "redis");
+    resp_w_bulk_str(&w, v.name);
     resp_w_bulk_str(&w, "version");
-    resp_w_bulk_str(&w, cmd_redis_version);
+    resp_w_bulk_str(&w, v.version);
     resp_w_bulk_str(&w, "proto");
     resp_w_int(&w, w.proto);
     resp_w_bulk_str(&w, "id");

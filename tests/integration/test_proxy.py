@@ -561,11 +561,24 @@ def t_time(px):
 
 
 def t_hello(px):
-    v = parse(one_reply(px.port, enc("HELLO", "2")))
-    expect(isinstance(v, list) and b"proto" in v, "HELLO 2: %s" % short(v))
-    d = dict(zip(v[::2], v[1::2]))
+    """HELLO and INFO say what the servers are, as one of them says it
+    (Redis: redis and redis_version; Valkey: valkey and valkey_version),
+    once shardis has read their INFO."""
+    v = parse(one_reply(px.servers[0].port, enc("HELLO", "2")))
+    want = dict(zip(v[::2], v[1::2]))
+    server_info = px.servers[0].client.info("server")
+
+    def hello():
+        v = parse(one_reply(px.port, enc("HELLO", "2")))
+        expect(isinstance(v, list) and b"proto" in v, "HELLO 2: %s" % short(v))
+        d = dict(zip(v[::2], v[1::2]))
+        return d if (d.get(b"server"), d.get(b"version")) == (want[b"server"],
+                                                              want[b"version"]) else None
+    d = until("HELLO says %s %s" % (want[b"server"], want[b"version"]), hello)
     expect_eq(d.get(b"proto"), 2, "proto")
-    expect_eq(d.get(b"server"), b"redis", "server")
+    info = px.client.info("server")
+    for field in ("redis_version", "server_name", "valkey_version"):
+        expect_eq(info.get(field), server_info.get(field), "INFO " + field)
     v = one_reply(px.port, enc("HELLO", "3"))
     expect(v.startswith(b"%7\r\n") and b"$5\r\nproto\r\n:3\r\n" in v, "HELLO 3: %s" % short(v))
     v = one_reply(px.port, enc("HELLO", "4"))
