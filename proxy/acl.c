@@ -123,13 +123,14 @@ bool acl_glob(const char *p, size_t plen, const char *s, size_t slen)
 
 /* ---- commands ------------------------------------------------------------------- */
 
-/* Bits: Redis's table rows, then local.c's SHARD.* commands. */
+/* Bits: the command table's rows (CMD_MAX: it may grow, cmd.h), then
+ * local.c's SHARD.* commands. */
 static size_t ncmd_bits(size_t *nredis)
 {
     size_t n = 0;
     uint32_t acl;
 
-    cmd_table(nredis);
+    *nredis = CMD_MAX;
     while (local_shard_command(n, &acl) != NULL)
         n++;
     return *nredis + n;
@@ -150,15 +151,12 @@ static bool get_bit(const uint64_t *bits, size_t i)
 
 bool acl_cmd_ok(const struct acl_user *u, const struct cmd *cmd)
 {
-    size_t n;
-    return get_bit(u->cmds, (size_t)(cmd - cmd_table(&n)));
+    return cmd->num > 0 && get_bit(u->cmds, cmd->num - 1u);
 }
 
 bool acl_shard_ok(const struct acl_user *u, size_t i)
 {
-    size_t n;
-    cmd_table(&n);
-    return get_bit(u->cmds, n + i);
+    return get_bit(u->cmds, CMD_MAX + i);
 }
 
 bool acl_key_ok(const struct acl_user *u, const char *key, size_t len)
@@ -345,7 +343,7 @@ static int category(struct build *b, struct acl_user *u, const char *name, bool 
             set_bit(u->cmds, i, on);
     for (size_t i = 0; local_shard_command(i, &acl) != NULL; i++)
         if (acl & (1u << ci))
-            set_bit(u->cmds, n + i, on);
+            set_bit(u->cmds, CMD_MAX + i, on);
     return 0;
 }
 
@@ -360,7 +358,7 @@ static int command(struct build *b, struct acl_user *u, const char *name, bool o
 
     for (size_t i = 0; (s = local_shard_command(i, &acl)) != NULL; i++)
         if (!strcasecmp(s, name)) {
-            set_bit(u->cmds, n + i, on);
+            set_bit(u->cmds, CMD_MAX + i, on);
             return 0;
         }
     if (bar == NULL) {
@@ -383,10 +381,32 @@ static int command(struct build *b, struct acl_user *u, const char *name, bool o
     return 0;
 }
 
+/* A rule about commands (allcommands, nocommands, +/-@category,
+ * +/-command): 1 applied, 0 not one, or an error. */
+static int cmd_rule(struct build *b, struct acl_user *u, const char *tok)
+{
+    int rc;
+
+    if (!strcasecmp(tok, "allcommands"))
+        all_cmds(b, u, true);
+    else if (!strcasecmp(tok, "nocommands"))
+        all_cmds(b, u, false);
+    else if ((tok[0] == '+' || tok[0] == '-') && tok[1] == '@')
+        return (rc = category(b, u, tok + 2, tok[0] == '+')) < 0 ? rc : 1;
+    else if ((tok[0] == '+' || tok[0] == '-') && tok[1] != '\0')
+        return (rc = command(b, u, tok + 1, tok[0] == '+')) < 0 ? rc : 1;
+    else
+        return 0;
+    return 1;
+}
+
 static int rule(struct build *b, struct acl_user *u, const char *tok)
 {
     uint8_t h[32];
+    int rc;
 
+    if ((rc = cmd_rule(b, u, tok)) != 0)
+        return rc < 0 ? rc : 0;
     if (!strcasecmp(tok, "on") || !strcasecmp(tok, "off")) {
         u->on = tok[1] == 'n' || tok[1] == 'N';
     } else if (!strcasecmp(tok, "nopass")) {
@@ -431,14 +451,6 @@ static int rule(struct build *b, struct acl_user *u, const char *tok)
     } else if (!strcasecmp(tok, "resetchannels")) {
         u->allchannels = false;
         strs_clear(&u->chans, &u->nchans);
-    } else if (!strcasecmp(tok, "allcommands")) {
-        all_cmds(b, u, true);
-    } else if (!strcasecmp(tok, "nocommands")) {
-        all_cmds(b, u, false);
-    } else if ((tok[0] == '+' || tok[0] == '-') && tok[1] == '@') {
-        return category(b, u, tok + 2, tok[0] == '+');
-    } else if ((tok[0] == '+' || tok[0] == '-') && tok[1] != '\0') {
-        return command(b, u, tok + 1, tok[0] == '+');
     } else if (!strcasecmp(tok, "reset")) {
         u->on = u->nopass = false;
         u->npass = 0;
@@ -544,6 +556,41 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
     return 0;
 }
 
+/* (acl.h) Each user's command bits from nothing, by the command rules
+ * of its line in order ("reset" clears them); the default user that
+ * redis_auth makes may run everything. A rule naming a command the table
+ * no longer has (it never loses one) cannot fail here. */
+void acl_relearn(struct acl *acl, const struct conf_pool *pc)
+{
+    struct build b = {.path = "", .err = NULL, .errlen = 0};
+    char err[8];
+
+    b.err = err;
+    b.errlen = sizeof(err);
+    b.nbits = ncmd_bits(&b.nredis);
+    for (size_t i = 0; acl != NULL && i < acl->n; i++) {
+        struct acl_user *u = &acl->users[i];
+        const struct conf_user *line = NULL;
+        for (size_t j = 0; j < pc->nusers && line == NULL; j++) {
+            size_t len = strcspn(pc->users[j].rule, " \t");
+            if (len == strlen(u->name) && !strncmp(pc->users[j].rule, u->name, len))
+                line = &pc->users[j];
+        }
+        all_cmds(&b, u, line == NULL);
+        if (line != NULL) {
+            char *text = xstrdup(line->rule), *save = NULL;
+            const char *tok = strtok_r(text, " \t", &save);
+            while ((tok = strtok_r(NULL, " \t", &save)) != NULL)
+                if (!strcasecmp(tok, "reset"))
+                    all_cmds(&b, u, false);
+                else
+                    cmd_rule(&b, u, tok);
+            free(text);
+        }
+        user_finish(&b, u);
+    }
+}
+
 void acl_free(struct acl *acl)
 {
     if (acl == NULL)
@@ -556,15 +603,16 @@ void acl_free(struct acl *acl)
 
 /* ---- describing (ACL LIST, GETUSER) -------------------------------------------- */
 
-/* Row i of the bitmap: Redis's table, then local.c's SHARD.* commands. */
+/* Row i of the bitmap: the command table, then local.c's SHARD.*
+ * commands; NULL for a row the table has not used yet. */
 static const char *row(size_t i, size_t nredis, uint32_t *acl)
 {
     size_t n;
     const struct cmd *t = cmd_table(&n);
 
     if (i < nredis) {
-        *acl = t[i].acl;
-        return t[i].name;
+        *acl = i < n ? t[i].acl : 0;
+        return i < n ? t[i].name : NULL;
     }
     return local_shard_command(i - nredis, acl);
 }
@@ -615,14 +663,15 @@ char *acl_describe_commands(const struct acl_user *u)
     for (size_t i = 0; i < nbits; i++) {
         bool on = get_bit(u->cmds, i);
         const char *name = row(i, nredis, &acl);
-        size_t nlen = strlen(name);
-        if (on == get_bit(fake, i))
+        size_t nlen;
+        if (on == get_bit(fake, i) || name == NULL)
             continue;
+        nlen = strlen(name);
         fprintf(fp, " %c%s", on ? '+' : '-', name);
         set_bit(fake, i, on);
         for (size_t k = i + 1; i < nredis && k < nredis; k++) {
             const char *sub = row(k, nredis, &acl);
-            if (strncmp(sub, name, nlen) != 0 || sub[nlen] != '|')
+            if (sub == NULL || strncmp(sub, name, nlen) != 0 || sub[nlen] != '|')
                 break;
             set_bit(fake, k, on);
         }

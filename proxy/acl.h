@@ -45,6 +45,10 @@ struct acl {
  * return is -EINVAL and err holds "path:line:col: what is wrong". */
 int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
               char *err, size_t errlen);
+/* The command table changed (cmd.h): every user's commands are made
+ * again from its line's rules, as redis-server does when a module adds
+ * commands (+@read takes the new read commands, allcommands all). */
+void acl_relearn(struct acl *acl, const struct conf_pool *pc);
 void acl_free(struct acl *acl);
 /* Build and free every pool's users: whether the config's users lines are
  * good (shardis -t). */

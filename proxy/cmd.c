@@ -1,15 +1,32 @@
-/* cmd.c -- look commands up in the generated table (binary search over
- * names sorted bytewise, subcommands as "parent|sub"). */
+/* cmd.c -- the command table (cmd.h).
+ *
+ * Rows live in one array of CMD_MAX, made on first use from the generated
+ * table: a row's address and number (its index + 1) never change, so a
+ * request, a kept blocking command or a client's last command may hold
+ * either for as long as it likes. Names are looked up by binary search
+ * over `order`, the rows' indexes sorted bytewise by name ("parent|sub"
+ * for subcommands), made again when a row is added.
+ *
+ * The trade-off: a fixed CMD_MAX (1024; Redis 8.0 has about 450 rows with
+ * its subcommands) instead of a table that grows, so that nothing keeps a
+ * pointer that a realloc could move; the untouched end costs address
+ * space, not memory. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "proxy/cmd.h"
+#include "proxy/util.h"
 
-static const struct cmd table[] = {
+/* A generated row: what COMMAND says, the table's own fields zero. */
+#define CMD_ROW(...) {__VA_ARGS__, 0, 0, 0, 0, 0}
+
+static const struct cmd generated[] = {
 #include "proxy/cmdtab.h"
 };
 
-#define NCMDS (sizeof(table) / sizeof(table[0]))
+#define NGENERATED (sizeof(generated) / sizeof(generated[0]))
 
 const char cmd_redis_version[] = CMDTAB_REDIS_VERSION;
 
@@ -22,15 +39,60 @@ const char *const cmd_acl_names[] = {
 const size_t cmd_acl_count = sizeof(cmd_acl_names) / sizeof(cmd_acl_names[0]);
 #define NAME_MAX_LEN 64
 
-static const struct cmd *find(const char *name)
+static struct cmd *rows;            /* [CMD_MAX] */
+static size_t nrows;
+static uint16_t *order;             /* [CMD_MAX]: indexes into rows, by name */
+static uint32_t generation;
+static char *kinds[CMD_KINDS];      /* kind k's name (owned); kinds[0] unused */
+static bool merged;                 /* a server's rows have been merged */
+
+static int by_name(const void *a, const void *b)
 {
-    size_t lo = 0, hi = NCMDS;
+    return strcmp(rows[*(const uint16_t *)a].name, rows[*(const uint16_t *)b].name);
+}
+
+/* Sort `order` again, and mark the rows that have subcommands. */
+static void reorder(void)
+{
+    for (size_t i = 0; i < nrows; i++)
+        order[i] = (uint16_t)i;
+    qsort(order, nrows, sizeof(*order), by_name);
+    for (size_t i = 0; i < nrows; i++) {
+        struct cmd *c = &rows[order[i]];
+        size_t len = strlen(c->name);
+        c->has_sub = i + 1 < nrows && strncmp(rows[order[i + 1]].name, c->name, len) == 0 &&
+                     rows[order[i + 1]].name[len] == '|';
+    }
+    generation++;
+}
+
+static void init(void)
+{
+    rows = xcalloc(CMD_MAX, sizeof(*rows));
+    order = xcalloc(CMD_MAX, sizeof(*order));
+    memcpy(rows, generated, sizeof(generated));
+    nrows = NGENERATED;
+    for (size_t i = 0; i < nrows; i++)
+        rows[i].num = (uint16_t)(i + 1);
+    reorder();
+}
+
+static inline void ready(void)
+{
+    if (rows == NULL)
+        init();
+}
+
+static struct cmd *find(const char *name)
+{
+    size_t lo = 0, hi = nrows;
 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(table[mid].name, name);
+        struct cmd *r = &rows[order[mid]];
+        int c = strcmp(r->name, name);
         if (c == 0)
-            return &table[mid];
+            return r;
         if (c < 0)
             lo = mid + 1;
         else
@@ -52,6 +114,7 @@ const struct cmd *cmd_lookup(const char *name, size_t len)
 {
     char buf[NAME_MAX_LEN + 1];
 
+    ready();
     if (len == 0 || len > NAME_MAX_LEN || memchr(name, '|', len) != NULL ||
         memchr(name, '\0', len) != NULL)
         return NULL;
@@ -64,7 +127,8 @@ const struct cmd *cmd_lookup_sub(const struct cmd *parent, const char *sub, size
     char buf[2 * NAME_MAX_LEN + 2];
     size_t plen = strlen(parent->name), n;
 
-    if (len == 0 || len > NAME_MAX_LEN || memchr(sub, '\0', len) != NULL)
+    if (len == 0 || len > NAME_MAX_LEN || plen > NAME_MAX_LEN ||
+        memchr(sub, '\0', len) != NULL)
         return NULL;
     memcpy(buf, parent->name, plen);
     buf[plen] = '|';
@@ -75,30 +139,121 @@ const struct cmd *cmd_lookup_sub(const struct cmd *parent, const char *sub, size
 
 int cmd_has_subcommands(const struct cmd *c)
 {
-    size_t i = (size_t)(c - table), len = strlen(c->name);
-    return i + 1 < NCMDS && strncmp(table[i + 1].name, c->name, len) == 0 &&
-           table[i + 1].name[len] == '|';
+    return c->has_sub;
 }
 
 const struct cmd *cmd_table(size_t *n)
 {
-    *n = NCMDS;
-    return table;
+    ready();
+    *n = nrows;
+    return rows;
 }
 
 uint16_t cmd_number(const struct cmd *c)
 {
-    uintptr_t at = (uintptr_t)c, lo = (uintptr_t)table;
-
-    /* 0 for a row of no table (debug.c's, for their key specs) */
-    if (at < lo || at >= lo + sizeof(table))
-        return 0;
-    return (uint16_t)((at - lo) / sizeof(table[0]) + 1);
+    return c->num;                      /* (0 for a row of no table: debug.c's) */
 }
 
 const struct cmd *cmd_numbered(uint16_t n)
 {
-    return n > 0 && n <= NCMDS ? &table[n - 1] : NULL;
+    ready();
+    return n > 0 && n <= nrows ? &rows[n - 1] : NULL;
+}
+
+uint32_t cmd_generation(void)
+{
+    ready();
+    return generation;
+}
+
+uint8_t cmd_kind(const char *name)
+{
+    for (uint8_t k = 1; k < CMD_KINDS; k++) {
+        if (kinds[k] == NULL) {
+            kinds[k] = xstrdup(name);
+            return k;
+        }
+        if (!strcmp(kinds[k], name))
+            return k;
+    }
+    return 0;
+}
+
+const char *cmd_kind_name(uint8_t kind)
+{
+    return kind > 0 && kind < CMD_KINDS && kinds[kind] != NULL ? kinds[kind] : "unknown";
+}
+
+uint32_t cmd_version(const char *v)
+{
+    unsigned x[3] = {0, 0, 0};
+
+    sscanf(v, "%u.%u.%u", &x[0], &x[1], &x[2]);
+    return (x[0] & 0xfff) << 20 | (x[1] & 0x3ff) << 10 | (x[2] & 0x3ff);
+}
+
+static void drop_specs(struct cmd *c)
+{
+    if (c->owned & CMD_OWN_SPECS) {
+        for (uint32_t j = 0; j < c->nspecs; j++)
+            free((char *)c->specs[j].keyword);
+        free((struct cmd_keyspec *)c->specs);
+    }
+    c->owned &= (uint8_t)~CMD_OWN_SPECS;
+}
+
+size_t cmd_merge(uint8_t kind, uint32_t ver, struct cmd *in, size_t n)
+{
+    size_t added = 0;
+
+    ready();
+    for (size_t i = 0; i < n; i++) {
+        struct cmd *c = find(in[i].name);
+        if (c == NULL && nrows == CMD_MAX) {
+            free((char *)in[i].name);
+            drop_specs(&in[i]);
+            continue;
+        }
+        if (c == NULL) {                /* new: added at the end, kept there */
+            c = &rows[nrows];
+            *c = in[i];
+            c->num = (uint16_t)(++nrows);
+            c->owned = CMD_OWN_NAME | CMD_OWN_SPECS;
+            c->known = 0;
+            c->ver = ver;
+            added++;
+        } else {
+            free((char *)in[i].name);
+            if (c->ver == 0 || ver >= c->ver) {
+                /* the newest server's word: COMMAND of a newer version may
+                 * allow more (ZRANK's WITHSCORE) */
+                drop_specs(c);
+                c->arity = in[i].arity;
+                c->flags = in[i].flags;
+                c->first = in[i].first;
+                c->last = in[i].last;
+                c->step = in[i].step;
+                c->reply = in[i].reply;
+                c->acl = in[i].acl;
+                c->nspecs = in[i].nspecs;
+                c->specs = in[i].specs;
+                c->owned |= CMD_OWN_SPECS;
+                c->ver = ver;
+            } else {
+                drop_specs(&in[i]);
+            }
+        }
+        if (kind > 0)
+            c->known |= 1u << kind;
+    }
+    merged = true;
+    reorder();
+    return added;
+}
+
+bool cmd_current(const struct cmd *c)
+{
+    return !merged || c->known != 0;
 }
 
 static bool named(const char *s, size_t len, const char *name)
@@ -111,11 +266,6 @@ bool cmd_secret_from(const char *name, size_t len, uint32_t i, const char *prev,
 {
     return (i == 1 && named(name, len, "auth")) || (i == 3 && named(name, len, "acl")) ||
            (i > 1 && named(name, len, "hello") && named(prev, prevlen, "auth"));
-}
-
-uint32_t cmd_generation(void)
-{
-    return 0;           /* (the generated table never changes) */
 }
 
 int cmd_arity_ok(const struct cmd *c, uint32_t argc)

@@ -1,7 +1,13 @@
-/* cmd.h -- the Redis command table: arity, flags and key positions of
- * every Redis 7.0 command and subcommand, as redis-server's COMMAND
- * reports them, with its command tips on spreading over shards
- * (generated into cmdtab.h by scripts/gen-commands). */
+/* cmd.h -- the command table: arity, flags, key specs, ACL categories
+ * and tips of every command and subcommand, as the servers' COMMAND
+ * reports them.
+ *
+ * It starts as the table generated from the Redis and Valkey versions
+ * scripts/gen-commands was run against (cmdtab.h), and learns from the
+ * servers themselves (cmdinfo.c): their rows replace the generated ones
+ * and add what the generation did not know (a newer server, a module).
+ * A row, once there, stays, at the same address and number: requests
+ * and clients keep both. Only the loop changes it, between requests. */
 #ifndef SHARDIS_CMD_H
 #define SHARDIS_CMD_H
 
@@ -94,7 +100,21 @@ struct cmd {
     uint32_t    acl;        /* ACL categories: bit i is cmd_acl_names[i] */
     uint8_t     nspecs;     /* key specs */
     const struct cmd_keyspec *specs;
+    /* The table's own (not in the generated rows): */
+    uint32_t    known;      /* the kinds of server that said they have it (bit k:
+                               kind k, cmd_kind); 0: only the generated table */
+    uint32_t    ver;        /* the version (cmd_version) its attributes are of;
+                               0: the generated table's */
+    uint16_t    num;        /* cmd_number */
+    uint8_t     has_sub;    /* it has subcommands ("name|...") */
+    uint8_t     owned;      /* CMD_OWN_*: what the table frees when it replaces it */
 };
+enum { CMD_OWN_NAME = 1, CMD_OWN_SPECS = 2 };
+
+/* Rows ever: the generated ones and those the servers add. */
+#define CMD_MAX 1024
+/* Kinds of server (a name and version, "redis 8.0.2"): 1 .. CMD_KINDS-1. */
+#define CMD_KINDS 32
 
 /* struct cmd's acl bits: the ACL categories, in cmd_acl_names's order. */
 enum {
@@ -125,7 +145,8 @@ enum {
 extern const char *const cmd_acl_names[];
 extern const size_t cmd_acl_count;
 
-/* The redis-server version the table was generated from. */
+/* The oldest redis-server version the generated table is of (what shardis
+ * says it is before any server has answered). */
 extern const char cmd_redis_version[];
 
 /* The command called name[0..len) (any case), or NULL. */
@@ -137,13 +158,39 @@ int cmd_has_subcommands(const struct cmd *c);
 /* Every command, for COMMAND COUNT/INFO. */
 const struct cmd *cmd_table(size_t *n);
 /* A command as a small number (req.cmd, client.last_cmd: 1 + its index
- * in the table; 0 is none), and back (NULL for 0). */
+ * in cmd_table, below CMD_MAX + 1; 0 is none), and back (NULL for 0). */
 uint16_t cmd_number(const struct cmd *c);
 const struct cmd *cmd_numbered(uint16_t n);
 int cmd_arity_ok(const struct cmd *c, uint32_t argc);
 /* Bumped whenever the table changes: what is kept per command number
- * elsewhere (keys.c's rules, route.c's kinds) is made again. */
+ * elsewhere (keys.c's rules, route.c's kinds, users' command bits) is
+ * made again. */
 uint32_t cmd_generation(void);
+
+/* The number of the kind of server called name ("redis 8.0.2"), made on
+ * first use; 0 when CMD_KINDS are taken. */
+uint8_t cmd_kind(const char *name);
+const char *cmd_kind_name(uint8_t kind);
+/* "8.0.2" as one comparable number (8 << 20 | 0 << 10 | 2). */
+uint32_t cmd_version(const char *v);
+/* Whether a server of kind may be sent c: it has said it has c, or has
+ * said nothing yet (kind 0), or no server has said it has c (then the
+ * server's own error is the answer). */
+static inline bool cmd_known(const struct cmd *c, uint8_t kind)
+{
+    return kind == 0 || c->known == 0 || ((c->known >> kind) & 1u);
+}
+
+/* Whether c is one the servers have: once any server has said what it
+ * has, only what one said; before, every row (COMMAND COUNT, LIST). */
+bool cmd_current(const struct cmd *c);
+
+/* Merge the rows a server of kind said it has (cmdinfo.c), of version
+ * ver: a row not there is added (up to CMD_MAX), one there is marked
+ * known to kind and takes the attributes of the newest version that has
+ * it. The table takes the rows' names and specs (heap), the array stays
+ * the caller's. Returns the rows added. */
+size_t cmd_merge(uint8_t kind, uint32_t ver, struct cmd *rows, size_t n);
 /* Whether argument i (i >= 1) of a command named name[0..len), after
  * argument prev[0..prevlen), is the first of its secrets, which it and
  * every later argument are: AUTH's first, HELLO's after its AUTH, ACL's

@@ -31,6 +31,7 @@
 #include "proxy/backend.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
+#include "proxy/cmdinfo.h"
 #include "proxy/info.h"
 #include "proxy/log.h"
 #include "proxy/mbuf.h"
@@ -127,6 +128,7 @@ static int server_info_reply(struct backend *b, struct req *r)
         is->at_ms = uv_now(proxy.loop);
         if (r->u.clean > is->clean)
             is->clean = r->u.clean;
+        cmdinfo_seen(b->pool, b->server, is->text);     /* (its commands, if new) */
     }
     return 0;
 }

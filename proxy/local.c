@@ -1088,8 +1088,9 @@ static void command_list(struct client *c, struct req *r, struct args *a)
                 acl = 1u << i;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < n; i++) {
-            bool in = by == ALL || (by == ACLCAT && (t[i].acl & acl)) ||
-                      (by == PATTERN && glob(arg, len, t[i].name, strlen(t[i].name)));
+            bool in = cmd_current(&t[i]) &&
+                      (by == ALL || (by == ACLCAT && (t[i].acl & acl)) ||
+                       (by == PATTERN && glob(arg, len, t[i].name, strlen(t[i].name))));
             if (!in)
                 continue;
             if (pass == 0)
@@ -1154,7 +1155,7 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
     const struct cmd *t = cmd_table(&n);
 
     for (size_t i = 0; i < n; i++)
-        top += strchr(t[i].name, '|') == NULL;
+        top += strchr(t[i].name, '|') == NULL && cmd_current(&t[i]);
     if (a->argc > 1 && args_is(a, 1, "list")) {
         command_list(c, r, a);
     } else if (a->argc > 1 && args_is(a, 1, "count")) {

@@ -24,6 +24,7 @@
 #include "proxy/genkey.h"
 #include "proxy/group.h"
 #include "proxy/hotkeys.h"
+#include "proxy/cmdinfo.h"
 #include "proxy/info.h"
 #include "proxy/metrics.h"
 #include "proxy/slowlog.h"
@@ -649,6 +650,7 @@ void pool_free(struct pool *p)
     minify_free(p->minify);
     sentinel_free(p);
     info_free(p);
+    cmdinfo_free(p);
     slowlog_free(p);
     metrics_free(p);
     free(p->monitors);

@@ -22,6 +22,7 @@ struct minify;
 struct info;
 struct slowlog;
 struct metrics;
+struct cmdinfo;
 struct hotkeys;
 struct sentinel;
 struct pool;
@@ -88,6 +89,8 @@ struct pool_server {
     uint64_t         ejections;     /* times eject_mode: rehash took it out */
     uint32_t         subscribing;   /* (S|P)SUBSCRIBEs sent to it and not yet confirmed
                                        (pubsub.c): a PUBLISH to it waits (gate.c) */
+    uint8_t          kind;          /* what server it said it is (cmd_kind; cmdinfo.c),
+                                       0 until it has */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */
@@ -128,6 +131,7 @@ struct pool {
     struct slowlog   *slowlog;      /* its slow requests (slowlog.c), or NULL */
     struct metrics   *metrics;      /* its /metrics listener (metrics.c), or NULL */
     struct client   **monitors;     /* [nmonitors]: clients in MONITOR (monitor.c) */
+    struct cmdinfo   *cmdinfo;      /* reading the servers' COMMAND (cmdinfo.c), or NULL */
     struct hotkeys   *hotkeys;      /* HOTKEYS's session (hotkeys.c), or NULL */
     uint32_t          nmonitors, monitors_cap;
     bool              publish_held; /* gate.c: a PUBLISH waited for subscriptions */

@@ -650,22 +650,25 @@ static enum route_kind classify(const struct cmd *cmd)
     return ROUTE_SAME_SERVER;
 }
 
-/* Decided once per command, at start: the strcmp calls behind it were the
- * largest item in the proxy's profile when made on every request. The
- * table is written before any loop runs and only read after, so every
- * loop shares it. */
-static unsigned char *kinds;
+/* Decided once per command, and again when the table changes (cmd.h): the
+ * strcmp calls behind it were the largest item in the proxy's profile
+ * when made on every request. */
+static unsigned char kinds[CMD_MAX];
+static uint32_t kinds_gen = UINT32_MAX;
 
-void route_init(void)
+static void classify_all(void)
 {
     size_t n;
     const struct cmd *table = cmd_table(&n);
 
-    if (kinds != NULL)
-        return;
-    kinds = xmalloc(n);
     for (size_t i = 0; i < n; i++)
         kinds[i] = (unsigned char)classify(&table[i]);
+    kinds_gen = cmd_generation();
+}
+
+void route_init(void)
+{
+    classify_all();
     move = cmd_lookup("move", 4);
     copy = cmd_lookup("copy", 4);
     swapdb = cmd_lookup("swapdb", 6);
@@ -675,12 +678,11 @@ void route_init(void)
 
 enum route_kind route_kind(const struct cmd *cmd)
 {
-    size_t n;
-    const struct cmd *table = cmd_table(&n);
-
-    if (kinds == NULL)                  /* `shardis commands`, tests: no start */
+    if (cmd->num == 0)                  /* (a row of no table) */
         return classify(cmd);
-    return (enum route_kind)kinds[cmd - table];
+    if (kinds_gen != cmd_generation())
+        classify_all();
+    return (enum route_kind)kinds[cmd->num - 1];
 }
 
 void route_refused(struct client *c, struct req *r)
@@ -762,8 +764,18 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
         client_reply_error(c, r, ACL_NOPERM_KEYS);
         goto refuse;
     }
-    if ((owner = owner_of_keys(c, r, a, &a->keys)) >= 0)
-        return owner;
+    if ((owner = owner_of_keys(c, r, a, &a->keys)) < 0)
+        goto refuse;
+    /* Servers of different versions (an upgrade under way): only where
+     * the command is known (cmdinfo.c). */
+    if (!cmd_known(cmd, c->pool->servers[owner].kind)) {
+        client_reply_error(c, r, "ERR unknown command '%s' on server %s (%s), which owns the "
+                           "key: the pool's servers are of different versions (INFO "
+                           "servers_versions)", cmd->name, c->pool->servers[owner].label,
+                           cmd_kind_name(c->pool->servers[owner].kind));
+        goto refuse;
+    }
+    return owner;
 refuse:
     a->keys.n = 0;
     route_refused(c, r);

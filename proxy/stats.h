@@ -47,7 +47,7 @@ struct stats_err {
 
 /* A pool's (what its clients see as one server's INFO); zeroed with it. */
 struct stats {
-    struct stats_cmd *cmds;     /* [cmd_table's size]: allocated on first use */
+    struct stats_cmd *cmds;     /* [CMD_MAX], by cmd_number - 1: allocated on first use */
     struct stats_err *errs;     /* [STATS_ERRORS_MAX]: allocated on first use */
     uint32_t          nerrs;
     uint64_t          error_replies;
