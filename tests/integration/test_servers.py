@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Servers of several versions behind one pool: shardis learns each kind's
+commands from its own COMMAND (proxy/cmdinfo.c) and routes a command only
+to servers that have it.
+
+- A pool of two Redis 7.0 servers and one Redis 8.0: HEXPIRE and HSETEX on
+  a key of the 8.0 server answer as a direct 8.0 server does; on a key of a
+  7.0 server shardis says which server lacks the command. HELLO says the
+  lowest version, INFO each server's (servers_versions).
+- A server restarted as another version (an upgrade) is read again: its
+  keys take the new commands.
+- Users' command bits follow what the servers say: a user with +@blocking
+  may run WAIT through a pool of Redis 8.0 servers (WAIT is @blocking
+  there) but not through one of 7.0 servers (it is not), as the same user
+  on a direct server of each version.
+"""
+import sys
+import time
+
+import redis
+
+import harness as h
+from harness import (RedisServer, Shardis, check, enc, expect, expect_eq, fresh_servers,
+                     main, one_reply, until)
+
+
+def with_binary(binary, name, **kw):
+    saved = h.ARGS.redis_server
+    h.ARGS.redis_server = binary
+    try:
+        return RedisServer(name, **kw)
+    finally:
+        h.ARGS.redis_server = saved
+
+
+def versions(px):
+    """INFO's servers_versions, as a dict, or None."""
+    v = px.client.info("server").get("servers_versions")
+    return v if isinstance(v, dict) and "unknown" not in str(v) else None
+
+
+def t_mixed(px, servers, direct8):
+    want = {"redis1": "redis-7.0.15", "redis2": "redis-7.0.15", "redis3": "redis-8.0.2"}
+    got = until("INFO servers_versions", lambda: versions(px) == want and versions(px))
+    expect_eq(got, want, "servers_versions")
+    hello = h.parse(one_reply(px.port, enc("HELLO", "2")))
+    d = dict(zip(hello[::2], hello[1::2]))
+    expect_eq((d.get(b"server"), d.get(b"version")), (b"redis", b"7.0.15"),
+              "HELLO: the lowest version")
+    on8 = px.keys_on("h8:", 2)[0]
+    on7 = px.keys_on("h7:", 0)[0]
+    for cmd in (["HSETEX", on8, "EX", "100", "FIELDS", "1", "f", "v"],
+                ["HEXPIRE", on8, "200", "FIELDS", "1", "f"],
+                ["HTTL", on8, "FIELDS", "1", "f"]):
+        want_reply = one_reply(direct8.port, enc(*[c if c != on8 else "k" for c in cmd]))
+        expect_eq(one_reply(px.port, enc(*cmd)), want_reply, " ".join(map(str, cmd)))
+    expect_eq(servers[2].client.execute_command("HTTL", on8, "FIELDS", "1", "f"), [200],
+              "HTTL on redis3 itself")
+    got = one_reply(px.port, enc("HEXPIRE", on7, "100", "FIELDS", "1", "f"))
+    expect_eq(got, b"-ERR unknown command 'hexpire' on server redis1 (redis 7.0.15), which "
+              b"owns the key: the pool's servers are of different versions (INFO "
+              b"servers_versions)\r\n", "HEXPIRE on a 7.0 server's key")
+    return ""
+
+
+def t_upgrade(px, servers, redis8):
+    until("all 7.0", lambda: versions(px) is None and
+          px.client.info("server").get("redis_version") == "7.0.15")
+    key = px.keys_on("up:", 0)[0]
+    refused = one_reply(px.port, enc("HSETEX", key, "EX", "100", "FIELDS", "1", "f", "v"))
+    expect(refused.startswith(b"-ERR unknown command 'HSETEX'"),
+           "HSETEX on 7.0: the server's own error: %r" % refused)
+    old = servers[0]
+    old.kill()
+    old.proc = h.start([redis8, "--port", str(old.port), "--bind", h.HOST, "--save", "",
+                        "--appendonly", "no", "--dir", old.dir], old.dir + "/log8")
+    h.wait_port(old.port, old.proc, "redis-server 8 as redis1", [old.dir + "/log8"])
+    until("redis1 read again as 8.0.2",
+          lambda: (versions(px) or {}).get("redis1") == "redis-8.0.2")
+    got = until("HSETEX on the upgraded server's key", lambda: one_reply(
+        px.port, enc("HSETEX", key, "EX", "100", "FIELDS", "1", "f", "v")) == b":1\r\n")
+    expect(got, "HSETEX after the upgrade")
+    other = px.keys_on("up:", 1)[0]
+    got = one_reply(px.port, enc("HSETEX", other, "EX", "100", "FIELDS", "1", "f", "v"))
+    expect(got.startswith(b"-ERR unknown command 'hsetex' on server redis2 (redis 7.0.15)"),
+           "HSETEX on a 7.0 server's key after redis1's upgrade: %r" % got)
+    return ""
+
+
+USER = "u on nopass ~* &* +@blocking +ping +hello +info"
+
+
+def wait_as_u(port):
+    """WAIT 0 0 as user u: its reply, or its error (the start of its text)."""
+    c = redis.Redis(h.HOST, port, username="u", password="x", socket_timeout=10)
+    try:
+        return c.execute_command("WAIT", "0", "0")
+    except redis.ResponseError as e:
+        return "error: " + str(e)[:60]
+    finally:
+        c.close()
+
+
+def t_acl_follows(binary, version):
+    """WAIT is @blocking in Redis 8.0, not in 7.0: a +@blocking user's
+    WAIT through shardis is what it is on a direct server of the pool's
+    version."""
+    direct = with_binary(binary, "acl-direct-" + version)
+    direct.client.execute_command("ACL", "SETUSER", *USER.split())
+    want = wait_as_u(direct.port)
+    servers = [with_binary(binary, "acl-%s-%d" % (version, i)) for i in range(2)]
+    px = Shardis("acl-" + version, servers, users="['%s']" % USER)
+    until("the servers read", lambda: px.client.info("server").get("redis_version") ==
+          direct.client.info("server")["redis_version"])
+    time.sleep(0.3)                     # (COMMAND right behind the first INFO)
+    expect_eq(wait_as_u(px.port), want, "a +@blocking user's WAIT on %s" % version)
+    return want
+
+
+def body():
+    redis8 = h.ARGS.redis8
+    direct8 = with_binary(redis8, "direct8")
+    servers = fresh_servers(2) + [with_binary(redis8, "redis3")]
+    px = Shardis("mixed", servers)
+    check("mixed_versions", t_mixed, px, servers, direct8)
+    servers = fresh_servers(3)
+    px = Shardis("upgrade", servers)
+    check("upgrade_read_again", t_upgrade, px, servers, redis8)
+    check("acl_follows_7.0", t_acl_follows, h.ARGS.redis_server, "7.0")
+    check("acl_follows_8.0", t_acl_follows, redis8, "8.0")
+
+
+if __name__ == "__main__":
+    sys.exit(main(body, add_args=lambda ap: ap.add_argument(
+        "--redis8", required=True, help="a Redis 8.0.2 redis-server")))
