@@ -334,12 +334,12 @@ static void reply_malformed(struct client *c, struct req *r, const struct req *f
                        c->pool->servers[fr->backend->server].label);
 }
 
-/* Element-wise AND of 0/1 arrays of equal length (SCRIPT EXISTS). */
-static void merge_and(struct client *c, struct req *r, struct frag *f)
+/* Element-wise over integer arrays of equal length: the AND of 0/1 ones
+ * (SCRIPT EXISTS), or the least (WAITAOF's pair of counts). */
+static void merge_each(struct client *c, struct req *r, struct frag *f)
 {
-    long long n = -1, len;
+    long long n = -1, len, *all = NULL;
     size_t body;
-    char *all = NULL;
     struct resp_w w = client_w(c, &r->rsp);
     struct resp_rd rd;
     struct resp_val v;
@@ -350,13 +350,15 @@ static void merge_and(struct client *c, struct req *r, struct frag *f)
             goto bad;
         if (n < 0) {
             n = len;
-            all = xmalloc((size_t)n + 1);
-            memset(all, 1, (size_t)n + 1);
+            all = xmalloc(((size_t)n + 1) * sizeof(*all));
         }
         for (long long e = 0; e < n; e++) {
             if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_INTEGER)
                 goto bad;
-            all[e] &= v.n != 0;
+            if (f->reply == CMD_REPLY_AND)
+                all[e] = (i == 0 || all[e]) && v.n != 0;
+            else
+                all[e] = i == 0 || v.n < all[e] ? v.n : all[e];
         }
         continue;
 bad:
@@ -625,9 +627,14 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         return;
     }
     switch (f->reply) {
+    case CMD_REPLY_MIN:
+        if (msg_first(&f->reqs[0]->rsp) == '*') {
+            merge_each(c, r, f);        /* WAITAOF's pair */
+            return;
+        }
+        /* fall through */
     case CMD_REPLY_SUM:
     case CMD_REPLY_DBSIZE:
-    case CMD_REPLY_MIN:
     case CMD_REPLY_MAX:
         for (uint32_t i = 0; i < f->nfrags; i++) {
             if (!integer_reply(&f->reqs[i]->rsp, &v)) {
@@ -652,7 +659,7 @@ static void merge_broadcast(struct client *c, struct req *r, struct frag *f)
         merge_numsub(c, r, f);
         return;
     case CMD_REPLY_AND:
-        merge_and(c, r, f);
+        merge_each(c, r, f);
         return;
     case CMD_REPLY_DIGEST:
         merge_digest(c, r, f);

@@ -896,6 +896,11 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
             reply_ok(c, r);
         else
             client_reply_error(c, r, "ERR syntax error");
+    } else if (args_is(a, 1, "capa")) {
+        /* Valkey 8's: a client says what it can take (redirect: -REDIRECT
+         * replies, which a server sends to replica readers). shardis sends
+         * none, so any is taken as Valkey takes them, and changes nothing. */
+        reply_ok(c, r);
     } else if (args_is(a, 1, "setinfo")) {
         if (args_is(a, 2, "lib-name") || args_is(a, 2, "lib-ver"))
             reply_ok(c, r);

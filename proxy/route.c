@@ -498,7 +498,8 @@ static bool server_table(const struct cmd *cmd)
  *                 or a cluster, which the pool is not. */
 static bool first_server_informs(const struct cmd *cmd)
 {
-    return !strcmp(cmd->name, "lolwut");
+    /* SCRIPT SHOW (Valkey 8): SCRIPT LOAD put the script on every server */
+    return !strcmp(cmd->name, "lolwut") || !strcmp(cmd->name, "script|show");
 }
 
 static bool first_server_answers(const struct cmd *cmd)
@@ -625,13 +626,13 @@ static enum route_kind classify(const struct cmd *cmd)
     if (!keys_any(cmd)) {
         if (first_server_answers(cmd))
             return ROUTE_FIRST_ADMIN;
+        bool wait = !strcmp(cmd->name, "wait") || !strcmp(cmd->name, "waitaof");
         if (((cmd->flags & CMD_ALL_SHARDS) || on_each_server(cmd)) &&
-            cmd->reply != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) &&
-            strcmp(cmd->name, "wait") != 0)
+            cmd->reply != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) && !wait)
             return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
         if (!strcmp(cmd->name, "scan"))
             return ROUTE_SCAN;
-        if (!strcmp(cmd->name, "wait"))
+        if (wait)                       /* WAIT, and Redis 7.2's WAITAOF */
             return ROUTE_WAIT;
     }
     if (!strcmp(cmd->name, "debug") || !strcmp(cmd->name, "pfdebug") ||
@@ -837,6 +838,8 @@ void route_request(struct client *c, struct req *r)
      * authentication; only then is it run (here, or on a backend). */
     name = args_get(&a, 0, &len);
     cmd = cmd_lookup(name, len);
+    if (cmd != NULL && !cmd_current(cmd))
+        cmd = NULL;                     /* what none of the servers has (cmd.h) */
     if (cmd == NULL) {
         /* SHARD.*: not in Redis's table, nor for a transaction or a subscriber. */
         if (len > 6 && !strncasecmp(name, "shard.", 6) &&
@@ -851,7 +854,7 @@ void route_request(struct client *c, struct req *r)
         size_t sublen;
         const char *sub = args_get(&a, 1, &sublen);
         const struct cmd *sc = cmd_lookup_sub(cmd, sub, sublen);
-        if (sc == NULL) {
+        if (sc == NULL || !cmd_current(sc)) {
             char upper[65];
             size_t i;
             for (i = 0; cmd->name[i] != '\0' && i < 64; i++)

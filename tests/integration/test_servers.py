@@ -9,6 +9,8 @@ to servers that have it.
   lowest version, INFO each server's (servers_versions).
 - A server restarted as another version (an upgrade) is read again: its
   keys take the new commands.
+- WAITAOF, SCRIPT SHOW, CLIENT CAPA, ZRANK ... WITHSCORE, and a Valkey-only
+  subcommand on Redis 8, as a direct server of the pool's version answers.
 - Users' command bits follow what the servers say: a user with +@blocking
   may run WAIT through a pool of Redis 8.0 servers (WAIT is @blocking
   there) but not through one of 7.0 servers (it is not), as the same user
@@ -117,7 +119,45 @@ def t_acl_follows(binary, version):
     return want
 
 
+# What a newer server adds outside the keyed commands (test_commands.py has
+# those), each answered as a direct server of that version answers it.
+NEWER = [
+    (["WAITAOF", "0", "0", "10"], "both"),    # every server's, the least of each count
+    (["SCRIPT", "SHOW", "SHA"], "both"),      # Valkey 8: the first server's (SCRIPT
+                                              # LOAD put it on every one); Redis 8: unknown
+    (["CLIENT", "CAPA", "redirect"], "both"), # Valkey 8: shardis sends no -REDIRECT
+    # Valkey 8 only (shardis's table has it from Valkey): unknown to Redis 8
+    (["CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "1"], "redis8"),
+    (["ZRANK", "z", "m", "WITHSCORE"], "both"),   # 7.2's arity
+]
+
+
+def t_newer(binary, name):
+    direct = with_binary(binary, "newer-direct-" + name)
+    servers = [with_binary(binary, "newer-%s-%d" % (name, i)) for i in range(3)]
+    px = Shardis("newer-" + name, servers)
+    until("the servers read", lambda: px.client.info("server").get("redis_version") ==
+          direct.client.info("server")["redis_version"])
+    time.sleep(0.3)                     # (COMMAND right behind the first INFO)
+    sha = direct.client.script_load("return 1")
+    expect_eq(px.client.script_load("return 1"), sha, "SCRIPT LOAD")
+    for c in (direct.client, px.client):
+        c.zadd("z", {"m": 1})
+    bad = []
+    for cmd, where in NEWER:
+        if where not in ("both", name):
+            continue
+        cmd = [sha if x == "SHA" else x for x in cmd]
+        got, want = one_reply(px.port, enc(*cmd)), one_reply(direct.port, enc(*cmd))
+        if got != want:
+            bad.append("%s: got %r, want %r" % (" ".join(cmd), got[:80], want[:80]))
+    expect(not bad, "; ".join(bad))
+    return ""
+
+
 def body():
+    for binary, name in ((h.ARGS.redis8, "redis8"), (h.ARGS.valkey8, "valkey8")):
+        check("newer_commands_" + name, t_newer, binary, name)
     redis8 = h.ARGS.redis8
     direct8 = with_binary(redis8, "direct8")
     servers = fresh_servers(2) + [with_binary(redis8, "redis3")]
@@ -131,5 +171,7 @@ def body():
 
 
 if __name__ == "__main__":
-    sys.exit(main(body, add_args=lambda ap: ap.add_argument(
-        "--redis8", required=True, help="a Redis 8.0.2 redis-server")))
+    def args(ap):
+        ap.add_argument("--redis8", required=True, help="a Redis 8.0.2 redis-server")
+        ap.add_argument("--valkey8", required=True, help="a Valkey 8.0.1 valkey-server")
+    sys.exit(main(body, add_args=args))
