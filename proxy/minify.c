@@ -256,11 +256,23 @@ bool minify_route(struct client *c, struct req *r, struct args *a, const struct 
     const char *key;
     size_t len;
 
-    if (m->ntypes == 0 || (sp = spec_of(cmd)) == NULL || a->argc < 2)
+    if (m->ntypes == 0 || a->argc < 2)
+        return true;
+    /* A hash command this table does not map that names more than its key
+     * (Redis 7.4's HEXPIRE, HGETDEL, HSETEX ...: fields after FIELDS n)
+     * would see the short names stored: refused on these keys rather
+     * than acting on no field. */
+    if ((sp = spec_of(cmd)) == NULL && (!(cmd->acl & CMD_CAT_HASH) || a->argc < 3))
         return true;
     key = args_get(a, 1, &len);
     if (!key_minified(m, key, len))
         return true;
+    if (sp == NULL) {
+        client_reply_error(c, r, "ERR command '%s' is not mapped by idgen.minify: on this key "
+                           "it would not see the stored field names", cmd->name);
+        route_refused(c, r);
+        return false;
+    }
     for (uint32_t i = 2; i < a->argc; i++) {
         size_t flen, n;
         const char *f, *lng;
