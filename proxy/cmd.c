@@ -20,7 +20,7 @@
 #include "proxy/util.h"
 
 /* A generated row: what COMMAND says, the table's own fields zero. */
-#define CMD_ROW(...) {__VA_ARGS__, 0, 0, 0, 0, 0}
+#define CMD_ROW(...) {__VA_ARGS__, 0, 0, 0, 0, 0, 0, 0}
 
 static const struct cmd generated[] = {
 #include "proxy/cmdtab.h"
@@ -51,7 +51,18 @@ static int by_name(const void *a, const void *b)
     return strcmp(rows[*(const uint16_t *)a].name, rows[*(const uint16_t *)b].name);
 }
 
-/* Sort `order` again, and mark the rows that have subcommands. */
+/* Whether c's keys are all at fixed indexes (keys.c's quick path). */
+static bool index_keys(const struct cmd *c)
+{
+    for (uint32_t j = 0; j < c->nspecs; j++)
+        if (c->specs[j].bs != CMD_BS_INDEX || c->specs[j].fk != CMD_FK_RANGE ||
+            (c->specs[j].flags & (CMD_KEY_INCOMPLETE | CMD_KEY_NOT_KEY)))
+            return false;
+    return c->nspecs > 0;
+}
+
+/* Sort `order` again, and mark the rows that have subcommands, that
+ * the servers do not have, and whose keys are at fixed indexes. */
 static void reorder(void)
 {
     for (size_t i = 0; i < nrows; i++)
@@ -62,6 +73,8 @@ static void reorder(void)
         size_t len = strlen(c->name);
         c->has_sub = i + 1 < nrows && strncmp(rows[order[i + 1]].name, c->name, len) == 0 &&
                      rows[order[i + 1]].name[len] == '|';
+        c->gone = merged && c->known == 0;
+        c->index_keys = index_keys(c);
     }
     generation++;
 }
@@ -251,10 +264,7 @@ size_t cmd_merge(uint8_t kind, uint32_t ver, struct cmd *in, size_t n)
     return added;
 }
 
-bool cmd_current(const struct cmd *c)
-{
-    return !merged || c->known != 0;
-}
+
 
 static bool named(const char *s, size_t len, const char *name)
 {

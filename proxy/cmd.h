@@ -108,6 +108,9 @@ struct cmd {
     uint16_t    num;        /* cmd_number */
     uint8_t     has_sub;    /* it has subcommands ("name|...") */
     uint8_t     owned;      /* CMD_OWN_*: what the table frees when it replaces it */
+    uint8_t     gone;       /* servers have said what they have, and not this */
+    uint8_t     index_keys; /* its key specs are all at fixed indexes (INDEX and
+                               RANGE, none incomplete): keys.c's quick path */
 };
 enum { CMD_OWN_NAME = 1, CMD_OWN_SPECS = 2 };
 
@@ -183,7 +186,10 @@ static inline bool cmd_known(const struct cmd *c, uint8_t kind)
 
 /* Whether c is one the servers have: once any server has said what it
  * has, only what one said; before, every row (COMMAND COUNT, LIST). */
-bool cmd_current(const struct cmd *c);
+static inline bool cmd_current(const struct cmd *c)
+{
+    return !c->gone;
+}
 
 /* Merge the rows a server of kind said it has (cmdinfo.c), of version
  * ver: a row not there is added (up to CMD_MAX), one there is marked

@@ -65,12 +65,12 @@ static const struct {
 static const struct cmd debug_key = {
     "debug", -3, 0, 2, 2, 1, CMD_REPLY_DEFAULT, 0, 1,
     (const struct cmd_keyspec[]){{CMD_KEY_RO, CMD_BS_INDEX, 2, NULL, CMD_FK_RANGE, {0, 1, 0}}},
-    0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 1,
 };
 static const struct cmd debug_keys = {
     "debug", -2, 0, 2, -1, 1, CMD_REPLY_DEFAULT, 0, 1,
     (const struct cmd_keyspec[]){{CMD_KEY_RO, CMD_BS_INDEX, 2, NULL, CMD_FK_RANGE, {-1, 1, 0}}},
-    0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 1,
 };
 
 void debug_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
