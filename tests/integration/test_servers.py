@@ -26,6 +26,15 @@ from harness import (RedisServer, Shardis, check, enc, expect, expect_eq, fresh_
                      main, one_reply, until)
 
 
+PXS = []    # every shardis started: each must exit clean (sanitizer builds)
+
+
+def shardis(name, servers, **opts):
+    px = Shardis(name, servers, **opts)
+    PXS.append(px)
+    return px
+
+
 def with_binary(binary, name, **kw):
     saved = h.ARGS.redis_server
     h.ARGS.redis_server = binary
@@ -111,7 +120,7 @@ def t_acl_follows(binary, version):
     direct.client.execute_command("ACL", "SETUSER", *USER.split())
     want = wait_as_u(direct.port)
     servers = [with_binary(binary, "acl-%s-%d" % (version, i)) for i in range(2)]
-    px = Shardis("acl-" + version, servers, users="['%s']" % USER)
+    px = shardis("acl-" + version, servers, users="['%s']" % USER)
     until("the servers read", lambda: px.client.info("server").get("redis_version") ==
           direct.client.info("server")["redis_version"])
     time.sleep(0.3)                     # (COMMAND right behind the first INFO)
@@ -135,7 +144,7 @@ NEWER = [
 def t_newer(binary, name):
     direct = with_binary(binary, "newer-direct-" + name)
     servers = [with_binary(binary, "newer-%s-%d" % (name, i)) for i in range(3)]
-    px = Shardis("newer-" + name, servers)
+    px = shardis("newer-" + name, servers)
     until("the servers read", lambda: px.client.info("server").get("redis_version") ==
           direct.client.info("server")["redis_version"])
     time.sleep(0.3)                     # (COMMAND right behind the first INFO)
@@ -163,7 +172,7 @@ def t_minify_newer(binary):
     store short: on a minified key they are refused, not run on the long
     names (which act on no field); elsewhere they run."""
     servers = [with_binary(binary, "mini8-%d" % i) for i in range(2)]
-    px = Shardis("mini8", servers, idgen=MINIFY)
+    px = shardis("mini8", servers, idgen=MINIFY)
     until("the servers read", lambda: px.client.info("server").get("redis_version") == "8.0.2")
     time.sleep(0.3)
     user = px.client.execute_command("SHARD.GENKEY", "user").decode()
@@ -187,13 +196,15 @@ def body():
     redis8 = h.ARGS.redis8
     direct8 = with_binary(redis8, "direct8")
     servers = fresh_servers(2) + [with_binary(redis8, "redis3")]
-    px = Shardis("mixed", servers)
+    px = shardis("mixed", servers)
     check("mixed_versions", t_mixed, px, servers, direct8)
     servers = fresh_servers(3)
-    px = Shardis("upgrade", servers)
+    px = shardis("upgrade", servers)
     check("upgrade_read_again", t_upgrade, px, servers, redis8)
     check("acl_follows_7.0", t_acl_follows, h.ARGS.redis_server, "7.0")
     check("acl_follows_8.0", t_acl_follows, redis8, "8.0")
+    for px in PXS:
+        check("exit_clean_" + px.name, h.t_exit_clean, px)
 
 
 if __name__ == "__main__":
