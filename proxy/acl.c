@@ -570,23 +570,24 @@ void acl_relearn(struct acl *acl, const struct conf_pool *pc)
     b.nbits = ncmd_bits(&b.nredis);
     for (size_t i = 0; acl != NULL && i < acl->n; i++) {
         struct acl_user *u = &acl->users[i];
-        const struct conf_user *line = NULL;
-        for (size_t j = 0; j < pc->nusers && line == NULL; j++) {
-            size_t len = strcspn(pc->users[j].rule, " \t");
-            if (len == strlen(u->name) && !strncmp(pc->users[j].rule, u->name, len))
-                line = &pc->users[j];
-        }
-        all_cmds(&b, u, line == NULL);
-        if (line != NULL) {
-            char *text = xstrdup(line->rule), *save = NULL;
-            const char *tok = strtok_r(text, " \t", &save);
-            while ((tok = strtok_r(NULL, " \t", &save)) != NULL)
-                if (!strcasecmp(tok, "reset"))
-                    all_cmds(&b, u, false);
-                else
-                    cmd_rule(&b, u, tok);
+        char *text = NULL, *save = NULL;
+        const char *tok = NULL;
+        /* its line, read as user_line reads it (blanks before the name) */
+        for (size_t j = 0; j < pc->nusers; j++) {
             free(text);
+            text = xstrdup(pc->users[j].rule);
+            if ((tok = strtok_r(text, " \t", &save)) != NULL && !strcmp(tok, u->name))
+                break;
+            tok = NULL;
         }
+        /* no line: the default user redis_auth makes, who may run everything */
+        all_cmds(&b, u, tok == NULL && i == 0);
+        while (tok != NULL && (tok = strtok_r(NULL, " \t", &save)) != NULL)
+            if (!strcasecmp(tok, "reset"))
+                all_cmds(&b, u, false);
+            else
+                cmd_rule(&b, u, tok);
+        free(text);
         user_finish(&b, u);
     }
 }

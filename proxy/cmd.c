@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "proxy/cmd.h"
+#include "proxy/log.h"
 #include "proxy/util.h"
 
 /* A generated row: what COMMAND says, the table's own fields zero. */
@@ -45,6 +46,7 @@ static uint16_t *order;             /* [CMD_MAX]: indexes into rows, by name */
 static uint32_t generation;
 static char *kinds[CMD_KINDS];      /* kind k's name (owned); kinds[0] unused */
 static bool merged;                 /* a server's rows have been merged */
+static bool settled = true;         /* no kind's rows are still to come (cmd_settle) */
 
 static int by_name(const void *a, const void *b)
 {
@@ -73,7 +75,7 @@ static void reorder(void)
         size_t len = strlen(c->name);
         c->has_sub = i + 1 < nrows && strncmp(rows[order[i + 1]].name, c->name, len) == 0 &&
                      rows[order[i + 1]].name[len] == '|';
-        c->gone = merged && c->known == 0;
+        c->gone = merged && settled && c->known == 0;
         c->index_keys = index_keys(c);
     }
     generation++;
@@ -205,6 +207,15 @@ uint32_t cmd_version(const char *v)
     return (x[0] & 0xfff) << 20 | (x[1] & 0x3ff) << 10 | (x[2] & 0x3ff);
 }
 
+void cmd_settle(bool all_said)
+{
+    ready();
+    if (all_said != settled) {
+        settled = all_said;
+        reorder();
+    }
+}
+
 static void drop_specs(struct cmd *c)
 {
     if (c->owned & CMD_OWN_SPECS) {
@@ -223,6 +234,7 @@ size_t cmd_merge(uint8_t kind, uint32_t ver, struct cmd *in, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct cmd *c = find(in[i].name);
         if (c == NULL && nrows == CMD_MAX) {
+            log_warn("command table full (%d rows): '%s' is not learned", CMD_MAX, in[i].name);
             free((char *)in[i].name);
             drop_specs(&in[i]);
             continue;

@@ -191,6 +191,11 @@ static inline bool cmd_current(const struct cmd *c)
     return !c->gone;
 }
 
+/* Whether every kind of server asked has answered (cmdinfo.c): until
+ * then no row counts as gone, so that a command of a kind still to be
+ * read is not taken for unknown. */
+void cmd_settle(bool all_said);
+
 /* Merge the rows a server of kind said it has (cmdinfo.c), of version
  * ver: a row not there is added (up to CMD_MAX), one there is marked
  * known to kind and takes the attributes of the newest version that has

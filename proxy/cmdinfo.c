@@ -48,9 +48,27 @@ struct cmdinfo {
     struct mbuf *buf;               /* the questions' bytes */
 };
 
-/* Kinds whose COMMAND has been asked, from one server (bit k): cleared
- * again if that answer fails, for the next of its kind to be asked. */
-static uint32_t kinds_asked;
+/* Kinds whose COMMAND has been asked, from one server (bit k; cleared
+ * again if the answer is an error, for the next of its kind to be
+ * asked), answered (merged, or unreadable: not asked again), and merged.
+ * A server is given its kind (pool_server.kind, which route_owner checks)
+ * only once its kind is merged: until then it is of no kind, and may be
+ * sent anything. */
+static uint32_t kinds_asked, kinds_done, kinds_merged;
+
+/* Every server whose INFO said it is of kind k takes k (or 0: its rows are
+ * not merged); and whether any kind is still to answer (cmd_settle). */
+static void assign_kind(uint8_t k)
+{
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        struct cmdinfo *ci = p->cmdinfo;
+        for (uint32_t s = 0; ci != NULL && s < p->nservers && s < ci->nservers; s++)
+            if (ci->servers[s].kind == k && ci->servers[s].run_id[0] != '\0')
+                p->servers[s].kind = (kinds_merged >> k) & 1u ? k : 0;
+    }
+    cmd_settle((kinds_asked & ~kinds_done) == 0);
+}
 
 static struct cmdinfo *cmdinfo_of(struct pool *p)
 {
@@ -125,7 +143,7 @@ static long long next_array(struct resp_rd *rd)
 /* begin_search's or find_keys's [type T spec [name value ...]] into s. */
 static bool spec_part(struct resp_rd *rd, struct cmd_keyspec *s, bool begin)
 {
-    char name[32], type[32], kw[64];
+    char name[32], type[32], kw[128];
     long long n = next_array(rd), m, x;
     struct resp_val v;
 
@@ -143,7 +161,7 @@ static bool spec_part(struct resp_rd *rd, struct cmd_keyspec *s, bool begin)
         if (!next_str(rd, name, sizeof(name)))
             return false;
         if (begin && !strcmp(name, "keyword")) {
-            if (!next_str(rd, kw, sizeof(kw)))
+            if (!next_str(rd, kw, sizeof(kw)) || strlen(kw) + 1 >= sizeof(kw))
                 return false;
             free((char *)s->keyword);
             s->keyword = xstrdup(kw);
@@ -155,6 +173,11 @@ static bool spec_part(struct resp_rd *rd, struct cmd_keyspec *s, bool begin)
             continue;
         }
         if (!next_int(rd, &x) || x < INT16_MIN || x > INT16_MAX)
+            return false;
+        /* what keys.c may index by: a key is never argument 0 */
+        if ((begin && s->bs == CMD_BS_INDEX && !strcmp(name, "index") && x < 1) ||
+            (!strcmp(name, "keynumidx") && x < 0) || (!strcmp(name, "firstkey") && x < 1) ||
+            (!strcmp(name, "keystep") && x < 1))
             return false;
         if (begin && (!strcmp(name, "index") || !strcmp(name, "startfrom")))
             s->pos = (int16_t)x;
@@ -250,7 +273,9 @@ static bool row(struct resp_rd *rd, struct rows *out)
     for (int k = 0; k < 3; k++)
         if (!next_int(rd, &pos[k]) || pos[k] < -1000 || pos[k] > 1000)
             return false;
-    c->first = (int)pos[0], c->last = (int)pos[1], c->step = (int)pos[2];
+    /* (the legacy step splits MSET's pairs, frag.c: never 0 for keys) */
+    c->first = (int)pos[0], c->last = (int)pos[1];
+    c->step = pos[0] > 0 && pos[2] < 1 ? 1 : (int)pos[2];
     if ((m = next_array(rd)) < 0)
         return false;
     for (long long j = 0; j < m; j++) {
@@ -315,23 +340,18 @@ static void kind_name(const char *text, char *out, size_t size)
     snprintf(out, size, "%s %s", name, version);
 }
 
-/* Kind k's COMMAND did not come, or could not be read: its servers count
- * as of no kind (cmd_known lets everything through to them); with
- * ask_again, the next INFO of each asks again. */
-static void forget_kind(uint8_t k, bool ask_again)
+/* Kind k's COMMAND was refused, or did not come: the next INFO of each
+ * of its servers asks again. */
+static void ask_again(uint8_t k)
 {
-    if (ask_again)
-        kinds_asked &= ~(1u << k);
+    kinds_asked &= ~(1u << k);
     for (size_t i = 0; i < proxy.npools; i++) {
-        struct pool *p = &proxy.pools[i];
-        struct cmdinfo *ci = p->cmdinfo;
-        for (uint32_t s = 0; s < p->nservers; s++)
-            if (p->servers[s].kind == k) {
-                p->servers[s].kind = 0;
-                if (ask_again && ci != NULL && s < ci->nservers)
-                    ci->servers[s].run_id[0] = '\0';
-            }
+        struct cmdinfo *ci = proxy.pools[i].cmdinfo;
+        for (uint32_t s = 0; ci != NULL && s < ci->nservers; s++)
+            if (ci->servers[s].kind == k)
+                ci->servers[s].run_id[0] = '\0';
     }
+    assign_kind(k);
 }
 
 static int command_reply(struct backend *b, struct req *r)
@@ -351,8 +371,7 @@ static int command_reply(struct backend *b, struct req *r)
     if ((n = next_array(&rd)) < 0) {
         /* an error (COMMAND refused to the backend user), or the server
          * went: asked again at its next INFO */
-        cs->run_id[0] = '\0';
-        forget_kind(cs->kind, true);
+        ask_again(cs->kind);
         return 0;
     }
     for (long long i = 0; ok && i < n; i++)
@@ -364,7 +383,8 @@ static int command_reply(struct backend *b, struct req *r)
         for (size_t i = 0; i < rows.n; i++)
             row_free(&rows.v[i]);
         free(rows.v);
-        forget_kind(cs->kind, false);
+        kinds_done |= 1u << cs->kind;
+        assign_kind(cs->kind);
         return 0;
     }
     size_t added = cmd_merge(cs->kind, cmd_version(strchr(cmd_kind_name(cs->kind), ' ') + 1),
@@ -375,7 +395,9 @@ static int command_reply(struct backend *b, struct req *r)
     for (size_t i = 0; i < proxy.npools; i++)
         acl_relearn(proxy.pools[i].acl, proxy.pools[i].conf);
     free(rows.v);
-    b->pool->servers[b->server].kind = cs->kind;
+    kinds_done |= 1u << cs->kind;
+    kinds_merged |= 1u << cs->kind;
+    assign_kind(cs->kind);
     return 0;
 }
 
@@ -385,22 +407,25 @@ void cmdinfo_seen(struct pool *p, uint32_t server, const char *text)
     struct cmdinfo_server *cs = &ci->servers[server];
     char run_id[RUN_ID_MAX], kind[80];
 
+    if (info_text_field(text, "redis_version", kind, sizeof(kind)) != NULL)
+        p->servers[server].redis_version = cmd_version(kind);
     if (cs->asking || info_text_field(text, "run_id", run_id, sizeof(run_id)) == NULL ||
         !strcmp(run_id, cs->run_id))
         return;
     snprintf(cs->run_id, sizeof(cs->run_id), "%s", run_id);
+    p->servers[server].kind = 0;            /* (a new run: maybe another version) */
     kind_name(text, kind, sizeof(kind));
     if ((cs->kind = cmd_kind(kind)) == 0) {
         log_warn("pool '%s': server %s is %s, one kind of server too many (%d) to learn "
                  "its commands", p->conf->name, p->servers[server].label, kind, CMD_KINDS - 1);
-        p->servers[server].kind = 0;
         return;
     }
     if (kinds_asked & (1u << cs->kind)) {   /* asked of another server of its kind */
-        p->servers[server].kind = cs->kind;
+        assign_kind(cs->kind);
         return;
     }
     kinds_asked |= 1u << cs->kind;
+    cmd_settle(false);
     struct req *r = req_get();
     struct resp_w w = resp_w_on(&r->out, &ci->buf, RESP2);
     resp_w_command(&w, 1, (const char *const[]){"COMMAND"}, NULL);

@@ -84,6 +84,12 @@ struct info {
     uint64_t sample_ms, sample_requests;
     double   samples[INFO_SAMPLES];
     uint32_t nsample;
+    char    *modules;               /* the first server's MODULE LIST, as it came
+                                       (RESP2; owned), or NULL */
+    size_t   modules_len;
+    struct info_version version;    /* info_servers_version's answer, made again when */
+    bool     version_mixed;         /* a server's text changed (version_stale): HELLO */
+    bool     version_stale;         /* reads it once per connection */
 };
 
 /* ---- the servers' figures ------------------------------------------------------- */
@@ -92,8 +98,10 @@ static struct info *info_of(struct pool *p)
 {
     struct info *in = p->info;
 
-    if (in == NULL)
+    if (in == NULL) {
         in = p->info = xcalloc(1, sizeof(*in));
+        in->version_stale = true;
+    }
     if (in->nservers < p->nservers) {
         in->servers = xrealloc(in->servers, p->nservers * sizeof(*in->servers));
         memset(in->servers + in->nservers, 0,
@@ -126,6 +134,7 @@ static int server_info_reply(struct backend *b, struct req *r)
         resp_rd_copy(&rd, &v, is->text, v.len);
         is->text[v.len] = '\0';
         is->at_ms = uv_now(proxy.loop);
+        in->version_stale = true;
         if (r->u.clean > is->clean)
             is->clean = r->u.clean;
         cmdinfo_seen(b->pool, b->server, is->text);     /* (its commands, if new) */
@@ -180,6 +189,72 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now, 
     backend_send(b, q);
 }
 
+/* (info.h) With backend_sync_call's second at most per server: a server
+ * down at start costs that second, as the migration record's read does. */
+void info_prime(struct pool *p)
+{
+    struct info *in = info_of(p);
+
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        size_t len;
+        char *text = p->servers[s].active
+                     ? backend_sync_call(p, &p->servers[s], 2,
+                                         (const char *const[]){"INFO", "server"}, &len)
+                     : NULL;
+        if (text == NULL)
+            continue;
+        free(in->servers[s].text);
+        in->servers[s].text = text;     /* (clean 0: it says nothing of databases) */
+        in->version_stale = true;
+        in->servers[s].at_ms = uv_now(proxy.loop);
+        cmdinfo_seen(p, s, text);
+        if (in->modules == NULL)
+            in->modules = backend_sync_raw(p, &p->servers[s], 2,
+                                           (const char *const[]){"MODULE", "LIST"},
+                                           &in->modules_len);
+    }
+}
+
+/* (info.h) Each module [name n ver v path p args [..]] as a map in RESP3,
+ * as its array of pairs in RESP2, as redis-server writes them. */
+void info_modules(const struct pool *p, struct resp_w *w)
+{
+    const struct info *in = p->info;
+    struct resp_rd rd;
+    struct resp_val top, m, v;
+
+    if (in == NULL || in->modules == NULL) {
+        resp_w_array(w, 0);
+        return;
+    }
+    /* (flat: every string is in one piece, v.p) */
+    resp_rd_init_flat(&rd, in->modules, in->modules_len);
+    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.nil) {
+        resp_w_array(w, 0);
+        return;
+    }
+    resp_w_array(w, (long long)top.elems);
+    for (size_t i = 0; i < top.elems; i++) {
+        if (resp_rd_next(&rd, &m) < 0 || m.type != RESP_ARRAY || m.elems % 2 != 0)
+            return;                     /* (not reached for a server's reply) */
+        resp_w_map(w, (long long)m.elems / 2);
+        for (size_t j = 0; j < m.elems; j++) {
+            if (resp_rd_next(&rd, &v) < 0)
+                return;
+            if (v.type == RESP_INTEGER) {
+                resp_w_int(w, v.n);
+            } else if (v.type == RESP_ARRAY) {
+                size_t k = v.elems;
+                resp_w_array(w, (long long)k);
+                for (size_t e = 0; e < k && resp_rd_next(&rd, &v) == 0; e++)
+                    resp_w_bulk(w, v.p != NULL ? v.p : "", v.p != NULL ? v.len : 0);
+            } else {
+                resp_w_bulk(w, v.p != NULL ? v.p : "", v.p != NULL ? v.len : 0);
+            }
+        }
+    }
+}
+
 void info_tick(struct pool *p, uint64_t now)
 {
     struct info *in = info_of(p);
@@ -218,6 +293,7 @@ void info_free(struct pool *p)
     free(in->servers);
     for (uint32_t i = 0; i < in->nwaits; i++)  /* (their clients are gone by now) */
         free(in->waits[i].need);
+    free(in->modules);
     free(in->waits);
     if (in->buf != NULL)
         mbuf_unref(in->buf);
@@ -582,7 +658,23 @@ static bool older(const char *a, const char *b)
 /* (info.h) The lowest version (what every one of them can do); by name
  * first (a Redis before a Valkey, whose redis_version says what Redis it
  * can stand for). */
+static bool servers_version(const struct pool *p, struct info_version *out);
+
 bool info_servers_version(const struct pool *p, struct info_version *out)
+{
+    struct info *in = p->info;
+
+    if (in == NULL)
+        return servers_version(p, out);
+    if (in->version_stale) {
+        in->version_mixed = servers_version(p, &in->version);
+        in->version_stale = false;
+    }
+    *out = in->version;
+    return in->version_mixed;
+}
+
+static bool servers_version(const struct pool *p, struct info_version *out)
 {
     struct info_version v;
     bool mixed = false, any = false;

@@ -24,6 +24,15 @@ struct info;
  * figures are INFO_REFRESH_MS old for new ones. Nothing waits for them:
  * INFO answers from what is there, and says how old it is. */
 void info_tick(struct pool *p, uint64_t now);
+/* At start, before the loop runs: each server's INFO server section,
+ * asked and waited for, so that HELLO says what the servers are from the
+ * first client on (and their commands are asked for: cmdinfo.c). */
+void info_prime(struct pool *p);
+/* The modules of the pool's servers, as the first server listed them at
+ * start (MODULE LIST; Redis 8's vectorset), for HELLO and MODULE LIST:
+ * written to w, in w's protocol. */
+struct resp_w;
+void info_modules(const struct pool *p, struct resp_w *w);
 void info_free(struct pool *p);
 /* INFO [section ...]: the reply to c's request r, now or (the keyspace
  * section: the servers are asked again) within INFO_WAIT_MS; r is done

@@ -95,7 +95,7 @@ static int spec_keys(const struct cmd *cmd, struct args *a, struct keys *k)
                 last = first + ((argc - first) / limit + lastkey);
         } else if (s->fk == CMD_FK_KEYNUM) {
             long long numkeys;
-            if (first + s->fk_args[0] >= argc ||
+            if (s->fk_args[0] < 0 || first + s->fk_args[0] >= argc ||
                 !args_ll(a, (uint32_t)(first + s->fk_args[0]), &numkeys) || numkeys < 0)
                 return 0;
             step = s->fk_args[2];
@@ -104,7 +104,8 @@ static int spec_keys(const struct cmd *cmd, struct args *a, struct keys *k)
         } else {
             return 0;
         }
-        if (last >= argc || last < first || first >= argc || step <= 0 || step > UINT16_MAX)
+        if (first < 1 || last >= argc || last < first || first >= argc || step <= 0 ||
+            step > UINT16_MAX)
             return 0;
         if (!add(k, (uint32_t)first, (uint32_t)last, (uint32_t)step, s->flags))
             return -1;
@@ -182,7 +183,7 @@ enum keys_proc { PROC_NONE, PROC_SORT, PROC_SORT_RO, PROC_MIGRATE, PROC_XREAD };
 struct keys_rule {
     uint8_t proc;           /* enum keys_proc */
     uint8_t style;          /* enum numkeys_style */
-    uint8_t numkeys_at;     /* NK_*: where the numkeys is */
+    uint16_t numkeys_at;    /* NK_*: where the numkeys is */
 };
 
 static const struct { const char *name; uint8_t proc, style; } written[] = {
@@ -208,7 +209,7 @@ static struct keys_rule rule_of(const struct cmd *cmd)
         const struct cmd_keyspec *s = &cmd->specs[j];
         if (s->fk == CMD_FK_KEYNUM && s->bs == CMD_BS_INDEX && r.style == NK_NONE) {
             r.style = NK_CARD;
-            r.numkeys_at = (uint8_t)(s->pos + s->fk_args[0]);
+            r.numkeys_at = (uint16_t)(s->pos + s->fk_args[0]);
         }
     }
     for (size_t i = 0; i < sizeof(written) / sizeof(written[0]); i++)
@@ -258,7 +259,9 @@ static enum keys_found bad_keys(const struct cmd *cmd, struct keys_rule ru, stru
         if (is_int && nk == 0 && (style == NK_EVAL || style == NK_FCALL))
             return KEYS_NONE;
         if (!is_int || nk <= 0 || (uint64_t)nk > a->argc - at - 1) {
-            if (style == NK_CARD || style == NK_POP)
+            if (style == NK_POP && is_int && nk > 0)    /* (no room for LEFT|RIGHT) */
+                snprintf(err, KEYS_ERR_MAX, "ERR syntax error");
+            else if (style == NK_CARD || style == NK_POP)
                 snprintf(err, KEYS_ERR_MAX, "%s", is_int && nk > 0
                          ? "ERR Number of keys can't be greater than number of args"
                          : "ERR numkeys should be greater than 0");
@@ -294,11 +297,9 @@ static enum keys_found bad_keys(const struct cmd *cmd, struct keys_rule ru, stru
             snprintf(err, KEYS_ERR_MAX, "ERR syntax error");
             return KEYS_BAD;
         }
-        if (after % 2 != 0) {
-            snprintf(err, KEYS_ERR_MAX, "ERR Unbalanced XREAD list of streams: for each "
-                     "stream key an ID or '$' must be specified.");   /* XREADGROUP's too */
-            return KEYS_BAD;
-        }
+        if (after % 2 != 0)
+            return KEYS_SERVER_SAYS;    /* (7.0: "Unbalanced XREAD list ...", 7.2: "... 'xread'
+                                           list ...", 8.0 adds '+') */
     }
     if (k->n == 0) {
         snprintf(err, KEYS_ERR_MAX, "ERR syntax error");
@@ -323,7 +324,7 @@ enum keys_found keys_find(const struct cmd *cmd, struct args *a, struct keys *k,
             last = lastkey >= 0 ? first + lastkey
                  : limit == 0 ? (int64_t)argc + lastkey
                  : first + (((int64_t)argc - first) / limit + lastkey);
-            if (last >= argc || last < first || first >= argc || s->fk_args[1] <= 0 ||
+            if (first < 1 || last >= argc || last < first || first >= argc || s->fk_args[1] <= 0 ||
                 !add(k, (uint32_t)first, (uint32_t)last, (uint32_t)s->fk_args[1], s->flags)) {
                 k->n = 0;
                 goto slow;

@@ -39,6 +39,9 @@ enum keys_found {
     KEYS_NONE,      /* the command names no key here: it has no key specs, or
                        is a script declaring none (EVAL ... 0, FCALL ... 0) */
     KEYS_BAD,       /* arguments redis-server refuses: err says how */
+    KEYS_SERVER_SAYS, /* arguments every server refuses before touching a key, in
+                         words that differ by version (XREAD's unbalanced list):
+                         send it to any, for its own words */
 };
 
 #define KEYS_ERR_MAX 160

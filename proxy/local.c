@@ -580,7 +580,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     resp_w_bulk_str(&w, "role");
     resp_w_bulk_str(&w, "master");
     resp_w_bulk_str(&w, "modules");
-    resp_w_array(&w, 0);
+    info_modules(c->pool, &w);
 }
 
 /* RESET: the connection as a new one, whatever state it is in (as
@@ -946,7 +946,7 @@ void local_module_list(struct client *c, struct req *r)
 {
     struct resp_w w = out(c, r);
 
-    resp_w_array(&w, 0);            /* (route.c: why none) */
+    info_modules(c->pool, &w);      /* (as HELLO says them) */
     req_done(r);
 }
 
@@ -964,153 +964,6 @@ static void cmd_time(struct client *c, struct req *r, struct args *a)
 
 /* ---- COMMAND --------------------------------------------------------------------- */
 
-/* tolower in the C locale, for any char value (a plain char may be
- * negative, as in redis-server's own match). */
-static int glob_lower(int ch)
-{
-    return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch;
-}
-
-#define GLOB_NESTING_MAX 1000       /* redis-server's limit on nested '*' */
-
-/* Glob-style match of s against p, ignoring case, with redis-server's
- * stringmatchlen rules (* ? [abc] [^a] [a-z] and \ to escape, an unclosed
- * [ closed by the pattern's end, a range's ends compared as plain chars)
- * and its bounds since 7.0.9 (CVE-2022-36021). Trying each '*' at every
- * length is exponential ("*?*?*?...#" took seconds), so: once what follows
- * a '*' matches nowhere in the rest of s, no earlier '*' can help by
- * matching more, since that only leaves less of s (*give_up says so, and
- * every level returns at once); and '*' nests at most GLOB_NESTING_MAX
- * deep. Unlike redis-server this never reads past p or s: neither is
- * NUL-terminated here. */
-static bool glob_at(const char *p, size_t plen, const char *s, size_t slen, bool *give_up,
-                    int depth)
-{
-    if (depth > GLOB_NESTING_MAX)
-        return false;
-    while (plen > 0 && slen > 0) {
-        switch (*p) {
-        case '*':
-            while (plen > 1 && p[1] == '*')
-                p++, plen--;
-            if (plen == 1)
-                return true;
-            for (; slen > 0; s++, slen--) {
-                if (glob_at(p + 1, plen - 1, s, slen, give_up, depth + 1))
-                    return true;
-                if (*give_up)
-                    return false;
-            }
-            *give_up = true;
-            return false;
-        case '?':
-            break;
-        case '[': {
-            bool not, match = false;
-            p++, plen--;
-            not = plen > 0 && *p == '^';
-            if (not)
-                p++, plen--;
-            for (;;) {
-                if (plen == 0) {                /* unclosed: its last char ends it */
-                    p--, plen++;
-                    break;
-                }
-                if (*p == '\\' && plen >= 2) {
-                    p++, plen--;
-                    match |= *p == *s;          /* exact, as redis-server does */
-                } else if (*p == ']') {
-                    break;
-                } else if (plen >= 3 && p[1] == '-') {
-                    int lo = p[0], hi = p[2], ch = *s;
-                    if (lo > hi) {
-                        int t = lo;
-                        lo = hi;
-                        hi = t;
-                    }
-                    lo = glob_lower(lo);
-                    hi = glob_lower(hi);
-                    ch = glob_lower(ch);
-                    match |= ch >= lo && ch <= hi;
-                    p += 2, plen -= 2;
-                } else {
-                    match |= glob_lower(*p) == glob_lower(*s);
-                }
-                p++, plen--;
-            }
-            if (match == not)
-                return false;
-            break;
-        }
-        case '\\':
-            if (plen >= 2)
-                p++, plen--;
-            /* fall through */
-        default:
-            if (glob_lower(*p) != glob_lower(*s))
-                return false;
-            break;
-        }
-        p++, plen--, s++, slen--;
-        if (slen == 0) {
-            while (plen > 0 && *p == '*')
-                p++, plen--;
-            break;
-        }
-    }
-    return plen == 0 && slen == 0;
-}
-
-static bool glob(const char *p, size_t plen, const char *s, size_t slen)
-{
-    bool give_up = false;
-    return glob_at(p, plen, s, slen, &give_up, 0);
-}
-
-/* COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command
- * and subcommand name, as redis-server lists them. */
-static void command_list(struct client *c, struct req *r, struct args *a)
-{
-    struct resp_w w = out(c, r);
-    size_t n, len, count = 0;
-    const struct cmd *t = cmd_table(&n);
-    const char *arg = NULL;
-    enum { ALL, MODULE, ACLCAT, PATTERN } by = ALL;
-    uint32_t acl = 0;
-
-    if (a->argc == 5 && args_is(a, 2, "filterby")) {
-        arg = args_get(a, 4, &len);
-        by = args_is(a, 3, "module") ? MODULE : args_is(a, 3, "aclcat") ? ACLCAT
-           : args_is(a, 3, "pattern") ? PATTERN : ALL;
-    }
-    if ((a->argc != 2 && by == ALL)) {
-        client_reply_error(c, r, "ERR syntax error");
-        return;
-    }
-    if (by == ACLCAT)
-        for (size_t i = 0; i < cmd_acl_count; i++)
-            if (strlen(cmd_acl_names[i]) == len && !strncasecmp(cmd_acl_names[i], arg, len))
-                acl = 1u << i;
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < n; i++) {
-            bool in = cmd_current(&t[i]) &&
-                      (by == ALL || (by == ACLCAT && (t[i].acl & acl)) ||
-                       (by == PATTERN && glob(arg, len, t[i].name, strlen(t[i].name))));
-            if (!in)
-                continue;
-            if (pass == 0)
-                count++;
-            else
-                reply_str(c, r, t[i].name);
-        }
-        if (pass == 0)
-            resp_w_array(&w, (long long)count);     /* no modules: MODULE lists nothing */
-    }
-}
-
-/* COMMAND COUNT and LIST, from shardis's table (generated from the same
- * redis-server's COMMAND output); COMMAND, COMMAND INFO, DOCS and GETKEYS
- * are the first server's own answers (route.c, server_table). */
 /* COMMAND GETKEYS cmd arg ...: the keys shardis routes the command by,
  * found by keys_find, so that a client, or a test, can compare them with
  * what a redis-server's own COMMAND GETKEYS finds; redis-server's errors
@@ -1125,8 +978,12 @@ static void command_getkeys(struct client *c, struct req *r, struct args *a)
     const struct cmd *cmd = cmd_lookup(name, len);
     struct args sub = {.c = c, .argc = argc, .av = av, .avlen = avlen};
 
-    for (uint32_t i = 0; i < argc; i++)     /* (argument 2 on: a view, no copy) */
-        av[i] = (char *)args_get(a, 2 + i, &avlen[i]);
+    for (uint32_t i = 0; i < argc; i++) {   /* (copied: args_get keeps 8 copies at most) */
+        const char *p = args_get(a, 2 + i, &avlen[i]);
+        av[i] = xmalloc(avlen[i] + 1);
+        memcpy(av[i], p, avlen[i]);
+        av[i][avlen[i]] = '\0';
+    }
     if (cmd != NULL && cmd_has_subcommands(cmd) && argc >= 2)
         cmd = cmd_lookup_sub(cmd, av[1], avlen[1]);
     if (cmd == NULL) {
@@ -1149,23 +1006,16 @@ static void command_getkeys(struct client *c, struct req *r, struct args *a)
                 resp_w_bulk(&w, av[i], avlen[i]);
     }
     args_release(&sub);
+    for (uint32_t i = 0; i < argc; i++)
+        free(av[i]);
     free(av);
     free(avlen);
 }
 
 static void cmd_command(struct client *c, struct req *r, struct args *a)
 {
-    struct resp_w w = out(c, r);
-    size_t n, top = 0;
-    const struct cmd *t = cmd_table(&n);
-
-    for (size_t i = 0; i < n; i++)
-        top += strchr(t[i].name, '|') == NULL && cmd_current(&t[i]);
-    if (a->argc > 1 && args_is(a, 1, "list")) {
-        command_list(c, r, a);
-    } else if (a->argc > 1 && args_is(a, 1, "count")) {
-        resp_w_int(&w, (long long)top);
-    } else if (a->argc > 2 && args_is(a, 1, "getkeys")) {
+    /* (the rest of COMMAND is the first server's: route.c server_table) */
+    if (a->argc > 2 && args_is(a, 1, "getkeys")) {
         command_getkeys(c, r, a);
     } else {
         size_t len;

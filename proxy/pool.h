@@ -91,6 +91,8 @@ struct pool_server {
                                        (pubsub.c): a PUBLISH to it waits (gate.c) */
     uint8_t          kind;          /* what server it said it is (cmd_kind; cmdinfo.c),
                                        0 until it has */
+    uint32_t         redis_version; /* the Redis version it says it stands for
+                                       (cmd_version of INFO's redis_version), 0 unknown */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */

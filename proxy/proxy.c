@@ -323,6 +323,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     pool_set_ring(p, pc, ring, NULL);
     if (rc < 0)
         return rc;
+    info_prime(p);
     log_notice("pool '%s' listening on %s%s%s with %u servers (%s, %s)%s", pc->name,
                pc->listen.text, pc->tls.listen.text ? " and, TLS, on " : "",
                pc->tls.listen.text ? pc->tls.listen.text : "", p->nservers,

@@ -472,22 +472,25 @@ void args_request(struct args *a, struct msg *g)
 /* What redis-server knows of its commands (COMMAND INFO's key specs,
  * tips and subcommands, COMMAND DOCS, GETKEYSANDFLAGS, its HELP) is the
  * servers' own table: the first server answers, in the client's protocol,
- * exactly as redis-server. (shardis's table, cmdtab.h, is generated from
- * the same COMMAND output; COUNT and LIST are answered from it, and
- * GETKEYS by keys.c, which routes by the same keys: local.c.) */
+ * exactly as redis-server, COUNT and LIST too (module commands in the
+ * case they were registered in). shardis's table is the same COMMAND
+ * output (cmdinfo.c); GETKEYS is answered by keys.c, which routes by the
+ * same keys: local.c. */
 static bool server_table(const struct cmd *cmd)
 {
     return !strcmp(cmd->name, "command|info") || !strcmp(cmd->name, "command|docs") ||
-           !strcmp(cmd->name, "command|help") || !strcmp(cmd->name, "command|getkeysandflags");
+           !strcmp(cmd->name, "command|help") || !strcmp(cmd->name, "command|getkeysandflags") ||
+           !strcmp(cmd->name, "command|list") || !strcmp(cmd->name, "command|count");
 }
 
 /* Keyless informational commands a client library's own tests call, which
  * shardis refused for want of a key, decided one by one:
  *   LOLWUT        the first server's: its art and "Redis ver." are any
  *                 server's, and so the pool's;
- *   MODULE LIST   shardis's own (local.c): none, as HELLO's "modules" and
- *                 COMMAND LIST FILTERBY MODULE say, since shardis routes no
- *                 module's commands; LOAD, LOADEX, UNLOAD stay refused;
+ *   MODULE LIST   the first server's modules as shardis read them at start
+ *                 (info_modules: HELLO's "modules" too; Redis 8's vectorset,
+ *                 whose commands are routed by their key specs); LOAD,
+ *                 LOADEX, UNLOAD stay refused;
  *   MEMORY DOCTOR, STATS, MALLOC-STATS
  *                 refused: one server's memory is not the pool's (INFO's
  *                 memory fields are the servers' summed), and their replies
@@ -627,8 +630,10 @@ static enum route_kind classify(const struct cmd *cmd)
         if (first_server_answers(cmd))
             return ROUTE_FIRST_ADMIN;
         bool wait = !strcmp(cmd->name, "wait") || !strcmp(cmd->name, "waitaof");
+        /* (RANDOMKEY's response_policy is "special" from 7.2 on: shardis
+         * merges it by a rule of its own, broadcast_reply) */
         if (((cmd->flags & CMD_ALL_SHARDS) || on_each_server(cmd)) &&
-            cmd->reply != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) && !wait)
+            broadcast_reply(cmd) != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) && !wait)
             return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
         if (!strcmp(cmd->name, "scan"))
             return ROUTE_SCAN;
@@ -751,6 +756,9 @@ int route_owner(struct client *c, struct req *r, struct args *a, const struct cm
     case KEYS_BAD:
         client_reply_error(c, r, "%s", err);
         goto refuse;
+    case KEYS_SERVER_SAYS:              /* (any server refuses it: the transaction's) */
+        a->keys.n = 0;
+        return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
     case KEYS_NONE:
         if (cmd->flags & CMD_MOVABLEKEYS)   /* a script declaring no key */
             return keyless_script(c, r, a, cmd);
@@ -886,6 +894,11 @@ void route_request(struct client *c, struct req *r)
     if (!(cmd->flags & CMD_NO_AUTH) && !c->user->all && !acl_cmd_ok(c->user, cmd)) {
         client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' command",
                            cmd->name);
+        goto reply;
+    }
+    /* (MULTI itself on Valkey 8, SAVE, SHUTDOWN ...: the transaction aborts) */
+    if ((cmd->flags & CMD_NO_MULTI) && client_in_multi(c)) {
+        client_reply_error(c, r, "ERR Command not allowed inside a transaction");
         goto reply;
     }
     if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */

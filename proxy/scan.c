@@ -79,6 +79,7 @@
 
 #include "proxy/backend.h"
 #include "proxy/client.h"
+#include "proxy/cmd.h"
 #include "proxy/pool.h"
 #include "proxy/route.h"
 #include "proxy/own.h"
@@ -167,11 +168,23 @@ static uint64_t look(const struct pool *p, uint64_t v)
 
 /* A cursor as redis-server reads one (strtoul: a sign is allowed, "" is
  * 0, leading space or trailing bytes or overflow are not). */
-static bool parse_cursor(const char *s, size_t len, uint64_t *v)
+/* A cursor as the pool's servers read theirs: Redis 7.0 with strtoul (no
+ * leading space; "-1" wraps), 7.2 on (Valkey too) with string2ull (a
+ * leading space taken, a '-' not). The oldest server known decides. */
+static bool parse_cursor(const struct pool *p, const char *s, size_t len, uint64_t *v)
 {
     char buf[32], *end;
+    uint32_t oldest = 0;
+    bool v72;
 
-    if (len >= sizeof(buf) || (len > 0 && isspace((unsigned char)s[0])))
+    for (uint32_t i = 0; i < p->nservers; i++)
+        if (p->servers[i].redis_version != 0 &&
+            (oldest == 0 || p->servers[i].redis_version < oldest))
+            oldest = p->servers[i].redis_version;
+    v72 = oldest >= cmd_version("7.2.0");
+    if (len >= sizeof(buf) || (len > 0 && !v72 && isspace((unsigned char)s[0])))
+        return false;
+    if (v72 && memchr(s, '-', len) != NULL)
         return false;
     memcpy(buf, s, len);
     buf[len] = '\0';
@@ -217,7 +230,7 @@ static int scan_reply(struct req *r)
     if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.n != 2 ||
         resp_rd_next(&rd, &cur) < 0 || cur.type != RESP_BULK || cur.nil ||
         (s = resp_rd_str(&rd, &cur, head, sizeof(head))) == NULL ||
-        !parse_cursor(s, cur.len, &cursor) ||
+        !parse_cursor(p, s, cur.len, &cursor) ||
         resp_rd_peek(&rd) != '*' || resp_rd_next(&rd, &keys) < 0 || keys.nil) {
         msg_release(&r->rsp);
         client_reply_error(c, r, "ERR backend %s sent a SCAN reply shardis cannot read",
@@ -270,7 +283,7 @@ void scan_send(struct client *c, struct req *r, struct args *a)
     size_t len;
     const char *arg = args_get(a, 1, &len);
 
-    if (!parse_cursor(arg, len, &v) || cur_server(v) >= p->nservers) {
+    if (!parse_cursor(p, arg, len, &v) || cur_server(v) >= p->nservers) {
         client_reply_error(c, r, "ERR invalid cursor");
         req_done(r);
         return;
