@@ -696,6 +696,15 @@ def t_getkeys_copy(env):
     return compare_getkeys(env, "COPY", argvs)
 
 
+def t_getkeys_long_keys(env):
+    """COMMAND GETKEYS with more long keys than args_get keeps copies of
+    (each spans the proxy's read chunks): the keys come back whole, as the
+    reference's. (It once listed views of copies freed by later ones.)"""
+    keys = ["%02d:" % i + "k" * 20000 for i in range(10)]
+    return compare_getkeys(env, "DEL", [["DEL"] + keys, ["MSET"] + [x for k in keys
+                                                                    for x in (k, "v")]])
+
+
 def whereis1(px, key):
     return px.whereis([key.encode() if isinstance(key, str) else key])[
         key.encode() if isinstance(key, str) else key]
@@ -897,6 +906,7 @@ def body():
     check("getkeys_xread_every_order", t_getkeys_xread, env)
     check("getkeys_migrate_every_order", t_getkeys_migrate, env)
     check("getkeys_copy_every_order", t_getkeys_copy, env)
+    check("getkeys_long_keys", t_getkeys_long_keys, env)
     check("sort_store_get_store_alpha", t_sort_store_get_store, env)
     check("sort_store_own_key_refused", t_sort_store_own_key, env)
     check("georadiusbymember_member_named_store", t_georadiusbymember_store_member, env)

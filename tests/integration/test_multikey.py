@@ -94,8 +94,13 @@ def t_scan(px, direct):
         expect_eq(len(got), len(set(got)), "a key returned twice by SCAN %s" % kw)
         expect_eq(sorted(got), sorted(set(want)), "SCAN %s" % kw)
     for bad in ("abc", "18446744073709551616", " 1", "1x"):
-        expect_eq(reply(px.client, "SCAN", bad), reply(direct.client, "SCAN", bad),
-                  "SCAN %r" % bad)
+        # refused as the server refuses it; one the server takes (" 1" from
+        # Redis 7.2 on) is a made-up cursor to shardis: a reply
+        want, got = reply(direct.client, "SCAN", bad), reply(px.client, "SCAN", bad)
+        if isinstance(want, str) and want.startswith("error"):
+            expect_eq(got, want, "SCAN %r" % bad)
+        else:
+            expect(isinstance(got, (list, tuple)), "SCAN %r: %r, the server takes it" % (bad, got))
     for odd in ("-1", "", "123456789"):     # made-up cursors: a reply, or "invalid"
         got = reply(px.client, "SCAN", odd)
         expect(isinstance(got, (list, tuple)) or got == "error: invalid cursor", "SCAN %r: %r" % (odd, got))
@@ -272,6 +277,7 @@ def t_same_server_families(px, direct, backends):
 NUMKEYS_ERRORS = [("ZINTERCARD", "0", "a{t}"), ("ZINTERCARD", "2", "a{t}"),
                   ("SINTERCARD", "0", "a{t}"), ("SINTERCARD", "2", "a{t}"),
                   ("LMPOP", "2", "a{t}", "left"), ("ZMPOP", "2", "a{t}", "min"),
+                  ("LMPOP", "3", "a{t}", "left"), ("LMPOP", "0", "a{t}", "left"),
                   ("BLMPOP", "0.1", "2", "a{t}", "left"), ("ZUNION", "0", "a{t}"),
                   ("EVAL", "return 1", "x"), ("EVAL", "return 1", "-1"),
                   ("EVAL", "return 1", "3", "a{t}"), ("FCALL", "tf", "bad_arg"),

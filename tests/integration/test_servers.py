@@ -99,6 +99,10 @@ def t_upgrade(px, servers, redis8):
 
 
 USER = "u on nopass ~* &* +@blocking +ping +hello +info"
+# A line with blanks before the name (a quoted YAML scalar keeps them): its
+# rules hold after the servers' commands are learned (acl_relearn once
+# gave such a user every command).
+BLANK = "  b on nopass ~* &* -@all +get +hello"
 
 
 def wait_as_u(port):
@@ -120,11 +124,20 @@ def t_acl_follows(binary, version):
     direct.client.execute_command("ACL", "SETUSER", *USER.split())
     want = wait_as_u(direct.port)
     servers = [with_binary(binary, "acl-%s-%d" % (version, i)) for i in range(2)]
-    px = shardis("acl-" + version, servers, users="['%s']" % USER)
+    px = shardis("acl-" + version, servers, users="['%s', '%s']" % (USER, BLANK))
     until("the servers read", lambda: px.client.info("server").get("redis_version") ==
           direct.client.info("server")["redis_version"])
     time.sleep(0.3)                     # (COMMAND right behind the first INFO)
     expect_eq(wait_as_u(px.port), want, "a +@blocking user's WAIT on %s" % version)
+    b = redis.Redis(h.HOST, px.port, username="b", password="x", socket_timeout=10)
+    try:
+        b.execute_command("SET", "b:k", "v")
+    except redis.ResponseError as e:
+        expect("no permissions" in str(e), "SET as b: %s" % e)
+    else:
+        raise h.Fail("SET as b (-@all +get), after the servers were read: allowed")
+    finally:
+        b.close()
     return want
 
 
