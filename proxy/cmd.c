@@ -75,7 +75,7 @@ static void reorder(void)
         size_t len = strlen(c->name);
         c->has_sub = i + 1 < nrows && strncmp(rows[order[i + 1]].name, c->name, len) == 0 &&
                      rows[order[i + 1]].name[len] == '|';
-        c->gone = merged && settled && c->known == 0;
+        c->gone = merged && settled && c->known == 0 && !(c->flags & CMD_ALWAYS);
         c->index_keys = index_keys(c);
     }
     generation++;

@@ -34,6 +34,9 @@ enum {
     CMD_DANGEROUS         = 1 << 15,    /* ACL category @dangerous */
     CMD_ALL_SHARDS        = 1 << 16,    /* request_policy all_shards/all_nodes */
     CMD_MULTI_SHARD       = 1 << 17,    /* request_policy multi_shard */
+    CMD_ALWAYS            = 1 << 18,    /* shardis's own: answered by shardis whatever
+                                           the servers have (gen-commands's LATER:
+                                           CLIENT SETINFO), so never gone */
 };
 
 /* How the replies of a command sent to several servers become one: Redis
