@@ -94,6 +94,8 @@ struct backend {
     unsigned         writing:1;
     unsigned         is_dirty:1;
     unsigned         closing:1;
+    unsigned         notouch:1; /* CLIENT NO-TOUCH ON is in force on it: a transaction's
+                                   pin, until its EXEC or DISCARD (gate.c go) */
     unsigned         role:3;    /* enum backend_role */
     unsigned         unblocking:1;/* a pin: a CLIENT UNBLOCK for it is in flight (mig.c) */
     unsigned         resp3:1;   /* speaks RESP3 (HELLO 3 in its handshake) for RESP3 clients */

@@ -897,6 +897,8 @@ void client_describe(const struct client *c, FILE *f)
         flags[n++] = 'b';
     if (c->quitting)
         flags[n++] = 'c';
+    if (c->notouch)
+        flags[n++] = 'T';
     if (n == 0)
         flags[n++] = 'N';
     flags[n] = '\0';

@@ -99,6 +99,8 @@ struct client {
     unsigned short   kicking:1; /* gate.c: sending from the gate now */
     unsigned short   reply:2;   /* enum client_reply */
     unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
+    unsigned short   notouch:1; /* CLIENT NO-TOUCH ON: its requests leave keys'
+                                   LRU/LFU as they were (gate.c go) */
     uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
     uint16_t         db;        /* its database: redis_db until SELECT (local.c) */
     bool             doomed;    /* over a memory limit: closed at the loop's next flush

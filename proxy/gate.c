@@ -154,15 +154,42 @@ static struct backend *target(struct client *c, struct req *r)
     }
 }
 
+/* CLIENT NO-TOUCH ON or OFF on b, a request of shardis's own whose reply
+ * nobody reads. */
+void gate_notouch(struct client *c, struct backend *b, bool on)
+{
+    static const char *const argv[2][3] = {{"CLIENT", "NO-TOUCH", "OFF"},
+                                           {"CLIENT", "NO-TOUCH", "ON"}};
+    struct req *q = req_get();
+    struct resp_w w = client_cmd_w(c, &q->out);
+
+    resp_w_command(&w, 3, argv[on], NULL);
+    backend_send(b, q);
+    b->notouch = on;
+}
+
 /* Send r on b now. A blocking command holds every later request of its
- * client until it returns, and so does one a hold was taken behind. */
+ * client until it returns, and so does one a hold was taken behind.
+ *
+ * A client in CLIENT NO-TOUCH has each request bracketed by NO-TOUCH ON
+ * and OFF on b, in one run of the connection's pipeline, so that the
+ * setting covers its request and no other client's on a shared
+ * connection. A transaction's pin has it ON from before its MULTI
+ * (pin.c) to after its EXEC or DISCARD, where the queued commands run:
+ * an ON queued after MULTI would answer inside EXEC's reply. */
 static void go(struct client *c, struct req *r, struct backend *b)
 {
     struct req *t = top(r);
+    bool bracket = c->notouch && t->client == c && b->role != BACKEND_SUBSCRIBER &&
+                   !t->in_tx && !t->ends_tx;
 
     if (t->client == c && (t->blocking || t->hold_on_send))
         hold_add(c, t);
+    if (bracket)
+        gate_notouch(c, b, true);
     backend_send(b, r);
+    if (bracket || (b->notouch && (t->is_exec || t->ends_tx)))
+        gate_notouch(c, b, false);
 }
 
 /* Whether CLIENT PAUSE holds r now. WRITE holds what redis-server's holds:
@@ -313,6 +340,8 @@ static void release(struct client *c, struct req *r, struct backend *b)
             struct resp_w w = client_cmd_w(c, &d->out);
             resp_w_command(&w, 1, (const char *const[]){"DISCARD"}, NULL);
             backend_send(b, d);
+            if (b->notouch)
+                gate_notouch(c, b, false);
         }
         rare->tx_broken = false;
         if (stale) {

@@ -51,4 +51,8 @@ bool gate_waits_on(const struct client *c, const struct backend *b);
 void gate_drop(struct req *r);
 void gate_client_gone(struct client *c);
 
+/* CLIENT NO-TOUCH ON or OFF on b for c (a request of shardis's own,
+ * its reply read by nobody); b->notouch follows. */
+void gate_notouch(struct client *c, struct backend *b, bool on);
+
 #endif

@@ -605,6 +605,7 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     if (c->resp3 || c->db != c->pool->conf->redis_db)
         gate_hold(c, r);
     c->resp3 = 0;
+    c->notouch = 0;
     c->db = (uint16_t)c->pool->conf->redis_db;
     if (pin_reset(c, r))
         return;                     /* answered by its pin */
@@ -896,6 +897,15 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
             reply_ok(c, r);
         else
             client_reply_error(c, r, "ERR syntax error");
+    } else if (args_is(a, 1, "no-touch")) {
+        /* Redis 7.2's: kept here, and put on the server connection around
+         * each of its requests (gate.c go), the connections being shared. */
+        if (args_is(a, 2, "on") || args_is(a, 2, "off")) {
+            c->notouch = args_is(a, 2, "on");
+            reply_ok(c, r);
+        } else {
+            client_reply_error(c, r, "ERR syntax error");
+        }
     } else if (args_is(a, 1, "capa")) {
         /* Valkey 8's: a client says what it can take (redirect: -REDIRECT
          * replies, which a server sends to replica readers). shardis sends

@@ -233,6 +233,8 @@ static void tx_begin_on_pin(struct client *c)
 {
     struct client_rare *rare = client_rare(c);
 
+    if (c->notouch)                         /* (till its EXEC or DISCARD: gate.c go) */
+        gate_notouch(c, c->pin, true);
     send_quiet(c, "MULTI");
     rare->tx_sent = rare->tx_nheld;         /* (queued first) */
     tx_release_held(c, true);

@@ -9,6 +9,8 @@ to servers that have it.
   lowest version, INFO each server's (servers_versions).
 - A server restarted as another version (an upgrade) is read again: its
   keys take the new commands.
+- CLIENT NO-TOUCH as a direct server keeps it (GET, MULTI, TOUCH, and
+  another client's GET on the same shared connection after).
 - WAITAOF, SCRIPT SHOW, CLIENT CAPA, ZRANK ... WITHSCORE, and a Valkey-only
   subcommand on Redis 8, as a direct server of the pool's version answers.
 - Users' command bits follow what the servers say: a user with +@blocking
@@ -202,7 +204,57 @@ def t_minify_newer(binary):
     return ""
 
 
+def notouch_story(port, keys):
+    """CLIENT NO-TOUCH as one client (a) uses it while another (b) does not,
+    on one server or through shardis (whose connections they share): each
+    step's OBJECT IDLETIME of its key, as 'kept' (2 s or more: not
+    touched) or 'touched'."""
+    a = redis.Redis(h.HOST, port, socket_timeout=10)
+    b = redis.Redis(h.HOST, port, socket_timeout=10)
+    out = []
+    try:
+        for k in keys:
+            a.set(k, "v")
+        time.sleep(2.2)
+
+        def idle(k):
+            return "kept" if b.object("idletime", k) >= 2 else "touched"
+        out.append(("no-touch", a.execute_command("CLIENT", "NO-TOUCH", "ON")))
+        a.get(keys[0])
+        out.append(("GET with NO-TOUCH", idle(keys[0])))
+        pipe = a.pipeline(transaction=True)
+        pipe.get(keys[0]).strlen(keys[0])
+        pipe.execute()
+        out.append(("MULTI GET with NO-TOUCH", idle(keys[0])))
+        a.touch(keys[1])
+        out.append(("TOUCH with NO-TOUCH", idle(keys[1])))
+        b.get(keys[0])
+        out.append(("another client's GET after", idle(keys[0])))
+        a.set(keys[2], "w")
+        out.append(("flags", "T" in a.execute_command("CLIENT", "INFO").decode().split(
+            "flags=")[1].split()[0]))
+    finally:
+        a.close()
+        b.close()
+    return out
+
+
+def t_notouch(binary, name):
+    direct = with_binary(binary, "nt-direct-" + name)
+    servers = [with_binary(binary, "nt-%s-%d" % (name, i)) for i in range(3)]
+    px = shardis("nt-" + name, servers)
+    until("the servers read", lambda: px.client.info("server").get("redis_version") ==
+          direct.client.info("server")["redis_version"])
+    time.sleep(0.3)
+    keys = [px.keys_on("nt%d:" % i, i)[0].decode() for i in range(3)]
+    expect_eq(notouch_story(px.port, keys), notouch_story(direct.port, keys),
+              "CLIENT NO-TOUCH through shardis vs one %s server" % name)
+    return ""
+
+
 def body():
+    for binary, name in ((h.ARGS.redis8, "redis8"), (h.ARGS.valkey8, "valkey8")):
+        check("client_no_touch_" + name, t_notouch, binary, name)
     check("minify_refuses_newer_hash_commands", t_minify_newer, h.ARGS.redis8)
     for binary, name in ((h.ARGS.redis8, "redis8"), (h.ARGS.valkey8, "valkey8")):
         check("newer_commands_" + name, t_newer, binary, name)
