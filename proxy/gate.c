@@ -177,19 +177,28 @@ void gate_notouch(struct client *c, struct backend *b, bool on)
  * connection. A transaction's pin has it ON from before its MULTI
  * (pin.c) to after its EXEC or DISCARD, where the queued commands run:
  * an ON queued after MULTI would answer inside EXEC's reply. */
-static void go(struct client *c, struct req *r, struct backend *b)
+static void go_notouch(struct client *c, struct req *r, struct req *t, struct backend *b)
 {
-    struct req *t = top(r);
     bool bracket = c->notouch && t->client == c && b->role != BACKEND_SUBSCRIBER &&
                    !t->in_tx && !t->ends_tx;
 
-    if (t->client == c && (t->blocking || t->hold_on_send))
-        hold_add(c, t);
     if (bracket)
         gate_notouch(c, b, true);
     backend_send(b, r);
     if (bracket || (b->notouch && (t->is_exec || t->ends_tx)))
         gate_notouch(c, b, false);
+}
+
+static void go(struct client *c, struct req *r, struct backend *b)
+{
+    struct req *t = top(r);
+
+    if (t->client == c && (t->blocking || t->hold_on_send))
+        hold_add(c, t);
+    if (c->notouch || b->notouch)
+        go_notouch(c, r, t, b);
+    else
+        backend_send(b, r);
 }
 
 /* Whether CLIENT PAUSE holds r now. WRITE holds what redis-server's holds:
