@@ -47,7 +47,8 @@ enum route_kind {
 };
 
 enum route_kind route_kind(const struct cmd *cmd);
-/* At start, before any loop runs: decide every command's kind once. */
+/* At start, before any loop runs: decide every command's kind (again,
+ * lazily, whenever the command table changes: cmd_generation). */
 void route_init(void);
 
 /* The server owning every key of r (cmd's key positions, left in a->ks),
