@@ -376,7 +376,8 @@ static int command_reply(struct backend *b, struct req *r)
     }
     for (long long i = 0; ok && i < n; i++)
         ok = row(&rd, &rows);
-    if (!ok) {                          /* (asked again only once it restarts) */
+    if (!ok) {              /* (not asked again: its kind counts as none; another version
+                               is another kind) */
         log_warn("pool '%s': server %s's COMMAND could not be read (%s): its commands are "
                  "taken to be those shardis was built with", b->pool->conf->name,
                  b->pool->servers[b->server].label, rd.err != NULL ? rd.err : "not a row");
