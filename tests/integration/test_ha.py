@@ -244,10 +244,17 @@ def t_manual(px, masters, replicas, sentinels):
     # The old master of shard 0 comes back. The Sentinels make both
     # replicas, when they next look (their INFO period is 10 s).
     masters[0].launch()
-    until("the old masters demoted", lambda: all(
-        srv.client.info("replication")["role"] == "slave" and
-        srv.client.info("replication")["master_link_status"] == "up"
-        for srv in (old, masters[0])), timeout=40)
+
+    def demoted(srv):
+        # (a Sentinel that demotes a master kills its normal clients,
+        # CLIENT KILL TYPE normal: this test's own connection to it too)
+        try:
+            info = srv.client.info("replication")
+        except redis.ConnectionError:
+            return False
+        return info["role"] == "slave" and info["master_link_status"] == "up"
+    until("the old masters demoted", lambda: all(demoted(srv) for srv in (old, masters[0])),
+          timeout=40)
     # Whatever reaches the old ones now comes from their masters' links.
     spies = []
     for srv in (old, masters[0]):
