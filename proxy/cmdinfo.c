@@ -140,6 +140,25 @@ static long long next_array(struct resp_rd *rd)
     return (long long)v.elems;
 }
 
+/* The next value, an array of words, as bits: word names[k] sets bit k,
+ * others are left out (a newer server's). False if it does not read. */
+static bool next_bits(struct resp_rd *rd, const char *const *names, size_t n, uint32_t *bits)
+{
+    char word[64];
+    long long m = next_array(rd);
+
+    if (m < 0)
+        return false;
+    for (long long j = 0; j < m; j++) {
+        if (!next_str(rd, word, sizeof(word)))
+            return false;
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(word, names[k]))
+                *bits |= 1u << k;
+    }
+    return true;
+}
+
 /* begin_search's or find_keys's [type T spec [name value ...]] into s. */
 static bool spec_part(struct resp_rd *rd, struct cmd_keyspec *s, bool begin)
 {
@@ -196,8 +215,8 @@ static bool spec_part(struct resp_rd *rd, struct cmd_keyspec *s, bool begin)
 /* One key spec: [flags [..] begin_search [..] find_keys [..] ...]. */
 static bool keyspec(struct resp_rd *rd, struct cmd_keyspec *s)
 {
-    char name[32], flag[32];
-    long long n = next_array(rd), m;
+    char name[32];
+    long long n = next_array(rd);
     struct resp_val v;
 
     if (n < 0 || n % 2 != 0)
@@ -206,15 +225,10 @@ static bool keyspec(struct resp_rd *rd, struct cmd_keyspec *s)
         if (!next_str(rd, name, sizeof(name)))
             return false;
         if (!strcmp(name, "flags")) {
-            if ((m = next_array(rd)) < 0)
+            uint32_t bits = 0;
+            if (!next_bits(rd, key_flag_names, ARRAY_SIZE(key_flag_names), &bits))
                 return false;
-            for (long long j = 0; j < m; j++) {
-                if (!next_str(rd, flag, sizeof(flag)))
-                    return false;
-                for (size_t k = 0; k < ARRAY_SIZE(key_flag_names); k++)
-                    if (!strcmp(flag, key_flag_names[k]))
-                        s->flags |= (uint16_t)(1u << k);
-            }
+            s->flags = (uint16_t)bits;
         } else if (!strcmp(name, "begin_search") || !strcmp(name, "find_keys")) {
             if (!spec_part(rd, s, name[0] == 'b'))
                 return false;
@@ -260,15 +274,8 @@ static bool row(struct resp_rd *rd, struct rows *out)
     if (!next_int(rd, &x) || x < -1000 || x > 1000)
         return false;
     c->arity = (int)x;
-    if ((m = next_array(rd)) < 0)
+    if (!next_bits(rd, flag_names, ARRAY_SIZE(flag_names), &c->flags))
         return false;
-    for (long long j = 0; j < m; j++) {
-        if (!next_str(rd, word, sizeof(word)))
-            return false;
-        for (size_t k = 0; k < ARRAY_SIZE(flag_names); k++)
-            if (!strcmp(word, flag_names[k]))
-                c->flags |= 1u << k;
-    }
     long long pos[3];
     for (int k = 0; k < 3; k++)
         if (!next_int(rd, &pos[k]) || pos[k] < -1000 || pos[k] > 1000)
