@@ -66,8 +66,8 @@ REFUSED = {
     "migrate": b"ERR command 'migrate' is not supported by shardis",
 }
 # Commands not run at all (printed, with the reason, in `coverage`):
-# - module commands (COMMAND DOCS names a module): README "shardis routes
-#   no module's commands";
+# - module commands (COMMAND DOCS names a module): their arguments are the
+#   module's own; Redis 8's vector sets are checked in test_servers.py;
 # - commands whose key specs all carry `not_key` (SPUBLISH, SSUBSCRIBE,
 #   SUNSUBSCRIBE name shard channels, not keys): routed as channels
 #   (README "Pub/sub"), tested in test_multikey.py.

@@ -11,6 +11,7 @@ to servers that have it.
   keys take the new commands.
 - CLIENT NO-TOUCH as a direct server keeps it (GET, MULTI, TOUCH, and
   another client's GET on the same shared connection after).
+- Redis 8's vector sets (a module's commands) routed by their key specs.
 - WAITAOF, SCRIPT SHOW, CLIENT CAPA, ZRANK ... WITHSCORE, and a Valkey-only
   subcommand on Redis 8, as a direct server of the pool's version answers.
 - Users' command bits follow what the servers say: a user with +@blocking
@@ -35,6 +36,13 @@ def shardis(name, servers, **opts):
     px = Shardis(name, servers, **opts)
     PXS.append(px)
     return px
+
+
+def commands_read(px):
+    """Wait until shardis has merged its servers' COMMAND (its log says so:
+    cmdinfo.c), so that what follows meets the servers' table."""
+    until("%s read its servers' commands" % px.name,
+          lambda: "commands and subcommands" in open(px.log).read())
 
 
 def with_binary(binary, name, **kw):
@@ -127,9 +135,7 @@ def t_acl_follows(binary, version):
     want = wait_as_u(direct.port)
     servers = [with_binary(binary, "acl-%s-%d" % (version, i)) for i in range(2)]
     px = shardis("acl-" + version, servers, users="['%s', '%s']" % (USER, BLANK))
-    until("the servers read", lambda: px.client.info("server").get("redis_version") ==
-          direct.client.info("server")["redis_version"])
-    time.sleep(0.3)                     # (COMMAND right behind the first INFO)
+    commands_read(px)
     expect_eq(wait_as_u(px.port), want, "a +@blocking user's WAIT on %s" % version)
     b = redis.Redis(h.HOST, px.port, username="b", password="x", socket_timeout=10)
     try:
@@ -160,9 +166,7 @@ def t_newer(binary, name):
     direct = with_binary(binary, "newer-direct-" + name)
     servers = [with_binary(binary, "newer-%s-%d" % (name, i)) for i in range(3)]
     px = shardis("newer-" + name, servers)
-    until("the servers read", lambda: px.client.info("server").get("redis_version") ==
-          direct.client.info("server")["redis_version"])
-    time.sleep(0.3)                     # (COMMAND right behind the first INFO)
+    commands_read(px)
     sha = direct.client.script_load("return 1")
     expect_eq(px.client.script_load("return 1"), sha, "SCRIPT LOAD")
     for c in (direct.client, px.client):
@@ -179,6 +183,28 @@ def t_newer(binary, name):
     return ""
 
 
+def t_vector_sets(binary):
+    """Redis 8's vector sets (the vectorset module's commands, which declare
+    key specs) through shardis, keys on every server: replies as one
+    server's, each key on the server SHARD.WHEREIS names."""
+    direct = with_binary(binary, "vs-direct")
+    servers = [with_binary(binary, "vs-%d" % i) for i in range(3)]
+    px = shardis("vs", servers)
+    commands_read(px)
+    keys = [px.keys_on("vs%d:" % i, i)[0].decode() for i in range(3)]
+    for k in keys:
+        for cmd in (["VADD", k, "VALUES", "2", "1", "0", "a"],
+                    ["VADD", k, "VALUES", "2", "0", "1", "b"],
+                    ["VCARD", k], ["VDIM", k], ["VSIM", k, "ELE", "a", "COUNT", "1"],
+                    ["VREM", k, "b"], ["VCARD", k]):
+            expect_eq(one_reply(px.port, enc(*cmd)), one_reply(direct.port, enc(*cmd)),
+                      " ".join(cmd[:1] + cmd[2:]))
+    where = px.whereis([k.encode() for k in keys])
+    expect_eq([[i for i, srv in enumerate(servers) if srv.client.exists(k)] for k in keys],
+              [[where[k.encode()]] for k in keys], "each set on its owner only")
+    return "%d sets on %d servers" % (len(keys), len(set(where.values())))
+
+
 MINIFY = "{types: {user: 1, post: 2}, subkeys: {name: n, city: c}, minify: [user]}"
 
 
@@ -188,8 +214,7 @@ def t_minify_newer(binary):
     names (which act on no field); elsewhere they run."""
     servers = [with_binary(binary, "mini8-%d" % i) for i in range(2)]
     px = shardis("mini8", servers, idgen=MINIFY)
-    until("the servers read", lambda: px.client.info("server").get("redis_version") == "8.0.2")
-    time.sleep(0.3)
+    commands_read(px)
     user = px.client.execute_command("SHARD.GENKEY", "user").decode()
     post = px.client.execute_command("SHARD.GENKEY", "post").decode()
     for key in (user, post):
@@ -243,9 +268,7 @@ def t_notouch(binary, name):
     direct = with_binary(binary, "nt-direct-" + name)
     servers = [with_binary(binary, "nt-%s-%d" % (name, i)) for i in range(3)]
     px = shardis("nt-" + name, servers)
-    until("the servers read", lambda: px.client.info("server").get("redis_version") ==
-          direct.client.info("server")["redis_version"])
-    time.sleep(0.3)
+    commands_read(px)
     keys = [px.keys_on("nt%d:" % i, i)[0].decode() for i in range(3)]
     expect_eq(notouch_story(px.port, keys), notouch_story(direct.port, keys),
               "CLIENT NO-TOUCH through shardis vs one %s server" % name)
@@ -256,6 +279,7 @@ def body():
     for binary, name in ((h.ARGS.redis8, "redis8"), (h.ARGS.valkey8, "valkey8")):
         check("client_no_touch_" + name, t_notouch, binary, name)
     check("minify_refuses_newer_hash_commands", t_minify_newer, h.ARGS.redis8)
+    check("vector_sets_routed_by_their_key_specs", t_vector_sets, h.ARGS.redis8)
     for binary, name in ((h.ARGS.redis8, "redis8"), (h.ARGS.valkey8, "valkey8")):
         check("newer_commands_" + name, t_newer, binary, name)
     redis8 = h.ARGS.redis8
