@@ -182,6 +182,22 @@ bool acl_channel_ok(const struct acl_user *u, const char *name, size_t len, bool
     return false;
 }
 
+bool acl_channels_narrowed(const struct acl_user *old, const struct acl_user *new)
+{
+    /* (allchannels is "*" in chans too: from every channel to fewer is
+     * narrowed, unlike redis-server 7.0's check, which 7.2 fixed.) */
+    if (new->allchannels)
+        return false;
+    for (size_t i = 0; i < old->nchans; i++) {
+        bool kept = false;
+        for (size_t k = 0; k < new->nchans && !kept; k++)
+            kept = strcmp(old->chans[i], new->chans[k]) == 0;
+        if (!kept)
+            return true;
+    }
+    return false;
+}
+
 /* ---- signing in ----------------------------------------------------------------- */
 
 static void sha256(const char *s, size_t len, uint8_t out[32])

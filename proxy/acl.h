@@ -4,9 +4,10 @@
  * A pool's users are built from its config (acl_build) and live as long
  * as that config is the pool's: a reload builds new ones, moves every
  * signed-in client over to its user of the same name (or closes it, if
- * that user is gone or off), and only then frees the old (reload.c). So a
+ * that user is gone or off, or may no longer use a channel it is
+ * subscribed to), and only then frees the old (reload.c). So a
  * client's user pointer is valid for as long as the client is its pool's,
- * and never across a reload without acl_rebind. */
+ * and across a reload only as pool_set_acl moves it. */
 #ifndef SHARDIS_ACL_H
 #define SHARDIS_ACL_H
 
@@ -72,6 +73,11 @@ bool acl_shard_ok(const struct acl_user *u, size_t i);
  * be one of u's own patterns, as in Redis). */
 bool acl_key_ok(const struct acl_user *u, const char *key, size_t len);
 bool acl_channel_ok(const struct acl_user *u, const char *name, size_t len, bool pattern);
+/* Whether a reload from old to new may take a channel away from old's
+ * subscribers: new may not use every channel and lacks one of old's
+ * channel patterns, literally (redis-server asks this before it looks at
+ * any subscriber, so a user whose patterns only grew keeps its clients). */
+bool acl_channels_narrowed(const struct acl_user *old, const struct acl_user *new);
 
 /* ACL LIST's and GETUSER's commands of u, as redis-server 7.0 describes its
  * bitmap: "+@all" or "-@all", the categories that fit best, then single

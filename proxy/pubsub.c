@@ -41,6 +41,7 @@
 #include "proxy/frag.h"
 #include "proxy/gate.h"
 #include "proxy/log.h"
+#include "proxy/metrics.h"
 #include "proxy/pin.h"
 #include "proxy/pool.h"
 #include "proxy/pubsub.h"
@@ -331,6 +332,28 @@ void pubsub_reset(struct client *c)
     while (s != NULL && s->n > 0)
         forget(c, s, s->n - 1);
     c->subscribed = 0;
+}
+
+char *pubsub_denied(const struct client *c, const struct acl_user *u)
+{
+    const struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
+    static const char *const what[] = {"channel", "pattern", "shard channel"};
+
+    for (uint32_t i = 0; s != NULL && i < s->n; i++) {
+        const struct sub_name *n = &s->names[i];
+        if (acl_channel_ok(u, n->name, n->len, n->kind == SUB_PATTERN))
+            continue;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = xopen_memstream(&buf, &len);
+        /* The client chose the name: escaped, so it cannot forge a log line. */
+        fprintf(f, "%s \"", what[n->kind]);
+        metrics_label(f, n->name, n->len);
+        fputc('"', f);
+        fclose(f);
+        return buf;
+    }
+    return NULL;
 }
 
 /* ---- routing -------------------------------------------------------------------------- */

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+struct acl_user;
 struct args;
 struct backend;
 struct client;
@@ -22,6 +23,11 @@ void pubsub_failed(struct backend *b);
 void pubsub_client_gone(struct client *c);
 /* c's subscriptions: channels, patterns, shard channels (CLIENT LIST). */
 void pubsub_counts(const struct client *c, uint32_t count[3]);
+/* The first of c's subscriptions that u may not have (acl_channel_ok, as
+ * (P|S)SUBSCRIBE ask it: a pattern must be one of u's own), in words for
+ * the log, a string to free; NULL if u may have them all. A reload closes
+ * such a client, as redis-server closes its after ACL SETUSER. */
+char *pubsub_denied(const struct client *c, const struct acl_user *u);
 /* RESET: c leaves every channel, pattern and shard channel, without the
  * confirmations UNSUBSCRIBE would give (as redis-server's RESET). */
 void pubsub_reset(struct client *c);
