@@ -617,14 +617,26 @@ void pool_set_acl(struct pool *p, struct acl *acl)
         if (c->user == NULL)
             continue;
         u = acl_find(acl, c->user->name, strlen(c->user->name));
-        if (u != NULL && u->on) {
-            c->user = u;
+        if (u == NULL || !u->on) {
+            log_notice("pool '%s': closing client id=%llu: its user '%s' is %s",
+                       p->conf->name, (unsigned long long)c->id, c->user->name,
+                       u == NULL ? "gone" : "off");
+            c->user = NULL;
+            client_close(c);
             continue;
         }
-        log_notice("pool '%s': closing client id=%llu: its user '%s' is %s", p->conf->name,
-                   (unsigned long long)c->id, c->user->name, u == NULL ? "gone" : "off");
-        c->user = NULL;
-        client_close(c);
+        /* A subscriber would go on getting what its user may no longer
+         * read: closed, as redis-server closes it after ACL SETUSER. */
+        char *why = acl_channels_narrowed(c->user, u) ? pubsub_denied(c, u) : NULL;
+        if (why != NULL) {
+            log_notice("pool '%s': closing client id=%llu: its user '%s' may no longer use "
+                       "its %s", p->conf->name, (unsigned long long)c->id, u->name, why);
+            free(why);
+            c->user = NULL;
+            client_close(c);
+            continue;
+        }
+        c->user = u;
     }
     acl_free(p->acl);
     p->acl = acl;

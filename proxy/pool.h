@@ -285,7 +285,8 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
 void pool_client_add(struct pool *p, struct client *c);
 void pool_client_gone(struct pool *p, struct client *c);
 /* Users from a reload: every signed-in client moves to its user of the
- * same name in acl, or is closed if that user is gone or off; then the
+ * same name in acl, or is closed if that user is gone or off, or may no
+ * longer use a channel or pattern the client is subscribed to; then the
  * old users are freed. p owns acl from here on. */
 void pool_set_acl(struct pool *p, struct acl *acl);
 /* New TLS contexts (a reload read the files again): connections made from

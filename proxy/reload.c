@@ -14,8 +14,8 @@
  * Timeouts, limits and auth apply to the next request and the next
  * connection; so do TLS certificates and keys, read again from their
  * files (open connections go on as they were). Users change at once: a signed-in client goes on as its
- * user's new self, and one whose user is gone or off is closed
- * (pool_set_acl). */
+ * user's new self, and one whose user is gone or off, or may no longer use
+ * a channel or pattern it is subscribed to, is closed (pool_set_acl). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
