@@ -849,6 +849,11 @@ static void section_shardis(FILE *f, uint64_t now)
                 sentinel_info(p, s, f);
             fprintf(f, "\r\n");
         }
+        /* (reason is the last field: it may hold commas.) */
+        for (uint32_t s = 0; s < p->nservers; s++)
+            if (p->servers[s].record_ignored != NULL)
+                fprintf(f, "migration_record_ignored_%zu_%u:name=%s,reason=%s\r\n", i, s,
+                        p->servers[s].label, p->servers[s].record_ignored);
     }
 }
 

@@ -49,11 +49,12 @@ void mig_unblock_landed(struct pool *p, uint32_t server, uint64_t id);
 /* A request was told -TRYAGAIN because of a reload (for the status). */
 void mig_told_tryagain(struct pool *p);
 /* At start, before the loop runs: a migration recorded on p's servers (a
- * proxy stopped while keys moved) is taken up again: the record's config
- * replaces proxy.conf and *taken is set; the caller then reloads the file
- * (a file that differs is a reload request). 0, or a negative errno (err
- * says why) when the record cannot be followed. */
-int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen);
+ * proxy stopped while keys moved) is taken up again if its record checks
+ * out: the record's config replaces proxy.conf and true is returned; the
+ * caller then reloads the file (a file that differs is a reload request).
+ * A record that does not check out is not followed and stops nothing: it
+ * is logged and shown in INFO (pool_server.record_ignored). */
+bool mig_recover(struct pool *p);
 /* Keep the drain closed (group.c: until every proxy has drained), or not. */
 void mig_hold(struct pool *p, bool hold);
 /* Whether what was sent before the switch is answered and the record

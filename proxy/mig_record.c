@@ -1,7 +1,6 @@
 /* mig_record.c -- the migration's record on the servers, so that a proxy
  * restarted while keys move (even after kill -9) routes as the one before
  * it did and its mover goes on where that one was. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,10 +97,16 @@ static int record_reply(struct backend *b, struct req *r)
     struct mig *m = p->mig;
     char head[64];
     char type = resp_rd_head(&r->rsp, head, sizeof(head));
+    bool ok = (type == RESP_SIMPLE && !strcmp(head, "OK")) || type == RESP_INTEGER;
 
+    if (ok) {
+        /* A record found there at start and ignored is replaced (or gone). */
+        free(p->servers[b->server].record_ignored);
+        p->servers[b->server].record_ignored = NULL;
+    }
     if (m == NULL)
         return 0;
-    if (!(type == RESP_SIMPLE && !strcmp(head, "OK")) && type != RESP_INTEGER)
+    if (!ok)
         log_warn("pool '%s': cannot write the migration record on %s: %s", p->conf->name,
                  p->servers[b->server].label, r->rsp.len == 0 ? b->reason : head);
     if (m->writes > 0)
@@ -112,7 +117,15 @@ static int record_reply(struct backend *b, struct req *r)
 /* ---- taking a recorded migration up again ------------------------------------------
  *
  * At start the loop is not running yet: the record is read with
- * backend_sync_call, a blocking request with a second's timeout. */
+ * backend_sync_raw, a blocking request with a second's timeout.
+ *
+ * A record is anyone's who could write the key (a client's script, anyone
+ * with access to a server), so it is followed only when it checks out
+ * (record_check), and one that does not is ignored, never a reason not to
+ * start: else whoever can write the key could keep the proxy down. It is
+ * said in the log and in INFO (pool_server.record_ignored), and left where
+ * it is: another proxy of the group may be writing it, and the next
+ * migration's own record replaces it. */
 
 /* The record's parts: pointers into text. */
 struct record {
@@ -148,43 +161,53 @@ static int record_parse(char *text, size_t len, struct record *rec)
         p = nl + 1 + n;
     }
     rec->cursors = p < end ? p + 1 : end;
-    return rec->nprior > 0 ? 0 : -1;
+    /* Each earlier ring was an epoch of its own (mig_start counts them). */
+    return rec->nprior > 0 && rec->epoch >= rec->nprior ? 0 : -1;
 }
 
-/* Parse a recorded config text and find pool name in it. */
-static int record_conf_quiet(const char *name, const char *text, size_t len,
-                             struct conf **cf, const struct conf_pool **pc, char *err,
-                             size_t errlen)
+/* A record that checks out, ready to be followed: every config in it
+ * parsed and its ring built, so that following it cannot fail half way. */
+struct recovery {
+    char                   *text;                   /* the record (owned) */
+    struct record           rec;                    /* ... its parts */
+    struct conf            *cf;                     /* the config keys move to */
+    const struct conf_pool *pc;                     /* ... the pool's in it */
+    struct ring            *ring;                   /* ... its ring */
+    struct conf            *prior_cf[MIG_MAX_PRIOR];    /* the earlier ones, */
+    const struct conf_pool *prior_pc[MIG_MAX_PRIOR];    /* [0] the most recent */
+    struct ring            *prior_ring[MIG_MAX_PRIOR];
+};
+
+static void recovery_free(struct recovery *rv)
 {
-    if (conf_parse(cf, "(the migration record)", text, len, err, errlen) < 0)
-        return -EINVAL;
+    for (uint32_t i = 0; i < MIG_MAX_PRIOR; i++) {
+        ring_free(rv->prior_ring[i]);
+        conf_free(rv->prior_cf[i]);
+    }
+    ring_free(rv->ring);
+    conf_free(rv->cf);
+    free(rv->text);
+    memset(rv, 0, sizeof(*rv));
+}
+
+/* Parse a recorded config text (what: which one, for err) and find pool
+ * name in it, and build its ring. */
+static int record_conf(const char *name, const char *what, const char *text, size_t len,
+                       struct conf **cf, const struct conf_pool **pc, struct ring **ring,
+                       char *err, size_t errlen)
+{
+    size_t n;
+
+    /* (The parser and the ring say why after what, in err itself.) */
+    n = (size_t)snprintf(err, errlen, "%s does not parse: ", what);
+    if (conf_parse(cf, "(the migration record)", text, len, err + n, errlen - n) < 0)
+        return -1;
     if ((*pc = conf_pool(*cf, name)) == NULL) {
-        conf_free(*cf);
-        *cf = NULL;
-        return -EINVAL;
+        snprintf(err, errlen, "%s has no pool '%s'", what, name);
+        return -1;
     }
-    return 0;
-}
-
-/* Parse a recorded config text and find p's pool in it. */
-static int record_conf(const struct pool *p, const char *text, size_t len, struct conf **cf,
-                       const struct conf_pool **pc, char *err, size_t errlen)
-{
-    char why[CONF_ERRLEN];
-
-    if (conf_parse(cf, "(the migration record)", text, len, why, sizeof(why)) < 0) {
-        snprintf(err, errlen, "the migration record on the backends holds a config that "
-                 "does not parse: %s", why);
-        return -EINVAL;
-    }
-    if ((*pc = conf_pool(*cf, p->conf->name)) == NULL) {
-        snprintf(err, errlen, "the migration record on the backends has no pool '%s'",
-                 p->conf->name);
-        conf_free(*cf);
-        *cf = NULL;
-        return -EINVAL;
-    }
-    return 0;
+    n = (size_t)snprintf(err, errlen, "%s's servers: ", what);
+    return conf_pool_ring(*pc, ring, err + n, errlen - n) < 0 ? -1 : 0;
 }
 
 /* Whether addr is a server of pc. */
@@ -196,116 +219,149 @@ static bool names_server(const struct conf_pool *pc, const char *addr)
     return false;
 }
 
-/* A record is anyone's who could write the key, so it is followed only as
- * far as the config file agrees: it may say where keys are and are going,
- * not who may do what or how keys are placed (conf_pool_differs), and the
- * servers keys go to must be ones the file names, or ones the record's own
- * earlier configs name (a server being emptied). Else shardis does not
- * start: following it could send keys, or clients' requests, to a host
- * nobody configured. */
-static int record_trusted(const struct conf_pool *file, const struct conf_pool *pc,
-                          const struct record *rec, const char *key, char *err, size_t errlen)
+/* Whether rv->text is a record to follow; why says why not. It may say
+ * where keys are and are going, not who may do what or how keys are
+ * placed (conf_pool_differs), for this pool or any other of the file: every
+ * pool follows the record's config once it is taken up. The servers keys
+ * go to must be ones the file names, or ones the record's own earlier
+ * configs name (a server being emptied): else following it could send
+ * keys, or clients' requests, to a host nobody configured. */
+static int record_check(const struct pool *p, struct recovery *rv, size_t len, char *why,
+                        size_t whylen)
 {
-    const char *what = conf_pool_differs(file, pc);
+    const struct conf_pool *file = p->conf;
+    const char *what;
 
-    if (what != NULL) {
-        snprintf(err, errlen, "the migration record on the servers (%s) sets %s otherwise "
-                 "than the config file does: refused, not followed. If shardis wrote it, "
-                 "set %s back as it was until keys are done moving; if not, delete the key",
-                 key, what, what);
-        return -EINVAL;
+    if (record_parse(rv->text, len, &rv->rec) < 0) {
+        snprintf(why, whylen, "it is not a migration record as shardis writes one");
+        return -1;
     }
-    for (size_t i = 0; i < pc->nservers; i++) {
-        const char *addr = pc->servers[i].addr.text;
-        bool known = names_server(file, addr);
-        for (uint32_t k = 0; !known && k < rec->nprior; k++) {
-            struct conf *pcf;
-            const struct conf_pool *ppc;
-            char why[CONF_ERRLEN];
-            if (record_conf_quiet(file->name, rec->prior[k], rec->priorlen[k], &pcf, &ppc,
-                                  why, sizeof(why)) < 0)
-                continue;
-            known = names_server(ppc, addr);
-            conf_free(pcf);
+    if (record_conf(file->name, "its config", rv->rec.conf, rv->rec.conflen, &rv->cf,
+                    &rv->pc, &rv->ring, why, whylen) < 0)
+        return -1;
+    for (uint32_t i = 0; i < rv->rec.nprior; i++)
+        if (record_conf(file->name, "an earlier config of it", rv->rec.prior[i],
+                        rv->rec.priorlen[i], &rv->prior_cf[i], &rv->prior_pc[i],
+                        &rv->prior_ring[i], why, whylen) < 0)
+            return -1;
+    if ((what = conf_pool_differs(file, rv->pc)) != NULL) {
+        snprintf(why, whylen, "it sets %s otherwise than the config file does", what);
+        return -1;
+    }
+    for (size_t i = 0; i < proxy.npools; i++) {
+        const char *name = proxy.pools[i].conf->name;
+        const struct conf_pool *np = conf_pool(rv->cf, name);
+        const struct conf_pool *fp = conf_pool(proxy.conf, name);
+        if (np != NULL && fp != NULL && (what = conf_pool_differs(fp, np)) != NULL) {
+            snprintf(why, whylen, "it sets %s of pool '%s' otherwise than the config file "
+                     "does", what, name);
+            return -1;
         }
+    }
+    for (size_t i = 0; i < rv->pc->nservers; i++) {
+        const char *addr = rv->pc->servers[i].addr.text;
+        bool known = names_server(file, addr);
+        for (uint32_t k = 0; !known && k < rv->rec.nprior; k++)
+            known = names_server(rv->prior_pc[k], addr);
         if (!known) {
-            snprintf(err, errlen, "the migration record on the servers (%s) moves keys to "
-                     "%s, which neither the config file nor the record's earlier configs "
-                     "name: refused, not followed; delete the key if shardis did not write it",
-                     key, addr);
-            return -EINVAL;
+            snprintf(why, whylen, "it moves keys to %s that neither the config file nor "
+                     "the record's earlier configs name", addr);
+            return -1;
         }
     }
     return 0;
 }
 
-int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
+/* Server s's record is not followed: why, in the log and in INFO. */
+static void record_ignored(struct pool *p, uint32_t s, const char *key, char *why)
 {
-    char key[300], *best = NULL;
-    struct record rec = {0}, r;
-    struct conf *cf = NULL;
-    const struct conf_pool *pc;
-    int rc;
+    struct pool_server *ps = &p->servers[s];
 
-    *taken = false;
-    record_key(p, key, sizeof(key));
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        size_t len;
-        char *v = p->servers[s].active
-                  ? backend_sync_call(p, &p->servers[s], 2, (const char *[]){"GET", key},
-                                      &len)
-                  : NULL;
-        if (v == NULL)
-            continue;
-        if (record_parse(v, len, &r) == 0 && (best == NULL || r.epoch > rec.epoch)) {
-            free(best);
-            best = v;
-            rec = r;
-        } else {
-            free(v);
-        }
+    /* (why may quote the record: one line of plain text in the log and in
+     * INFO, whatever was written.) */
+    for (char *c = why; *c != '\0'; c++)
+        if (*c < 0x20 || *c > 0x7e)
+            *c = '?';
+    /* (why last: a long one is what the log line cuts.) */
+    log_warn("pool '%s': the migration record on %s (%s) does not check out and is not "
+             "followed, nor does it stop the start (if a shardis wrote it while keys moved, "
+             "start it on the config the record holds until keys are done moving; if not, "
+             "delete the key): %s", p->conf->name, ps->label, key, why);
+    free(ps->record_ignored);
+    ps->record_ignored = xstrdup(why);
+    /* (INFO's clients split a value holding ',' and '=' into fields.) */
+    for (char *c = ps->record_ignored; *c != '\0'; c++)
+        if (*c == ',' || *c == '=')
+            *c = ';';
+}
+
+/* The record on server s: 0 and *text (NUL-terminated; the caller frees
+ * it) with *len, or *text NULL where there is none or no answer; -1 if
+ * the server says why it cannot be read (why). */
+static int record_read(struct pool *p, uint32_t s, const char *key, char **text, size_t *len,
+                       char *why, size_t whylen)
+{
+    size_t rlen;
+    char *raw = backend_sync_raw(p, &p->servers[s], 2, (const char *[]){"GET", key}, &rlen);
+    struct resp_rd rd;
+    struct resp_val v;
+    int rc = 0;
+
+    *text = NULL;
+    if (raw == NULL)
+        return 0;                   /* (as a server down: nothing is known of it) */
+    resp_rd_init_flat(&rd, raw, rlen);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_BULK || (!v.nil && v.p == NULL)) {
+        char said[200] = "no string";
+        if (rd.err != NULL)
+            snprintf(said, sizeof(said), "%s", rd.err);
+        else if (v.type == RESP_ERROR || v.type == RESP_BLOBERR)
+            said[resp_rd_copy(&rd, &v, said, sizeof(said) - 1)] = '\0';
+        snprintf(why, whylen, "it cannot be read: GET answered %s", said);
+        rc = -1;
+    } else if (!v.nil) {
+        *text = xmalloc(v.len + 1);
+        memcpy(*text, v.p, v.len);
+        (*text)[v.len] = '\0';
+        *len = v.len;
     }
-    if (best == NULL)
-        return 0;
-    log_notice("pool '%s': a migration was under way (epoch %u, %u earlier ring%s): taking "
-               "it up again", p->conf->name, rec.epoch, rec.nprior, rec.nprior > 1 ? "s" : "");
-    if ((rc = record_conf(p, rec.conf, rec.conflen, &cf, &pc, err, errlen)) < 0 ||
-        (rc = record_trusted(p->conf, pc, &rec, key, err, errlen)) < 0)
-        goto out;
-    /* The target ring: the record's, whatever the file says now. */
-    struct ring *ring;
+    free(raw);
+    return rc;
+}
+
+/* Follow the record rv: p routes by its ring, keys move from its earlier
+ * ones, and its config is the running one (every pool points into it).
+ * rv's configs and rings are p's or proxy's after this. */
+static void recovery_follow(struct pool *p, struct recovery *rv)
+{
+    struct record *rec = &rv->rec;
     char why[CONF_ERRLEN];
-    if ((rc = conf_pool_ring(pc, &ring, why, sizeof(why))) < 0) {
-        snprintf(err, errlen, "the migration record's servers: %s", why);
-        goto out;
-    }
-    ring_free(pool_set_ring(p, pc, ring, NULL));
-    p->epoch = rec.epoch - rec.nprior;
-    for (uint32_t i = rec.nprior; i-- > 0; ) {      /* oldest first */
-        struct conf *pcf;
-        const struct conf_pool *ppc;
-        struct ring *pr;
-        if ((rc = record_conf(p, rec.prior[i], rec.priorlen[i], &pcf, &ppc, err, errlen)) < 0)
-            goto out;
-        if ((rc = conf_pool_ring(ppc, &pr, why, sizeof(why))) < 0) {
-            snprintf(err, errlen, "the migration record's earlier servers: %s", why);
-            conf_free(pcf);
-            goto out;
-        }
+
+    log_notice("pool '%s': a migration was under way (epoch %u, %u earlier ring%s): taking "
+               "it up again", p->conf->name, rec->epoch, rec->nprior,
+               rec->nprior > 1 ? "s" : "");
+    /* The target ring: the record's, whatever the file says now. */
+    ring_free(pool_set_ring(p, rv->pc, rv->ring, NULL));
+    rv->ring = NULL;
+    p->epoch = rec->epoch - rec->nprior;
+    for (uint32_t i = rec->nprior; i-- > 0; ) {     /* oldest first */
+        const struct conf_pool *ppc = rv->prior_pc[i];
         uint32_t *slot = xmalloc(ppc->nservers * sizeof(*slot));
         for (size_t k = 0; k < ppc->nservers; k++)
             slot[k] = pool_server_at(p, &ppc->servers[k]);
-        char *ptext = xmalloc(rec.priorlen[i] + 1);
-        memcpy(ptext, rec.prior[i], rec.priorlen[i]);
-        ptext[rec.priorlen[i]] = '\0';
-        mig_start(p, pr, slot, ptext, cf->text, why, sizeof(why));
+        char *ptext = xmalloc(rec->priorlen[i] + 1);
+        memcpy(ptext, rec->prior[i], rec->priorlen[i]);
+        ptext[rec->priorlen[i]] = '\0';
+        /* (No more than MIG_MAX_PRIOR rings on a pool that had none:
+         * mig_start takes each.) */
+        mig_start(p, rv->prior_ring[i], slot, ptext, rv->cf->text, why, sizeof(why));
+        rv->prior_ring[i] = NULL;
         free(ptext);
-        conf_free(pcf);
     }
     /* The mover goes on from the recorded cursors; but not where Sentinels
      * may have failed a master over since: a cursor means nothing on
      * another server, and the walk starts again (mig_server_moved). */
-    for (const char *c = p->sentinel == NULL ? rec.cursors : NULL;
+    for (const char *c = p->sentinel == NULL ? rec->cursors : NULL;
          c != NULL && !strncmp(c, "cursor ", 7); ) {
         char addr[256];
         unsigned long long cur;
@@ -316,43 +372,53 @@ int mig_recover(struct pool *p, bool *taken, char *err, size_t errlen)
         c = strchr(c, '\n');
         c = c != NULL ? c + 1 : NULL;
     }
-    *taken = true;
-    rc = 0;
-out:
-    free(best);
-    for (size_t i = 0; rc == 0 && i < proxy.npools; i++) {
-        /* Every pool follows the record's config from here: none may get
-         * from it what the file does not say (the recovering one was
-         * checked above), and each listens where the file says. */
+    /* Every pool follows the record's config from here (record_check:
+     * none gets from it what the file does not say), and each listens
+     * where the file says; the file is read again as a reload. */
+    struct conf *was = proxy.conf, *cf = rv->cf;
+    rv->cf = NULL;
+    for (size_t i = 0; i < proxy.npools; i++) {
         const char *name = proxy.pools[i].conf->name;
         struct conf_pool *np = (struct conf_pool *)conf_pool(cf, name);
-        struct conf_pool *fp = (struct conf_pool *)conf_pool(proxy.conf, name);
-        const char *what = np != NULL && fp != NULL ? conf_pool_differs(fp, np) : NULL;
-        if (what != NULL) {
-            snprintf(err, errlen, "the migration record on the servers (%s) sets %s of pool "
-                     "'%s' otherwise than the config file does: refused, not followed", key,
-                     what, np->name);
-            rc = -EINVAL;
-        } else if (np != NULL && fp != NULL) {
+        struct conf_pool *fp = (struct conf_pool *)conf_pool(was, name);
+        if (np != NULL && fp != NULL)
             conf_pool_swap_own(np, fp);
-        }
     }
-    if (rc == 0) {
-        /* The record's config is the running one now: every pool points
-         * into it (the file is read again as a reload). */
-        struct conf *was = proxy.conf;
-        free(cf->path);
-        cf->path = xstrdup(was->path);
-        for (size_t i = 0; i < proxy.npools; i++) {
-            const struct conf_pool *np = conf_pool(cf, proxy.pools[i].conf->name);
-            if (np != NULL)
-                pool_set_conf(&proxy.pools[i], np);
-        }
-        proxy.conf = cf;
-        proxy_conf_done(was);
-        return 0;
+    free(cf->path);
+    cf->path = xstrdup(was->path);
+    for (size_t i = 0; i < proxy.npools; i++) {
+        const struct conf_pool *np = conf_pool(cf, proxy.pools[i].conf->name);
+        if (np != NULL)
+            pool_set_conf(&proxy.pools[i], np);
     }
-    proxy_conf_done(cf);                /* p->conf may point into it already */
-    return rc;
+    proxy.conf = cf;
+    proxy_conf_done(was);
 }
 
+bool mig_recover(struct pool *p)
+{
+    char key[300], why[CONF_ERRLEN];
+    struct recovery best = {0};
+
+    record_key(p, key, sizeof(key));
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct recovery rv = {0};
+        size_t len = 0;
+        if (!p->servers[s].active)
+            continue;
+        if (record_read(p, s, key, &rv.text, &len, why, sizeof(why)) < 0 ||
+            (rv.text != NULL && record_check(p, &rv, len, why, sizeof(why)) < 0)) {
+            record_ignored(p, s, key, why);
+        } else if (rv.text != NULL && (best.text == NULL || rv.rec.epoch > best.rec.epoch)) {
+            recovery_free(&best);       /* (an older one: a write this server missed) */
+            best = rv;
+            continue;
+        }
+        recovery_free(&rv);
+    }
+    if (best.text == NULL)
+        return false;
+    recovery_follow(p, &best);
+    recovery_free(&best);
+    return true;
+}

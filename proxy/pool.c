@@ -684,6 +684,7 @@ void pool_free(struct pool *p)
         }
         free(p->servers[s].replicas);
         free(p->servers[s].latency);
+        free(p->servers[s].record_ignored);
     }
     free(p->servers);
 }

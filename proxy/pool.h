@@ -93,6 +93,9 @@ struct pool_server {
                                        0 until it has */
     uint32_t         redis_version; /* the Redis version it says it stands for
                                        (cmd_version of INFO's redis_version), 0 unknown */
+    char            *record_ignored;    /* why the migration record found on it at start
+                                           was not followed (INFO), until shardis writes
+                                           its own there; NULL: none (owned; mig_record.c) */
 };
 
 /* Server slots a pool may have (scan.c's cursor has 10 bits for one). */

@@ -545,15 +545,8 @@ int proxy_run(struct conf *cf)
      * the proxy joins the others in front of the same servers; then the
      * file, if a record was taken up, is a reload. */
     bool taken = false;
-    for (size_t i = 0; i < proxy.npools; i++) {
-        bool t;
-        if (mig_recover(&proxy.pools[i], &t, err, sizeof(err)) < 0) {
-            log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
-            fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
-            return 1;
-        }
-        taken = taken || t;
-    }
+    for (size_t i = 0; i < proxy.npools; i++)
+        taken = mig_recover(&proxy.pools[i]) || taken;
     for (size_t i = 0; i < proxy.npools; i++) {
         if ((rc = group_check_start(&proxy.pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
