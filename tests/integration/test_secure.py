@@ -11,9 +11,17 @@ admin_commands) and with client users, each an attack that worked before:
   user's clients subscribed to it (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE), as
   redis-server does after ACL SETUSER, so they stop getting its messages;
   one that takes a command away refuses the user's very next one;
+- a migration record written on the servers by anyone (garbage, a list
+  under the key, one moving keys to a host the file does not name, one
+  with another hash) is not followed and does not stop the start: the
+  pool serves by its file's ring, the log and INFO say which server and
+  why, and a reshard afterwards replaces and deletes it; a forged record
+  with a higher epoch does not hide one that checks out;
 
 Run: /usr/bin/python3 tests/integration/test_secure.py --shardis build/shardis
 """
+import random
+import re
 import sys
 
 import redis
@@ -139,12 +147,132 @@ def t_reload_default(rs):
     harness.t_exit_clean(px)
 
 
+KEY = "__shardis:ctl:alpha"
+
+
+def record(conf, prior, epoch=5):
+    """A migration record as mig_record.c writes one (no cursors)."""
+    return b"shardis-migration 1\nepoch %d\nconf %d\n%s\nprior %d\n%s\n" % (
+        epoch, len(conf), conf, len(prior), prior)
+
+
+def info_ignored(px):
+    """INFO shardis's migration_record_ignored_* fields: server label -> reason.
+    Read raw: the reason may hold commas, which redis-py's INFO parser splits."""
+    text = harness.parse(harness.one_reply(px.port, harness.enc("INFO", "shardis"))).decode()
+    return dict(m.groups() for m in re.finditer(
+        r"^migration_record_ignored_0_\d+:name=([^,]+),reason=(.*?)\r$", text, re.M))
+
+
+def warnings(px):
+    return [l for l in open(px.log, errors="replace") if " W " in l and KEY in l]
+
+
+def status(px):
+    text = px.client.execute_command("SHARD.MIGRATION", "STATUS").decode()
+    return dict(l.split(":", 1) for l in text.split("\r\n") if ":" in l)
+
+
+def t_forged_records(rs):
+    """Four servers, each with a record that does not check out; a fifth that
+    the file does not name. shardis starts, routes by its file, says why."""
+    px = Shardis("forged", rs[:4], admin_commands="true")
+    text = open(px.conf, "rb").read()
+    foreign = b"    - %s:%d:1 redis9\n" % (HOST.encode(), rs[4].port)
+    garbage = b"\x00\xff shardis-migration 2\r\nepoch x\nconf 99999\n"
+    rs[0].client.set(KEY, garbage)
+    rs[1].client.rpush(KEY, "shardis-migration 1")
+    rs[2].client.set(KEY, record(text + foreign, text))
+    rs[3].client.set(KEY, record(text.replace(b"  servers:", b"  hash: md5\n  servers:"),
+                                 text, epoch=7))
+    px.restart(kill=False)          # (it used to exit: "refused, not followed")
+    # (INFO first: the port takes connections before the record is read,
+    # and the loop answers once the start is done.)
+    want = {"redis1": "not a migration record", "redis2": "GET answered WRONGTYPE",
+            "redis3": "moves keys to %s:%d that neither" % (HOST, rs[4].port),
+            "redis4": "sets hash otherwise than the config file does"}
+    got = info_ignored(px)
+    expect(set(got) == set(want) and all(want[n] in got[n] for n in want),
+           "INFO's migration_record_ignored: %r" % got)
+    logged = warnings(px)
+    for name, why in want.items():
+        expect(any("on %s (%s)" % (name, KEY) in l and why in l and "delete the key" in l
+                   for l in logged), "no warning for %s (%s): %r" % (name, why, logged))
+    expect("a migration was under way" not in open(px.log).read(), "a forged record followed")
+    st = status(px)
+    expect(st["state"] == "stable" and st["epoch"] == "0", "STATUS: %r" % st)
+    parsed = px.client.info("shardis")        # (a client's parser splits at ',' and '=')
+    expect_eq(parsed["migration_record_ignored_0_2"]["name"], "redis3", "INFO as parsed")
+    pool = parsed["pool_0"]
+    expect(pool["servers"] == 4 and pool["hash"] != "md5", "the ring: %r" % pool)
+    # Keys land where the file's ring says, on the four servers it names.
+    rnd = random.Random(33)         # (fnv1a_64 keeps keys that differ at the end together)
+    keys = ["fk:%08x" % rnd.getrandbits(32) for i in range(64)]
+    pipe = px.client.pipeline(transaction=False)
+    for k in keys:
+        pipe.set(k, "v" + k)
+    pipe.execute()
+    where = px.whereis(keys)
+    expect_eq(set(where.values()), {0, 1, 2, 3}, "the servers keys live on")
+    for k in keys:
+        expect_eq(rs[where[k]].client.get(k), b"v" + k.encode(), "%s on its owner" % k)
+        expect_eq(sum(rs[i].client.exists(k) for i in range(5)), 1, "copies of " + k)
+    expect_eq(rs[4].client.dbsize(), 0, "keys on the host the file does not name")
+    # Left as found: another proxy may be writing the key.
+    expect_eq(rs[0].client.get(KEY), garbage, "the garbage record")
+    expect_eq(rs[1].client.type(KEY), b"list", "the list under the key")
+    # A reshard (a server removed) writes its own record over each, then
+    # deletes it: nothing is left to warn about.
+    text = open(px.conf).read()
+    with open(px.conf, "w") as f:
+        f.write(text[:text.index("    - %s:%d:1 redis4" % (HOST, rs[3].port))])
+    px.client.execute_command("SHARD.RELOAD")
+    until("the reshard switched", lambda: int(status(px)["epoch"]) >= 1)
+    until("the reshard finished", lambda: status(px)["state"] == "stable", 20)
+    until("the records deleted", lambda: not any(s.client.exists(KEY) for s in rs[:4]))
+    expect_eq(info_ignored(px), {}, "INFO's migration_record_ignored after the reshard")
+    expect_eq(rs[3].client.dbsize(), 0, "keys left on the removed server")
+    expect_eq(px.client.mget(keys), [b"v" + k.encode() for k in keys], "values after")
+    where = px.whereis(keys)
+    expect(all(rs[where[k]].client.exists(k) for k in keys), "keys on their new owners")
+    n = len(warnings(px))
+    px.restart(kill=False)          # (INFO first: it answers once the start is done)
+    expect_eq(info_ignored(px), {}, "INFO's migration_record_ignored after a restart")
+    expect_eq(len(warnings(px)), n, "warnings at a start after the reshard")
+    harness.t_exit_clean(px)
+
+
+def t_forged_over_real(rs):
+    """A forged record with a higher epoch on one server does not hide a
+    record that checks out on another: that one is taken up."""
+    px = Shardis("overreal", rs[:2])
+    text = open(px.conf, "rb").read()
+    rs[0].client.set(KEY, record(text, text, epoch=5))
+    rs[1].client.set(KEY, record(text.replace(b"  servers:", b"  admin_commands: true\n"
+                                              b"  servers:"), text, epoch=9))
+    px.restart(kill=False)
+    until("the record taken up",
+          lambda: "under way (epoch 5, 1 earlier ring)" in open(px.log).read())
+    expect(any("on redis2 (%s)" % KEY in l and "sets admin_commands otherwise" in l
+               for l in warnings(px)), "no warning for redis2: %r" % warnings(px))
+    expect_eq(px.client.set("x", "1"), True, "SET")
+    until("the taken-up migration finished", lambda: status(px)["state"] == "stable")
+    harness.t_exit_clean(px)
+    for s in rs[:2]:
+        s.client.delete(KEY)
+
+
 def body():
     run = harness.run_with_servers
     run("a reload that takes a channel, pattern or command away from a user: its "
         "subscribers to them closed, its next command refused, as by redis-server",
         t_reload_narrows, 3)
     run("a reload without users closes no subscriber", t_reload_default, 3)
+    run("forged migration records (garbage, a list, an unnamed host, another hash): "
+        "shardis starts, routes by its file, warns, shows them in INFO; a reshard replaces "
+        "them", t_forged_records, 5)
+    run("a forged record with a higher epoch does not hide one that checks out",
+        t_forged_over_real, 2)
 
 
 if __name__ == "__main__":
