@@ -85,3 +85,51 @@ bool args_ll(struct args *a, uint32_t i, long long *v)
     *v = neg ? -(long long)(u - 1) - 1 : (long long)u;   /* (-2^63 too) */
     return true;
 }
+
+/* ---- secrets ------------------------------------------------------------------------- */
+
+/* Whether word is one of the n arguments just before i, counting from
+ * argument first on. */
+static bool follows(struct args *a, uint32_t i, uint32_t first, uint32_t n, const char *word)
+{
+    for (uint32_t j = i > n ? i - n : 0; j < i; j++)
+        if (j >= first && args_is(a, j, word))
+            return true;
+    return false;
+}
+
+/* CONFIG SET's parameters redis-server 7.0 marks SENSITIVE_CONFIG
+ * (requirepass, masterauth, masteruser), the TLS key passphrases later
+ * versions mark, and Valkey's primaryauth and primaryuser: any whose name
+ * says pass or auth, and the replication user. */
+static bool sensitive_config(struct args *a, uint32_t i)
+{
+    size_t len;
+    const char *s = args_get(a, i, &len);
+
+    for (size_t k = 0; k + 4 <= len; k++)
+        if (!strncasecmp(s + k, "pass", 4) || !strncasecmp(s + k, "auth", 4))
+            return true;
+    return args_is(a, i, "masteruser") || args_is(a, i, "primaryuser");
+}
+
+bool args_redacted(struct args *a, uint32_t i)
+{
+    if (i == 0 || i >= a->argc)
+        return false;
+    /* Redis redacts what it parsed as a secret; a request it refuses
+     * (AUTH with too many arguments, HELLO without a version) is shown
+     * whole there. Here every argument in a secret's place is hidden,
+     * whether or not the rest parses: more is hidden, never less. */
+    if (args_is(a, 0, "auth"))
+        return true;
+    if (args_is(a, 0, "hello"))                     /* HELLO [ver] AUTH user pass */
+        return follows(a, i, 1, 2, "auth");
+    if (args_is(a, 0, "migrate"))                   /* options from the sixth */
+        return follows(a, i, 6, 1, "auth") || follows(a, i, 6, 2, "auth2");
+    if (args_is(a, 0, "config"))                    /* CONFIG SET name value ... */
+        return args_is(a, 1, "set") && i >= 3 && i % 2 == 1 && sensitive_config(a, i - 1);
+    if (args_is(a, 0, "acl"))                       /* the user's name and rules */
+        return args_is(a, 1, "setuser") && i >= 2;
+    return false;
+}

@@ -35,5 +35,13 @@ bool args_is(struct args *a, uint32_t i, const char *s);
 /* Argument i as a decimal long long (redis-server's string2ll, less its
  * overflow check): false if it is not one. */
 bool args_ll(struct args *a, uint32_t i, long long *v);
+/* Whether argument i is a secret, shown as "(redacted)" wherever shardis
+ * shows a client's arguments (MONITOR, SLOWLOG; its log and /metrics show
+ * none), as redis-server 7.0 redacts it (redactClientCommandArgument):
+ * AUTH's every argument, HELLO's AUTH user and password, MIGRATE's AUTH
+ * password and AUTH2 user and password, CONFIG SET's value of a password
+ * or user parameter (requirepass, masterauth, masteruser, *pass*,
+ * *auth*), ACL SETUSER's user and rules. The one place that decides it. */
+bool args_redacted(struct args *a, uint32_t i);
 
 #endif

@@ -276,20 +276,6 @@ size_t cmd_merge(uint8_t kind, uint32_t ver, struct cmd *in, size_t n)
     return added;
 }
 
-
-
-static bool named(const char *s, size_t len, const char *name)
-{
-    return len == strlen(name) && strncasecmp(s, name, len) == 0;
-}
-
-bool cmd_secret_from(const char *name, size_t len, uint32_t i, const char *prev,
-                     size_t prevlen)
-{
-    return (i == 1 && named(name, len, "auth")) || (i == 3 && named(name, len, "acl")) ||
-           (i > 1 && named(name, len, "hello") && named(prev, prevlen, "auth"));
-}
-
 int cmd_arity_ok(const struct cmd *c, uint32_t argc)
 {
     return c->arity > 0 ? argc == (uint32_t)c->arity : argc >= (uint32_t)-c->arity;

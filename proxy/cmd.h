@@ -205,12 +205,5 @@ void cmd_settle(bool all_said);
  * it. The table takes the rows' names and specs (heap), the array stays
  * the caller's. Returns the rows added. */
 size_t cmd_merge(uint8_t kind, uint32_t ver, struct cmd *rows, size_t n);
-/* Whether argument i (i >= 1) of a command named name[0..len), after
- * argument prev[0..prevlen), is the first of its secrets, which it and
- * every later argument are: AUTH's first, HELLO's after its AUTH, ACL's
- * from the fourth (SETUSER's rules). MONITOR and SLOWLOG show them as
- * "(redacted)", as redis-server does. */
-bool cmd_secret_from(const char *name, size_t len, uint32_t i, const char *prev,
-                     size_t prevlen);
 
 #endif

@@ -5,9 +5,9 @@
  * one line per command a client of the pool sends that passes its
  * checks (arity, AUTH, ACL), written to each client of the pool that sent
  * MONITOR, after whatever it asked before. Arguments are quoted as
- * redis-server's sdscatrepr quotes them; AUTH's and HELLO's passwords are
- * shown as "(redacted)". Only with admin_commands: true: a monitor sees
- * every client's data.
+ * redis-server's sdscatrepr quotes them; secrets (args_redacted: AUTH's,
+ * HELLO's, MIGRATE's ...) are shown as "(redacted)". A monitor sees every
+ * client's data: only with admin_commands: true.
  *
  * Who monitors is pool.monitors; a client leaves it when it closes
  * (monitor_gone, from client_close) or sends RESET. Nothing is formatted
@@ -56,25 +56,20 @@ void monitor_feed(struct client *c, struct args *a)
     size_t len = 0;
     FILE *f;
     struct timeval tv;
-    bool redact = false;
 
     gettimeofday(&tv, NULL);
     client_peer(c, peer, sizeof(peer));
     f = xopen_memstream(&line, &len);
     fprintf(f, "+%ld.%06ld [0 %s]", (long)tv.tv_sec, (long)tv.tv_usec, peer);
-    size_t n0, prevlen = 0;
-    const char *name = args_get(a, 0, &n0), *prev = NULL;
     for (uint32_t i = 0; i < a->argc; i++) {
         size_t n;
-        const char *s = args_get(a, i, &n);
         fputc(' ', f);
-        redact = redact || (i > 0 && cmd_secret_from(name, n0, i, prev, prevlen));
-        if (redact)
+        if (args_redacted(a, i)) {
             repr(f, "(redacted)", 10);
-        else
+        } else {
+            const char *s = args_get(a, i, &n);     /* (valid only until the next) */
             repr(f, s, n);
-        prev = s;
-        prevlen = n;
+        }
     }
     fputs("\r\n", f);
     fclose(f);

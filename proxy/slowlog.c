@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "proxy/args.h"
 #include "proxy/client.h"
 #include "proxy/cmd.h"
 #include "proxy/proxy.h"
@@ -27,6 +28,8 @@
 #include "proxy/slowlog.h"
 #include "proxy/util.h"
 
+/* The most arguments an entry keeps (a head holds no more whole). */
+#define ENTRY_ARGS 8
 
 struct entry {
     uint64_t id;
@@ -120,15 +123,18 @@ static bool head_num(const char **p, const char *lim, long long *n)
     return true;
 }
 
-/* Passwords are not kept, as redis-server keeps none (cmd_secret_from). */
+/* Secrets are not kept, as redis-server keeps none (args_redacted). All
+ * are decided before any is replaced: whether one is a secret may depend
+ * on the arguments before it (HELLO's AUTH user pass). */
 static void redact(struct entry *e)
 {
-    bool from = false;
+    struct args a = {.argc = e->argc, .av = e->argv, .avlen = e->argvlen};
+    bool secret[ENTRY_ARGS] = {false};
 
-    for (uint32_t i = 1; i < e->argc; i++) {
-        from = from || cmd_secret_from(e->argv[0], e->argvlen[0], i, e->argv[i - 1],
-                                       e->argvlen[i - 1]);
-        if (!from)
+    for (uint32_t i = 1; i < e->argc && i < ARRAY_SIZE(secret); i++)
+        secret[i] = args_redacted(&a, i);
+    for (uint32_t i = 1; i < e->argc && i < ARRAY_SIZE(secret); i++) {
+        if (!secret[i])
             continue;
         free(e->argv[i]);
         e->argv[i] = dup_arg("(redacted)", 10, 10, &e->argvlen[i]);
@@ -147,9 +153,10 @@ static bool args_of(const struct req *r, struct entry *e)
 
     if (h->len == 0 || h->kept < 4 || *p++ != '*' || !head_num(&p, lim, &argc) || argc <= 0)
         return false;
-    e->argv = xcalloc((size_t)(argc < 8 ? argc : 8) + 1, sizeof(*e->argv));
-    e->argvlen = xcalloc((size_t)(argc < 8 ? argc : 8) + 1, sizeof(*e->argvlen));
-    while (e->argc < argc && e->argc < 8 && p < lim && *p == '$') {
+    e->argv = xcalloc((size_t)(argc < ENTRY_ARGS ? argc : ENTRY_ARGS) + 1, sizeof(*e->argv));
+    e->argvlen = xcalloc((size_t)(argc < ENTRY_ARGS ? argc : ENTRY_ARGS) + 1,
+                         sizeof(*e->argvlen));
+    while (e->argc < argc && e->argc < ENTRY_ARGS && p < lim && *p == '$') {
         const char *at = p + 1;
         if (!head_num(&at, lim, &len))
             break;
