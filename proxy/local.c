@@ -180,9 +180,10 @@ static void cmd_auth(struct client *c, struct req *r, struct args *a)
 }
 
 /* ACL LIST, GETUSER and DRYRUN show every user's password hashes and
- * rules: as MONITOR shows every client's commands, they run only with
- * admin_commands: true, besides the user's own permission (they are
- * @admin @dangerous, route.c). */
+ * rules: they run only with admin_commands: true, besides the user's own
+ * permission (they are @admin @dangerous, route.c), where the pool has
+ * users too (the views of other clients need only the permission there:
+ * local_exec). */
 static bool acl_shown(struct client *c, struct req *r, const char *sub)
 {
     if (c->pool->conf->admin_commands)
@@ -795,9 +796,7 @@ static int unblock_landed(struct backend *b, struct req *u)
  * that, over shardis's own connection to it as mig.c does, and its :1 or
  * :0 is the answer. A client not blocked (nor known) gets :0 here, as from
  * redis-server; so does one a reload's drain is unblocking already. Like
- * CLIENT KILL it is for any user its permission lets run it (@admin
- * @dangerous, route.c), with no admin_commands: it ends no more than one
- * blocking command, which a timeout would end too.
+ * CLIENT KILL it acts on another client: who may is local_exec's rule.
  *
  * Until the server has read it, nothing new goes to that pin (unblocking,
  * as gate.c holds for mig.c), and the pin is not handed to another client
@@ -1189,41 +1188,43 @@ struct local_cmd {
     bool sends;             /* fn may send r to a backend: it finishes r itself */
     uint32_t acl;           /* from FIRST_SHARD: its ACL categories (Redis's
                                commands have Redis's, from the command table) */
+    bool others;            /* its @admin subcommands show or steer the pool's
+                               other clients: local_exec's rule */
 };
 
 static const struct local_cmd local_cmds[] = {
-    {"ping", cmd_ping, false, true, 0},
-    {"echo", cmd_echo, false, false, 0},
-    {"quit", cmd_quit, true, false, 0},
-    {"select", cmd_select, false, false, 0},
-    {"auth", cmd_auth, true, false, 0},
-    {"hello", cmd_hello, true, false, 0},
-    {"reset", cmd_reset, true, true, 0},
-    {"client", cmd_client, false, true, 0},
-    {"command", cmd_command, false, false, 0},
-    {"time", cmd_time, false, false, 0},
-    {"info", info_command, false, true, 0},
-    {"slowlog", slowlog_command, false, false, 0},
-    {"latency", cmd_latency, false, false, 0},
-    {"monitor", monitor_command, false, false, 0},
-    {"acl", cmd_acl, false, false, 0},
+    {"ping", cmd_ping, false, true, 0, false},
+    {"echo", cmd_echo, false, false, 0, false},
+    {"quit", cmd_quit, true, false, 0, false},
+    {"select", cmd_select, false, false, 0, false},
+    {"auth", cmd_auth, true, false, 0, false},
+    {"hello", cmd_hello, true, false, 0, false},
+    {"reset", cmd_reset, true, true, 0, false},
+    {"client", cmd_client, false, true, 0, true},
+    {"command", cmd_command, false, false, 0, false},
+    {"time", cmd_time, false, false, 0, false},
+    {"info", info_command, false, true, 0, false},
+    {"slowlog", slowlog_command, false, false, 0, true},
+    {"latency", cmd_latency, false, false, 0, true},
+    {"monitor", monitor_command, false, false, 0, true},
+    {"acl", cmd_acl, false, false, 0, false},
     /* From here on: commands not in Redis 7.0's table (SHARD.*, and
      * HOTKEYS, Redis 8.6's), the rows acl.c numbers (FIRST_SHARD), with
      * their ACL categories. */
-    {"shard.whereis", cmd_whereis, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
-    {"shard.nodes", cmd_nodes, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION},
-    {"shard.genkey", genkey_genkey, false, true, CMD_CAT_WRITE | CMD_CAT_FAST},
-    {"shard.changetype", genkey_changetype, false, false, CMD_CAT_FAST},
-    {"shard.keyinfo", genkey_keyinfo, false, false, CMD_CAT_FAST},
-    {"shard.fixedkey", genkey_fixedkey, false, false, CMD_CAT_FAST},
+    {"shard.whereis", cmd_whereis, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION, false},
+    {"shard.nodes", cmd_nodes, false, false, CMD_CAT_FAST | CMD_CAT_CONNECTION, false},
+    {"shard.genkey", genkey_genkey, false, true, CMD_CAT_WRITE | CMD_CAT_FAST, false},
+    {"shard.changetype", genkey_changetype, false, false, CMD_CAT_FAST, false},
+    {"shard.keyinfo", genkey_keyinfo, false, false, CMD_CAT_FAST, false},
+    {"shard.fixedkey", genkey_fixedkey, false, false, CMD_CAT_FAST, false},
     {"shard.reload", reload_command, false, false,
-     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
+     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW, false},
     {"shard.migration", mig_command, false, false,
-     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
-    {"shard.minify", cmd_minify, false, false, CMD_CAT_FAST},
-    {"shard.maxify", cmd_maxify, false, false, CMD_CAT_FAST},
+     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW, false},
+    {"shard.minify", cmd_minify, false, false, CMD_CAT_FAST, false},
+    {"shard.maxify", cmd_maxify, false, false, CMD_CAT_FAST, false},
     {"hotkeys", hotkeys_command, false, false,
-     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW},
+     CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW, true},
 };
 
 #define FIRST_SHARD 15
@@ -1246,8 +1247,29 @@ bool local_has(const char *name)
     return false;
 }
 
-int local_exec(struct client *c, struct req *r, struct args *a)
+/* Whether row i's command, as cmd (NULL: not in the table) says it,
+ * shows or steers the pool's other clients: what Redis marks @admin in
+ * the rows marked others (CLIENT LIST, KILL, PAUSE, UNPAUSE, NO-EVICT,
+ * UNBLOCK; SLOWLOG's and LATENCY's but HELP; MONITOR; HOTKEYS). What a
+ * client asks or sets of itself (CLIENT INFO, ID, SETNAME, REPLY ...) is
+ * not @admin, and stays every client's. The words name it in the error:
+ * "client list". */
+static bool about_others(size_t i, const struct cmd *cmd, char *words, size_t size)
 {
+    if (!local_cmds[i].others ||
+        !((cmd != NULL && (cmd->flags & CMD_ADMIN)) || (local_cmds[i].acl & CMD_CAT_ADMIN)))
+        return false;
+    snprintf(words, size, "%s", cmd != NULL ? cmd->name : local_cmds[i].name);
+    for (char *p = words; *p != '\0'; p++)
+        if (*p == '|')
+            *p = ' ';
+    return true;
+}
+
+int local_exec(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    char words[64];
+
     for (size_t i = 0; i < ARRAY_SIZE(local_cmds); i++) {
         if (!args_is(a, 0, local_cmds[i].name))
             continue;
@@ -1257,6 +1279,9 @@ int local_exec(struct client *c, struct req *r, struct args *a)
                    !acl_shard_ok(c->user, i - FIRST_SHARD)) {
             client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' "
                                "command", local_cmds[i].name);
+        } else if (about_others(i, cmd, words, sizeof(words)) &&
+                   !route_admin_view_ok(c, r, words)) {
+            return 1;                       /* (refused: r is ended) */
         } else {
             local_cmds[i].fn(c, r, a);
             if (local_cmds[i].sends)

@@ -8,13 +8,16 @@
 
 struct args;
 struct client;
+struct cmd;
 struct req;
 
 /* Whether the command (or parent command) called name is answered here. */
 bool local_has(const char *name);
-/* Local commands (PING, INFO, SHARD.* ...): run one if name is one.
- * Returns 1 if it was local (replied, or sent on by the command), 0 if not. */
-int local_exec(struct client *c, struct req *r, struct args *a);
+/* Local commands (PING, INFO, SHARD.* ...): run one if name is one; cmd
+ * is its row (its subcommand's) in the command table, or NULL if the
+ * table has none (SHARD.*). Returns 1 if it was local (replied, or sent
+ * on by the command), 0 if not. */
+int local_exec(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 /* MODULE LIST: none (route.c says why). Answers r and ends it. */
 void local_module_list(struct client *c, struct req *r);
 /* The i-th SHARD.* command's name and ACL categories (struct cmd's acl

@@ -7,7 +7,8 @@
  * MONITOR, after whatever it asked before. Arguments are quoted as
  * redis-server's sdscatrepr quotes them; secrets (args_redacted: AUTH's,
  * HELLO's, MIGRATE's ...) are shown as "(redacted)". A monitor sees every
- * client's data: only with admin_commands: true.
+ * client's data: who may ask is the rule for every view of the pool's
+ * other clients (local.c, route_admin_view_ok).
  *
  * Who monitors is pool.monitors; a client leaves it when it closes
  * (monitor_gone, from client_close) or sends RESET. Nothing is formatted
@@ -95,11 +96,6 @@ void monitor_command(struct client *c, struct req *r, struct args *a)
     struct client_rare *rare;
 
     (void)a;
-    if (!p->conf->admin_commands) {
-        client_reply_error(c, r, "ERR MONITOR shows every client's commands: it runs only "
-                           "with admin_commands: true in pool '%s'", p->conf->name);
-        return;
-    }
     rare = client_rare(c);
     if (!rare->monitor) {
         if (p->nmonitors == p->monitors_cap) {

@@ -9,7 +9,7 @@ struct args;
 struct client;
 struct req;
 
-/* MONITOR: c receives every command from now on (admin_commands only). */
+/* MONITOR: c receives every command from now on (who may: local.c). */
 void monitor_command(struct client *c, struct req *r, struct args *a);
 /* c's command a passed its ACL checks: a line to each monitor of its
  * pool. A no-op without monitors (the check is the caller's: pool.nmonitors). */

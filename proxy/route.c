@@ -545,6 +545,24 @@ bool route_admin_ok(struct client *c, struct req *r, const char *name)
     return false;
 }
 
+/* (route.h) The pool's users, where it has any, say who may: the
+ * command's own permission (@admin @dangerous, as in Redis) was checked
+ * before, by route_request or local_exec. A pool without users has one
+ * user, the default, which may run everything: there admin_commands
+ * says, as for the commands run on every server. */
+bool route_admin_view_ok(struct client *c, struct req *r, const char *name)
+{
+    const struct conf_pool *pc = c->pool->conf;
+
+    if (pc->nusers > 0 || pc->admin_commands)
+        return true;
+    client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it only with "
+                       "admin_commands: true in pool '%s', or for a client user allowed it",
+                       name, pc->name);
+    route_refused(c, r);
+    return false;
+}
+
 /* How the replies of cmd run on every server merge: by its response
  * policy, but for those on_each_server adds, which Redis gives none, and
  * the views of the keyspace, which leave shardis's own keys out (own.h). */
@@ -853,7 +871,7 @@ void route_request(struct client *c, struct req *r)
         if (len > 6 && !strncasecmp(name, "shard.", 6) &&
             (pubsub_route(c, r, &a, NULL) || pin_route(c, r, &a, NULL)))
             goto done;
-        if (local_exec(c, r, &a))
+        if (local_exec(c, r, &a, NULL))
             goto done;
         reply_unknown(c, r, &a);
         goto reply;
@@ -907,7 +925,7 @@ void route_request(struct client *c, struct req *r)
         slowlog_keep(r, c);
     /* RESET ends whatever state the client is in: before those states' rules. */
     if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
-        local_exec(c, r, &a);
+        local_exec(c, r, &a, cmd);
         goto done;
     }
     if (db_matters(c, cmd) && !db_ok(c, r, &a, cmd))
@@ -921,7 +939,7 @@ void route_request(struct client *c, struct req *r)
         else if (!strcmp(cmd->name, "module|list"))
             local_module_list(c, r);
         else
-            local_exec(c, r, &a);
+            local_exec(c, r, &a, cmd);
         goto done;
     case ROUTE_EVERY:
     case ROUTE_EVERY_ADMIN:

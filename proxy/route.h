@@ -67,6 +67,10 @@ void route_refused(struct client *c, struct req *r);
 /* True if c's pool runs admin commands (admin_commands: true); else the
  * error naming name was sent and r refused. */
 bool route_admin_ok(struct client *c, struct req *r, const char *name);
+/* True if c may run name (as "client list"), a command shardis answers
+ * itself that shows or steers the pool's other clients (local.c says
+ * which); else the admin error was sent and r refused (route_refused). */
+bool route_admin_view_ok(struct client *c, struct req *r, const char *name);
 /* A blocking command waiting on an old owner was unblocked (mig.c): send r
  * again by the current ring, with what is left of its timeout. 1 if it
  * was (or an error answered it), 0 if it cannot be (its arguments were not
