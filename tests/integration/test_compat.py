@@ -254,7 +254,7 @@ def unblock_script(port, key, blocked_on):
 
 
 def t_client_unblock(servers, direct):
-    px = Shardis("unblock", servers)
+    px = Shardis("unblock", servers, admin_commands="true")    # (it acts on another client)
 
     def blocked(s):
         return s.client.info("clients")["blocked_clients"]
@@ -456,7 +456,7 @@ def replies_until(c, marker):
 
 
 def t_client_reply(servers, direct):
-    px = Shardis("reply", servers)
+    px = Shardis("reply", servers, admin_commands="true")      # (CLIENT NO-EVICT's)
     k0, k1 = px.keys_on("rk", 0)[0], px.keys_on("rk", 1)[0]
     end = [b"ECHO", b"end"]
     script = [

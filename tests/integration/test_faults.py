@@ -366,7 +366,9 @@ def log_text(px):
 
 class Hog:
     """A client that pipelines requests and never reads a reply (a small
-    receive buffer: what it does not read stays in shardis)."""
+    receive buffer: what it does not read stays in shardis). Whether
+    shardis closed it is CLIENT LIST's to say: its pool needs
+    admin_commands: true."""
 
     def __init__(self, px, request, repeat=True):
         self.px = px
@@ -419,7 +421,8 @@ def t_one_hog(rs):
     """Small values: read no more at the soft limit, closed after its seconds.
     (INFO's client_recent_max_output_buffer, read just after, still shows
     what it held: its periods are 4 s.)"""
-    px = Shardis("hog1", rs, client_output_buffer_limit='"normal 64mb 32mb 2"')
+    px = Shardis("hog1", rs, client_output_buffer_limit='"normal 64mb 32mb 2"',
+                 admin_commands="true")
     rss0 = harness.rss(px.pid)
     hog = Hog(px, small_gets(px))
     t0 = time.monotonic()
@@ -450,7 +453,7 @@ def t_big_values_hog(rs):
     """Four GETs of a 100 MB value never read: closed at the hard limit once
     a second reply is held; at most the bound and one reply."""
     px = Shardis("hog2", rs[:1], client_output_buffer_limit='"normal 150mb 120mb 60"',
-                 timeout=20000)
+                 timeout=20000, admin_commands="true")
     rs[0].client.set("big", b"b" * (100 * MB))
     rss0 = harness.rss(px.pid)
     hog = Hog(px, enc("GET", "big") * 4, repeat=False)
@@ -473,7 +476,7 @@ def t_eight_hogs(rs):
     evicts the one holding most, and what they hold stays near the bound."""
     bound = 48 * MB
     px = Shardis("hog8", rs, client_output_buffer_limit='"normal 0 0 0"',
-                 maxmemory_clients="48mb")
+                 maxmemory_clients="48mb", admin_commands="true")
     req = small_gets(px)
     rss0 = harness.rss(px.pid)
     hogs = [Hog(px, req) for _ in range(8)]

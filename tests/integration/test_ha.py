@@ -647,7 +647,8 @@ def body():
     # (md5: every server owns some of the generated keys' {LL} tags.)
     px = Shardis("ha", first, sentinels=sentinel_conf(sentinels), timeout=2000, hash="md5")
     check("ha_start_finds_masters", t_start, px, masters, replicas)
-    px_r = Shardis("reads", masters, sentinels=sentinel_conf(sentinels), read_from="replica")
+    px_r = Shardis("reads", masters, sentinels=sentinel_conf(sentinels), read_from="replica",
+                   admin_commands="true")      # (t_replica_reads's CLIENT PAUSE)
     px_p = Shardis("prefer", masters, sentinels=sentinel_conf(sentinels),
                    read_from="prefer_replica")
     check("ha_replica_reads", t_replica_reads, px_r, masters, replicas)

@@ -19,7 +19,8 @@ all real processes on loopback ports:
   form) on the proxy's own clients, in redis-server's format; redis-py
   parses the list;
 - MONITOR shows every client's commands in redis-server's format, AUTH's
-  password redacted, and only with admin_commands;
+  password redacted, and only with admin_commands (as SLOWLOG, LATENCY,
+  CLIENT LIST/KILL/PAUSE and HOTKEYS: test_secure);
 - HOTKEYS ranks keys of every server at once by time and bytes.
 
 Run: /usr/bin/python3 tests/integration/test_ops.py --shardis build/shardis
@@ -192,7 +193,8 @@ def t_exporter(px, servers):
 def t_metrics(servers):
     """/metrics: promtool's check passes; histograms count every request."""
     mport = harness.free_port()
-    px = Shardis("metrics", servers, stats_listen="%s:%d" % (harness.HOST, mport))
+    px = Shardis("metrics", servers, stats_listen="%s:%d" % (harness.HOST, mport),
+                 admin_commands="true")     # (HOTKEYS)
     for i in range(137):
         px.client.get("m%d" % i)
     text, ctype = scrape("http://%s:%d/metrics" % (harness.HOST, mport))
@@ -503,7 +505,8 @@ def t_review_mends():
     conf = os.path.join(harness.TMP, "long.yml")
     with open(conf, "w") as f:
         f.write("%s:\n  listen: %s:%d\n  stats_listen: %s:%d\n  slowlog_log_slower_than: 0\n"
-                "  slowlog_max_len: 10\n  servers:\n    - %s:%d:1 redis1\n"
+                "  slowlog_max_len: 10\n  admin_commands: true\n  servers:\n"
+                "    - %s:%d:1 redis1\n"
                 % (name, harness.HOST, port, harness.HOST, mport, harness.HOST, srv.port))
     log = os.path.join(harness.TMP, "long.log")
     proc = harness.start([harness.ARGS.shardis, "-c", conf, "-o", log], log + ".out")
@@ -550,7 +553,9 @@ def t_review_mends():
 
 def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
-    px = Shardis("ops", servers)
+    # SLOWLOG, LATENCY, CLIENT LIST/KILL/PAUSE, HOTKEYS and the exporter's
+    # SLOWLOG and LATENCY show every client: admin commands (test_secure).
+    px = Shardis("ops", servers, admin_commands="true")
     check("info_sections_sum_servers", t_info, px, servers)
     check("redis_cli_stat_latency_bigkeys", t_redis_cli, px, servers)
     check("redis_exporter_reads_shardis", t_exporter, px, servers)

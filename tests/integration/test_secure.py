@@ -18,16 +18,27 @@ admin_commands) and with client users, each an attack that worked before:
   why, and a reshard afterwards replaces and deletes it; a forged record
   with a higher epoch does not hide one that checks out;
 
+- what shows or steers other clients (SLOWLOG, LATENCY, CLIENT LIST/KILL/
+  PAUSE/UNPAUSE/NO-EVICT/UNBLOCK, MONITOR, HOTKEYS) is refused without
+  admin_commands, or with client users for a user not allowed it
+  (redis-server's NOPERM); what a client asks of itself stays open;
+- no password a client sends (AUTH, HELLO AUTH, MIGRATE AUTH/AUTH2, CONFIG
+  SET masterauth/masteruser, ACL SETUSER) shows in MONITOR, SLOWLOG, the
+  log or /metrics, pipelined, in MULTI, refused or run; MONITOR and
+  SLOWLOG show "(redacted)" where redis-server does;
+
 Run: /usr/bin/python3 tests/integration/test_secure.py --shardis build/shardis
 """
 import random
 import re
 import sys
+import time
+import urllib.request
 
 import redis
 
 import harness
-from harness import Fail, Raw, RedisServer, Shardis, expect, expect_eq, until
+from harness import Fail, Raw, RedisServer, Shardis, check, enc, expect, expect_eq, parse, until
 
 HOST = "127.0.0.1"
 
@@ -262,6 +273,223 @@ def t_forged_over_real(rs):
         s.client.delete(KEY)
 
 
+# ---- views of other clients ----------------------------------------------------------
+
+def admin_err(words):
+    return (b"-ERR '%s' is an admin command: shardis runs it only with admin_commands: true "
+            b"in pool 'alpha', or for a client user allowed it\r\n" % words.encode())
+
+
+def views(victim_id):
+    """Every command that shows or steers other clients, with the words
+    shardis's admin error names it by."""
+    return [
+        (("SLOWLOG", "GET"), "slowlog get"), (("SLOWLOG", "LEN"), "slowlog len"),
+        (("SLOWLOG", "RESET"), "slowlog reset"),
+        (("LATENCY", "LATEST"), "latency latest"), (("LATENCY", "RESET"), "latency reset"),
+        (("LATENCY", "HISTORY", "command"), "latency history"),
+        (("LATENCY", "DOCTOR"), "latency doctor"), (("LATENCY", "HISTOGRAM"), "latency histogram"),
+        (("CLIENT", "LIST"), "client list"), (("CLIENT", "KILL", "ID", victim_id), "client kill"),
+        (("CLIENT", "KILL", "TYPE", "normal"), "client kill"),
+        (("CLIENT", "PAUSE", 2000, "ALL"), "client pause"), (("CLIENT", "UNPAUSE"), "client unpause"),
+        (("CLIENT", "NO-EVICT", "on"), "client no-evict"),
+        (("CLIENT", "UNBLOCK", victim_id), "client unblock"),
+        (("HOTKEYS", "GET"), "hotkeys"), (("MONITOR",), "monitor"),
+    ]
+
+
+def victim_session(px):
+    """Another client's session: a SET of a token (slow by
+    slowlog_log_slower_than 0), keys on every server, a name."""
+    v = Raw(px.port)
+    expect_eq(v.cmd("CLIENT", "SETNAME", "victim"), b"+OK\r\n", "the victim's name")
+    keys = [px.keys_on("session:", i)[0] for i in range(len(px.servers))]
+    for k in keys:
+        expect_eq(v.cmd("SET", k, "tok-SECRET-42"), b"+OK\r\n", "the victim's SET")
+    return v, parse(v.cmd("CLIENT", "ID")), keys
+
+
+def t_views_default(servers):
+    """Default config: every view of other clients is the admin error; the
+    victim stays connected, unpaused, its session unlisted; a client's own
+    CLIENT INFO/ID/SETNAME/GETNAME/SETINFO/REPLY and SLOWLOG/LATENCY HELP
+    still answer."""
+    px = Shardis("views", servers, slowlog_log_slower_than=0)
+    v, vid, keys = victim_session(px)
+    a = Raw(px.port)
+    for cmd, words in views(vid):
+        got = a.cmd(*cmd)
+        expect_eq(got, admin_err(words), " ".join(map(str, cmd)))
+        expect(b"SECRET" not in got, "%s shows the victim's token" % (cmd,))
+    t = time.monotonic()
+    expect_eq((v.cmd("SET", keys[0], "again"), v.cmd("PING")), (b"+OK\r\n", b"+PONG\r\n"),
+              "the victim, not killed")
+    expect(time.monotonic() - t < 1.0, "the victim was paused")
+    own = [("CLIENT", "SETNAME", "me"), ("CLIENT", "GETNAME"), ("CLIENT", "ID"),
+           ("CLIENT", "SETINFO", "lib-name", "x"), ("CLIENT", "REPLY", "ON"),
+           ("CLIENT", "INFO"), ("SLOWLOG", "HELP"), ("LATENCY", "HELP")]
+    for cmd in own:
+        got = a.cmd(*cmd)
+        expect(not got.startswith(b"-"), "%s: %r" % (cmd, got))
+    info = a.cmd("CLIENT", "INFO")
+    expect(b"name=me " in info and b"victim" not in info, "CLIENT INFO is its own: %r" % info)
+    # With admin_commands: true the same views answer.
+    adm = Shardis("views_admin", servers, slowlog_log_slower_than=0, admin_commands="true")
+    v2, vid2, keys2 = victim_session(adm)
+    b = Raw(adm.port)
+    log = parse(b.cmd("SLOWLOG", "GET", -1))
+    expect(any(e[3][:2] == [b"SET", keys2[0]] and e[5] == b"victim" for e in log),
+           "SLOWLOG GET shows the victim's SET: %r" % log[:3])
+    expect(b"name=victim " in b.cmd("CLIENT", "LIST"), "CLIENT LIST lists the victim")
+    for cmd in (("LATENCY", "LATEST"), ("LATENCY", "RESET"), ("HOTKEYS", "GET"),
+                ("CLIENT", "NO-EVICT", "on"), ("CLIENT", "UNBLOCK", vid2),
+                ("CLIENT", "PAUSE", 10), ("CLIENT", "UNPAUSE"), ("SLOWLOG", "RESET")):
+        got = b.cmd(*cmd)
+        expect(not got.startswith(b"-"), "%s with admin_commands: %r" % (cmd, got))
+    expect_eq(b.cmd("CLIENT", "KILL", "ID", vid2), b":1\r\n", "CLIENT KILL ID with admin_commands")
+    expect_eq(b.cmd("MONITOR"), b"+OK\r\n", "MONITOR with admin_commands")
+    for x in (px, adm):
+        harness.t_exit_clean(x)
+    return "%d views refused, %d of a client's own answered" % (len(views(vid)), len(own))
+
+
+USERS = ["app on >apppw ~* &* +@all -@dangerous", "boss on >bosspw ~* &* +@all",
+         "default off"]
+
+
+def t_views_users(servers):
+    """With client users and no admin_commands: a user +@all -@dangerous
+    gets redis-server's NOPERM for each view; +@all runs them."""
+    px = Shardis("viewusers", servers, users="[%s]" % ", ".join('"%s"' % u for u in USERS))
+    direct = RedisServer("viewsdirect")
+    for u in USERS:
+        name, *rules = u.split()
+        direct.client.execute_command("ACL", "SETUSER", name, *rules)
+    v = Raw(px.port)
+    v.cmd("AUTH", "app", "apppw")
+    vid = parse(v.cmd("CLIENT", "ID"))
+    app, ref = Raw(px.port), Raw(direct.port)
+    expect_eq(app.cmd("AUTH", "app", "apppw"), b"+OK\r\n", "AUTH app")
+    ref.cmd("AUTH", "app", "apppw")
+    for cmd, words in views(vid):
+        got = app.cmd(*cmd)
+        if cmd[0] == "HOTKEYS":         # (not in redis-server 7.0)
+            want = b"-NOPERM this user has no permissions to run the 'hotkeys' command\r\n"
+        else:
+            want = ref.cmd(*cmd)
+            expect(want.startswith(b"-NOPERM"), "redis-server: %s: %r" % (cmd, want))
+        expect_eq(got, want, "%s for app (shardis vs redis-server)" % " ".join(map(str, cmd)))
+    expect(not app.cmd("CLIENT", "INFO").startswith(b"-"), "CLIENT INFO for app")
+    boss = Raw(px.port)
+    expect_eq(boss.cmd("AUTH", "boss", "bosspw"), b"+OK\r\n", "AUTH boss")
+    for cmd in (("SLOWLOG", "GET"), ("SLOWLOG", "RESET"), ("LATENCY", "LATEST"),
+                ("LATENCY", "RESET"), ("HOTKEYS", "GET"), ("CLIENT", "PAUSE", 10),
+                ("CLIENT", "UNPAUSE"), ("CLIENT", "NO-EVICT", "off")):
+        got = boss.cmd(*cmd)
+        expect(not got.startswith(b"-"), "%s for boss: %r" % (cmd, got))
+    expect(b"id=%d " % vid in boss.cmd("CLIENT", "LIST"), "CLIENT LIST for boss")
+    expect_eq(boss.cmd("CLIENT", "KILL", "ID", vid), b":1\r\n", "CLIENT KILL ID for boss")
+    expect_eq(boss.cmd("MONITOR"), b"+OK\r\n", "MONITOR for boss")
+    harness.t_exit_clean(px)
+    return "%d NOPERMs as redis-server's" % len(views(vid))
+
+
+# ---- secrets ----------------------------------------------------------------------------
+
+SECRETS = [b"pw-%d-SECRET" % i for i in range(1, 10)]
+
+
+def secret_script(closed_port):
+    """Requests naming a secret, sent as one pipeline: no SECRETS[i] may
+    show. The common ones go to a redis-server too, for reference; own is
+    a MULTI, which redis-server shows at EXEC and shardis as it comes."""
+    s = SECRETS
+    mig = ["MIGRATE", harness.HOST, closed_port, "", 0, 1000]
+    common = [
+        mig + ["AUTH", s[0], "KEYS", "mk1"],
+        mig + ["COPY", "AUTH2", "someone", s[1], "KEYS", "mk1"],
+        ["AUTH", "someone", s[2]],
+        ["AUTH", s[3]],
+        ["HELLO", "3", "AUTH", "someone", s[4], "SETNAME", "nm"],
+        ["CONFIG", "SET", "masterauth", s[5]],
+        ["CONFIG", "SET", "maxmemory-policy", "noeviction", "masteruser", s[6]],
+        ["ACL", "SETUSER", "someone", ">" + s[7].decode()],
+    ]
+    own = [["MULTI"], mig + ["AUTH", s[8], "KEYS", "mk1"], ["DISCARD"]]
+    return common, own
+
+
+def monitor_lines(mon, until_text):
+    """MONITOR's lines, less their time and client, up to one naming until_text."""
+    lines = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        text = bytes(mon.buf[mon.pos:])
+        if until_text in text:
+            break
+        mon._fill()
+    text = bytes(mon.buf[mon.pos:])
+    for line in text.split(b"\r\n"):
+        m = re.match(rb"\+\d+\.\d{6} \[\d+ [^\]]+\] (.*)", line)
+        if m:
+            lines.append(m.group(1))
+    return text, lines
+
+
+def t_secrets(servers):
+    """The secrets of a pipeline of AUTH, HELLO AUTH, MIGRATE AUTH/AUTH2,
+    CONFIG SET masterauth/masteruser and ACL SETUSER, one in MULTI: in no
+    MONITOR line, SLOWLOG entry, log line or /metrics; MONITOR's lines and
+    SLOWLOG's arguments as redis-server 7.0's for the same requests."""
+    mport = harness.free_port()
+    px = Shardis("secrets", servers, admin_commands="true", slowlog_log_slower_than=0,
+                 stats_listen="%s:%d" % (harness.HOST, mport))
+    direct = RedisServer("secretsdirect", extra=["--slowlog-log-slower-than", "0"])
+    common, own = secret_script(harness.free_port())
+    seen = {}
+    for name, port, script in (("shardis", px.port, common + own), ("redis", direct.port, common)):
+        mon = Raw(port)
+        expect_eq(mon.cmd("MONITOR"), b"+OK\r\n", "MONITOR on %s" % name)
+        adm = Raw(port)
+        if name == "shardis":
+            adm.cmd("HOTKEYS", "START", "METRICS", 1, "NET")
+        adm.cmd("SLOWLOG", "RESET")
+        c = Raw(port)
+        c.send(b"".join(enc(*cmd) for cmd in script) + enc("ECHO", "end-of-script"))
+        for _ in range(len(script) + 1):
+            c.reply()
+        text, lines = monitor_lines(mon, b"end-of-script")
+        slow = parse(adm.cmd("SLOWLOG", "GET", -1))
+        seen[name] = (text, lines, slow)
+        for sec in SECRETS:
+            expect(sec not in text, "%s's MONITOR shows %r: %r" % (name, sec, text))
+            expect(sec not in repr(slow).encode(), "%s's SLOWLOG shows %r" % (name, sec))
+    metrics = urllib.request.urlopen("http://%s:%d/metrics" % (harness.HOST, mport),
+                                     timeout=5).read()
+    with open(px.log, "rb") as f:
+        log = f.read()
+    for sec in SECRETS:
+        expect(sec not in metrics, "/metrics shows %r" % sec)
+        expect(sec not in log, "the log shows %r" % sec)
+    # The same lines as redis-server's for the requests both show (MONITOR
+    # leaves out the admin commands: CONFIG, ACL).
+    px_lines, ref = seen["shardis"][1], seen["redis"][1]
+    expect_eq(px_lines[:len(ref) - 1] + px_lines[-1:], ref,
+              "MONITOR's lines (shardis vs redis-server)")
+    expect_eq(px_lines[len(ref) - 1:-1], [b'"MULTI"', ref[0], b'"DISCARD"'],
+              "MONITOR's lines of a MULTI")
+    # SLOWLOG: each request shardis kept whole (its first 55 bytes) as redis-server's.
+    want = {tuple(e[3]) for e in seen["redis"][2]}
+    whole = [tuple(e[3]) for e in seen["shardis"][2]
+             if not any(b"more bytes)" in a or b"more arguments)" in a for a in e[3])]
+    mine = [w for w in whole if w[0].upper() in (b"AUTH", b"HELLO", b"CONFIG", b"ACL")]
+    expect(len(mine) >= 4, "SLOWLOG kept whole: %r" % whole)
+    for w in mine:
+        expect(w in want, "SLOWLOG entry %r is not redis-server's: %r" % (w, want))
+    harness.t_exit_clean(px)
+    return "%d MONITOR lines, %d SLOWLOG entries as redis-server's" % (len(px_lines), len(mine))
+
+
 def body():
     run = harness.run_with_servers
     run("a reload that takes a channel, pattern or command away from a user: its "
@@ -273,6 +501,14 @@ def body():
         "them", t_forged_records, 5)
     run("a forged record with a higher epoch does not hide one that checks out",
         t_forged_over_real, 2)
+    servers = [RedisServer("s%d" % i) for i in (1, 2, 3)]
+    check("views of other clients: the admin error without admin_commands; a client's own "
+          "CLIENT INFO/ID/SETNAME/GETNAME answer; with admin_commands they run",
+          t_views_default, servers)
+    check("views of other clients with client users: redis-server's NOPERM for +@all "
+          "-@dangerous, run for +@all, without admin_commands", t_views_users, servers)
+    check("no password in MONITOR, SLOWLOG, the log or /metrics; (redacted) as redis-server",
+          t_secrets, servers)
 
 
 if __name__ == "__main__":
