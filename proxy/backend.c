@@ -46,6 +46,7 @@
 #include "proxy/sentinel.h"
 #include "proxy/hotkeys.h"
 #include "proxy/slowlog.h"
+#include "proxy/srvuser.h"
 #include "proxy/stats.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
@@ -386,6 +387,53 @@ static int keyless_auth_reply(struct backend *b, struct req *r)
     if (b->owner != NULL)
         gate_kick(b->owner);        /* its script may go */
     return 0;
+}
+
+/* The clients' user (srvuser.c) on a clients' connection: ACL SETUSER,
+ * as shardis's own user, then AUTH as it. A refusal of the SETUSER is
+ * the AUTH's to judge (the operator may have made the user); a refused
+ * AUTH leaves the connection signed in as shardis's own user, which
+ * works but lets a client's script do what that user may: the log says
+ * so once per server, with the command that mends it. */
+static int user_made_reply(struct backend *b, struct req *r)
+{
+    char first[160];
+
+    if (r->rsp.len != 0 && resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_ERROR)
+        log_info("pool '%s': %s: ACL SETUSER %s: %s", b->pool->conf->name,
+                 b->pool->servers[b->server].label, b->pool->clients_user->name, first);
+    return 0;
+}
+
+static int user_auth_reply(struct backend *b, struct req *r)
+{
+    struct pool_server *ps = &b->pool->servers[b->server];
+    char first[160];
+
+    if (r->rsp.len == 0)
+        return 0;                   /* failed: the connection has failed already */
+    if (resp_rd_head(&r->rsp, first, sizeof(first)) != RESP_ERROR) {
+        if (ps->user_refused)
+            log_notice("pool '%s': %s: clients' connections sign in as %s again",
+                       b->pool->conf->name, ps->label, b->pool->clients_user->name);
+        ps->user_refused = false;
+        return 0;
+    }
+    if (!ps->user_refused)
+        backend_user_refused(b->pool, ps, first);
+    ps->user_refused = true;
+    return 0;
+}
+
+void backend_user_refused(const struct pool *p, const struct pool_server *ps, const char *why)
+{
+    const char *own = p->conf->internal_user != NULL ? p->conf->internal_user : "default";
+
+    log_warn("pool '%s': %s (%s) has no clients' user %s shardis may make or sign in as "
+             "(%s): clients' commands and scripts there run as '%s', with every right it has "
+             "(a script may FLUSHALL, run KEYS, write shardis's own keys). Give '%s' +acl, or "
+             "run on that server: %s", p->conf->name, ps->label, ps->addr,
+             p->clients_user->name, why, own, own, p->clients_user->line);
 }
 
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
@@ -754,7 +802,7 @@ static void backend_connect(struct backend *b)
     b->creds_gen = b->pool->creds_gen;      /* the credentials it authenticates with */
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
-    else if (b->replica == 0 && (b->as == BACKEND_AS_INTERNAL || !backend_split_creds(pc)))
+    else if (b->replica == 0 && b->as == BACKEND_AS_INTERNAL)
         genkey_connecting(b);   /* the sequences are the internal_user's (pool_own) */
     b->verifying = b->as == BACKEND_AS_KEYLESS;
     /* A master's connection checks its role; a replica's carries only
@@ -777,9 +825,16 @@ static void backend_connect(struct backend *b)
         backend_queue_own(b, keyless_check_reply, true, 3,
                           (const char *const[]){"ACL", "GETUSER", pc->keyless_user});
     }
+    const struct srvuser *u = b->pool->clients_user;
+    enum backend_as as = b->as == BACKEND_AS_CLIENT && u == NULL ? BACKEND_AS_CLIENT
+                                                                 : BACKEND_AS_INTERNAL;
+    if (b->as == BACKEND_AS_CLIENT && u != NULL) {
+        backend_queue_own(b, user_auth_reply, true, 3,
+                          (const char *const[]){"AUTH", u->name, u->password});
+        backend_queue_own(b, user_made_reply, true, u->argc, (const char *const *)u->argv);
+    }
     const char *auth[3];
-    int nauth = backend_auth_args(pc, b->as == BACKEND_AS_CLIENT ? BACKEND_AS_CLIENT
-                                                                 : BACKEND_AS_INTERNAL, auth);
+    int nauth = backend_auth_args(pc, as, auth);
     if (nauth > 0)
         backend_queue_own(b, handshake_reply, true, nauth, auth);
 
@@ -945,11 +1000,6 @@ int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char
     return 0;
 }
 
-bool backend_split_creds(const struct conf_pool *pc)
-{
-    return pc->backend_user != NULL || pc->internal_user != NULL;
-}
-
 static struct backend *acquire(struct pool *p, uint32_t server, struct client *owner,
                                enum backend_role role, enum backend_as as)
 {
@@ -994,8 +1044,7 @@ struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *
 
 struct backend *backend_acquire_internal(struct pool *p, uint32_t server, struct client *owner)
 {
-    return acquire(p, server, owner, BACKEND_ONE_OFF,
-                   backend_split_creds(p->conf) ? BACKEND_AS_INTERNAL : BACKEND_AS_CLIENT);
+    return acquire(p, server, owner, BACKEND_ONE_OFF, BACKEND_AS_INTERNAL);
 }
 
 struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner)

@@ -159,10 +159,6 @@ struct backend *backend_acquire_internal(struct pool *p, uint32_t server, struct
  * returns n (3: AUTH user password, 2: AUTH redis_auth, 0: none). The
  * keyless_user's AUTH comes after its check, which runs as internal. */
 int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3]);
-/* Whether the pool's own work and its clients' commands sign in as
- * different users (backend_user or internal_user named): its own work
- * then goes over connections of its own (pool_own). */
-bool backend_split_creds(const struct conf_pool *pc);
 /* Whether b is one client's (any role but BACKEND_SHARED). */
 #define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
 void backend_release(struct backend *b, bool clean);
@@ -195,12 +191,16 @@ char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int a
  * given), in the clear: the reply's bytes as they came, NULL if none. */
 char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
                             const char *const *argv, size_t *len);
-/* At start: ask server ps (ACL DRYRUN, as the internal user) whether the
- * pool's backend_user may touch shardis's keys and channels or run what
- * the README advises against, and whether the internal_user may do
- * shardis's work; each finding is a warning in the log. The number of
- * findings, -1 if it cannot tell; 0 where the pool names neither user. */
-int backend_check_users(const struct pool *p, const struct pool_server *ps);
+/* At start (and `shardis acl --check`): ask server ps (ACL DRYRUN, as the
+ * internal user) whether the pool's clients' user (backend_user, or the
+ * one shardis makes there first when make: srvuser.c) may touch
+ * shardis's keys and channels or run admin commands, and whether the
+ * internal_user may do shardis's work; each finding is a warning in the
+ * log. The number of findings, -1 if it cannot tell. */
+int backend_check_users(const struct pool *p, struct pool_server *ps, bool make);
+/* Say, loudly, that server ps did not let shardis make or sign in as
+ * the pool's clients' user (srvuser.c), why, and how to mend it. */
+void backend_user_refused(const struct pool *p, const struct pool_server *ps, const char *why);
 /* Close p's spare dedicated connections to server (UINT32_MAX: to every
  * server), when the proxy is idle or the server leaves. */
 void backend_close_spares(struct pool *p, uint32_t server);

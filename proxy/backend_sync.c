@@ -20,6 +20,7 @@
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/resp.h"
+#include "proxy/srvuser.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
 
@@ -290,10 +291,11 @@ char *backend_sync_sentinel(const char *host, uint16_t port, const char *passwor
 
 /* ---- the users shardis signs in as ------------------------------------------------ */
 
-/* What the backend_user must not be able to do, since a client's script
- * runs as it and shardis cannot read scripts; and what the internal_user
- * must, or shardis's own work fails. Each is asked of ACL DRYRUN (Redis
- * 7), as the internal user. */
+/* What clients' user (the backend_user, or the one shardis makes:
+ * srvuser.c) must not be able to do, since a client's script runs as it
+ * and shardis cannot read scripts; and what the internal_user must, or
+ * shardis's own work fails. Each is asked of ACL DRYRUN (Redis 7), as
+ * the internal user. */
 static const struct user_probe {
     bool internal;              /* the internal_user must be allowed it */
     int argc;
@@ -307,6 +309,7 @@ static const struct user_probe {
     {false, 2, {"KEYS", "*"}, "list every key"},
     {false, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "send keys to any host"},
     {false, 3, {"MOVE", "k", "1"}, "move a key to another database"},
+    {false, 2, {"SELECT", "99"}, "select a database the pool does not serve"},
     {false, 4, {"CONFIG", "SET", "dir", "/tmp"}, "reconfigure a server"},
     {false, 3, {"ACL", "SETUSER", "x"}, "change ACL users"},
     {false, 1, {"SHUTDOWN"}, "stop a server"},
@@ -323,18 +326,43 @@ static const struct user_probe {
     {true, 3, {"ACL", "GETUSER", "x"}, "check the keyless_user"},
 };
 
-int backend_check_users(const struct pool *p, const struct pool_server *ps)
+int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
 {
     const struct conf_pool *pc = p->conf;
     const char *internal = pc->internal_user != NULL ? pc->internal_user : "default";
+    const char *clients = pc->backend_user != NULL ? pc->backend_user : p->clients_user->name;
     int found = 0;
 
-    if (!backend_split_creds(pc))
-        return 0;
+    if (p->clients_user != NULL) {
+        /* Made here first, at start: its refusal is said now, not when
+         * a client's connection first goes there. */
+        const struct srvuser *u = p->clients_user;
+        const char *auth[3] = {"AUTH", u->name, u->password};
+        size_t len;
+        char *said = NULL;
+        if (make && (said = backend_sync_raw(p, ps, u->argc, (const char *const *)u->argv,
+                                             &len)) == NULL)
+            return -1;                  /* (down: its connections will make it) */
+        free(said);
+        said = backend_sync_raw(p, ps, 3, auth, &len);
+        if (said == NULL)
+            return -1;
+        if (said != NULL && said[0] == '-') {
+            char why[160];
+            snprintf(why, sizeof(why), "%.*s", (int)strcspn(said + 1, "\r\n"), said + 1);
+            backend_user_refused(p, ps, why);
+            ps->user_refused = true;
+        }
+        free(said);
+        if (ps->user_refused)
+            return 1;
+    }
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
         const struct user_probe *pr = &probes[i];
-        const char *user = pr->internal ? internal
-                         : pc->backend_user != NULL ? pc->backend_user : "default";
+        const char *user = pr->internal ? internal : clients;
+        if (!pr->internal && ((!strcmp(pr->argv[0], "MOVE") && pc->databases > 1) ||
+                              (!strcmp(pr->argv[0], "SELECT") && pc->databases > 99)))
+            continue;                   /* what the pool lets clients do */
         const char *argv[10] = {"ACL", "DRYRUN", user};
         size_t len;
         for (int k = 0; k < pr->argc; k++)

@@ -78,9 +78,6 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
     enum debug_where where = DEBUG_FIRST;
     const struct conf_pool *pc = c->pool->conf;
     struct pool *p = c->pool;
-    /* Its servers' side runs as shardis where clients' commands sign in
-     * as a backend_user of their own (pin_internal). */
-    bool split = backend_split_creds(pc);
     int owner;
 
     if (!route_admin_ok(c, r, cmd->name))
@@ -114,12 +111,9 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
     case DEBUG_KEYS:
         if ((owner = route_owner(c, r, a, where == DEBUG_KEY ? &debug_key : &debug_keys)) < 0)
             return;
-        if (split) {
-            pin_internal(c, r, a, CMD_REPLY_DEFAULT, (uint32_t)owner, true, false);
-            return;
-        }
-        args_request(a, &r->out);
-        route_send(c, r, a, pool_backend(p, (uint32_t)owner, c));
+        /* Its servers' side runs as shardis: clients' connections sign
+         * in as a user that may not (srvuser.c; pin_internal). */
+        pin_internal(c, r, a, CMD_REPLY_DEFAULT, (uint32_t)owner, true, false);
         return;
     case DEBUG_DIGEST:
         if (pc->redis_db != 0) {        /* the merge knows DB 0's digest start only */
@@ -131,20 +125,11 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         /* fall through */
     case DEBUG_EVERY:
         /* No deadline: RELOAD and SLEEP take as long as they take. */
-        if (split)
-            pin_internal(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
-                         UINT32_MAX, false, true);
-        else
-            frag_broadcast(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
-                           NULL, true);
+        pin_internal(c, r, a, where == DEBUG_DIGEST ? CMD_REPLY_DIGEST : CMD_REPLY_ALL_OK,
+                     UINT32_MAX, false, true);
         return;
     case DEBUG_FIRST:
-        if (split) {
-            pin_internal(c, r, a, CMD_REPLY_DEFAULT, pool_first_up(p), false, false);
-            return;
-        }
-        args_request(a, &r->out);
-        route_send(c, r, NULL, pool_backend(p, pool_first_up(p), c));
+        pin_internal(c, r, a, CMD_REPLY_DEFAULT, pool_first_up(p), false, false);
         return;
     }
 }

@@ -418,13 +418,10 @@ void genkey_genkey(struct client *c, struct req *r, struct args *a)
     char seq[13];
     genkey_sequence_key(r->u.genkey.shard, seq);
     uint32_t server = c->pool->slot[ring_lookup(c->pool->ring, seq, 12)];
-    /* The sequences are shardis's: where clients' commands sign in as a
-     * user of their own, that user cannot touch them. They are in
-     * redis_db, whichever database the client SELECTed. */
-    struct backend *b = backend_split_creds(c->pool->conf)
-                            ? pool_own(c->pool, server, c->resp3)
-                            : pool_backend_in(c->pool, server, c, c->resp3,
-                                              (uint32_t)c->pool->conf->redis_db);
+    /* The sequences are shardis's: clients' connections sign in as a
+     * user that cannot touch them (srvuser.c). They are in redis_db,
+     * whichever database the client SELECTed. */
+    struct backend *b = pool_own(c->pool, server, c->resp3);
     genkey_command(c, r, b);
     mig_key(c, b->server, seq, 12);     /* $equence{LL} moves like any key */
     route_send(c, r, NULL, b);

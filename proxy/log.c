@@ -51,7 +51,9 @@ int log_level(void)
 void log_write(int lvl, const char *fmt, ...)
 {
     static const char tag[] = "   EWNID";
-    char buf[1024];
+    /* One write per line, so that lines never mix; long enough for the
+     * ACL SETUSER a warning asks the operator to run (backend.c). */
+    char buf[4096];
     struct timeval tv;
     struct tm tm;
     size_t n;

@@ -35,6 +35,7 @@
 #include "proxy/sentinel.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
+#include "proxy/srvuser.h"
 #include "proxy/util.h"
 
 static void pool_retry_ejected(struct pool *p, uint64_t now);
@@ -296,11 +297,7 @@ void pool_server_totals(const struct pool *p, uint32_t server, struct pool_serve
 
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3)
 {
-    struct backend *conns = p->servers[server].conns;
-
-    if (!backend_split_creds(p->conf))
-        return &conns[resp3 ? p->nconns : 0];
-    return &conns[2 * p->nconns + (resp3 ? 1 : 0)];
+    return &p->servers[server].conns[2 * p->nconns + (resp3 ? 1 : 0)];
 }
 
 uint32_t pool_first_up(const struct pool *p)
@@ -499,6 +496,13 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
                         !conf_str_eq(old->keyless_password, pc->keyless_password) ||
                         !conf_str_eq(old->redis_auth, pc->redis_auth)))
         p->creds_gen++;             /* spares of the old ones are not used again (backend.c) */
+    if (pc->backend_user == NULL &&
+        (p->clients_user == NULL || old->databases != pc->databases ||
+         old->redis_db != pc->redis_db || !conf_str_eq(old->redis_auth, pc->redis_auth))) {
+        /* (new connections sign in as the new one; open ones stay as they are) */
+        srvuser_free(p->clients_user);
+        p->clients_user = srvuser_make(pc);
+    }
     p->conf = pc;
     minify_free(p->minify);         /* (a reload may only add names: reload.c) */
     p->minify = minify_new(pc);
@@ -660,6 +664,7 @@ void pool_free(struct pool *p)
     group_free(p);
     genkey_pool_free(p);
     minify_free(p->minify);
+    srvuser_free(p->clients_user);
     sentinel_free(p);
     info_free(p);
     cmdinfo_free(p);

@@ -93,6 +93,9 @@ struct pool_server {
                                        0 until it has */
     uint32_t         redis_version; /* the Redis version it says it stands for
                                        (cmd_version of INFO's redis_version), 0 unknown */
+    bool             user_refused;  /* it refused to make or sign in as clients_user:
+                                       clients' connections there are shardis's own
+                                       user's (said once in the log, and in INFO) */
     char            *record_ignored;    /* why the migration record found on it at start
                                            was not followed (INFO), until shardis writes
                                            its own there; NULL: none (owned; mig_record.c) */
@@ -152,6 +155,9 @@ struct pool {
     struct group     *group;        /* the proxies in front of these servers (group.c) */
     uint32_t          creds_gen;    /* reloads that changed a user or password shardis
                                        signs in with: older spares are not reused */
+    struct srvuser   *clients_user; /* what clients' connections sign in as where the
+                                       pool names no backend_user (srvuser.c): made by
+                                       pool_set_conf, owned; NULL with a backend_user */
     /* What its clients make shardis hold, all together (client_hold) */
     uint64_t          clients_mem;
     /* stats */

@@ -45,6 +45,7 @@
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
 #include "proxy/sentinel.h"
+#include "proxy/srvuser.h"
 #include "proxy/route.h"
 #include "proxy/tls.h"
 #include "proxy/util.h"
@@ -562,14 +563,14 @@ int proxy_run(struct conf *cf)
         for (uint32_t k = 0; k < p->nservers; k++) {
             if (p->servers[k].active) {
                 n++;
-                found += backend_check_users(p, &p->servers[k]) != 0;
+                found += backend_check_users(p, &p->servers[k], true) != 0;
             }
         }
-        if (backend_split_creds(p->conf) && n > 0 && found == 0)
-            log_notice("pool '%s': checked on its %zu server%s: backend_user '%s' cannot touch "
-                       "shardis's keys or channels, nor run what the README advises against",
+        if (n > 0 && found == 0)
+            log_notice("pool '%s': checked on its %zu server%s: clients' user '%s' cannot touch "
+                       "shardis's keys or channels, nor run admin commands",
                        p->conf->name, n, n > 1 ? "s" : "",
-                       p->conf->backend_user ? p->conf->backend_user : "default");
+                       p->conf->backend_user ? p->conf->backend_user : p->clients_user->name);
     }
     char out[4096];
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)

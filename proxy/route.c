@@ -595,8 +595,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
         pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
-    } else if (backend_split_creds(c->pool->conf) &&
-               (kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
+    } else if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
                 (cmd->flags & CMD_DANGEROUS) || broadcast_reply(cmd) == CMD_REPLY_DBSIZE ||
                 broadcast_reply(cmd) == CMD_REPLY_RANDOMKEY)) {
         /* Admin or @dangerous and server-wide (FLUSHALL, CONFIG, KEYS,
