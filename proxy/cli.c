@@ -1,8 +1,11 @@
-/* cli.c -- `shardis -t`, `shardis locate` and `shardis diff`.
+/* cli.c -- `shardis -t`, `shardis locate`, `shardis diff` and `shardis
+ * acl`.
  *
  * These run the same conf/ and ring/ code the proxy routes with, so what
  * they print is what the proxy does. locate answers from the ring
- * directly; diff prints the exact arcs' shares from ring_diff. */
+ * directly; diff prints the exact arcs' shares from ring_diff; acl
+ * prints the users srvuser.c makes (and --check asks the servers, as the
+ * proxy's start does: backend_check_users). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -13,6 +16,11 @@
 #include "proxy/cmd.h"
 #include "proxy/route.h"
 #include "proxy/acl.h"
+#include "proxy/backend.h"
+#include "proxy/pool.h"
+#include "proxy/srvuser.h"
+#include "proxy/tls.h"
+#include "proxy/util.h"
 #include "ring/ring.h"
 
 static struct conf *load(const char *path)
@@ -321,4 +329,87 @@ int cli_commands(FILE *out)
         fprintf(out, " | %s |\n", kinds[k].otherwise);
     }
     return 0;
+}
+
+/* ---- shardis acl -------------------------------------------------------------------- */
+
+/* Ask each of pc's servers, as the proxy's start does; the findings are
+ * warnings on stderr. The number of servers with findings. */
+static int check_pool(const struct conf_pool *pc, FILE *out)
+{
+    struct pool p = {.conf = pc};
+    char err[256];
+    SSL_CTX *srv = NULL;
+    int bad = 0;
+
+    if (tls_ctx_build(pc, &srv, &p.tls_client, err, sizeof(err)) < 0) {
+        fprintf(stderr, "shardis: pool '%s': %s\n", pc->name, err);
+        return (int)pc->nservers;
+    }
+    p.clients_user = pc->backend_user == NULL ? srvuser_make(pc) : NULL;
+    p.servers = xcalloc(pc->nservers, sizeof(*p.servers));
+    p.nservers = (uint32_t)pc->nservers;
+    for (size_t i = 0; i < pc->nservers; i++) {
+        struct pool_server *ps = &p.servers[i];
+        const struct conf_server *sv = &pc->servers[i];
+        ps->addr = sv->addr.text;
+        ps->host = sv->addr.host;
+        ps->port = sv->addr.port;
+        ps->unix_socket = sv->addr.unix_socket;
+        ps->label = sv->name != NULL ? sv->name : sv->addr.text;
+        ps->resolved = true;    /* (with sentinels: the address written) */
+        int found = backend_check_users(&p, ps, false);
+        fprintf(out, "# %s (%s): %s\n", ps->label, ps->addr,
+                found == 0 ? "ok" : found < 0 ? "cannot tell (above)" : "not as printed (above)");
+        bad += found != 0;
+    }
+    free(p.servers);
+    srvuser_free(p.clients_user);
+    tls_ctx_free(srv);
+    tls_ctx_free(p.tls_client);
+    return bad;
+}
+
+int cli_acl(const char *path, const char *poolname, bool check, FILE *out)
+{
+    struct conf *cf = load(path);
+    int bad = 0;
+
+    if (cf == NULL)
+        return 1;
+    for (size_t i = 0; i < cf->npools; i++) {
+        const struct conf_pool *pc = &cf->pools[i];
+        char h[65];
+        if (poolname != NULL && strcmp(poolname, pc->name) != 0)
+            continue;
+        fprintf(out, "# pool '%s': on each of its servers (", pc->name);
+        for (size_t k = 0; k < pc->nservers; k++)
+            fprintf(out, "%s%s", k ? ", " : "", pc->servers[k].addr.text);
+        fprintf(out, "), as a user that may ACL SETUSER\n");
+        if (pc->internal_user != NULL) {
+            srvuser_sha256_hex(pc->internal_password, h);
+            fprintf(out, "# shardis's own work (internal_user)\nACL SETUSER %s on #%s ~* &* "
+                    "+@all\n", pc->internal_user, h);
+        }
+        if (pc->backend_user != NULL) {
+            srvuser_sha256_hex(pc->backend_password, h);
+            char *line = srvuser_rules_line(pc, pc->backend_user, h);
+            fprintf(out, "# clients' commands and scripts (backend_user)\n%s\n", line);
+            free(line);
+        } else {
+            struct srvuser *u = srvuser_make(pc);
+            fprintf(out, "# clients' commands and scripts: shardis makes this user itself where "
+                    "its own user may ACL SETUSER\n%s\n", u->line);
+            srvuser_free(u);
+        }
+        if (pc->keyless_user != NULL) {
+            srvuser_sha256_hex(pc->keyless_password, h);
+            fprintf(out, "# scripts that declare no key (keyless_user)\nACL SETUSER %s on #%s "
+                    "resetkeys resetchannels +@all -@dangerous\n", pc->keyless_user, h);
+        }
+        if (check)
+            bad += check_pool(pc, out);
+    }
+    conf_free(cf);
+    return bad > 0 ? 1 : 0;
 }

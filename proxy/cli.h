@@ -1,5 +1,6 @@
-/* cli.h -- the operator's offline tools: check a config, locate keys, and
- * diff two configs' rings. None of them opens a socket.
+/* cli.h -- the operator's offline tools: check a config, locate keys,
+ * diff two configs' rings, print the ACL users the servers need. None of
+ * them opens a socket but `acl --check`.
  *
  * Each returns the process exit code: 0 ok, 1 error (already reported on
  * stderr), as nutcracker does. */
@@ -22,5 +23,11 @@ int cli_diff(const char *oldpath, const char *newpath, const char *pool, FILE *o
 /* Print README.md's command-support table: for each way shardis treats a
  * command, the Redis commands it treats that way (route_kind). */
 int cli_commands(FILE *out);
+
+/* Print, for each pool of the config (or the one named), the ACL SETUSER
+ * lines its servers need: the clients' user (srvuser.c, or the
+ * backend_user's rules), the internal_user and keyless_user where named.
+ * With check, ask each server whether it has them (1 if one has not). */
+int cli_acl(const char *path, const char *pool, bool check, FILE *out);
 
 #endif

@@ -4,6 +4,7 @@
  *   shardis -c FILE -t              check a config, as nutcracker -t does
  *   shardis locate -c FILE [...]    which server owns each key on stdin
  *   shardis diff OLD NEW [...]      what a change of servers would move
+ *   shardis acl -c FILE [--check]   the ACL users the servers need
  *
  * Exit codes: 0 ok, 1 error, 2 bad usage. */
 #include <errno.h>
@@ -53,6 +54,7 @@ static void usage(FILE *f)
         "       shardis -c FILE -t\n"
         "       shardis locate -c FILE [-p POOL] [--hex]\n"
         "       shardis diff OLD NEW [-p POOL]\n"
+        "       shardis acl -c FILE [-p POOL] [--check]\n"
         "       shardis commands\n"
         "       shardis -V | -h\n"
         "\n"
@@ -65,8 +67,10 @@ static void usage(FILE *f)
         "  -o, --output=FILE      log to FILE instead of stderr\n"
         "  -v, --verbosity=N      log level: 3 errors, 4 warnings, 5 notices\n"
         "                         (default), 6 info, 7 debug\n"
-        "  -p, --pool=POOL        (locate, diff) the pool; default: the first one\n"
+        "  -p, --pool=POOL        (locate, diff) the pool; default: the first one;\n"
+        "                         (acl) the pool; default: every one\n"
         "      --hex              (locate) keys on stdin are hex-encoded bytes\n"
+        "      --check            (acl) ask each server whether it has them\n"
         "  -V, --version          print the version and exit\n"
         "  -h, --help             print this help and exit\n"
         "\n"
@@ -79,6 +83,12 @@ static void usage(FILE *f)
         "\n"
         "commands prints which Redis commands shardis runs how (README.md's table).\n"
         "\n"
+        "acl prints the ACL SETUSER lines each pool's servers need: the user\n"
+        "clients' commands and scripts run as (shardis makes it itself where\n"
+        "its own user may), and the internal_user and keyless_user if named.\n"
+        "--check asks each server, as shardis's own user, whether they are\n"
+        "there and no more than that (1 if one is not).\n"
+        "\n"
         "Exit status: 0 ok, 1 error, 2 usage.\n");
 }
 
@@ -90,7 +100,7 @@ static int bad_usage(const char *fmt, const char *arg)
     return 2;
 }
 
-enum { OPT_HEX = 256 };
+enum { OPT_HEX = 256, OPT_CHECK };
 
 static const struct option long_opts[] = {
     {"conf-file", required_argument, NULL, 'c'},
@@ -101,6 +111,7 @@ static const struct option long_opts[] = {
     {"output",    required_argument, NULL, 'o'},
     {"verbosity", required_argument, NULL, 'v'},
     {"hex",       no_argument,       NULL, OPT_HEX},
+    {"check",     no_argument,       NULL, OPT_CHECK},
     {"version",   no_argument,       NULL, 'V'},
     {"help",      no_argument,       NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -181,12 +192,13 @@ static int run(const char *path, bool detach, const char *pidfile, const char *l
 int main(int argc, char **argv)
 {
     const char *cmd = NULL, *conf = NULL, *pool = NULL, *log = NULL;
-    bool test = false, hex = false, detach = false;
+    bool test = false, hex = false, detach = false, check = false;
     int c, level = LOG_NOTICE;
 
     if (argc == 2 && strcmp(argv[1], "commands") == 0)
         return cli_commands(stdout);
-    if (argc > 1 && (strcmp(argv[1], "locate") == 0 || strcmp(argv[1], "diff") == 0)) {
+    if (argc > 1 && (strcmp(argv[1], "locate") == 0 || strcmp(argv[1], "diff") == 0 ||
+                     strcmp(argv[1], "acl") == 0)) {
         cmd = argv[1];
         argv++;
         argc--;
@@ -208,6 +220,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_HEX: hex = true; break;
+        case OPT_CHECK: check = true; break;
         case 'V':
             printf("shardis %s\n", SHARDIS_VERSION);
             return 0;
@@ -234,6 +247,17 @@ int main(int argc, char **argv)
     }
     if (test || detach || log != NULL)
         return bad_usage("-t, -d and -o do not go with %s", cmd);
+    if (strcmp(cmd, "acl") == 0) {
+        if (conf == NULL)
+            return bad_usage("%s", "acl needs -c FILE");
+        if (hex)
+            return bad_usage("%s", "--hex goes with locate");
+        if (optind < argc)
+            return bad_usage("unexpected argument '%s'", argv[optind]);
+        return cli_acl(conf, pool, check, stdout);
+    }
+    if (check)
+        return bad_usage("%s", "--check goes with acl");
     if (strcmp(cmd, "locate") == 0) {
         if (conf == NULL)
             return bad_usage("%s", "locate needs -c FILE");
