@@ -547,10 +547,10 @@ def backend_user_checks(rs):
     p1 = Shardis("bu1", rs[:2], admin_commands="true", **CREDS)
     p2 = Shardis("bu2", rs[:2], admin_commands="true", **CREDS)
     # (The check runs after shardis listens: its last line ends it.)
-    until("the start check ran", lambda: "backend_user 'app' cannot touch shardis's keys"
+    until("the start check ran", lambda: "clients' user 'app' cannot touch shardis's keys"
           in open(p1.log).read())
     log = open(p1.log).read()
-    expect("backend_user 'app' cannot touch shardis's keys" in log and
+    expect("clients' user 'app' cannot touch shardis's keys" in log and
            "clients' user on the servers" not in log and "internal user 'shardis'" not in log,
            "the start check passed quietly: %s" % log[-600:])
     c = p1.client

@@ -29,6 +29,7 @@ admin_commands) and with client users, each an attack that worked before:
 
 Run: /usr/bin/python3 tests/integration/test_secure.py --shardis build/shardis
 """
+import os
 import random
 import re
 import sys
@@ -490,8 +491,326 @@ def t_secrets(servers):
     return "%d MONITOR lines, %d SLOWLOG entries as redis-server's" % (len(px_lines), len(mine))
 
 
+# ---- scripts as the clients' user shardis makes ------------------------------------
+
+def script_err(px, body, *keys_args, numkeys=None):
+    """EVAL body through px: the error's text ('' if it ran)."""
+    n = len(keys_args) if numkeys is None else numkeys
+    try:
+        px.client.execute_command("EVAL", body, n, *keys_args)
+        return ""
+    except redis.ResponseError as e:
+        return str(e)
+
+
+def spread(px, servers, n=300):
+    """n keys through px, on every server: their count on each."""
+    pipe = px.client.pipeline(transaction=False)
+    rnd = random.Random(7)      # fnv1a_64 on ketama keeps "sp:0".."sp:299" off a server
+    for i in range(n):
+        pipe.set("sp:%08x" % rnd.getrandbits(32), i)
+    pipe.execute()
+    counts = [s.client.dbsize() for s in servers]
+    expect(all(c > 0 for c in counts), "keys on every server: %r" % counts)
+    return counts
+
+
+class Listener:
+    """A TCP listener on a free loopback port that counts connections."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind((HOST, 0))
+        self.sock.listen(8)
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+
+    def accepted(self):
+        n = 0
+        while True:
+            try:
+                c, _ = self.sock.accept()
+                c.close()
+                n += 1
+            except BlockingIOError:
+                return n
+
+
+def attacks(px, servers, key_on, label):
+    """Each attack of the issue in a script through px: the server's ACL
+    refusal (commands flagged noscript, CONFIG, DEBUG, SHUTDOWN, ACL, are
+    refused in scripts whoever runs them: not tried), and its effect
+    absent on the servers themselves."""
+    counts = [s.client.dbsize() for s in servers]
+    k = key_on
+    for body, what in (("return redis.call('KEYS','*')", "KEYS"),
+                       ("return redis.call('FLUSHALL')", "FLUSHALL"),
+                       ("return redis.call('FLUSHDB')", "FLUSHDB"),
+                       ("return redis.call('SWAPDB',0,1)", "SWAPDB"),
+                       ("return redis.call('LASTSAVE')", "LASTSAVE"),
+                       ("return redis.call('INFO')", "INFO"),
+                       ("return redis.call('SET','__shardis:ctl:alpha','forged')",
+                        "a write of the migration record"),
+                       ("return redis.call('GET','__shardis:ctl:alpha')",
+                        "a read of the migration record"),
+                       ("return redis.call('INCR','$equence{00}')", "a write of a sequence"),
+                       ("return redis.call('GET','$equence{00}')", "a read of a sequence"),
+                       ("return redis.call('PUBLISH','__shardis:group:alpha:x','1')",
+                        "a message on shardis's channels")):
+        err = script_err(px, body, k)
+        expect(err != "", "%s: %s in a script ran" % (label, what))
+        expect("user executing the script" in err or "ACL failure" in err or
+               "NOPERM" in err or "no permissions" in err,
+               "%s: %s: not the server's ACL refusal: %r" % (label, what, err))
+    expect_eq([s.client.dbsize() for s in servers], counts, "%s: keys on each server" % label)
+    for s in servers:
+        expect_eq(s.client.keys("__shardis:*"), [], "%s: shardis's keys on %s" % (label, s.name))
+        expect_eq(s.client.ping(), True, "%s: %s still up" % (label, s.name))
+    lis = Listener()
+    err = script_err(px, "return redis.call('MIGRATE','127.0.0.1',ARGV[1],KEYS[1],0,1000)",
+                     k, lis.port, numkeys=1)
+    time.sleep(0.2)
+    expect(err != "", "%s: MIGRATE to a port of the client's choosing ran" % label)
+    expect_eq(lis.accepted(), 0, "%s: connections the server opened to the listener" % label)
+    lis.sock.close()
+
+
+def t_scripts_default(servers):
+    """Default config: every attack of the issue is the server's refusal,
+    and what clients do through shardis still works as the clients' user:
+    keyed @dangerous commands (SORT, RESTORE), PSUBSCRIBE of any pattern,
+    SELECT of a served database, MOVE, transactions, blocking pops, WAIT,
+    SHARD.GENKEY, DBSIZE, a declared key's script."""
+    px = Shardis("scripts", servers)
+    spread(px, servers)
+    k = px.keys_on("atk:", 1)[0]
+    attacks(px, servers, k, "default config")
+    c = px.client
+    # what clients do still runs, as the clients' user
+    c.rpush("{l}list", 3, 1, 2)
+    expect_eq(c.sort("{l}list"), [b"1", b"2", b"3"], "SORT")
+    expect_eq(c.sort("{l}list", store="{l}dst"), 3, "SORT ... STORE")
+    expect_eq(c.execute_command("SORT_RO", "{l}list"), [b"1", b"2", b"3"], "SORT_RO")
+    c.set("dumped", "v")
+    payload = c.dump("dumped")
+    expect_eq(c.restore("restored", 0, payload), b"OK", "RESTORE")
+    expect_eq(c.get("restored"), b"v", "GET of the restored key")
+    expect_eq(c.eval("return redis.call('SET',KEYS[1],'s')", 1, "scripted"), b"OK",
+              "a script writing its declared key")
+    expect_eq(script_err(px, "return redis.call('SELECT',3) and redis.call('SET',KEYS[1],'x')",
+                         "indb3"), "", "a script's SELECT of a served database")
+    expect_eq(c.move("scripted", 2), True, "MOVE into a served database")
+    d2 = redis.Redis(HOST, px.port, db=2)
+    expect_eq(d2.get("scripted"), b"s", "GET in database 2")
+    p = c.pubsub()
+    p.psubscribe("news.*")
+    until("psubscribed", lambda: p.get_message(timeout=0.1) is not None or True)
+    time.sleep(0.2)
+    expect_eq(c.publish("news.a", "hi") >= 1, True, "PUBLISH reaches the pattern")
+    got = None
+    for _ in range(30):
+        m = p.get_message(timeout=0.1)
+        if m and m["type"] == "pmessage":
+            got = m["data"]
+            break
+    expect_eq(got, b"hi", "PSUBSCRIBE news.* message")
+    p.close()
+    tx = c.pipeline(transaction=True)
+    tx.set("{t}a", 1).incr("{t}a")
+    expect_eq(tx.execute(), [True, 2], "MULTI/EXEC")
+    c.rpush("bl", "x")
+    expect_eq(c.blpop("bl", 1), (b"bl", b"x"), "BLPOP")
+    expect_eq(c.execute_command("WAIT", 0, 100), 0, "WAIT")
+    expect_eq(c.dbsize() > 300, True, "DBSIZE")
+    expect_eq(isinstance(c.execute_command("SHARD.GENKEY"), bytes), True, "SHARD.GENKEY")
+    # the connections sign in as the clients' user, not as the default one
+    names = {l.split()[1] for s in servers for l in
+             s.client.acl_list() if "shardis-clients-" in l}
+    expect_eq(len(names), 1, "one clients' user on the servers: %r" % names)
+    user = names.pop()
+    for s in servers:
+        users = [l.split("user=")[1].split()[0] for l in s.client.client_list()
+                 for l in [" ".join("%s=%s" % kv for kv in l.items())]]
+        expect(user in users, "%s: no connection signed in as %s: %r" % (s.name, user, users))
+    # a server that restarts (no users kept) gets the user again before
+    # the first client command: scripts there are still refused
+    servers[1].restart()
+    def back():
+        try:
+            return c.set(k, "after") and c.get(k) == b"after"
+        except redis.ResponseError:
+            return False
+    until("shardis reconnects to the restarted server", back, timeout=10)
+    expect(script_err(px, "return redis.call('FLUSHALL')", k) != "",
+           "FLUSHALL in a script after the server restarted")
+    expect_eq(redis.Redis(HOST, servers[1].port).exists(k), 1, "the key after the refused FLUSHALL")
+    harness.t_exit_clean(px)
+    return "user %s" % user
+
+
+def t_scripts_users(servers):
+    """With client users: a user with +@all still runs its scripts as the
+    clients' user (the same refusals); FCALL of a function loaded on the
+    servers is refused FLUSHALL too."""
+    px = Shardis("scripts_users", servers, users='["app on >apppw ~* &* +@all", "default off"]')
+    app = redis.Redis(HOST, px.port, username="app", password="apppw")
+    px.client = app
+    spread(px, servers)
+    k = px.keys_on("atk:", 2)[0]
+    attacks(px, servers, k, "user app +@all")
+    lib = ("#!lua name=evil\n"
+           "redis.register_function('wipe', function(keys, args) return redis.call('FLUSHALL') end)")
+    for s in servers:
+        s.client.function_load(lib, replace=True)
+    try:
+        app.fcall("wipe", 1, k)
+        raise Fail("FCALL of a function calling FLUSHALL ran")
+    except redis.ResponseError as e:
+        expect("user executing the script" in str(e) or "ACL" in str(e) or "NOPERM" in str(e),
+               "FCALL's error: %s" % e)
+    expect(all(s.client.dbsize() > 0 for s in servers), "keys left after the refused FCALL")
+    for s in servers:
+        s.client.function_delete("evil")
+    harness.t_exit_clean(px)
+
+
+def t_scripts_one_db(servers):
+    """databases: 1: a script may not SELECT 5 (then write there) nor MOVE
+    a key out; two shardis with other rules in front of the same servers
+    each keep a user of their own, and neither undoes the other."""
+    one = Shardis("onedb", servers, databases=1)
+    many = Shardis("manydb", servers)
+    k = one.keys_on("one:", 0)[0]
+    one.client.set(k, "v")
+    err = script_err(one, "redis.call('SELECT',5) return redis.call('SET',KEYS[1],'x')", k)
+    expect(err != "", "SELECT 5 in a script with databases: 1")
+    expect_eq(redis.Redis(HOST, servers[0].port, db=5).dbsize(), 0, "keys in database 5")
+    err = script_err(one, "return redis.call('MOVE',KEYS[1],5)", k)
+    expect(err != "", "MOVE in a script with databases: 1")
+    expect_eq(one.client.get(k), b"v", "the key after the refused MOVE")
+    # the other shardis, other rules: its script may SELECT 5 (it serves it)
+    expect_eq(script_err(many, "redis.call('SELECT',5) return redis.call('SET',KEYS[1],'x')",
+                         k), "", "SELECT 5 in a script with databases: 16")
+    users = {l.split()[1] for l in servers[0].client.acl_list()
+             if "shardis-clients-" in l}
+    expect_eq(len(users), 2, "two clients' users, one per set of rules: %r" % users)
+    for _ in range(3):              # new connections of each, alternately
+        for px in (one, many):
+            c = redis.Redis(HOST, px.port)
+            expect_eq(c.set(k, "again"), True, "%s: SET" % px.name)
+            expect(script_err(px, "return redis.call('FLUSHALL')", k) != "",
+                   "%s: FLUSHALL in a script" % px.name)
+    # a restart of one makes the same user again: no third
+    one.restart()
+    expect_eq(one.client.get(k), b"again", "GET after the restart")
+    users2 = {l.split()[1] for l in servers[0].client.acl_list()
+              if "shardis-clients-" in l}
+    expect_eq(users2, users, "the users after a restart")
+    for px in (one, many):
+        harness.t_exit_clean(px)
+
+
+def t_user_refused(servers):
+    """A server whose default user may not ACL SETUSER: shardis starts and
+    serves, and says so loudly, naming the server and the one command to
+    run; that command, run by an admin, is accepted as it is, and then
+    scripts there are refused."""
+    acl = os.path.join(harness.TMP, "noacl.acl")
+    with open(acl, "w") as f:
+        f.write("user default on nopass ~* &* +@all -acl\nuser admin on >adminpw ~* &* +@all\n")
+    locked = RedisServer("noacl", extra=["--aclfile", acl])
+    px = Shardis("refused", [servers[0], locked])
+    warning = "has no clients' user shardis-clients-"
+    until("the warning", lambda: warning in open(px.log).read())
+    log = open(px.log).read()
+    line = [l for l in log.splitlines() if warning in l]
+    expect_eq(len(line), 1, "one warning (the start's): %r" % line)
+    expect("noacl" in line[0] or str(locked.port) in line[0], "the warning names the server")
+    cmd = line[0].split("run on that server: ", 1)[1]
+    expect(cmd.startswith("ACL SETUSER shardis-clients-"), "the command: %r" % cmd[:80])
+    k = px.keys_on("ref:", 1)[0]
+    expect_eq(px.client.set(k, "v"), True, "SET on the server that refused")
+    expect_eq(px.client.get(k), b"v", "GET on the server that refused")
+    admin = redis.Redis(HOST, locked.port, username="admin", password="adminpw")
+    import shlex
+    expect_eq(admin.execute_command(*shlex.split(cmd)), b"OK", "the printed command, run")
+    px.restart()
+    expect_eq(px.client.get(k), b"v", "GET after the restart")
+    expect(script_err(px, "return redis.call('FLUSHALL')", k) != "",
+           "FLUSHALL in a script once the user is there")
+    expect_eq(redis.Redis(HOST, locked.port).exists(k), 1, "the key after the refused FLUSHALL")
+    harness.t_exit_clean(px)
+    locked.kill()
+
+
+def t_acl_cli(servers):
+    """shardis acl prints the lines; --check says 1 where a server lacks
+    them and 0 once they are there (made by a running shardis, or run by
+    the operator from the printed lines, backend_user's too)."""
+    import subprocess
+    px = Shardis("aclcli", servers[:1], databases=2)
+    conf = px.conf
+    harness.t_exit_clean(px)
+    fresh = RedisServer("aclfresh")
+    with open(conf) as f:
+        text = f.read()
+    conf2 = conf + ".2"
+    with open(conf2, "w") as f:
+        f.write(text.replace("redis1", "redis1\n    - %s:%d:1 redis2" % (HOST, fresh.port)))
+    run = lambda *a: subprocess.run([harness.ARGS.shardis, "acl", "-c", conf2] + list(a),
+                                    capture_output=True, text=True, timeout=30)
+    out = run()
+    expect_eq(out.returncode, 0, "shardis acl: %s" % out.stderr)
+    lines = [l for l in out.stdout.splitlines() if l.startswith("ACL SETUSER")]
+    expect_eq(len(lines), 1, "the lines: %r" % out.stdout)
+    user = lines[0].split()[2]
+    users = [l.split()[1] for l in servers[0].client.acl_list()]
+    expect(user in users, "the printed user %s is the one shardis made: %r" % (user, users))
+    chk = run("--check")
+    expect_eq(chk.returncode, 1, "--check with one server lacking the user: %s" % chk.stdout)
+    expect("# redis1 (%s:%d): ok" % (HOST, servers[0].port) in chk.stdout and
+           "# redis2 (%s:%d): not as printed" % (HOST, fresh.port) in chk.stdout,
+           "--check's verdicts: %r" % chk.stdout)
+    import shlex
+    expect_eq(fresh.client.execute_command(*shlex.split(lines[0])), b"OK", "the line, run")
+    chk = run("--check")
+    expect_eq(chk.returncode, 0, "--check once it is there: %s %s" % (chk.stdout, chk.stderr))
+    # an operator's own backend_user: its line, run, passes the check
+    conf3 = conf + ".3"
+    with open(conf3, "w") as f:
+        f.write(text.replace("  servers:", "  backend_user: app\n  backend_password: apppw\n"
+                             "  servers:"))
+    out = subprocess.run([harness.ARGS.shardis, "acl", "-c", conf3, "--check"],
+                         capture_output=True, text=True, timeout=30)
+    expect_eq(out.returncode, 1, "--check before the backend_user is made")
+    line = [l for l in out.stdout.splitlines() if l.startswith("ACL SETUSER app on #")]
+    expect_eq(len(line), 1, "the backend_user's line: %r" % out.stdout)
+    servers[0].client.execute_command(*shlex.split(line[0]))
+    out = subprocess.run([harness.ARGS.shardis, "acl", "-c", conf3, "--check"],
+                         capture_output=True, text=True, timeout=30)
+    expect_eq(out.returncode, 0, "--check of the backend_user: %s %s" % (out.stdout, out.stderr))
+    app = Shardis("aclapp", servers[:1], backend_user="app", backend_password="apppw")
+    k = b"anykey"
+    app.client.set(k, "v")
+    expect(script_err(app, "return redis.call('FLUSHALL')", k) != "",
+           "FLUSHALL in a script as the backend_user the line made")
+    harness.t_exit_clean(app)
+    fresh.kill()
+
+
 def body():
     run = harness.run_with_servers
+    run("default config: scripts are refused KEYS, FLUSHALL, SELECT, MIGRATE, shardis's keys "
+        "and channels by the server; what clients do through shardis still runs",
+        t_scripts_default, 3)
+    run("client users: a +@all user's scripts and functions meet the same refusals",
+        t_scripts_users, 3)
+    run("databases: 1 refuses SELECT 5 and MOVE in scripts; two shardis with other rules "
+        "keep a user each", t_scripts_one_db, 3)
+    run("shardis acl prints the users; --check tells which server lacks them", t_acl_cli, 1)
+    run("a server that refuses ACL SETUSER: served, said loudly with the command that mends "
+        "it", t_user_refused, 1)
     run("a reload that takes a channel, pattern or command away from a user: its "
         "subscribers to them closed, its next command refused, as by redis-server",
         t_reload_narrows, 3)
