@@ -42,6 +42,7 @@
 #include "proxy/route.h"
 #include "proxy/sentinel.h"
 #include "proxy/slowlog.h"
+#include "proxy/srvuser.h"
 #include "proxy/stats.h"
 #include "proxy/util.h"
 
@@ -825,13 +826,16 @@ static void section_shardis(FILE *f, uint64_t now)
             1 + proxy.nold_confs);
     for (size_t i = 0; i < proxy.npools; i++) {
         struct pool *p = &proxy.pools[i];
+        /* clients_user: what clients' commands and scripts run as on the
+         * servers (srvuser.c); a server where it is not is marked below */
         fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
-                "clients=%u,requests=%llu,errors=%llu,slowlog_skipped=%llu\r\n", i,
-                p->conf->name, p->conf->listen.text,
+                "clients=%u,requests=%llu,errors=%llu,slowlog_skipped=%llu,clients_user=%s\r\n",
+                i, p->conf->name, p->conf->listen.text,
                 ring_dist_name(ring_distribution(p->ring)),
                 ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
                 (unsigned long long)p->requests, (unsigned long long)p->errors,
-                (unsigned long long)slowlog_skipped(p));
+                (unsigned long long)slowlog_skipped(p),
+                p->conf->backend_user != NULL ? p->conf->backend_user : p->clients_user->name);
         for (uint32_t s = 0; s < p->nservers; s++) {
             const struct info *in = p->info;
             long long age = in != NULL && s < in->nservers && in->servers[s].text != NULL
@@ -845,6 +849,8 @@ static void section_shardis(FILE *f, uint64_t now)
                     p->servers[s].addr, backend_state_name(&p->servers[s].conns[0]),
                     (unsigned long long)t.requests, (unsigned long long)t.errors,
                     (unsigned long long)t.timeouts, age);
+            if (p->servers[s].user_refused)  /* (backend.c says why in the log) */
+                fprintf(f, ",clients_user=missing");
             if (p->sentinel != NULL)        /* where its master is now */
                 sentinel_info(p, s, f);
             fprintf(f, "\r\n");

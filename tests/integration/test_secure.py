@@ -729,6 +729,11 @@ def t_user_refused(servers):
     expect("noacl" in line[0] or str(locked.port) in line[0], "the warning names the server")
     cmd = line[0].split("run on that server: ", 1)[1]
     expect(cmd.startswith("ACL SETUSER shardis-clients-"), "the command: %r" % cmd[:80])
+    info = Raw(px.port).cmd("INFO", "shardis").decode()
+    expect(re.search(r"backend_0_1:name=redis2,[^\r]*,clients_user=missing", info) and
+           not re.search(r"backend_0_0:[^\r]*clients_user=missing", info) and
+           re.search(r"pool_0:[^\r]*,clients_user=shardis-clients-", info),
+           "INFO marks the server without the user: %s" % info)
     k = px.keys_on("ref:", 1)[0]
     expect_eq(px.client.set(k, "v"), True, "SET on the server that refused")
     expect_eq(px.client.get(k), b"v", "GET on the server that refused")
@@ -751,6 +756,7 @@ def t_acl_cli(servers):
     import subprocess
     px = Shardis("aclcli", servers[:1], databases=2)
     conf = px.conf
+    expect_eq(px.client.ping(), True, "PING")   # (the loop runs: SIGTERM is handled)
     harness.t_exit_clean(px)
     fresh = RedisServer("aclfresh")
     with open(conf) as f:
