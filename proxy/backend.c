@@ -829,8 +829,22 @@ static void backend_connect(struct backend *b)
     enum backend_as as = b->as == BACKEND_AS_CLIENT && u == NULL ? BACKEND_AS_CLIENT
                                                                  : BACKEND_AS_INTERNAL;
     if (b->as == BACKEND_AS_CLIENT && u != NULL) {
+        /* Sent: AUTH as shardis's own user, ACL SETUSER, then, where
+         * shardis's own user is not redis_auth's default one, RESET and
+         * AUTH as that (what clients' connections were before there was
+         * a clients' user: where the next AUTH is refused, they stay so,
+         * never shardis's own; RESET signs out, to the default user if it
+         * needs no password), and AUTH as the clients' user. Each goes to
+         * the front: the last queued is the first sent. */
         backend_queue_own(b, user_auth_reply, true, 3,
                           (const char *const[]){"AUTH", u->name, u->password});
+        if (pc->internal_user != NULL) {
+            const char *before[3];
+            int nbefore = backend_auth_args(pc, BACKEND_AS_CLIENT, before);
+            if (nbefore > 0)
+                backend_queue_own(b, handshake_reply, true, nbefore, before);
+            backend_queue_own(b, handshake_reply, true, 1, (const char *const[]){"RESET"});
+        }
         backend_queue_own(b, user_made_reply, true, u->argc, (const char *const *)u->argv);
     }
     const char *auth[3];

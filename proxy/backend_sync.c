@@ -205,8 +205,10 @@ static char *sync_exchange(int fd, struct tls *t, struct msg *g, int n, bool raw
     return val;
 }
 
-static char *sync_call(const struct pool *p, const struct pool_server *ps, int argc,
-                       const char *const *argv, bool raw, size_t *len)
+/* argv (after pre, when pre_argc > 0, whose reply is not read) on ps. */
+static char *sync_call(const struct pool *p, const struct pool_server *ps, int pre_argc,
+                       const char *const *pre, int argc, const char *const *argv, bool raw,
+                       size_t *len)
 {
     if (!ps->resolved) {
         /* (A pool with sentinels: where the file guessed may be a replica,
@@ -242,6 +244,10 @@ static char *sync_call(const struct pool *p, const struct pool_server *ps, int a
         resp_w_command(&w, 2, (const char *const[]){"SELECT", db}, NULL);
         n++;
     }
+    if (pre_argc > 0) {
+        resp_w_command(&w, pre_argc, pre, NULL);
+        n++;
+    }
     resp_w_command(&w, argc, argv, NULL);
     val = sync_exchange(fd, t, &g, n, raw, len, &rc);
     if (rc == -2 && t != NULL)          /* (a TLS failure is said here) */
@@ -256,13 +262,13 @@ static char *sync_call(const struct pool *p, const struct pool_server *ps, int a
 char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
                         const char *const *argv, size_t *len)
 {
-    return sync_call(p, ps, argc, argv, false, len);
+    return sync_call(p, ps, 0, NULL, argc, argv, false, len);
 }
 
 char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int argc,
                        const char *const *argv, size_t *len)
 {
-    return sync_call(p, ps, argc, argv, true, len);
+    return sync_call(p, ps, 0, NULL, argc, argv, true, len);
 }
 
 char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
@@ -335,18 +341,15 @@ int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
 
     if (p->clients_user != NULL) {
         /* Made here first, at start: its refusal is said now, not when
-         * a client's connection first goes there. */
+         * a client's connection first goes there. On one connection:
+         * (ACL SETUSER and) AUTH as it, whose answer tells. */
         const struct srvuser *u = p->clients_user;
         const char *auth[3] = {"AUTH", u->name, u->password};
         size_t len;
-        char *said = NULL;
-        if (make && (said = backend_sync_raw(p, ps, u->argc, (const char *const *)u->argv,
-                                             &len)) == NULL)
-            return -1;                  /* (down: its connections will make it) */
-        free(said);
-        said = backend_sync_raw(p, ps, 3, auth, &len);
+        char *said = sync_call(p, ps, make ? u->argc : 0, (const char *const *)u->argv, 3, auth,
+                               true, &len);
         if (said == NULL)
-            return -1;
+            return -1;                  /* (down: its connections will make it) */
         if (said != NULL && said[0] == '-') {
             char why[160];
             snprintf(why, sizeof(why), "%.*s", (int)strcspn(said + 1, "\r\n"), said + 1);
@@ -356,6 +359,10 @@ int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
         free(said);
         if (ps->user_refused)
             return 1;
+        /* What shardis made is what srvuser.c says: asked of the servers
+         * where an operator made users (or asks: shardis acl --check). */
+        if (make && pc->internal_user == NULL)
+            return 0;
     }
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
         const struct user_probe *pr = &probes[i];

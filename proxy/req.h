@@ -147,6 +147,8 @@ struct req {
     unsigned        silent:1;   /* CLIENT REPLY OFF or SKIP: its reply is dropped */
     unsigned        keyless:1;  /* a script declaring no key, to run as the pool's
                                    keyless_user (route.c keyless_script, pin_keyless) */
+    unsigned        as_own:1;   /* runs as shardis's own user, on a connection of its
+                                   own (route.c needs_own_user, pin_internal) */
     unsigned        rejected:1; /* refused before it ran (route_refused; stats.c) */
     unsigned        ends_tx:1;  /* DISCARD or RESET on the pin: as it goes, the next
                                    transaction starts unbroken (gate.c tx_broken) */

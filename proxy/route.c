@@ -67,7 +67,8 @@ static bool may_be_reserved(const char *p, size_t len)
  * A pattern whose keys would be shardis's own is refused too. Options are
  * read in redis-server's order, and reading stops where it would reply a
  * syntax error (the server says so). False after replying an error. */
-static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bool ro)
+static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bool ro,
+                             bool *forms_keys)
 {
     const struct ring *ring = c->pool->ring;
     size_t klen, plen, kpart_len, ppart_len;
@@ -101,6 +102,7 @@ static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bo
                                "permissions.", by ? "BY" : "GET");
             return false;
         }
+        *forms_keys = true;
         plen = (size_t)(star - pat);        /* what every key formed starts with */
         ring_tag(ring, pat, plen, &ppart, &ppart_len);
         key = args_get(a, 1, &klen);        /* here: args_get keeps 8 copies at most */
@@ -762,12 +764,35 @@ static int keyless_script(struct client *c, struct req *r, struct args *a,
     return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
 }
 
+/* What the clients' user on the servers may not run, though a client may
+ * through shardis (srvuser.c): SORT's BY and GET patterns, which
+ * redis-server allows only a user who may read every key (shardis's own
+ * too: sort_patterns_ok keeps them out), and MOVE, whose database no ACL
+ * rule can bound (db_ok does). They run as shardis's own user, in order
+ * with the client's other requests (pin_internal); not inside MULTI,
+ * whose connection is the client's. False after refusing r. */
+static bool needs_own_user(struct client *c, struct req *r, const struct cmd *cmd)
+{
+    r->as_own = 1;
+    if (!client_in_multi(c))
+        return true;
+    client_reply_error(c, r, "ERR %s inside MULTI is not supported by shardis: it runs as "
+                       "shardis's own user, on a connection of its own",
+                       cmd == move ? "MOVE" : "SORT with BY or GET patterns");
+    return false;
+}
+
 int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     char err[KEYS_ERR_MAX];
+    bool forms_keys = false;
     int owner;
 
-    if ((cmd == sort || cmd == sort_ro) && !sort_patterns_ok(c, r, a, cmd == sort_ro))
+    if ((cmd == sort || cmd == sort_ro) &&
+        (!sort_patterns_ok(c, r, a, cmd == sort_ro, &forms_keys) ||
+         (forms_keys && !needs_own_user(c, r, cmd))))
+        goto refuse;
+    if (cmd == move && !needs_own_user(c, r, cmd))
         goto refuse;
     switch (keys_find(cmd, a, &a->keys, err)) {
     case KEYS_BAD:
@@ -986,6 +1011,8 @@ forward:
         goto done;                          /* (refused) */
     if (r->keyless)
         pin_keyless(c, r, &a, (uint32_t)owner);
+    else if (r->as_own)
+        pin_internal(c, r, &a, CMD_REPLY_DEFAULT, (uint32_t)owner, true, false);
     else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
         if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
             keep(r, &a, cmd);

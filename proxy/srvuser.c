@@ -20,7 +20,9 @@
  *     may run as its own user, with admin_commands), given back the
  *     @dangerous ones shardis routes by key on clients' connections
  *     (SORT, RESTORE: route.c decides, and this reads it); SELECT only of
- *     the databases the pool serves, MOVE only where it serves another.
+ *     the databases the pool serves; no MOVE (no rule can bound its
+ *     database: shardis runs a client's MOVE, and SORT's BY and GET
+ *     patterns, which need every key, as its own user: route.c).
  *
  * How it gets to the servers: every connection that signs in as it
  * first signs in as shardis's own user and sends the ACL SETUSER
@@ -34,14 +36,22 @@
  * the name and shardis's own password, so the same config makes the same
  * user with the same password anywhere; a shardis whose rules differ
  * (other databases, another version) makes a user of its own beside it.
- * The password is sent only as its SHA-256 (#...), and never reset.
+ * The password is sent only as its SHA-256 (#...). Each ACL SETUSER
+ * resets the user's passwords to the one it gives (resetpass): one
+ * derived from a redis_auth since rotated stops working as soon as a
+ * connection signs in again. Two shardis whose own passwords differ (a
+ * rotation under way) each reset it to theirs: the SETUSER and the AUTH
+ * after it are written together, and redis-server runs a connection's
+ * pipelined commands back to back, so neither's AUTH fails, and
+ * connections signed in already stay so.
  *
  * Trade-offs: COPY ... DB n in a script can copy into a database the
  * pool does not serve (ACL rules cannot see the argument); a script's
- * SCAN or RANDOMKEY may name shardis's keys (not read them). Where the
- * server refuses the ACL SETUSER (shardis's own user lacks +acl), the
- * connection goes on as shardis's own user, as before, and the log says
- * so, with the command to run (backend.c, proxy.c). */
+ * SCAN, RANDOMKEY or PUBSUB CHANNELS may name shardis's keys or
+ * channels (not read them). Where the server refuses the ACL SETUSER
+ * (shardis's own user lacks +acl), the connection goes on as clients'
+ * connections signed in before (redis_auth's default user), and the
+ * log says so, with the command to run (backend.c, backend_sync.c). */
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +62,9 @@
 #include "proxy/route.h"
 #include "proxy/srvuser.h"
 #include "proxy/util.h"
+
+/* ~10 ms at start and on a reload that changes redis_auth. */
+#define SRVUSER_PBKDF2_ROUNDS 20000
 
 /* A growing list of strings, owned. */
 struct words {
@@ -127,15 +140,12 @@ static void rules(const struct conf_pool *pc, struct words *w)
         }
     }
     add(w, "-select");
-    for (int db = 0; db < pc->databases || db == pc->redis_db; db++) {
-        if (db >= pc->databases && db != pc->redis_db)
-            continue;
+    for (int db = 0; db < pc->databases; db++) {   /* (conf: redis_db is one of them) */
         char buf[24];
         snprintf(buf, sizeof(buf), "+select|%d", db);
         add(w, buf);
     }
-    if (pc->databases <= 1)
-        add(w, "-move");
+    add(w, "-move");            /* (shardis runs a client's as its own: route.c) */
     add(w, "(allchannels +psubscribe)");
 }
 
@@ -206,14 +216,15 @@ struct srvuser *srvuser_make(const struct conf_pool *pc)
     snprintf(u->name, sizeof(u->name), "shardis-clients-%.12s", h);
     /* From the password shardis's own connections sign in with: anyone
      * who knows it could sign in as shardis, so the derived one gives
-     * them nothing more. */
+     * them nothing more. Its hash shows (the log's ACL SETUSER, ACL
+     * LIST): PBKDF2 makes guessing shardis's own password from it slow. */
     const char *secret = pc->internal_user != NULL ? pc->internal_password : pc->redis_auth;
-    size_t slen = secret != NULL ? strlen(secret) : 0;
-    size_t mlen = strlen("shardis-clients\n") + strlen(u->name) + 1 + slen;
-    char *m = xmalloc(mlen + 1);
-    snprintf(m, mlen + 1, "shardis-clients\n%s\n%s", u->name, secret != NULL ? secret : "");
-    srvuser_sha256_hex(m, u->password);
-    free(m);
+    uint8_t dk[32];
+    CHECK(PKCS5_PBKDF2_HMAC(secret != NULL ? secret : "", secret != NULL ? (int)strlen(secret) : 0,
+                            (const unsigned char *)u->name, (int)strlen(u->name),
+                            SRVUSER_PBKDF2_ROUNDS, EVP_sha256(), 32, dk) == 1);
+    for (int i = 0; i < 32; i++)
+        snprintf(u->password + 2 * i, 3, "%02x", dk[i]);
     srvuser_sha256_hex(u->password, h);
     snprintf(pwhash, sizeof(pwhash), "#%s", h);
 
@@ -222,6 +233,7 @@ struct srvuser *srvuser_make(const struct conf_pool *pc)
     add(&all, "SETUSER");
     add(&all, u->name);
     add(&all, "on");
+    add(&all, "resetpass");     /* (below) */
     add(&all, pwhash);
     for (int i = 0; i < w.n; i++)
         add(&all, w.v[i]);
