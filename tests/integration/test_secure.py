@@ -603,10 +603,32 @@ def t_scripts_default(servers):
     expect_eq(c.move("scripted", 2), True, "MOVE into a served database")
     d2 = redis.Redis(HOST, px.port, db=2)
     expect_eq(d2.get("scripted"), b"s", "GET in database 2")
+    # SORT's BY and GET patterns need every key (redis-server): shardis
+    # runs them as its own user, in order with the client's requests
+    c.mset({"{l}w_1": 3, "{l}w_2": 2, "{l}w_3": 1, "{l}o_1": "a", "{l}o_2": "b", "{l}o_3": "c"})
+    expect_eq(c.sort("{l}list", by="{l}w_*", get="{l}o_*"), [b"c", b"b", b"a"], "SORT BY GET")
+    expect_eq(c.execute_command("SORT_RO", "{l}list", "BY", "{l}w_*"), [b"3", b"2", b"1"],
+              "SORT_RO BY")
+    expect_eq(c.sort("{l}list", by="{l}w_*", store="{l}sorted"), 3, "SORT BY STORE")
+    expect_eq(c.lrange("{l}sorted", 0, -1), [b"3", b"2", b"1"], "the stored list")
+    pipe = c.pipeline(transaction=False)
+    pipe.set("{l}w_1", 9).sort("{l}list", by="{l}w_*").set("{l}w_1", 0).sort("{l}list", by="{l}w_*")
+    out = pipe.execute()
+    expect_eq((out[1], out[3]), ([b"3", b"2", b"1"], [b"1", b"3", b"2"]),
+              "pipelined SORT BY in order with the SETs around it")
+    tx = c.pipeline(transaction=True)
+    tx.sort("{l}list", by="{l}w_*")
+    try:
+        tx.execute()
+        raise Fail("SORT BY inside MULTI ran")
+    except redis.ResponseError as e:
+        expect("EXECABORT" in str(e) or "inside MULTI" in str(e), "SORT BY in MULTI: %s" % e)
     p = c.pubsub()
     p.psubscribe("news.*")
-    until("psubscribed", lambda: p.get_message(timeout=0.1) is not None or True)
-    time.sleep(0.2)
+    first = p.get_message(timeout=2)
+    expect(first is not None and first["type"] == "psubscribe", "PSUBSCRIBE news.*: %r" % first)
+    until("the pattern on every server", lambda: c.publish("news.a", "x") >= 1)
+    p.get_message(timeout=1)
     expect_eq(c.publish("news.a", "hi") >= 1, True, "PUBLISH reaches the pattern")
     got = None
     for _ in range(30):
@@ -805,6 +827,51 @@ def t_acl_cli(servers):
     fresh.kill()
 
 
+def t_move_unserved(servers):
+    """databases: 4 on servers with 16: a client's MOVE is judged by shardis
+    (db 10 refused, db 3 moved) and a script's MOVE into database 10 is the
+    server's refusal: no key lands in a database the pool does not serve."""
+    px = Shardis("moves", servers, databases=4)
+    k = px.keys_on("mv:", 1)[0]
+    c = px.client
+    c.set(k, "v")
+    err = script_err(px, "return redis.call('MOVE',KEYS[1],'10')", k)
+    expect(err != "", "MOVE into database 10 in a script ran")
+    expect_eq(redis.Redis(HOST, servers[1].port, db=10).dbsize(), 0, "keys in database 10")
+    try:
+        c.move(k, 10)
+        raise Fail("MOVE into database 10 through shardis ran")
+    except redis.ResponseError as e:
+        expect("out of range" in str(e), "MOVE 10: %s" % e)
+    expect_eq(c.move(k, 3), True, "MOVE into database 3")
+    expect_eq(redis.Redis(HOST, px.port, db=3).get(k), b"v", "the key in database 3")
+    expect_eq(redis.Redis(HOST, servers[1].port, db=3).get(k), b"v", "... on its server")
+    harness.t_exit_clean(px)
+
+
+def t_fallback_identity(servers):
+    """internal_user named, and a server where it may not ACL SETUSER:
+    clients' connections there go on as they did before (redis_auth's
+    default user, which may not FLUSHALL here), never as shardis's own."""
+    acl = os.path.join(harness.TMP, "fallback.acl")
+    with open(acl, "w") as f:
+        f.write("user shardis on >ipw ~* &* +@all -acl|setuser\n"
+                "user default on >apw ~* &* +@all -@admin -@dangerous +sort\n")
+    s = RedisServer("fallback", extra=["--aclfile", acl])
+    s.client = redis.Redis(HOST, s.port, username="shardis", password="ipw")
+    px = Shardis("fallback", [s], redis_auth="apw", internal_user="shardis",
+                 internal_password="ipw")
+    until("the warning", lambda: "has no clients' user" in open(px.log).read())
+    px.client.set("k1", "v")
+    err = script_err(px, "return redis.call('FLUSHALL')", "k1")
+    expect(err != "", "FLUSHALL in a script on the fallback connection ran")
+    expect_eq(s.client.dbsize(), 1, "keys left")
+    users = {c["user"] for c in s.client.client_list() if c.get("cmd", "").startswith("eval")}
+    expect_eq(users, {"default"}, "the user the script's connection signed in as")
+    harness.t_exit_clean(px)
+    s.kill()
+
+
 def body():
     run = harness.run_with_servers
     run("default config: scripts are refused KEYS, FLUSHALL, SELECT, MIGRATE, shardis's keys "
@@ -814,6 +881,9 @@ def body():
         t_scripts_users, 3)
     run("databases: 1 refuses SELECT 5 and MOVE in scripts; two shardis with other rules "
         "keep a user each", t_scripts_one_db, 3)
+    run("databases: 4: MOVE into database 10 refused, in a script too", t_move_unserved, 3)
+    run("a refused clients' user with internal_user named: clients' connections are "
+        "redis_auth's, never shardis's own", t_fallback_identity, 1)
     run("shardis acl prints the users; --check tells which server lacks them", t_acl_cli, 1)
     run("a server that refuses ACL SETUSER: served, said loudly with the command that mends "
         "it", t_user_refused, 1)
