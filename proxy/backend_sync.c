@@ -367,8 +367,7 @@ int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
         const struct user_probe *pr = &probes[i];
         const char *user = pr->internal ? internal : clients;
-        if (!pr->internal && ((!strcmp(pr->argv[0], "MOVE") && pc->databases > 1) ||
-                              (!strcmp(pr->argv[0], "SELECT") && pc->databases > 99)))
+        if (!pr->internal && !strcmp(pr->argv[0], "SELECT") && pc->databases > 99)
             continue;                   /* what the pool lets clients do */
         const char *argv[10] = {"ACL", "DRYRUN", user};
         size_t len;
