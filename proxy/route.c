@@ -93,6 +93,10 @@ static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bo
         if (!(by || args_is(a, j, "get")) || left < 1)
             return true;
         pat = args_get(a, ++j, &plen);
+        /* (redis-server refuses any GET, and BY with a pattern, to a
+         * user without every key: the clients' user on the servers) */
+        if (!by)
+            *forms_keys = true;
         if ((star = memchr(pat, '*', plen)) == NULL)
             continue;
         /* As redis-server 7: keys a pattern forms could be any, so only a
@@ -765,7 +769,7 @@ static int keyless_script(struct client *c, struct req *r, struct args *a,
 }
 
 /* What the clients' user on the servers may not run, though a client may
- * through shardis (srvuser.c): SORT's BY and GET patterns, which
+ * through shardis (srvuser.c): SORT with GET, or BY a pattern, which
  * redis-server allows only a user who may read every key (shardis's own
  * too: sort_patterns_ok keeps them out), and MOVE, whose database no ACL
  * rule can bound (db_ok does). They run as shardis's own user, in order
@@ -778,7 +782,7 @@ static bool needs_own_user(struct client *c, struct req *r, const struct cmd *cm
         return true;
     client_reply_error(c, r, "ERR %s inside MULTI is not supported by shardis: it runs as "
                        "shardis's own user, on a connection of its own",
-                       cmd == move ? "MOVE" : "SORT with BY or GET patterns");
+                       cmd == move ? "MOVE" : "SORT with GET, or BY a pattern,");
     return false;
 }
 

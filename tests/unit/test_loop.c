@@ -530,7 +530,7 @@ static void loop_finish(void)
     proxy.stopping = true;
     backend_close_spares(&pool, UINT32_MAX);
     for (uint32_t s = 0; s < pool.nservers; s++) {
-        for (uint32_t k = 0; k < pool.nconns; k++)
+        for (uint32_t k = 0; k < pool_nconns(&pool); k++)   /* shardis's own two too */
             backend_close(&pool.servers[s].conns[k]);
         if (pool.servers[s].mover != NULL)
             backend_close(pool.servers[s].mover);
