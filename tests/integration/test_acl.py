@@ -408,6 +408,10 @@ def t_preauth(rs):
     redis-server refuses it, and the connection closed."""
     px = Shardis("preauth", rs, users=users_yaml(["default on >pw allkeys allchannels +@all"]))
     d = RedisServer("preauthdirect", password="pw")
+    # (what the start reads, the servers' commands, is in before: the
+    # loop runs the start's last steps after the port listens)
+    until("the servers' commands read",
+          lambda: "commands and subcommands" in open(px.log).read())
     before = harness.rss(px.pid)
     for data in (b"*1\r\n$104857600\r\n", b"*11\r\n", b"*2\r\n$3\r\nGET\r\n$16385\r\n"):
         got = []

@@ -206,6 +206,14 @@ def t_kill(px, masters, replicas, sentinels):
     got = new.client.mget(list(last))
     lost = [k for k, g in zip(last, got) if g is None or int(g) < int(last[k])]
     expect(not lost, "acknowledged writes missing on the new master: %r" % lost[:5])
+    # The promoted replica has the clients' user (srvuser.c: made on each
+    # connection shardis opens there) and clients' connections signed in
+    # as it: a script there is no more than a client.
+    users = [l.split()[1] for l in new.client.acl_list() if "shardis-clients-" in l]
+    expect_eq(len(users), 1, "the clients' user on the new master: %r" % users)
+    signed = {c["user"] for c in new.client.client_list()}
+    expect(users[0] in signed, "connections signed in as %s on the new master: %r"
+           % (users[0], signed))
     # Keys never moved shard; the other shards never saw an error.
     expect_eq(px.whereis(list(where)), where, "placement")
     for i in (1, 2):
@@ -651,6 +659,11 @@ def body():
                    admin_commands="true")      # (t_replica_reads's CLIENT PAUSE)
     px_p = Shardis("prefer", masters, sentinels=sentinel_conf(sentinels),
                    read_from="prefer_replica")
+    # Their starts over (a PING is answered once the loop runs): what a
+    # start reads of the servers (the migration record's GET) must not
+    # land among the reads t_replica_reads counts.
+    for x in (px_r, px_p):
+        x.client.ping()
     check("ha_replica_reads", t_replica_reads, px_r, masters, replicas)
     check("ha_unknown_master_errors_others_work", t_unknown_master, masters, sentinels)
     check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
