@@ -29,10 +29,10 @@
 #include <strings.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "proxy/acl.h"
+#include "proxy/digest.h"
 #include "proxy/cmd.h"
 #include "proxy/local.h"
 #include "proxy/util.h"
@@ -200,12 +200,6 @@ bool acl_channels_narrowed(const struct acl_user *old, const struct acl_user *ne
 
 /* ---- signing in ----------------------------------------------------------------- */
 
-static void sha256(const char *s, size_t len, uint8_t out[32])
-{
-    unsigned int n = 32;
-    CHECK(EVP_Digest(s, len, out, &n, EVP_sha256(), NULL) == 1 && n == 32);
-}
-
 const struct acl_user *acl_find(const struct acl *acl, const char *name, size_t len)
 {
     for (size_t i = 0; i < acl->n; i++)
@@ -225,7 +219,7 @@ const struct acl_user *acl_login(const struct acl *acl, const char *name, size_t
         return NULL;
     if (u->nopass)
         return u;
-    sha256(pw, plen, h);
+    digest_sha256(pw, plen, h);
     for (size_t i = 0; i < u->npass; i++)       /* every one, whichever matches */
         match |= CRYPTO_memcmp(h, u->pass[i], 32) == 0;
     return match ? u : NULL;
@@ -432,7 +426,7 @@ static int rule(struct build *b, struct acl_user *u, const char *tok)
         u->nopass = false;
         u->npass = 0;
     } else if (tok[0] == '>' || tok[0] == '<') {
-        sha256(tok + 1, strlen(tok + 1), h);
+        digest_sha256(tok + 1, strlen(tok + 1), h);
         if (tok[0] == '>') {
             pass_add(u, h);
             u->nopass = false;
@@ -556,7 +550,7 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
         all_cmds(&b, d, true);
         if (pc->redis_auth != NULL) {
             uint8_t h[32];
-            sha256(pc->redis_auth, strlen(pc->redis_auth), h);
+            digest_sha256(pc->redis_auth, strlen(pc->redis_auth), h);
             pass_add(d, h);
         } else {
             d->nopass = true;

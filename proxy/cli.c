@@ -17,6 +17,7 @@
 #include "proxy/route.h"
 #include "proxy/acl.h"
 #include "proxy/backend.h"
+#include "proxy/digest.h"
 #include "proxy/pool.h"
 #include "proxy/srvuser.h"
 #include "proxy/tls.h"
@@ -387,12 +388,12 @@ int cli_acl(const char *path, const char *poolname, bool check, FILE *out)
             fprintf(out, "%s%s", k ? ", " : "", pc->servers[k].addr.text);
         fprintf(out, "), as a user that may ACL SETUSER\n");
         if (pc->internal_user != NULL) {
-            srvuser_sha256_hex(pc->internal_password, h);
+            digest_sha256_hex(pc->internal_password, strlen(pc->internal_password), h);
             fprintf(out, "# shardis's own work (internal_user)\nACL SETUSER %s on #%s ~* &* "
                     "+@all\n", pc->internal_user, h);
         }
         if (pc->backend_user != NULL) {
-            srvuser_sha256_hex(pc->backend_password, h);
+            digest_sha256_hex(pc->backend_password, strlen(pc->backend_password), h);
             char *line = srvuser_rules_line(pc, pc->backend_user, h);
             fprintf(out, "# clients' commands and scripts (backend_user)\n%s\n", line);
             free(line);
@@ -403,7 +404,7 @@ int cli_acl(const char *path, const char *poolname, bool check, FILE *out)
             srvuser_free(u);
         }
         if (pc->keyless_user != NULL) {
-            srvuser_sha256_hex(pc->keyless_password, h);
+            digest_sha256_hex(pc->keyless_password, strlen(pc->keyless_password), h);
             fprintf(out, "# scripts that declare no key (keyless_user)\nACL SETUSER %s on #%s "
                     "resetkeys resetchannels +@all -@dangerous\n", pc->keyless_user, h);
         }

@@ -52,13 +52,13 @@
  * (shardis's own user lacks +acl), the connection goes on as clients'
  * connections signed in before (redis_auth's default user), and the
  * log says so, with the command to run (backend.c, backend_sync.c). */
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conf/conf.h"
 #include "proxy/cmd.h"
+#include "proxy/digest.h"
 #include "proxy/route.h"
 #include "proxy/srvuser.h"
 #include "proxy/util.h"
@@ -149,21 +149,6 @@ static void rules(const struct conf_pool *pc, struct words *w)
     add(w, "(allchannels +psubscribe)");
 }
 
-static void hex(const uint8_t *h, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", h[i]);
-}
-
-void srvuser_sha256_hex(const char *s, char out[65])
-{
-    size_t len = strlen(s);
-    uint8_t h[32];
-    unsigned int hn = 32;
-    CHECK(EVP_Digest(s, len, h, &hn, EVP_sha256(), NULL) == 1 && hn == 32);
-    hex(h, 32, out);
-}
-
 /* The words as one line redis-cli takes: quoted where they hold a space. */
 static char *join(char *const *v, int n)
 {
@@ -211,7 +196,7 @@ struct srvuser *srvuser_make(const struct conf_pool *pc)
 
     rules(pc, &w);
     char *body = join(w.v, w.n);
-    srvuser_sha256_hex(body, h);
+    digest_sha256_hex(body, strlen(body), h);
     free(body);
     snprintf(u->name, sizeof(u->name), "shardis-clients-%.12s", h);
     /* From the password shardis's own connections sign in with: anyone
@@ -220,12 +205,11 @@ struct srvuser *srvuser_make(const struct conf_pool *pc)
      * LIST): PBKDF2 makes guessing shardis's own password from it slow. */
     const char *secret = pc->internal_user != NULL ? pc->internal_password : pc->redis_auth;
     uint8_t dk[32];
-    CHECK(PKCS5_PBKDF2_HMAC(secret != NULL ? secret : "", secret != NULL ? (int)strlen(secret) : 0,
-                            (const unsigned char *)u->name, (int)strlen(u->name),
-                            SRVUSER_PBKDF2_ROUNDS, EVP_sha256(), 32, dk) == 1);
+    digest_pbkdf2(secret != NULL ? secret : "", secret != NULL ? strlen(secret) : 0, u->name,
+                  strlen(u->name), SRVUSER_PBKDF2_ROUNDS, dk);
     for (int i = 0; i < 32; i++)
         snprintf(u->password + 2 * i, 3, "%02x", dk[i]);
-    srvuser_sha256_hex(u->password, h);
+    digest_sha256_hex(u->password, strlen(u->password), h);
     snprintf(pwhash, sizeof(pwhash), "#%s", h);
 
     struct words all = {0};

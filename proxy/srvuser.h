@@ -30,7 +30,4 @@ void srvuser_free(struct srvuser *u);
  * hash_hex, for operators who manage users themselves (shardis acl). */
 char *srvuser_rules_line(const struct conf_pool *pc, const char *name, const char *hash_hex);
 
-/* The SHA-256 of the string s in hex (what ACL SETUSER's #... takes). */
-void srvuser_sha256_hex(const char *s, char out[65]);
-
 #endif
