@@ -25,7 +25,7 @@ same users (ACL SETUSER with the same lines):
   and DRYRUN are NOPERM for a user without @dangerous, and need
   admin_commands; SETUSER and the like stay refused, naming the config;
 - backend_user / internal_user: scripts run as a least-privileged server
-  user (the README's ACL lines), so EVAL ... FLUSHALL, MIGRATE to a foreign
+  user (an operator's own, as `shardis acl` prints), so EVAL ... FLUSHALL, MIGRATE to a foreign
   port and writes to __shardis:* or $equence{..} get the server's refusal,
   while shardis's own work (the group of two proxies, a reload that moves
   keys, SHARD.GENKEY, WAIT, admin commands) runs as its internal user; the
@@ -501,7 +501,7 @@ def t_record_trust(rs):
 def excluding(sigil, prefix):
     """ACL patterns for every name that starts with prefix[:i] but not
     prefix[:i+1]: with "[^_$]*"-style first characters, every name that
-    does not start with prefix (the README's lines)."""
+    does not start with prefix (as `shardis acl` prints them, srvuser.c)."""
     out = []
     for i in range(1, len(prefix)):
         out += [sigil + prefix[:i], "%s%s[^%s]*" % (sigil, prefix[:i], prefix[i])]
