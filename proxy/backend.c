@@ -392,9 +392,9 @@ static int keyless_auth_reply(struct backend *b, struct req *r)
 /* The clients' user (srvuser.c) on a clients' connection: ACL SETUSER,
  * as shardis's own user, then AUTH as it. A refusal of the SETUSER is
  * the AUTH's to judge (the operator may have made the user); a refused
- * AUTH leaves the connection signed in as shardis's own user, which
- * works but lets a client's script do what that user may: the log says
- * so once per server, with the command that mends it. */
+ * AUTH leaves the connection signed in as clients' connections were
+ * before (redis_auth's default user: backend_connect), which works but
+ * lets a client's script do what that user may: backend_user_refused. */
 static int user_made_reply(struct backend *b, struct req *r)
 {
     char first[160];
@@ -419,21 +419,21 @@ static int user_auth_reply(struct backend *b, struct req *r)
         ps->user_refused = false;
         return 0;
     }
-    if (!ps->user_refused)
-        backend_user_refused(b->pool, ps, first);
-    ps->user_refused = true;
+    backend_user_refused(b->pool, ps, first);
     return 0;
 }
 
-void backend_user_refused(const struct pool *p, const struct pool_server *ps, const char *why)
+void backend_user_refused(const struct pool *p, struct pool_server *ps, const char *why)
 {
     const char *own = p->conf->internal_user != NULL ? p->conf->internal_user : "default";
 
-    log_warn("pool '%s': %s (%s) has no clients' user %s shardis may make or sign in as "
-             "(%s): clients' commands and scripts there run as '%s', with every right it has "
-             "(a script may FLUSHALL, run KEYS, write shardis's own keys). Give '%s' +acl, or "
-             "run on that server: %s", p->conf->name, ps->label, ps->addr,
-             p->clients_user->name, why, own, own, p->clients_user->line);
+    if (!ps->user_refused)
+        log_warn("pool '%s': %s (%s) has no clients' user %s shardis may make or sign in as "
+                 "(%s): clients' commands and scripts there run as the default user, with "
+                 "every right it has (a script may FLUSHALL, run KEYS, write shardis's own "
+                 "keys). Give '%s' +acl, or run on that server: %s", p->conf->name, ps->label,
+                 ps->addr, p->clients_user->name, why, own, p->clients_user->line);
+    ps->user_refused = true;
 }
 
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */

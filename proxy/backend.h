@@ -198,9 +198,10 @@ char *backend_sync_sentinel(const char *host, uint16_t port, const char *passwor
  * internal_user may do shardis's work; each finding is a warning in the
  * log. The number of findings, -1 if it cannot tell. */
 int backend_check_users(const struct pool *p, struct pool_server *ps, bool make);
-/* Say, loudly, that server ps did not let shardis make or sign in as
- * the pool's clients' user (srvuser.c), why, and how to mend it. */
-void backend_user_refused(const struct pool *p, const struct pool_server *ps, const char *why);
+/* Server ps did not let shardis make or sign in as the pool's clients'
+ * user (srvuser.c): mark it (INFO), and say so loudly, once, with why
+ * and how to mend it. */
+void backend_user_refused(const struct pool *p, struct pool_server *ps, const char *why);
 /* Close p's spare dedicated connections to server (UINT32_MAX: to every
  * server), when the proxy is idle or the server leaves. */
 void backend_close_spares(struct pool *p, uint32_t server);

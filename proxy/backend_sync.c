@@ -336,7 +336,7 @@ int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
 {
     const struct conf_pool *pc = p->conf;
     const char *internal = pc->internal_user != NULL ? pc->internal_user : "default";
-    const char *clients = pc->backend_user != NULL ? pc->backend_user : p->clients_user->name;
+    const char *clients = srvuser_name(pc, p->clients_user);
     int found = 0;
 
     if (p->clients_user != NULL) {
@@ -350,11 +350,10 @@ int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
                                true, &len);
         if (said == NULL)
             return -1;                  /* (down: its connections will make it) */
-        if (said != NULL && said[0] == '-') {
+        if (said[0] == '-') {
             char why[160];
             snprintf(why, sizeof(why), "%.*s", (int)strcspn(said + 1, "\r\n"), said + 1);
             backend_user_refused(p, ps, why);
-            ps->user_refused = true;
         }
         free(said);
         if (ps->user_refused)

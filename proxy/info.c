@@ -835,7 +835,7 @@ static void section_shardis(FILE *f, uint64_t now)
                 ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
                 (unsigned long long)p->requests, (unsigned long long)p->errors,
                 (unsigned long long)slowlog_skipped(p),
-                p->conf->backend_user != NULL ? p->conf->backend_user : p->clients_user->name);
+                srvuser_name(p->conf, p->clients_user));
         for (uint32_t s = 0; s < p->nservers; s++) {
             const struct info *in = p->info;
             long long age = in != NULL && s < in->nservers && in->servers[s].text != NULL

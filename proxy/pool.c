@@ -496,9 +496,10 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
                         !conf_str_eq(old->keyless_password, pc->keyless_password) ||
                         !conf_str_eq(old->redis_auth, pc->redis_auth)))
         p->creds_gen++;             /* spares of the old ones are not used again (backend.c) */
+    /* Its rules and name depend on what a reload may not change
+     * (databases, redis_db: reload.c), its password on redis_auth. */
     if (pc->backend_user == NULL &&
-        (p->clients_user == NULL || old->databases != pc->databases ||
-         old->redis_db != pc->redis_db || !conf_str_eq(old->redis_auth, pc->redis_auth))) {
+        (p->clients_user == NULL || !conf_str_eq(old->redis_auth, pc->redis_auth))) {
         /* (new connections sign in as the new one; open ones stay as they are) */
         srvuser_free(p->clients_user);
         p->clients_user = srvuser_make(pc);

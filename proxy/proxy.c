@@ -570,7 +570,7 @@ int proxy_run(struct conf *cf)
             log_notice("pool '%s': checked on its %zu server%s: clients' user '%s' cannot touch "
                        "shardis's keys or channels, nor run admin commands",
                        p->conf->name, n, n > 1 ? "s" : "",
-                       p->conf->backend_user ? p->conf->backend_user : p->clients_user->name);
+                       srvuser_name(p->conf, p->clients_user));
     }
     char out[4096];
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)

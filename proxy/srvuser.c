@@ -56,7 +56,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf/conf.h"
 #include "proxy/cmd.h"
 #include "proxy/digest.h"
 #include "proxy/route.h"
@@ -232,9 +231,7 @@ void srvuser_free(struct srvuser *u)
 {
     if (u == NULL)
         return;
-    for (int i = 0; i < u->argc; i++)
-        free(u->argv[i]);
-    free(u->argv);
+    words_free(&(struct words){.v = u->argv, .n = u->argc});
     free(u->line);
     free(u);
 }

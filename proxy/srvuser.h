@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct conf_pool;
+#include "conf/conf.h"
 
 /* The clients' user of a pool: the same config makes the same user, in
  * any shardis. Made by srvuser_make, owned by the pool (pool_set_conf),
@@ -24,6 +24,12 @@ struct srvuser {
  * that makes it. */
 struct srvuser *srvuser_make(const struct conf_pool *pc);
 void srvuser_free(struct srvuser *u);
+/* The user pool pc's clients' connections sign in as on the servers: its
+ * backend_user, else u's name (u: the pool's clients_user). */
+static inline const char *srvuser_name(const struct conf_pool *pc, const struct srvuser *u)
+{
+    return pc->backend_user != NULL ? pc->backend_user : u->name;
+}
 
 /* The ACL SETUSER line (without "ACL SETUSER"'s quoting of the password:
  * it is there as #sha256) for a user called name with password hash
