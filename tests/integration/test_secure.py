@@ -872,6 +872,48 @@ def t_fallback_identity(servers):
     s.kill()
 
 
+def t_rotation(servers):
+    """The clients' user's password is PBKDF2-HMAC-SHA256 of shardis's own
+    (redis_auth) with the user's name as salt, 20000 rounds; a reload that
+    rotates redis_auth makes the next connection reset it, so the one
+    derived from the old password stops working on the server."""
+    import hashlib
+    import signal
+    acl = os.path.join(harness.TMP, "rotation.acl")
+    with open(acl, "w") as f:
+        f.write("user default on >p1 >p2 ~* &* +@all\n")
+    s = RedisServer("rotation", extra=["--aclfile", acl])
+    s.client = redis.Redis(HOST, s.port, password="p1")
+    px = Shardis("rotation", [s], redis_auth="p1")
+    expect_eq(px.client.set("k", "v"), True, "SET")
+    info = Raw(px.port)
+    info.cmd("AUTH", "p1")
+    name = re.search(r"clients_user=(shardis-clients-[0-9a-f]+)",
+                     info.cmd("INFO", "shardis").decode()).group(1)
+    derived = lambda pw: hashlib.pbkdf2_hmac("sha256", pw, name.encode(), 20000).hex()
+    auth = lambda pw: Raw(s.port).cmd("AUTH", name, derived(pw))
+    expect_eq(auth(b"p1"), b"+OK\r\n", "AUTH with the password derived from p1")
+    with open(px.conf) as f:
+        text = f.read()
+    with open(px.conf, "w") as f:
+        f.write(text.replace("redis_auth: p1", "redis_auth: p2"))
+    os.kill(px.pid, signal.SIGHUP)
+    until("the reload", lambda: "reload applied" in open(px.log).read())
+    s.client.execute_command("CLIENT", "KILL", "USER", name)   # (its connections: anew)
+    px.client = redis.Redis(HOST, px.port, password="p2", socket_timeout=10)
+
+    def served():
+        try:
+            return px.client.get("k") == b"v"
+        except redis.ResponseError:
+            return False
+    until("served again, on new connections", served)
+    expect_eq(auth(b"p2"), b"+OK\r\n", "AUTH with the password derived from p2")
+    expect(auth(b"p1").startswith(b"-WRONGPASS"), "the password derived from p1 still works")
+    harness.t_exit_clean(px)
+    s.kill()
+
+
 def body():
     run = harness.run_with_servers
     run("default config: scripts are refused KEYS, FLUSHALL, SELECT, MIGRATE, shardis's keys "
@@ -884,6 +926,8 @@ def body():
     run("databases: 4: MOVE into database 10 refused, in a script too", t_move_unserved, 3)
     run("a refused clients' user with internal_user named: clients' connections are "
         "redis_auth's, never shardis's own", t_fallback_identity, 1)
+    run("a rotated redis_auth: the clients' user's old derived password stops working",
+        t_rotation, 1)
     run("shardis acl prints the users; --check tells which server lacks them", t_acl_cli, 1)
     run("a server that refuses ACL SETUSER: served, said loudly with the command that mends "
         "it", t_user_refused, 1)
