@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Servers of several versions behind one pool: shardis learns each kind's
-commands from its own COMMAND (proxy/cmdinfo.c) and routes a command only
+commands from its own COMMAND (proxy/core/cmdinfo.c) and routes a command only
 to servers that have it.
 
 - A pool of two Redis 7.0 servers and one Redis 8.0: HEXPIRE and HSETEX on

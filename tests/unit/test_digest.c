@@ -1,4 +1,4 @@
-/* test_digest.c -- proxy/digest.c against OpenSSL's EVP: SHA-256 of
+/* test_digest.c -- proxy/base/digest.c against OpenSSL's EVP: SHA-256 of
  * lengths around its 64-byte block, and PBKDF2-HMAC-SHA256 of keys
  * shorter and longer than a block, salts of any length, 1 to 20000
  * rounds. */
@@ -7,7 +7,7 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-#include "proxy/digest.h"
+#include "proxy/base/digest.h"
 
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {

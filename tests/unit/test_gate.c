@@ -1,4 +1,4 @@
-/* test_gate.c -- the ordering gate (proxy/gate.c) on the proxy's own
+/* test_gate.c -- the ordering gate (proxy/core/gate.c) on the proxy's own
  * objects: a pool of two servers, clients, their dedicated connections,
  * requests. No socket is opened: connections are marked up and what they
  * would write is read off their send queues, so every sequence is exact,
@@ -7,14 +7,14 @@
 #include <criterion/new/assert.h>
 #include <string.h>
 
-#include "proxy/acl.h"
-#include "proxy/backend.h"
-#include "proxy/client.h"
-#include "proxy/mig.h"
-#include "proxy/pool.h"
-#include "proxy/proxy.h"
-#include "proxy/route.h"
-#include "proxy/util.h"
+#include "proxy/core/acl.h"
+#include "proxy/transport/backend.h"
+#include "proxy/transport/client.h"
+#include "proxy/modules/mig.h"
+#include "proxy/core/pool.h"
+#include "proxy/process/proxy.h"
+#include "proxy/core/route.h"
+#include "proxy/base/util.h"
 
 static const char conf_text[] =
     "alpha:\n"

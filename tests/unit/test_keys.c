@@ -1,4 +1,4 @@
-/* test_keys.c -- where a command's keys are (proxy/keys.c), on the
+/* test_keys.c -- where a command's keys are (proxy/core/keys.c), on the
  * generated command table and on key specs a server could send: the
  * written rules' quirks as redis-server has them, the errors routing needs,
  * and specs that point before argument 1, which must never make a key of
@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/args.h"
-#include "proxy/cmd.h"
-#include "proxy/keys.h"
+#include "proxy/transport/args.h"
+#include "proxy/base/cmd.h"
+#include "proxy/core/keys.h"
 
 #define MAXARGS 16
 

@@ -35,14 +35,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proxy/acl.h"
-#include "proxy/backend.h"
-#include "proxy/client.h"
-#include "proxy/mig.h"
-#include "proxy/pool.h"
-#include "proxy/proxy.h"
-#include "proxy/req.h"
-#include "proxy/util.h"
+#include "proxy/core/acl.h"
+#include "proxy/transport/backend.h"
+#include "proxy/transport/client.h"
+#include "proxy/modules/mig.h"
+#include "proxy/core/pool.h"
+#include "proxy/process/proxy.h"
+#include "proxy/transport/req.h"
+#include "proxy/base/util.h"
 
 /* Under ASan, each case checks for leaks itself at its end: LeakSanitizer's
  * report at a Criterion worker's exit only warns, and the case passes. */

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proxy/mbuf.h"
+#include "proxy/base/mbuf.h"
 
 #ifdef SHARDIS_JEMALLOC
 #include <jemalloc/jemalloc.h>

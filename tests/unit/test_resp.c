@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/mbuf.h"
-#include "proxy/resp.h"
-#include "proxy/util.h"
+#include "proxy/base/mbuf.h"
+#include "proxy/base/resp.h"
+#include "proxy/base/util.h"
 
 /* Frame input (cut once at `cut`) and render the requests as
  * "arg|arg|...;" strings; on a protocol error append "ERR:<text>". */
@@ -832,7 +832,7 @@ Test(resp_header, matches_printf)
 
 /* ---- the encoder ------------------------------------------------------------------- */
 
-#include "proxy/mbuf.h"
+#include "proxy/base/mbuf.h"
 
 /* A writer of proto into a fresh msg; enc_bytes takes its bytes out. */
 struct enc {

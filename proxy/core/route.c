@@ -1,0 +1,1040 @@
+/* route.c -- decide where each request goes.
+ *
+ * In redis-server's order: the command table (unknown commands,
+ * subcommands, arity), then authentication. Then the client's state
+ * (pubsub.c for a subscriber, pin.c for a transaction), and then what the
+ * command is (route_kind, decided once per command and printed by
+ * `shardis commands` for README.md): answered here (local.c), sent to
+ * every server or the first (frag.c merges), SCAN (scan.c), split per
+ * server (frag.c), or sent by its keys: every key is hashed (hash tag
+ * applied) on the pool's current ring, and the request goes whole to the
+ * one backend that owns them all, or is refused with -CROSSSLOT without
+ * touching any backend. The ring is looked up per request, so swapping
+ * pool->ring takes effect at the next one.
+ *
+ * Forwarded array requests are the client's own bytes; only inline
+ * commands are re-encoded (as RESP) on their way to a backend. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proxy/core/acl.h"
+#include "proxy/transport/backend.h"
+#include "proxy/transport/client.h"
+#include "proxy/base/cmd.h"
+#include "proxy/modules/debug.h"
+#include "proxy/modules/frag.h"
+#include "proxy/core/gate.h"
+#include "proxy/modules/group.h"
+#include "proxy/core/keys.h"
+#include "proxy/ops/local.h"
+#include "proxy/modules/mig.h"
+#include "proxy/modules/minify.h"
+#include "proxy/ops/monitor.h"
+#include "proxy/ops/slowlog.h"
+#include "proxy/modules/pin.h"
+#include "proxy/core/pool.h"
+#include "proxy/process/proxy.h"
+#include "proxy/modules/pubsub.h"
+#include "proxy/core/route.h"
+#include "proxy/modules/scan.h"
+#include "proxy/base/util.h"
+
+/* ---- keys --------------------------------------------------------------------------- */
+
+/* Whether a key that starts with p[0 .. len) may be shardis's own. */
+static bool may_be_reserved(const char *p, size_t len)
+{
+    static const char *const prefixes[] = {SHARDIS_RESERVED, SHARDIS_SEQUENCE};
+
+    for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (memcmp(p, prefixes[i], len < n ? len : n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* SORT's BY and GET patterns name keys of their own (each element put in
+ * for the first '*'), read on the key's server. Redis Cluster (7.4's rule
+ * in sort.c) allows a pattern only when its hash tag, before any '*', is
+ * the key's, so that every key it forms lives with the key; so does
+ * shardis, by the pool's hash tag: the tag of the pattern's text up to
+ * its first '*' must be complete there and equal to what the key hashes
+ * by. A pattern without '*' (BY nosort, GET #, a constant) names no key.
+ * A pattern whose keys would be shardis's own is refused too. Options are
+ * read in redis-server's order, and reading stops where it would reply a
+ * syntax error (the server says so). False after replying an error. */
+static bool sort_patterns_ok(struct client *c, struct req *r, struct args *a, bool ro,
+                             bool *forms_keys)
+{
+    const struct ring *ring = c->pool->ring;
+    size_t klen, plen, kpart_len, ppart_len;
+    const char *key, *kpart, *pat, *ppart, *star;
+    long long v;
+
+    for (uint32_t j = 2; j < a->argc; j++) {
+        uint32_t left = a->argc - j - 1;
+        bool by = args_is(a, j, "by");
+        if (args_is(a, j, "asc") || args_is(a, j, "desc") || args_is(a, j, "alpha"))
+            continue;
+        if (args_is(a, j, "limit") && left >= 2) {
+            if (!args_ll(a, j + 1, &v) || !args_ll(a, j + 2, &v))
+                return true;
+            j += 2;
+            continue;
+        }
+        if (!ro && args_is(a, j, "store") && left >= 1) {
+            j++;
+            continue;
+        }
+        if (!(by || args_is(a, j, "get")) || left < 1)
+            return true;
+        pat = args_get(a, ++j, &plen);
+        /* (redis-server refuses any GET, and BY with a pattern, to a
+         * user without every key: the clients' user on the servers) */
+        if (!by)
+            *forms_keys = true;
+        if ((star = memchr(pat, '*', plen)) == NULL)
+            continue;
+        /* As redis-server 7: keys a pattern forms could be any, so only a
+         * user who may read every key may use one. */
+        if (!c->user->allkeys) {
+            client_reply_error(c, r, "ERR %s option of SORT denied due to insufficient ACL "
+                               "permissions.", by ? "BY" : "GET");
+            return false;
+        }
+        *forms_keys = true;
+        plen = (size_t)(star - pat);        /* what every key formed starts with */
+        ring_tag(ring, pat, plen, &ppart, &ppart_len);
+        key = args_get(a, 1, &klen);        /* here: args_get keeps 8 copies at most */
+        ring_tag(ring, key, klen, &kpart, &kpart_len);
+        if ((ppart == pat && ppart_len == plen) || ppart_len != kpart_len ||
+            memcmp(ppart, kpart, kpart_len) != 0) {
+            client_reply_error(c, r, "ERR %s option of SORT denied in Cluster mode when keys "
+                               "formed by the pattern may be in different slots.",
+                               by ? "BY" : "GET");
+            return false;
+        }
+        if (may_be_reserved(pat, plen)) {
+            client_reply_error(c, r, SHARDIS_RESERVED_ERR);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Fold the owner of the key at pos into *owner; false (CROSSSLOT sent) if
+ * it differs from the keys before it. */
+static bool same_owner(struct client *c, struct req *r, struct args *a, uint32_t pos,
+                       int *owner)
+{
+    size_t len;
+    const char *key = args_get(a, pos, &len);
+    int o = (int)pool_owner(c->pool, key, len);
+
+    if (route_reserved(key, len)) {
+        client_reply_error(c, r, SHARDIS_RESERVED_ERR);
+        return false;
+    }
+    if (*owner >= 0 && o != *owner) {
+        client_reply_error(c, r, "CROSSSLOT Keys in request don't hash to the same node");
+        return false;
+    }
+    *owner = o;
+    return true;
+}
+
+/* The first of the keys k that user u may not touch (its position), or
+ * 0: every key is looked at before any owner, so a request gets NOPERM
+ * before CROSSSLOT. */
+static uint32_t key_denied(const struct acl_user *u, struct args *a, const struct keys *k)
+{
+    size_t len;
+    const char *key;
+
+    for (const struct keyspan *s = k->span; s < k->span + k->n; s++)
+        for (uint32_t i = s->first; i <= s->last; i += s->step) {
+            key = args_get(a, i, &len);
+            if (!acl_key_ok(u, key, len))
+                return i;
+        }
+    return 0;
+}
+
+/* The server owning every key, or -1 (an error was sent). */
+static int owner_of_keys(struct client *c, struct req *r, struct args *a, const struct keys *k)
+{
+    int owner = -1;
+
+    for (const struct keyspan *s = k->span; s < k->span + k->n; s++)
+        for (uint32_t i = s->first; i <= s->last; i += s->step)
+            if (!same_owner(c, r, a, i, &owner))
+                return -1;
+    return owner;
+}
+
+/* ---- blocking commands sent again ---------------------------------------------------
+ *
+ * A blocking command waits on the server of its keys. When a reload moves
+ * those keys, mig.c unblocks it there; it is then routed again, as the
+ * client sent it, with what is left of its timeout: so its arguments are
+ * kept while it waits (blocking commands are few). */
+
+struct req_kept {
+    const struct cmd *cmd;
+    uint32_t          argc;
+    char            **av;
+    size_t           *avlen;
+    uint64_t          started_ms;
+};
+
+static void keep(struct req *r, struct args *a, const struct cmd *cmd)
+{
+    struct req_kept *k = xmalloc(sizeof(*k));
+
+    k->cmd = cmd;
+    k->argc = a->argc;
+    k->av = xmalloc(a->argc * sizeof(*k->av));
+    k->avlen = xmalloc(a->argc * sizeof(*k->avlen));
+    for (uint32_t i = 0; i < a->argc; i++) {
+        size_t len;
+        const char *p = args_get(a, i, &len);
+        k->av[i] = xmalloc(len + 1);
+        memcpy(k->av[i], p, len);
+        k->av[i][len] = '\0';
+        k->avlen[i] = len;
+    }
+    k->started_ms = uv_now(proxy.loop);
+    r->u.kept = k;
+    r->kept = 1;
+}
+
+void route_kept_free(struct req *r)
+{
+    struct req_kept *k = r->u.kept;
+
+    if (!r->kept)
+        return;
+    for (uint32_t i = 0; i < k->argc; i++)
+        free(k->av[i]);
+    free(k->av);
+    free(k->avlen);
+    free(k);
+    r->kept = 0;
+}
+
+/* Replace argument i by what is left of a timeout of `unit` ms per unit
+ * (1000: seconds, as BLPOP's; 1: ms, as XREAD's BLOCK) after elapsed ms. 0
+ * (wait for ever) stays 0; one that ran out becomes the shortest wait. */
+static void shorten(struct req_kept *k, uint32_t i, double unit, uint64_t elapsed)
+{
+    double t = strtod(k->av[i], NULL), left;
+    char buf[48];
+
+    if (t <= 0)
+        return;
+    left = t - (double)elapsed / unit;
+    if (unit == 1)
+        snprintf(buf, sizeof(buf), "%.0f", left >= 1 ? left : 1);
+    else
+        snprintf(buf, sizeof(buf), "%.3f", left >= 0.001 ? left : 0.001);
+    free(k->av[i]);
+    k->av[i] = xstrdup(buf);
+    k->avlen[i] = strlen(buf);
+}
+
+int route_reissue(struct client *c, struct req *r)
+{
+    struct req_kept *k = r->u.kept;
+    struct args a = {.c = c};
+    uint64_t elapsed;
+    const char *n;
+    int owner;
+
+    /* Not while its connection holds anything else of the client's: a
+     * transaction, a WATCH, a request still waiting for it. */
+    if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->tx != TX_NONE)
+        return 0;
+    elapsed = uv_now(proxy.loop) - k->started_ms;
+    n = k->cmd->name;
+    if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop")) {
+        shorten(k, 1, 1000, elapsed);
+    } else if (!strcmp(n, "xread") || !strcmp(n, "xreadgroup")) {
+        for (uint32_t i = 1; i + 1 < k->argc; i++)
+            if (!strcasecmp(k->av[i], "block")) {
+                shorten(k, i + 1, 1, elapsed);
+                break;
+            }
+    } else {
+        shorten(k, k->argc - 1, 1000, elapsed);     /* BLPOP ... timeout */
+    }
+    k->started_ms = uv_now(proxy.loop);
+    if (c->pin != NULL) {           /* its connection to the old owner: idle now */
+        backend_release(c->pin, true);
+        c->pin = NULL;
+    }
+    msg_release(&r->rsp);
+    msg_release(&r->out);
+    r->unblocked = 0;
+    r->front = 1;                   /* older than what waits at the gate */
+    a.argc = k->argc;
+    a.av = k->av;
+    a.avlen = k->avlen;
+    if ((owner = route_owner(c, r, &a, k->cmd)) >= 0)
+        pin_send(c, r, &a, (uint32_t)owner, true);
+    args_release(&a);
+    return 1;
+}
+
+/* ---- sending ------------------------------------------------------------------------ */
+
+void route_send(struct client *c, struct req *r, struct args *a, struct backend *b)
+{
+    r->epoch = c->pool->epoch;          /* (mig.c: a blocked one from before a switch) */
+    if (c->pool->mig == NULL) {
+        gate_send(c, r, b);
+        return;
+    }
+    if (c->pool->mig != NULL && a != NULL) {
+        size_t len;
+        const char *key;
+        for (const struct keyspan *s = a->keys.span; s < a->keys.span + a->keys.n; s++)
+            for (uint32_t i = s->first; i <= s->last; i += s->step) {
+                key = args_get(a, i, &len);
+                mig_key(c, b->server, key, len);
+            }
+    }
+    mig_send(c, r, b);
+}
+
+/* ---- databases ---------------------------------------------------------------------- */
+
+/* r may touch a database other than redis_db: a reshard cannot start
+ * until the servers have said, since, which databases hold keys
+ * (info_other_databases). */
+static void other_db(struct client *c, struct req *r)
+{
+    if (!r->other_db) {
+        r->other_db = 1;
+        proxy.other_db_reqs++;
+        proxy.other_db_routed++;
+    }
+    c->pool->other_db_seq = proxy.other_db_routed;
+}
+
+static const struct cmd *move, *copy, *swapdb, *sort, *sort_ro;   /* (route_init) */
+
+/* Whether db_ok has anything to judge: a client in redis_db, no reshard
+ * running, a command that names no database pays these three tests. */
+static inline bool db_matters(const struct client *c, const struct cmd *cmd)
+{
+    return c->db != c->pool->conf->redis_db || c->pool->mig != NULL ||
+           cmd == move || cmd == copy || cmd == swapdb;
+}
+
+/* Where a request's database is judged (a client's own, SELECT's, in
+ * local.c): the database numbers MOVE, COPY ... DB and SWAPDB name must
+ * be ones a client may SELECT (below `databases`), and SWAPDB may not
+ * carry redis_db away (shardis's own keys are there: own.h); while keys
+ * move after a reload (mig.c), which moves redis_db's keys only, a
+ * request for keys in another database, or a SWAPDB, is told to retry:
+ * its key may still be on its old server, and nothing would ever move
+ * it; and a request that may touch another database is marked, for the
+ * check before a reshard (other_db). A non-integer is the server's to
+ * refuse. False after refusing r. */
+static bool db_ok(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    const struct conf_pool *pc = c->pool->conf;
+    uint32_t at = 0, n = 0, parsed = 0;
+    long long db, swap[2] = {0, 0};
+    bool moving;
+
+    if (c->db != pc->redis_db)
+        other_db(c, r);
+    if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb &&
+        c->db == pc->redis_db)
+        return true;
+    moving = c->pool->mig != NULL || group_changing(c->pool);
+    if (moving && (cmd == swapdb || (c->db != pc->redis_db &&
+                                     keys_any(cmd))))
+        goto tryagain;
+    if (cmd == move) {
+        at = 2;
+        n = 1;
+    } else if (cmd == swapdb) {
+        at = 1;
+        n = 2;
+    } else if (cmd == copy) {           /* COPY src dst [DB db] [REPLACE] */
+        for (uint32_t j = 3; j + 1 < a->argc; j++)
+            if (args_is(a, j, "db")) {
+                at = ++j;
+                n = 1;
+            }
+    }
+    for (uint32_t i = at; i < at + n; i++) {
+        if (!args_ll(a, i, &db))
+            continue;
+        if (db < 0 || db >= pc->databases) {
+            client_reply_error(c, r, "ERR DB index is out of range");
+            route_refused(c, r);
+            return false;
+        }
+        if (db != pc->redis_db && moving)
+            goto tryagain;              /* (a key put there now would stay behind) */
+        if (db != pc->redis_db)
+            other_db(c, r);
+        swap[parsed++] = db;
+    }
+    if (cmd == swapdb && parsed == 2 && swap[0] != swap[1] &&
+        (swap[0] == pc->redis_db || swap[1] == pc->redis_db)) {
+        client_reply_error(c, r, "ERR SWAPDB of database %d (redis_db) is not supported by "
+                           "shardis: its own keys are there", pc->redis_db);
+        route_refused(c, r);
+        return false;
+    }
+    return true;
+tryagain:
+    client_reply_error(c, r, "TRYAGAIN resharding moves the keys of database %d only: "
+                       "retry once SHARD.MIGRATION STATUS says it is done", pc->redis_db);
+    route_refused(c, r);
+    return false;
+}
+
+/* ---- the decision ------------------------------------------------------------------- */
+
+static void reply_unknown(struct client *c, struct req *r, struct args *a)
+{
+    char list[300];
+    size_t n = 0, len;
+    const char *name = args_get(a, 0, &len);
+    char cname[130];
+
+    snprintf(cname, sizeof(cname), "%.*s", (int)(len < 128 ? len : 128), name);
+    list[0] = '\0';
+    for (uint32_t i = 1; i < a->argc && n < 128; i++) {
+        size_t alen;
+        const char *arg = args_get(a, i, &alen);
+        int room = 128 - (int)n;
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "'%.*s' ",
+                              (int)(alen < (size_t)room ? alen : (size_t)room), arg);
+    }
+    client_reply_error(c, r, "ERR unknown command '%s', with args beginning with: %s",
+                       cname, list);
+}
+
+static bool unsupported_name(const struct cmd *cmd)
+{
+    static const char *const names[] = {
+        "migrate", "monitor", "sync", "psync", "replconf", "failover",
+    };
+    if (cmd->flags & (CMD_PUBSUB | CMD_ADMIN))
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (!strcmp(cmd->name, names[i]))
+            return true;
+    return false;
+}
+
+void args_request(struct args *a, struct msg *g)
+{
+    struct client *c = a->c;
+    struct resp_w w;
+
+    if (!c->scan.is_inline && a->av == NULL && a->name == NULL && a->minify == 0) {
+        rstream_slice(&c->in, c->scan.start, c->scan.end, g);
+        return;
+    }
+    if (a->minify != 0) {
+        minify_request(a, g);
+        return;
+    }
+    /* Inline: the arguments are already unquoted, and a backend pipelines
+     * arrays unambiguously. */
+    w = client_cmd_w(c, g);
+    resp_w_array(&w, a->argc);
+    for (uint32_t i = 0; i < a->argc; i++) {
+        size_t len;
+        const char *p = args_get(a, i, &len);
+        if (i == 0 && a->name != NULL)
+            resp_w_bulk_str(&w, a->name);
+        else
+            resp_w_bulk(&w, p, len);
+    }
+}
+
+/* ---- commands for every server ------------------------------------------------------
+ *
+ * Redis marks the commands a cluster client sends to every shard
+ * (request_policy all_shards/all_nodes); shardis does the same (frag.c
+ * merges). A few read every server's configuration or functions, where
+ * the first server answers for all of them. Whatever changes or reveals
+ * every server's data or setup wholesale (KEYS, FLUSHDB, CONFIG SET,
+ * FUNCTION LOAD ...) is an admin command: only with admin_commands: true.
+ * DBSIZE, RANDOMKEY and SCRIPT LOAD/EXISTS are for every client. */
+
+/* What redis-server knows of its commands (COMMAND INFO's key specs,
+ * tips and subcommands, COMMAND DOCS, GETKEYSANDFLAGS, its HELP) is the
+ * servers' own table: the first server answers, in the client's protocol,
+ * exactly as redis-server, COUNT and LIST too (module commands in the
+ * case they were registered in). shardis's table is the same COMMAND
+ * output (cmdinfo.c); GETKEYS is answered by keys.c, which routes by the
+ * same keys: local.c. */
+static bool server_table(const struct cmd *cmd)
+{
+    return !strcmp(cmd->name, "command|info") || !strcmp(cmd->name, "command|docs") ||
+           !strcmp(cmd->name, "command|help") || !strcmp(cmd->name, "command|getkeysandflags") ||
+           !strcmp(cmd->name, "command|list") || !strcmp(cmd->name, "command|count");
+}
+
+/* Keyless informational commands a client library's own tests call, which
+ * shardis refused for want of a key, decided one by one:
+ *   LOLWUT        the first server's: its art and "Redis ver." are any
+ *                 server's, and so the pool's;
+ *   MODULE LIST   the first server's modules as shardis read them at start
+ *                 (info_modules: HELLO's "modules" too; Redis 8's vectorset,
+ *                 whose commands are routed by their key specs); LOAD,
+ *                 LOADEX, UNLOAD stay refused;
+ *   MEMORY DOCTOR, STATS, MALLOC-STATS
+ *                 refused: one server's memory is not the pool's (INFO's
+ *                 memory fields are the servers' summed), and their replies
+ *                 have no rule to merge by (response_policy special);
+ *   LATENCY DOCTOR shardis's own already (local.c);
+ *   ROLE, CLUSTER INFO/NODES/SLOTS ..., READONLY, READWRITE, ASKING
+ *                 refused: they describe one server's place in replication
+ *                 or a cluster, which the pool is not. */
+static bool first_server_informs(const struct cmd *cmd)
+{
+    /* SCRIPT SHOW (Valkey 8): SCRIPT LOAD put the script on every server */
+    return !strcmp(cmd->name, "lolwut") || !strcmp(cmd->name, "script|show");
+}
+
+static bool first_server_answers(const struct cmd *cmd)
+{
+    return !strcmp(cmd->name, "config|get") || !strcmp(cmd->name, "function|list") ||
+           !strcmp(cmd->name, "function|dump") || !strcmp(cmd->name, "function|stats");
+}
+
+/* Commands Redis gives no request_policy tip that act on each server's
+ * own state, as CONFIG SET does: CONFIG RESETSTAT resets its counters;
+ * SAVE, BGSAVE and BGREWRITEAOF persist its keys; LASTSAVE says when they
+ * last were: the oldest of the servers' times, since when every key was
+ * saved; SWAPDB swaps two databases, each server its share of them. */
+static bool on_each_server(const struct cmd *cmd)
+{
+    static const char *const names[] = {"config|resetstat", "save", "bgsave", "bgrewriteaof",
+                                        "lastsave", "swapdb"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (!strcmp(cmd->name, names[i]))
+            return true;
+    return false;
+}
+
+static bool is_admin(const struct cmd *cmd)
+{
+    if (!strcmp(cmd->name, "script|load") || !strcmp(cmd->name, "script|exists"))
+        return false;
+    return !(cmd->flags & CMD_READONLY) || (cmd->flags & (CMD_ADMIN | CMD_DANGEROUS));
+}
+
+bool route_admin_ok(struct client *c, struct req *r, const char *name)
+{
+    const struct conf_pool *pc = c->pool->conf;
+
+    if (pc->admin_commands)
+        return true;
+    client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it on every "
+                       "server only with admin_commands: true in pool '%s'", name, pc->name);
+    route_refused(c, r);
+    return false;
+}
+
+/* (route.h) The pool's users, where it has any, say who may: the
+ * command's own permission (@admin @dangerous, as in Redis) was checked
+ * before, by route_request or local_exec. A pool without users has one
+ * user, the default, which may run everything: there admin_commands
+ * says, as for the commands run on every server. */
+bool route_admin_view_ok(struct client *c, struct req *r, const char *name)
+{
+    const struct conf_pool *pc = c->pool->conf;
+
+    if (pc->nusers > 0 || pc->admin_commands)
+        return true;
+    client_reply_error(c, r, "ERR '%s' is an admin command: shardis runs it only with "
+                       "admin_commands: true in pool '%s', or for a client user allowed it",
+                       name, pc->name);
+    route_refused(c, r);
+    return false;
+}
+
+/* How the replies of cmd run on every server merge: by its response
+ * policy, but for those on_each_server adds, which Redis gives none, and
+ * the views of the keyspace, which leave shardis's own keys out (own.h). */
+static enum cmd_reply broadcast_reply(const struct cmd *cmd)
+{
+    if (!strcmp(cmd->name, "lastsave"))
+        return CMD_REPLY_MIN;
+    if (!strcmp(cmd->name, "swapdb"))
+        return CMD_REPLY_ALL_OK;
+    if (!strcmp(cmd->name, "dbsize"))
+        return CMD_REPLY_DBSIZE;
+    if (!strcmp(cmd->name, "randomkey"))
+        return CMD_REPLY_RANDOMKEY;
+    if (!strcmp(cmd->name, "keys"))
+        return CMD_REPLY_KEYS;
+    return cmd->reply;
+}
+
+/* Run cmd (ROUTE_EVERY*, ROUTE_FIRST*) on every server, or the first. */
+static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+                         enum route_kind kind)
+{
+    if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN) &&
+        !route_admin_ok(c, r, cmd->name))
+        return;
+    if (!strcmp(cmd->name, "config|resetstat")) {
+        /* shardis's own counters, as the servers' */
+        stats_reset(&c->pool->stats);
+        c->pool->requests = c->pool->accepted = c->pool->errors = 0;
+    }
+    if (cmd->flags & CMD_ALLOW_BUSY) {
+        pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
+    } else if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
+                (cmd->flags & CMD_DANGEROUS) || broadcast_reply(cmd) == CMD_REPLY_DBSIZE ||
+                broadcast_reply(cmd) == CMD_REPLY_RANDOMKEY)) {
+        /* Admin or @dangerous and server-wide (FLUSHALL, CONFIG, KEYS,
+         * INFO ...): what the least-privileged backend_user is not given;
+         * the client's user was allowed it above. DBSIZE and RANDOMKEY
+         * too: the EXISTS counting shardis's own keys names keys that user
+         * may not touch, and RANDOMKEY's script (own.h) must see them to
+         * pass them over. */
+        bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
+        pin_internal(c, r, a, broadcast_reply(cmd), first ? pool_first_up(c->pool) : UINT32_MAX,
+                     false, kind == ROUTE_EVERY_ADMIN);
+    } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
+        args_request(a, &r->out);
+        route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));
+    } else {
+        /* SAVE and BGREWRITEAOF take as long as the data: no deadline for
+         * an admin's broadcast, which would fail every server's shared
+         * connection at once. */
+        frag_broadcast(c, r, a, broadcast_reply(cmd), NULL, kind == ROUTE_EVERY_ADMIN);
+    }
+}
+
+/* ---- what each command is ------------------------------------------------------------ */
+
+static enum route_kind classify(const struct cmd *cmd)
+{
+    static const char *const tx[] = {"multi", "exec", "discard", "watch", "unwatch"};
+    static const char *const pubsub[] = {"publish", "spublish", "subscribe", "psubscribe",
+        "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "pubsub|channels",
+        "pubsub|numsub", "pubsub|numpat", "pubsub|shardchannels", "pubsub|shardnumsub"};
+    char parent[64];
+
+    snprintf(parent, sizeof(parent), "%.*s", (int)strcspn(cmd->name, "|"), cmd->name);
+    if (server_table(cmd) || first_server_informs(cmd))
+        return ROUTE_FIRST;
+    if (!strcmp(cmd->name, "module|list"))
+        return ROUTE_LOCAL;     /* (first_server_informs says why) */
+    if (local_has(parent))
+        return ROUTE_LOCAL;
+    if (strlen(cmd->name) > 5 && !strcmp(cmd->name + strlen(cmd->name) - 5, "|help"))
+        return ROUTE_FIRST;     /* OBJECT HELP, PUBSUB HELP ...: the server's own text */
+    for (size_t i = 0; i < ARRAY_SIZE(tx); i++)
+        if (!strcmp(cmd->name, tx[i]))
+            return ROUTE_TX;
+    for (size_t i = 0; i < ARRAY_SIZE(pubsub); i++)
+        if (!strcmp(cmd->name, pubsub[i]))
+            return ROUTE_PUBSUB;
+    if (!keys_any(cmd)) {
+        if (first_server_answers(cmd))
+            return ROUTE_FIRST_ADMIN;
+        bool wait = !strcmp(cmd->name, "wait") || !strcmp(cmd->name, "waitaof");
+        /* (RANDOMKEY's response_policy is "special" from 7.2 on: shardis
+         * merges it by a rule of its own, broadcast_reply) */
+        if (((cmd->flags & CMD_ALL_SHARDS) || on_each_server(cmd)) &&
+            broadcast_reply(cmd) != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) && !wait)
+            return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
+        if (!strcmp(cmd->name, "scan"))
+            return ROUTE_SCAN;
+        if (wait)                       /* WAIT, and Redis 7.2's WAITAOF */
+            return ROUTE_WAIT;
+    }
+    if (!strcmp(cmd->name, "debug") || !strcmp(cmd->name, "pfdebug") ||
+        !strcmp(cmd->name, "pfselftest"))
+        return ROUTE_DEBUG;
+    if (unsupported_name(cmd))
+        return ROUTE_UNSUPPORTED;
+    if (!keys_any(cmd))
+        return ROUTE_KEYLESS;
+    if (frag_splits(cmd))
+        return ROUTE_SPLIT;
+    if (cmd->flags & CMD_BLOCKING)
+        return ROUTE_BLOCKING;
+    if (!(cmd->flags & CMD_MOVABLEKEYS) && cmd->first == cmd->last)
+        return ROUTE_KEY;
+    return ROUTE_SAME_SERVER;
+}
+
+/* Decided once per command, and again when the table changes (cmd.h): the
+ * strcmp calls behind it were the largest item in the proxy's profile
+ * when made on every request. */
+static unsigned char kinds[CMD_MAX];
+static uint32_t kinds_gen = UINT32_MAX;
+
+static void classify_all(void)
+{
+    size_t n;
+    const struct cmd *table = cmd_table(&n);
+
+    for (size_t i = 0; i < n; i++)
+        kinds[i] = (unsigned char)classify(&table[i]);
+    kinds_gen = cmd_generation();
+}
+
+void route_init(void)
+{
+    classify_all();
+    move = cmd_lookup("move", 4);
+    copy = cmd_lookup("copy", 4);
+    swapdb = cmd_lookup("swapdb", 6);
+    sort = cmd_lookup("sort", 4);
+    sort_ro = cmd_lookup("sort_ro", 7);
+}
+
+enum route_kind route_kind(const struct cmd *cmd)
+{
+    if (cmd->num == 0)                  /* (a row of no table) */
+        return classify(cmd);
+    if (kinds_gen != cmd_generation())
+        classify_all();
+    return (enum route_kind)kinds[cmd->num - 1];
+}
+
+void route_refused(struct client *c, struct req *r)
+{
+    c->pool->errors++;
+    r->rejected = 1;
+    if (client_in_multi(c))
+        c->tx_abort = 1;
+    req_done(r);
+}
+
+/* A script that declares no key (EVAL ... 0, FCALL ... 0) has nothing to
+ * route by, and what it reads or writes is in its text, which shardis does
+ * not interpret. Run anywhere as sent, its writes would land on a server
+ * that need not own those keys, silently: the next GET of the key, routed
+ * by the ring, would not find it. So it runs as its read-only form
+ * (EVAL_RO, EVALSHA_RO, FCALL_RO), where redis-server refuses every write
+ * ("Write commands are not allowed from read-only scripts", or for a
+ * function not flagged no-writes "Can not execute a script with write
+ * flag using *_ro command"), on the server of the client's transaction or
+ * WATCH if it has one, else the pool's first server. What it computes, and
+ * commands that touch no key, work as on one redis-server; a key it reads
+ * without declaring it is read on that server, as with any script that
+ * reads undeclared keys.
+ *
+ * With a keyless_user configured (an ACL user with no key access), it
+ * runs as sent instead, as that user, on a connection of its own
+ * (pin_keyless): a script that may write but touches no key (a function
+ * not flagged no-writes, a shebang script) runs; one that touches a key,
+ * read or write, gets NOPERM from redis-server. Not inside MULTI: the
+ * transaction's connection is its client's user, so there it is read-only
+ * as above. Only with admin_commands: true: a command that takes no key
+ * (FLUSHALL, SWAPDB) is not stopped by the user's key patterns, and
+ * shardis does not judge the user's commands, so without it such scripts
+ * stay read-only. */
+static int keyless_script(struct client *c, struct req *r, struct args *a,
+                          const struct cmd *cmd)
+{
+    static const char *const ro[][2] = {
+        {"eval", "EVAL_RO"}, {"evalsha", "EVALSHA_RO"}, {"fcall", "FCALL_RO"},
+    };
+
+    /* EVAL_RO and the like are read-only already: redis-server's own
+     * refusal of a write ("... not allowed from read-only scripts") is
+     * the answer, as the client's user. */
+    if (c->pool->conf->keyless_user != NULL && c->pool->conf->admin_commands &&
+        !client_in_multi(c) && strstr(cmd->name, "_ro") == NULL) {
+        r->keyless = 1;
+        return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(ro); i++)
+        if (!strcmp(cmd->name, ro[i][0]))
+            a->name = ro[i][1];
+    return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
+}
+
+/* What the clients' user on the servers may not run, though a client may
+ * through shardis (srvuser.c): SORT with GET, or BY a pattern, which
+ * redis-server allows only a user who may read every key (shardis's own
+ * too: sort_patterns_ok keeps them out), and MOVE, whose database no ACL
+ * rule can bound (db_ok does). They run as shardis's own user, in order
+ * with the client's other requests (pin_internal); not inside MULTI,
+ * whose connection is the client's. False after refusing r. */
+static bool needs_own_user(struct client *c, struct req *r, const struct cmd *cmd)
+{
+    r->as_own = 1;
+    if (!client_in_multi(c))
+        return true;
+    client_reply_error(c, r, "ERR %s inside MULTI is not supported by shardis: it runs as "
+                       "shardis's own user, on a connection of its own",
+                       cmd == move ? "MOVE" : "SORT with GET, or BY a pattern,");
+    return false;
+}
+
+int route_owner(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    char err[KEYS_ERR_MAX];
+    bool forms_keys = false;
+    int owner;
+
+    if ((cmd == sort || cmd == sort_ro) &&
+        (!sort_patterns_ok(c, r, a, cmd == sort_ro, &forms_keys) ||
+         (forms_keys && !needs_own_user(c, r, cmd))))
+        goto refuse;
+    if (cmd == move && !needs_own_user(c, r, cmd))
+        goto refuse;
+    switch (keys_find(cmd, a, &a->keys, err)) {
+    case KEYS_BAD:
+        client_reply_error(c, r, "%s", err);
+        goto refuse;
+    case KEYS_SERVER_SAYS:              /* (any server refuses it: the transaction's) */
+        a->keys.n = 0;
+        return c->pin != NULL ? (int)c->pin->server : (int)pool_first_up(c->pool);
+    case KEYS_NONE:
+        if (cmd->flags & CMD_MOVABLEKEYS)   /* a script declaring no key */
+            return keyless_script(c, r, a, cmd);
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
+                           "names no key to route by", cmd->name);
+        goto refuse;
+    case KEYS_FOUND:
+        break;
+    }
+    /* (SSUBSCRIBE's and SPUBLISH's are channels: pubsub.c) */
+    if (!c->user->all && !(cmd->flags & CMD_PUBSUB) && key_denied(c->user, a, &a->keys) != 0) {
+        client_reply_error(c, r, ACL_NOPERM_KEYS);
+        goto refuse;
+    }
+    if ((owner = owner_of_keys(c, r, a, &a->keys)) < 0)
+        goto refuse;
+    /* Servers of different versions (an upgrade under way): only where
+     * the command is known (cmdinfo.c). */
+    if (!cmd_known(cmd, c->pool->servers[owner].kind)) {
+        client_reply_error(c, r, "ERR unknown command '%s' on server %s (%s), which owns the "
+                           "key: the pool's servers are of different versions (INFO "
+                           "servers_versions)", cmd->name, c->pool->servers[owner].label,
+                           cmd_kind_name(c->pool->servers[owner].kind));
+        goto refuse;
+    }
+    return owner;
+refuse:
+    a->keys.n = 0;
+    route_refused(c, r);
+    return -1;
+}
+
+/* (route.h) The channels are those pubsub.c checks: (S)PUBLISH's one, and
+ * every one a (P|S)SUBSCRIBE names (PSUBSCRIBE's as patterns). */
+int route_dryrun(const struct acl_user *u, struct args *a, const struct cmd *cmd, uint32_t *at)
+{
+    char err[KEYS_ERR_MAX];
+    struct keys ks;
+    size_t len;
+    const char *s;
+
+    if (u->all)
+        return 0;
+    if (!(cmd->flags & CMD_NO_AUTH) && !acl_cmd_ok(u, cmd))    /* (as route_request) */
+        return 1;
+    if (cmd->flags & CMD_PUBSUB) {
+        bool publish = !strcmp(cmd->name, "publish") || !strcmp(cmd->name, "spublish");
+        bool pattern = !strcmp(cmd->name, "psubscribe");
+        if (!publish && !pattern && strcmp(cmd->name, "subscribe") != 0 &&
+            strcmp(cmd->name, "ssubscribe") != 0)
+            return 0;
+        for (uint32_t i = 1; i < (publish ? 2 : a->argc); i++) {
+            s = args_get(a, i, &len);
+            if (!acl_channel_ok(u, s, len, pattern)) {
+                *at = i;
+                return 3;
+            }
+        }
+        return 0;
+    }
+    /* Arguments whose keys cannot be read (XREAD without STREAMS, a bad
+     * numkeys) name none, as redis-server's DRYRUN finds none: the error
+     * the request itself would get is not about permission. A script that
+     * declares no key names none either. */
+    if (keys_find(cmd, a, &ks, err) != KEYS_FOUND)
+        return 0;
+    *at = key_denied(u, a, &ks);
+    return *at != 0 ? 2 : 0;
+}
+
+void route_request(struct client *c, struct req *r)
+{
+    struct args a = {.c = c, .argc = c->scan.argc};
+    const struct cmd *cmd;
+    size_t len;
+    const char *name;
+    int owner;
+
+    if (c->reply != CLIENT_REPLY_ON) {
+        r->silent = 1;
+        if (c->reply == CLIENT_REPLY_SKIP)
+            c->reply = CLIENT_REPLY_ON;
+    }
+    /* redis-server's order: the command, its subcommand, its arity, then
+     * authentication; only then is it run (here, or on a backend). */
+    name = args_get(&a, 0, &len);
+    cmd = cmd_lookup(name, len);
+    if (cmd != NULL && !cmd_current(cmd))
+        cmd = NULL;                     /* what none of the servers has (cmd.h) */
+    if (cmd == NULL) {
+        /* SHARD.*: not in Redis's table, nor for a transaction or a subscriber. */
+        if (len > 6 && !strncasecmp(name, "shard.", 6) &&
+            (pubsub_route(c, r, &a, NULL) || pin_route(c, r, &a, NULL)))
+            goto done;
+        if (local_exec(c, r, &a, NULL))
+            goto done;
+        reply_unknown(c, r, &a);
+        goto reply;
+    }
+    if (cmd_has_subcommands(cmd) && a.argc >= 2) {
+        size_t sublen;
+        const char *sub = args_get(&a, 1, &sublen);
+        const struct cmd *sc = cmd_lookup_sub(cmd, sub, sublen);
+        if (sc == NULL || !cmd_current(sc)) {
+            char upper[65];
+            size_t i;
+            for (i = 0; cmd->name[i] != '\0' && i < 64; i++)
+                upper[i] = (char)(cmd->name[i] >= 'a' && cmd->name[i] <= 'z'
+                                      ? cmd->name[i] - 32 : cmd->name[i]);
+            upper[i] = '\0';
+            client_reply_error(c, r, "ERR unknown subcommand '%.*s'. Try %s HELP.",
+                               (int)(sublen < 128 ? sublen : 128), sub, upper);
+            goto reply;
+        }
+        cmd = sc;
+    }
+    r->cmd = cmd_number(cmd);               /* (stats.c) */
+    c->last_cmd = r->cmd;                   /* (CLIENT LIST) */
+    c->last_s = proxy_seconds();
+    if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
+        r->silent = 0;                      /* confirmations are always written */
+    if (!cmd_arity_ok(cmd, a.argc)) {
+        client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
+        goto reply;
+    }
+    if (c->user == NULL && !(cmd->flags & CMD_NO_AUTH)) {
+        client_reply_error(c, r, "NOAUTH Authentication required.");
+        goto reply;
+    }
+    /* The user's permission, before anything about the command is judged
+     * or it is split, fanned out or queued in MULTI: its keys as route_owner
+     * and frag.c find them, its channels in pubsub.c. */
+    if (!(cmd->flags & CMD_NO_AUTH) && !c->user->all && !acl_cmd_ok(c->user, cmd)) {
+        client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' command",
+                           cmd->name);
+        goto reply;
+    }
+    /* (MULTI itself on Valkey 8, SAVE, SHUTDOWN ...: the transaction aborts) */
+    if ((cmd->flags & CMD_NO_MULTI) && client_in_multi(c)) {
+        client_reply_error(c, r, "ERR Command not allowed inside a transaction");
+        goto reply;
+    }
+    if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
+        monitor_feed(c, &a);
+    if (slowlog_on(c->pool))
+        slowlog_keep(r, c);
+    /* RESET ends whatever state the client is in: before those states' rules. */
+    if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
+        local_exec(c, r, &a, cmd);
+        goto done;
+    }
+    if (db_matters(c, cmd) && !db_ok(c, r, &a, cmd))
+        goto done;
+    if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
+        goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
+    switch (route_kind(cmd)) {
+    case ROUTE_LOCAL:
+        if (a.argc == 1 && !strcmp(cmd->name, "command"))
+            every_server(c, r, &a, cmd, ROUTE_FIRST);   /* as COMMAND INFO: server_table */
+        else if (!strcmp(cmd->name, "module|list"))
+            local_module_list(c, r);
+        else
+            local_exec(c, r, &a, cmd);
+        goto done;
+    case ROUTE_EVERY:
+    case ROUTE_EVERY_ADMIN:
+    case ROUTE_FIRST_ADMIN:
+    case ROUTE_FIRST:
+        every_server(c, r, &a, cmd, route_kind(cmd));
+        goto done;
+    case ROUTE_SCAN:
+        scan_send(c, r, &a);
+        goto done;
+    case ROUTE_DEBUG:
+        debug_route(c, r, &a, cmd);
+        goto done;
+    case ROUTE_WAIT:
+        pin_wait(c, r, &a, cmd);
+        goto done;
+    case ROUTE_UNSUPPORTED:
+    case ROUTE_TX:                          /* (pin.c took them) */
+    case ROUTE_PUBSUB:                      /* (pubsub.c took them, or PUBSUB ...) */
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
+        goto reply;
+    case ROUTE_KEYLESS:
+        client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
+                           "names no key to route by", cmd->name);
+        goto reply;
+    case ROUTE_SPLIT:
+        /* In a transaction every key must be on its server: nothing is split. */
+        if (!client_in_multi(c) && (owner = frag_route(c, r, &a, cmd)) != -2) {
+            if (owner >= 0) {
+                a.keys.n = 1;           /* (what frag_route read: route_send) */
+                a.keys.span[0] = (struct keyspan){1, a.argc - 1, (uint16_t)cmd->step, 0};
+                goto forward;
+            }
+            goto done;                      /* split and sent, or refused */
+        }
+        break;
+    default:                                /* ROUTE_KEY, _SAME_SERVER, _BLOCKING */
+        break;
+    }
+    if ((owner = route_owner(c, r, &a, cmd)) < 0)
+        goto done;
+
+forward:
+    if (c->pool->minify != NULL && !minify_route(c, r, &a, cmd))
+        goto done;                          /* (refused) */
+    if (r->keyless)
+        pin_keyless(c, r, &a, (uint32_t)owner);
+    else if (r->as_own)
+        pin_internal(c, r, &a, CMD_REPLY_DEFAULT, (uint32_t)owner, true, false);
+    else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
+        if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
+            keep(r, &a, cmd);
+        pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
+    }
+    else {
+        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd, c->resp3, c->db);
+        if (b == NULL) {
+            client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
+            goto reply;
+        }
+        args_request(&a, &r->out);
+        route_send(c, r, &a, b);
+    }
+    goto done;
+
+reply:
+    route_refused(c, r);
+done:
+    args_release(&a);
+}

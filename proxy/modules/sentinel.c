@@ -1,0 +1,874 @@
+/* sentinel.c -- high availability: following Redis Sentinel's view of
+ * where each master is, without moving a key.
+ *
+ * A pool with `sentinels` has named servers, each name the master name
+ * the Sentinels know; the address in the file is a first guess. The ring
+ * is built from the names, so a failover changes no key's server, only
+ * that server's address (pool_server_move). Owns the links to the
+ * Sentinels, the rounds of questions, and the decision to move.
+ *
+ * A round, for one master: SENTINEL MASTER <name> to every Sentinel
+ * linked; once all have answered or SENTINEL_ROUND_MS passed, an address
+ * that a majority of the configured Sentinels give (so a minority with a
+ * stale or false answer is outvoted), at a config epoch not below the one
+ * followed so far, is the master's. The server there must then say it is
+ * a master: every connection to it asks first (HELLO's role, which any
+ * ACL user may read, where ROLE is an admin command; backend.c), and one
+ * that says otherwise fails before any request is written on it, and
+ * asks for another round. Rounds are started by:
+ *
+ *   the start      a blocking round per master, before anything is read
+ *                  from the servers (the migration record is on them)
+ *   +switch-master each Sentinel's event, subscribed on its one link
+ *                  (RESP3: pushes and replies share it); only a hint
+ *   a timer        every SENTINEL_CHECK_MS, each master
+ *   hints          a -READONLY reply, a failed connection (sentinel_hint)
+ *
+ * A move closes the server's connections: requests written to the old
+ * master get an error (their outcome is unknown), those not yet written
+ * wait for the new one (within their deadline: backend_move), dedicated
+ * connections (transactions, blocking commands, subscribers) fail so
+ * their clients retry. Each link is a small state machine:
+ *
+ *   DOWN --connect--> CONNECTING --HELLO 3 sent--> UP --error, EOF--> DOWN
+ *     ^                                                                |
+ *     +------------------ SENTINEL_RETRY_MS later ---------------------+
+ */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "proxy/transport/backend.h"
+#include "proxy/base/log.h"
+#include "proxy/core/pool.h"
+#include "proxy/process/proxy.h"
+#include "proxy/base/resp.h"
+#include "proxy/modules/sentinel.h"
+#include "proxy/base/util.h"
+
+#define SENTINEL_CHECK_MS   1000    /* each master asked about this often */
+#define SENTINEL_ROUND_MS   500     /* a round waits this long for answers */
+#define SENTINEL_RETRY_MS   1000    /* a link down is tried again after */
+#define SENTINEL_ADDR_MAX   256
+
+enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_UP };
+
+/* A replica a Sentinel lists, up and linked to the master it names. */
+struct replica {
+    uint16_t port, master_port;
+    char     ip[SENTINEL_ADDR_MAX];
+    char     master_ip[SENTINEL_ADDR_MAX];
+};
+
+#define SENTINEL_REPLICAS_MAX (2 * POOL_REPLICAS_MAX)   /* read from each answer */
+
+/* What a Sentinel said of a master in the current round. */
+struct answer {
+    bool     valid;
+    uint16_t port;
+    uint64_t epoch;
+    char     ip[SENTINEL_ADDR_MAX];
+    uint32_t nreplicas;     /* (asked only where the pool reads from replicas) */
+    struct replica *replicas;   /* [SENTINEL_REPLICAS_MAX] (owned), made on the first
+                                   SENTINEL REPLICAS reply: a pool reading only from
+                                   masters keeps none */
+};
+
+/* A round's answers, one per Sentinel: made, emptied, freed. */
+static struct answer *answers_new(uint32_t n)
+{
+    return xcalloc(n, sizeof(struct answer));
+}
+
+static void answers_clear(struct answer *answers, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct replica *keep = answers[i].replicas;
+        memset(&answers[i], 0, sizeof(answers[i]));
+        answers[i].replicas = keep;
+    }
+}
+
+static void answers_free(struct answer *answers, uint32_t n)
+{
+    for (uint32_t i = 0; answers != NULL && i < n; i++)
+        free(answers[i].replicas);
+    free(answers);
+}
+
+/* A reply a link still owes: to which round of which master, and which
+ * question (SENTINEL MASTER, or REPLICAS). */
+struct owed {
+    uint32_t server;        /* UINT32_MAX: the link's HELLO */
+    uint32_t round;
+    bool     replicas;
+};
+
+struct link {
+    struct sentinel *set;
+    uint32_t    idx;
+    uv_tcp_t    tcp;
+    uv_connect_t creq;
+    enum link_state state;
+    bool        open;       /* tcp is initialized and not yet closed */
+    uint64_t    retry_at;
+    char       *rbuf;       /* bytes read: [at, len) not yet used */
+    size_t      at, fed, len, cap;
+    struct resp_rsp scan;
+    struct owed *owed;      /* a FIFO: [head, n) */
+    uint32_t    head, n, cap_owed;
+};
+
+struct master {
+    uint32_t round;         /* the round in flight, 0: none */
+    uint32_t waiting;       /* its answers still to come */
+    uint64_t deadline;
+    uint64_t next_check;
+    char     why[96];       /* what started it */
+    struct answer *answers; /* [nlinks] */
+    uint64_t epoch;         /* the config epoch of the address followed */
+    uint64_t switched_ms;   /* loop ms of the last move; 0 none */
+    uint32_t switches;
+    char     last[2 * SENTINEL_ADDR_MAX + 160];  /* the last move, for SHARD.NODES */
+    bool     told;          /* "no majority" was logged: not again until resolved */
+};
+
+struct sentinel {
+    struct pool   *p;
+    struct link   *links;
+    uint32_t       nlinks;
+    struct master *masters; /* [nmasters], by server index */
+    uint32_t       nmasters;
+    uint32_t       round_seq;
+};
+
+/* ---- answers --------------------------------------------------------------------- */
+
+/* A Sentinel's reply about one server: a map (RESP3) or name/value pairs
+ * (RESP2), each value a bulk string. fn gets each field whose value is
+ * shorter than SENTINEL_ADDR_MAX, as a C string. false: rd holds none. */
+typedef void field_fn(void *arg, const char *name, const char *value);
+
+static bool read_fields(struct resp_rd *rd, field_fn *fn, void *arg)
+{
+    struct resp_val top, k, v;
+    char name[32], value[SENTINEL_ADDR_MAX];
+
+    if (resp_rd_next(rd, &top) < 0 || (top.type != RESP_MAP && top.type != RESP_ARRAY) ||
+        top.elems % 2 != 0)
+        return false;
+    for (size_t i = 0; i < top.elems; i += 2) {
+        if (resp_rd_next(rd, &k) < 0 || resp_rd_skip(rd, &v) < 0)
+            return false;
+        if (k.type != RESP_BULK || k.nil || k.len >= sizeof(name) || v.type != RESP_BULK ||
+            v.nil || v.len >= sizeof(value))
+            continue;
+        resp_rd_copy(rd, &k, name, sizeof(name) - 1);
+        name[k.len] = '\0';
+        resp_rd_copy(rd, &v, value, sizeof(value) - 1);
+        value[v.len] = '\0';
+        fn(arg, name, value);
+    }
+    return true;
+}
+
+/* A decimal that fits below max, else 0. */
+static uint64_t number(const char *s, uint64_t max)
+{
+    char *end;
+    unsigned long long n;
+
+    if (*s < '0' || *s > '9')
+        return 0;
+    n = strtoull(s, &end, 10);
+    return *end == '\0' && n <= max ? n : 0;
+}
+
+static void master_field(void *arg, const char *name, const char *value)
+{
+    struct answer *a = arg;
+
+    if (strcmp(name, "ip") == 0)
+        snprintf(a->ip, sizeof(a->ip), "%s", value);
+    else if (strcmp(name, "port") == 0)
+        a->port = (uint16_t)number(value, 65535);
+    else if (strcmp(name, "config-epoch") == 0)
+        a->epoch = number(value, UINT64_MAX);
+}
+
+/* SENTINEL MASTER's reply read from rd into *a. false if it is an error
+ * or holds no address. */
+static bool read_master(struct resp_rd *rd, struct answer *a)
+{
+    a->ip[0] = '\0';
+    a->port = 0;
+    a->epoch = 0;
+    a->valid = read_fields(rd, master_field, a) && a->ip[0] != '\0' && a->port != 0;
+    return a->valid;
+}
+
+/* A replica of SENTINEL REPLICAS's reply, as read. */
+struct replica_read {
+    struct replica *x;
+    bool up, link_ok;
+};
+
+static void replica_field(void *arg, const char *name, const char *value)
+{
+    struct replica_read *rr = arg;
+    struct replica *x = rr->x;
+
+    if (strcmp(name, "ip") == 0)
+        snprintf(x->ip, sizeof(x->ip), "%s", value);
+    else if (strcmp(name, "master-host") == 0)
+        snprintf(x->master_ip, sizeof(x->master_ip), "%s", value);
+    else if (strcmp(name, "port") == 0)
+        x->port = (uint16_t)number(value, 65535);
+    else if (strcmp(name, "master-port") == 0)
+        x->master_port = (uint16_t)number(value, 65535);
+    else if (strcmp(name, "flags") == 0)
+        rr->up = strstr(value, "s_down") == NULL && strstr(value, "o_down") == NULL &&
+                 strstr(value, "disconnected") == NULL;
+    else if (strcmp(name, "master-link-status") == 0)
+        rr->link_ok = strcmp(value, "ok") == 0;
+}
+
+/* One replica into *x: true if it is up (no s_down, o_down or
+ * disconnected flag) and its link to its master is ok; *map: whether it
+ * was a map of fields at all. */
+static bool read_replica(struct resp_rd *rd, struct replica *x, bool *map)
+{
+    struct replica_read rr = {x, false, false};
+
+    memset(x, 0, sizeof(*x));
+    *map = read_fields(rd, replica_field, &rr);
+    return *map && rr.up && rr.link_ok && x->ip[0] != '\0' && x->port != 0 &&
+           x->master_port != 0;
+}
+
+/* SENTINEL REPLICAS's reply (an array of maps, or of pairs in RESP2)
+ * into a's replica list: those up, the first SENTINEL_REPLICAS_MAX. */
+static void read_replicas(struct resp_rd *rd, struct answer *a)
+{
+    struct resp_val top;
+
+    a->nreplicas = 0;
+    if (resp_rd_next(rd, &top) < 0 || top.type != RESP_ARRAY)
+        return;
+    if (a->replicas == NULL)
+        a->replicas = xcalloc(SENTINEL_REPLICAS_MAX, sizeof(*a->replicas));
+    /* (One that is no map ends the list: what follows it cannot be told.) */
+    for (size_t i = 0; i < top.elems && a->nreplicas < SENTINEL_REPLICAS_MAX; i++) {
+        bool map;
+        if (read_replica(rd, &a->replicas[a->nreplicas], &map))
+            a->nreplicas++;
+        else if (!map)
+            return;
+    }
+}
+
+static void role_field(void *arg, const char *name, const char *value)
+{
+    if (strcmp(name, "role") == 0)
+        *(bool *)arg = strcmp(value, "master") == 0;
+}
+
+/* HELLO's reply: whether its "role" is "master" (RESP2 pairs or a RESP3
+ * map). A reply without a role (an error) is no master either. */
+bool sentinel_says_master(const char *p, size_t len)
+{
+    struct resp_rd rd;
+    bool master = false;
+
+    resp_rd_init_flat(&rd, p, len);
+    return read_fields(&rd, role_field, &master) && master;
+}
+
+/* ---- deciding ------------------------------------------------------------------ */
+
+static struct master *master_of(struct sentinel *set, uint32_t server)
+{
+    if (server >= set->nmasters) {
+        uint32_t n = set->p->nservers;
+        set->masters = xrealloc(set->masters, n * sizeof(*set->masters));
+        for (uint32_t i = set->nmasters; i < n; i++) {
+            memset(&set->masters[i], 0, sizeof(set->masters[i]));
+            set->masters[i].answers = answers_new(set->nlinks);
+        }
+        set->nmasters = n;
+    }
+    return &set->masters[server];
+}
+
+/* The address a majority of the configured Sentinels gave in answers, and
+ * in *epoch the lowest config epoch any of them gave with it (so that no
+ * one Sentinel can make it look newer); NULL if none has a majority. */
+static const struct answer *tally(const struct sentinel *set, const struct answer *answers,
+                                  uint64_t *epoch)
+{
+    uint32_t need = set->nlinks / 2 + 1;
+
+    for (uint32_t i = 0; i < set->nlinks; i++) {
+        const struct answer *a = &answers[i];
+        uint32_t votes = 0;
+        if (!a->valid)
+            continue;
+        *epoch = UINT64_MAX;
+        for (uint32_t j = 0; j < set->nlinks; j++) {
+            const struct answer *b = &answers[j];
+            if (b->valid && b->port == a->port && strcmp(b->ip, a->ip) == 0) {
+                votes++;
+                if (b->epoch < *epoch)
+                    *epoch = b->epoch;
+            }
+        }
+        if (votes >= need)
+            return a;
+    }
+    return NULL;
+}
+
+/* The replicas of master a that a majority of the configured Sentinels
+ * list as up and replicating it: where server's reads may go (none
+ * unless the pool reads from replicas). */
+static void follow_replicas(struct sentinel *set, uint32_t server, const struct answer *answers,
+                            const struct answer *a)
+{
+    uint32_t need = set->nlinks / 2 + 1, n = 0;
+    struct pool_addr list[POOL_REPLICAS_MAX];
+
+    for (uint32_t i = 0; i < set->nlinks && set->p->conf->read_from != CONF_READ_MASTER; i++)
+        for (uint32_t r = 0; r < answers[i].nreplicas && n < POOL_REPLICAS_MAX; r++) {
+            const struct replica *x = &answers[i].replicas[r];
+            uint32_t votes = 0;
+            bool dup = false;
+            if (x->master_port != a->port || strcmp(x->master_ip, a->ip) != 0)
+                continue;                       /* another master's, or stale */
+            for (uint32_t k = 0; k < n && !dup; k++)
+                dup = list[k].port == x->port && strcmp(list[k].host, x->ip) == 0;
+            for (uint32_t j = 0; j < set->nlinks && !dup; j++)
+                for (uint32_t q = 0; q < answers[j].nreplicas; q++) {
+                    const struct replica *y = &answers[j].replicas[q];
+                    if (y->port == x->port && strcmp(y->ip, x->ip) == 0 &&
+                        y->master_port == x->master_port && strcmp(y->master_ip, x->master_ip) == 0) {
+                        votes++;
+                        break;
+                    }
+                }
+            if (!dup && votes >= need)
+                list[n++] = (struct pool_addr){x->ip, x->port};
+        }
+    pool_server_replicas(set->p, server, list, n);
+}
+
+/* Follow the answers of a finished round for server. */
+static void conclude(struct sentinel *set, uint32_t server, const struct answer *answers,
+                     const char *why)
+{
+    struct pool *p = set->p;
+    struct pool_server *ps = &p->servers[server];
+    struct master *m = master_of(set, server);
+    const struct answer *a;
+    uint64_t epoch = 0;
+    char from[SENTINEL_ADDR_MAX + 8];
+
+    if ((a = tally(set, answers, &epoch)) == NULL) {
+        if (!ps->resolved && !m->told) {
+            m->told = true;
+            log_warn("pool '%s': master '%s': no majority of the %u Sentinels agrees on "
+                     "its address (%s); its keys get an error until they do", p->conf->name,
+                     ps->label, set->nlinks, why);
+        }
+        return;
+    }
+    /* The majority decides. (An epoch floor would let one Sentinel that
+     * claims a huge epoch, or a SENTINEL RESET's return to 0, pin the old
+     * address for good; a majority is what Sentinel's own failover needs.) */
+    if (ps->resolved && !ps->unix_socket && ps->port == a->port && strcmp(ps->host, a->ip) == 0) {
+        m->epoch = epoch;
+        follow_replicas(set, server, answers, a);
+        return;
+    }
+    snprintf(from, sizeof(from), "%s:%u", ps->host, ps->port);
+    if (ps->resolved)
+        log_notice("pool '%s': master '%s' moves %s -> %s:%u (config epoch %llu; %s)",
+                   p->conf->name, ps->label, from, a->ip, a->port,
+                   (unsigned long long)epoch, why);
+    else
+        log_notice("pool '%s': master '%s' is at %s:%u (config epoch %llu; %s)",
+                   p->conf->name, ps->label, a->ip, a->port, (unsigned long long)epoch, why);
+    if (ps->resolved) {
+        m->switches++;
+        m->switched_ms = uv_now(proxy.loop);
+        snprintf(m->last, sizeof(m->last), "%s -> %s:%u, epoch %llu, %s", from, a->ip,
+                 a->port, (unsigned long long)epoch, why);
+    }
+    m->epoch = epoch;
+    m->told = false;
+    pool_server_move(p, server, a->ip, a->port);
+    follow_replicas(set, server, answers, a);
+}
+
+/* ---- the start ----------------------------------------------------------------- */
+
+void sentinel_start(struct pool *p)
+{
+    const struct conf_pool *pc = p->conf;
+    struct sentinel *set = xcalloc(1, sizeof(*set));
+
+    set->p = p;
+    set->nlinks = (uint32_t)pc->nsentinels;
+    set->links = xcalloc(set->nlinks, sizeof(*set->links));
+    for (uint32_t i = 0; i < set->nlinks; i++) {
+        set->links[i].set = set;
+        set->links[i].idx = i;
+    }
+    p->sentinel = set;
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct pool_server *ps = &p->servers[s];
+        struct answer *answers;
+        if (!ps->active)
+            continue;
+        answers = answers_new(set->nlinks);
+        for (uint32_t i = 0; i < set->nlinks; i++) {
+            const struct conf_addr *at = &pc->sentinels[i];
+            size_t len;
+            char *raw = backend_sync_sentinel(at->host, at->port, pc->sentinel_auth, 3,
+                                              (const char *const[]){"SENTINEL", "MASTER",
+                                                                    ps->label}, &len);
+            struct resp_rd rd;
+            if (raw == NULL) {
+                log_warn("pool '%s': Sentinel %s does not answer", pc->name, at->text);
+                continue;
+            }
+            resp_rd_init_flat(&rd, raw, len);
+            if (!read_master(&rd, &answers[i]))
+                log_warn("pool '%s': Sentinel %s has no master '%s': %.*s", pc->name,
+                         at->text, ps->label, (int)(len > 80 ? 80 : len), raw);
+            free(raw);
+            if (pc->read_from == CONF_READ_MASTER || !answers[i].valid)
+                continue;
+            raw = backend_sync_sentinel(at->host, at->port, pc->sentinel_auth, 3,
+                                        (const char *const[]){"SENTINEL", "REPLICAS",
+                                                              ps->label}, &len);
+            if (raw == NULL)
+                continue;
+            resp_rd_init_flat(&rd, raw, len);
+            read_replicas(&rd, &answers[i]);
+            free(raw);
+        }
+        conclude(set, s, answers, "at start");
+        answers_free(answers, set->nlinks);
+        /* Before anything is read from it: the server there must say it
+         * is a master (the migration record is read next). */
+        if (ps->resolved) {
+            size_t len;
+            char *raw = backend_sync_raw(p, ps, 2, (const char *const[]){"HELLO", "2"}, &len);
+            if (raw == NULL || !sentinel_says_master(raw, len)) {
+                log_warn("pool '%s': master '%s': %s:%u does not say it is a master; its "
+                         "keys get an error until the Sentinels name one that does",
+                         pc->name, ps->label, ps->host, ps->port);
+                ps->resolved = false;
+            }
+            free(raw);
+        }
+        master_of(set, s)->next_check = 0;
+    }
+}
+
+/* ---- links ---------------------------------------------------------------------- */
+
+static void link_send(struct link *l, int argc, const char *const *argv);
+static void round_start(struct sentinel *set, uint32_t server, const char *why);
+
+struct link_write {
+    uv_write_t w;
+    char       data[];
+};
+
+static void link_write_cb(uv_write_t *w, int status)
+{
+    (void)status;                   /* (a failed write shows as a failed read) */
+    free(container_of(w, struct link_write, w));
+}
+
+static void link_close_cb(uv_handle_t *h)
+{
+    struct link *l = container_of((uv_tcp_t *)h, struct link, tcp);
+
+    l->open = false;
+}
+
+/* The link failed or closed: every master it owed an answer counts it
+ * as given (without an address), and it is tried again later. */
+static void link_down(struct link *l, const char *why)
+{
+    struct sentinel *set = l->set;
+    const struct conf_addr *at = &set->p->conf->sentinels[l->idx];
+
+    if (l->state == LINK_UP)
+        log_warn("pool '%s': Sentinel %s: %s", set->p->conf->name, at->text, why);
+    while (l->head < l->n) {
+        struct owed o = l->owed[l->head++];
+        if (o.server == UINT32_MAX)
+            continue;
+        struct master *m = master_of(set, o.server);
+        if (m->round == o.round && m->waiting > 0)
+            m->waiting--;
+    }
+    l->head = l->n = 0;
+    l->at = l->fed = l->len = 0;
+    l->state = LINK_DOWN;
+    l->retry_at = uv_now(proxy.loop) + SENTINEL_RETRY_MS;
+    if (l->open && !uv_is_closing((uv_handle_t *)&l->tcp))
+        uv_close((uv_handle_t *)&l->tcp, link_close_cb);
+}
+
+/* A push: "+switch-master <name> <old ip> <old port> <new ip> <new port>"
+ * on the channel: a round for that master. */
+static void link_push(struct link *l, const char *p, size_t len)
+{
+    struct sentinel *set = l->set;
+    struct resp_rd rd;
+    struct resp_val top, kind, chan, msg;
+    char text[512], why[96];
+    const char *s;
+
+    resp_rd_init_flat(&rd, p, len);
+    if (resp_rd_next(&rd, &top) < 0 || top.elems != 3 || resp_rd_next(&rd, &kind) < 0 ||
+        !resp_rd_is(&rd, &kind, "message", 7, false) || resp_rd_next(&rd, &chan) < 0 ||
+        resp_rd_next(&rd, &msg) < 0 || msg.type != RESP_BULK || msg.len >= sizeof(text) ||
+        (s = resp_rd_str(&rd, &msg, text, sizeof(text))) == NULL)
+        return;
+    size_t nlen = strcspn(s, " ");
+    if (nlen > msg.len)
+        nlen = msg.len;
+    for (uint32_t server = 0; server < set->p->nservers; server++) {
+        const struct pool_server *ps = &set->p->servers[server];
+        if (ps->active && strlen(ps->label) == nlen && memcmp(ps->label, s, nlen) == 0) {
+            snprintf(why, sizeof(why), "+switch-master from Sentinel %s",
+                     set->p->conf->sentinels[l->idx].text);
+            round_start(set, server, why);
+        }
+    }
+}
+
+/* One whole reply (or push) from l: what it answers. */
+static void link_reply(struct link *l, const char *p, size_t len, char type)
+{
+    struct sentinel *set = l->set;
+    struct owed o;
+    struct resp_rd rd;
+
+    if (type == RESP_PUSH) {
+        link_push(l, p, len);
+        return;
+    }
+    if (l->head == l->n) {
+        link_down(l, "a reply to nothing asked");
+        return;
+    }
+    o = l->owed[l->head++];
+    if (o.server == UINT32_MAX) {           /* HELLO 3 [AUTH ...] */
+        if (type == RESP_ERROR || type == RESP_BLOBERR) {
+            log_warn("pool '%s': Sentinel %s refused HELLO: %.*s", set->p->conf->name,
+                     set->p->conf->sentinels[l->idx].text, (int)(len > 80 ? 80 : len), p);
+            link_down(l, "HELLO refused");
+        }
+        return;
+    }
+    struct master *m = master_of(set, o.server);
+    if (m->round != o.round)
+        return;                             /* (a round that timed out) */
+    resp_rd_init_flat(&rd, p, len);
+    if (o.replicas)
+        read_replicas(&rd, &m->answers[l->idx]);
+    else
+        read_master(&rd, &m->answers[l->idx]);
+    if (m->waiting > 0 && --m->waiting == 0) {
+        m->round = 0;
+        conclude(set, o.server, m->answers, m->why);
+    }
+}
+
+static void link_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct link *l = container_of((uv_tcp_t *)h, struct link, tcp);
+
+    (void)suggested;
+    if (l->cap - l->len < 4096) {
+        l->cap = l->cap ? 2 * l->cap : 16384;
+        l->rbuf = xrealloc(l->rbuf, l->cap);
+    }
+    *buf = uv_buf_init(l->rbuf + l->len, (unsigned)(l->cap - l->len));
+}
+
+#define LINK_READ_MAX (1 << 20)     /* a reply longer than this is no Sentinel's */
+
+static void link_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct link *l = container_of((uv_tcp_t *)s, struct link, tcp);
+
+    (void)buf;
+    if (nread < 0) {
+        link_down(l, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
+        return;
+    }
+    l->len += (size_t)nread;
+    while (l->state == LINK_UP && l->fed < l->len) {
+        size_t used;
+        int rc = resp_rsp_feed(&l->scan, l->rbuf + l->fed, l->len - l->fed, &used);
+        if (rc < 0) {
+            link_down(l, "protocol error");
+            return;
+        }
+        l->fed += used;
+        if (rc == 0)
+            break;
+        char type = l->scan.type;
+        size_t at = l->at;
+        l->at = l->fed;
+        resp_rsp_reset(&l->scan);
+        link_reply(l, l->rbuf + at, l->fed - at, type);
+    }
+    if (l->state != LINK_UP)
+        return;
+    if (l->len - l->at > LINK_READ_MAX) {
+        link_down(l, "a reply too long");
+        return;
+    }
+    memmove(l->rbuf, l->rbuf + l->at, l->len - l->at);
+    l->len -= l->at;
+    l->fed -= l->at;
+    l->at = 0;
+}
+
+static void link_owe(struct link *l, uint32_t server, uint32_t round, bool replicas)
+{
+    if (l->head > 0 && l->head == l->n)
+        l->head = l->n = 0;
+    if (l->n == l->cap_owed) {
+        l->cap_owed = l->cap_owed ? 2 * l->cap_owed : 16;
+        l->owed = xrealloc(l->owed, l->cap_owed * sizeof(*l->owed));
+    }
+    l->owed[l->n++] = (struct owed){server, round, replicas};
+}
+
+static void link_send(struct link *l, int argc, const char *const *argv)
+{
+    struct msg g = {0};
+    struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&g, &m, RESP2);
+    struct link_write *lw;
+    uv_buf_t b;
+
+    resp_w_command(&w, argc, argv, NULL);
+    lw = xmalloc(sizeof(*lw) + g.len);
+    msg_copy(&g, 0, g.len, lw->data);
+    b = uv_buf_init(lw->data, (unsigned)g.len);
+    msg_release(&g);
+    mbuf_unref(m);
+    if (uv_write(&lw->w, (uv_stream_t *)&l->tcp, &b, 1, link_write_cb) < 0) {
+        free(lw);
+        link_down(l, "cannot write");
+    }
+}
+
+static void link_connect_cb(uv_connect_t *creq, int status)
+{
+    struct link *l = container_of(creq, struct link, creq);
+    const struct conf_pool *pc = l->set->p->conf;
+
+    if (status == UV_ECANCELED)
+        return;
+    if (status < 0 || uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb) < 0) {
+        link_down(l, status < 0 ? uv_strerror(status) : "cannot read");
+        return;
+    }
+    l->state = LINK_UP;
+    resp_rsp_init(&l->scan, true);    /* it says HELLO 3 first */
+    /* RESP3: the event's pushes and the rounds' replies share the link. */
+    if (pc->sentinel_auth != NULL)
+        link_send(l, 5, (const char *const[]){"HELLO", "3", "AUTH", "default",
+                                              pc->sentinel_auth});
+    else
+        link_send(l, 2, (const char *const[]){"HELLO", "3"});
+    link_owe(l, UINT32_MAX, 0, false);
+    if (l->state == LINK_UP)
+        link_send(l, 2, (const char *const[]){"SUBSCRIBE", "+switch-master"});
+    log_info("pool '%s': Sentinel %s linked", pc->name, pc->sentinels[l->idx].text);
+}
+
+static void link_connect(struct link *l)
+{
+    const struct conf_addr *at = &l->set->p->conf->sentinels[l->idx];
+    struct sockaddr_storage ss;
+
+    if (l->open)
+        return;                     /* (still closing) */
+    if (uv_ip4_addr(at->host, at->port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(at->host, at->port, (struct sockaddr_in6 *)&ss) != 0) {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        char port[8];
+        snprintf(port, sizeof(port), "%u", at->port);
+        if (getaddrinfo(at->host, port, &hints, &ai) != 0 || ai == NULL) {
+            l->retry_at = uv_now(proxy.loop) + SENTINEL_RETRY_MS;
+            return;
+        }
+        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+    }
+    uv_tcp_init(proxy.loop, &l->tcp);
+    l->open = true;
+    l->state = LINK_CONNECTING;
+    if (uv_tcp_connect(&l->creq, &l->tcp, (struct sockaddr *)&ss, link_connect_cb) < 0)
+        link_down(l, "cannot connect");
+}
+
+/* ---- rounds --------------------------------------------------------------------- */
+
+static void round_start(struct sentinel *set, uint32_t server, const char *why)
+{
+    struct master *m = master_of(set, server);
+    const char *name = set->p->servers[server].label;
+    uint32_t asks = set->p->conf->read_from == CONF_READ_MASTER ? 1 : 2;   /* per round */
+
+    if (m->round != 0)
+        return;                     /* one at a time */
+    m->round = ++set->round_seq ? set->round_seq : ++set->round_seq;
+    m->waiting = 0;
+    m->deadline = uv_now(proxy.loop) + SENTINEL_ROUND_MS;
+    m->next_check = uv_now(proxy.loop) + SENTINEL_CHECK_MS;
+    snprintf(m->why, sizeof(m->why), "%s", why);
+    answers_clear(m->answers, set->nlinks);
+    for (uint32_t i = 0; i < set->nlinks; i++) {
+        struct link *l = &set->links[i];
+        if (l->state == LINK_UP && l->n - l->head > (asks + 1) * set->p->nservers + 2)
+            link_down(l, "does not answer");    /* its rounds ended without it */
+        if (l->state != LINK_UP)
+            continue;
+        link_send(l, 3, (const char *const[]){"SENTINEL", "MASTER", name});
+        if (l->state != LINK_UP)
+            continue;
+        link_owe(l, server, m->round, false);
+        m->waiting++;
+        if (set->p->conf->read_from == CONF_READ_MASTER)
+            continue;
+        link_send(l, 3, (const char *const[]){"SENTINEL", "REPLICAS", name});
+        if (l->state != LINK_UP)
+            continue;
+        link_owe(l, server, m->round, true);
+        m->waiting++;
+    }
+    if (m->waiting == 0)
+        m->round = 0;               /* no Sentinel linked: the next tick tries */
+}
+
+void sentinel_hint(struct pool *p, uint32_t server, const char *why)
+{
+    if (p->sentinel == NULL || proxy.stopping || !p->servers[server].active)
+        return;
+    round_start(p->sentinel, server, why);
+}
+
+void sentinel_tick(struct pool *p, uint64_t now)
+{
+    struct sentinel *set = p->sentinel;
+
+    if (set == NULL || proxy.stopping)
+        return;
+    for (uint32_t i = 0; i < set->nlinks; i++)
+        if (set->links[i].state == LINK_DOWN && now >= set->links[i].retry_at)
+            link_connect(&set->links[i]);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct master *m;
+        if (!p->servers[s].active)
+            continue;
+        m = master_of(set, s);
+        if (m->round != 0 && now >= m->deadline) {
+            m->round = 0;           /* what came in time is what counts */
+            conclude(set, s, m->answers, m->why);
+        }
+        if (m->round == 0 && now >= m->next_check)
+            round_start(set, s, p->servers[s].resolved ? "a periodic check" : "unresolved");
+    }
+}
+
+bool sentinel_close_handle(struct pool *p, void *h)
+{
+    struct sentinel *set = p->sentinel;
+
+    for (uint32_t i = 0; set != NULL && i < set->nlinks; i++) {
+        struct link *l = &set->links[i];
+        if (h == (void *)&l->tcp) {
+            if (!uv_is_closing((uv_handle_t *)&l->tcp))
+                uv_close((uv_handle_t *)&l->tcp, link_close_cb);
+            return true;
+        }
+    }
+    return false;
+}
+
+void sentinel_free(struct pool *p)
+{
+    struct sentinel *set = p->sentinel;
+
+    if (set == NULL)
+        return;
+    for (uint32_t i = 0; i < set->nlinks; i++) {
+        free(set->links[i].rbuf);
+        free(set->links[i].owed);
+    }
+    for (uint32_t s = 0; s < set->nmasters; s++)
+        answers_free(set->masters[s].answers, set->nlinks);
+    free(set->masters);
+    free(set->links);
+    free(set);
+    p->sentinel = NULL;
+}
+
+void sentinel_info(const struct pool *p, uint32_t server, FILE *f)
+{
+    const struct pool_server *ps = &p->servers[server];
+    const struct master *m = server < p->sentinel->nmasters ? &p->sentinel->masters[server]
+                                                             : NULL;
+
+    if (ps->resolved)
+        fprintf(f, ",master=%s:%u", ps->host, ps->port);
+    else
+        fprintf(f, ",master=unknown");
+    uint32_t nrep = 0;
+    for (uint32_t i = 0; ps->replicas != NULL && i < POOL_REPLICAS_MAX; i++)
+        nrep += ps->replicas[i].listed;
+    fprintf(f, ",config_epoch=%llu,switches=%u,read_replicas=%u",
+            m != NULL ? (unsigned long long)m->epoch : 0, m != NULL ? m->switches : 0, nrep);
+}
+
+void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
+{
+    const struct pool_server *ps = &p->servers[server];
+    const struct master *m = server < p->sentinel->nmasters ? &p->sentinel->masters[server]
+                                                             : NULL;
+    char addr[SENTINEL_ADDR_MAX + 8];
+    char replicas[POOL_REPLICAS_MAX * (SENTINEL_ADDR_MAX + 8)];
+
+    snprintf(addr, sizeof(addr), "%s:%u", ps->host, ps->port);
+    resp_w_bulk_str(w, "master");
+    resp_w_bulk_str(w, ps->resolved ? addr : "unknown");
+    resp_w_bulk_str(w, "config-epoch");
+    resp_w_int(w, m != NULL ? (long long)m->epoch : 0);
+    resp_w_bulk_str(w, "switches");
+    resp_w_int(w, m != NULL ? m->switches : 0);
+    resp_w_bulk_str(w, "last-switch");
+    resp_w_bulk_str(w, m != NULL && m->switches > 0 ? m->last : "");
+    pool_replicas_text(p, server, replicas, sizeof(replicas));
+    resp_w_bulk_str(w, "read-replicas");
+    resp_w_bulk_str(w, replicas);
+}
+
+uint32_t sentinel_switches(const struct pool *p, uint32_t server)
+{
+    return server < p->sentinel->nmasters ? p->sentinel->masters[server].switches : 0;
+}

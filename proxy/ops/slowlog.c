@@ -1,0 +1,294 @@
+/* slowlog.c -- SLOWLOG, answered by shardis from its own log: each
+ * request of a pool whose reply took slowlog_log_slower_than
+ * microseconds or more from the request being read (waiting at the gate,
+ * on the wire and on the server included: the time the application saw),
+ * newest first, at most slowlog_max_len of them, and at most as many
+ * written a second (when every request is slow, logging must not add to
+ * the load). A blocking command is not logged: its time is waiting.
+ *
+ * An entry is redis-server's six fields (id, unix time, microseconds, the
+ * arguments, the client's address and name) and a seventh of shardis's:
+ * the server the request went to ("" when shardis answered it or it was
+ * split over several). The arguments are those in the request's first
+ * 55 bytes as read (req_head, copied as each request is routed: cheaper
+ * than keeping its bytes until its reply); what is cut is counted as
+ * redis-server counts what it cuts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "proxy/transport/args.h"
+#include "proxy/transport/client.h"
+#include "proxy/base/cmd.h"
+#include "proxy/process/proxy.h"
+#include "proxy/base/resp.h"
+#include "proxy/base/stream.h"
+#include "proxy/core/route.h"
+#include "proxy/ops/slowlog.h"
+#include "proxy/base/util.h"
+
+/* The most arguments an entry keeps (a head holds no more whole). */
+#define ENTRY_ARGS 8
+
+struct entry {
+    uint64_t id;
+    long long time;         /* unix seconds */
+    uint64_t us;
+    uint32_t argc;
+    char   **argv;          /* (owned) */
+    size_t  *argvlen;
+    char    *client;        /* ip:port (owned) */
+    char    *name;          /* CLIENT SETNAME's, or "" (owned) */
+    char    *server;        /* the server's name, or "" (owned) */
+};
+
+struct slowlog {
+    struct entry *ring;     /* [cap]: the newest at (head - 1) */
+    uint32_t cap, head, n;
+    uint64_t next_id;
+    uint64_t second;        /* proxy_seconds() of the entries counted in ... */
+    uint32_t this_second;   /* ... (at most cap a second: below) */
+    uint64_t skipped;       /* slow requests not logged for that */
+};
+
+static void entry_clear(struct entry *e)
+{
+    for (uint32_t i = 0; i < e->argc; i++)
+        free(e->argv[i]);
+    free(e->argv);
+    free(e->argvlen);
+    free(e->client);
+    free(e->name);
+    free(e->server);
+    memset(e, 0, sizeof(*e));
+}
+
+static void reset(struct slowlog *sl)
+{
+    for (uint32_t i = 0; i < sl->cap; i++)
+        entry_clear(&sl->ring[i]);
+    sl->head = sl->n = 0;
+}
+
+void slowlog_free(struct pool *p)
+{
+    if (p->slowlog == NULL)
+        return;
+    reset(p->slowlog);
+    free(p->slowlog->ring);
+    free(p->slowlog);
+    p->slowlog = NULL;
+}
+
+/* An argument of full bytes, of which the first len (at most
+ * REQ_HEAD_BYTES) are at s: kept, and what was cut counted after. */
+static char *dup_arg(const char *s, size_t len, size_t full, size_t *outlen)
+{
+    char *d = xmalloc(len + 64);
+    int n = 0;
+
+    memcpy(d, s, len);
+    if (full > len)
+        n = snprintf(d + len, 64, "... (%zu more bytes)", full - len);
+    d[len + (size_t)n] = '\0';
+    *outlen = len + (size_t)n;
+    return d;
+}
+
+void slowlog_keep_spread(struct req_head *h, struct rstream *in, uint64_t off, uint64_t end)
+{
+    h->kept = 0;
+    for (struct mbuf *m = rstream_find(in, off); m != NULL && off < end; m = m->next) {
+        uint64_t to = end < m->base + m->len ? end : m->base + m->len;
+        memcpy(h->raw + h->kept, m->data + (off - m->base), (size_t)(to - off));
+        h->kept += (uint8_t)(to - off);
+        off = to;
+    }
+}
+
+/* A decimal at *p up to CRLF within [.., lim); false if there is none. */
+static bool head_num(const char **p, const char *lim, long long *n)
+{
+    const char *q = *p;
+
+    *n = 0;
+    if (q >= lim || *q < '0' || *q > '9')
+        return false;
+    while (q < lim && *q >= '0' && *q <= '9' && *n < (1LL << 40))
+        *n = *n * 10 + (*q++ - '0');
+    if (q + 2 > lim || q[0] != '\r' || q[1] != '\n')
+        return false;
+    *p = q + 2;
+    return true;
+}
+
+/* Secrets are not kept, as redis-server keeps none (args_redacted). All
+ * are decided before any is replaced: whether one is a secret may depend
+ * on the arguments before it (HELLO's AUTH user pass). */
+static void redact(struct entry *e)
+{
+    struct args a = {.argc = e->argc, .av = e->argv, .avlen = e->argvlen};
+    bool secret[ENTRY_ARGS] = {false};
+
+    for (uint32_t i = 1; i < e->argc && i < ARRAY_SIZE(secret); i++)
+        secret[i] = args_redacted(&a, i);
+    for (uint32_t i = 1; i < e->argc && i < ARRAY_SIZE(secret); i++) {
+        if (!secret[i])
+            continue;
+        free(e->argv[i]);
+        e->argv[i] = dup_arg("(redacted)", 10, 10, &e->argvlen[i]);
+    }
+}
+
+/* The request's arguments from its head (slowlog_keep): those whole in
+ * it, the one it cuts (its bytes counted as redis-server counts what it
+ * cuts), and how many more; false if none can be read from it. */
+static bool args_of(const struct req *r, struct entry *e)
+{
+    const struct req_head *h = &r->head;
+    const char *p = h->raw, *lim = h->raw + h->kept;
+    long long argc, len;
+    char buf[64];
+
+    if (h->len == 0 || h->kept < 4 || *p++ != '*' || !head_num(&p, lim, &argc) || argc <= 0)
+        return false;
+    e->argv = xcalloc((size_t)(argc < ENTRY_ARGS ? argc : ENTRY_ARGS) + 1, sizeof(*e->argv));
+    e->argvlen = xcalloc((size_t)(argc < ENTRY_ARGS ? argc : ENTRY_ARGS) + 1,
+                         sizeof(*e->argvlen));
+    while (e->argc < argc && e->argc < ENTRY_ARGS && p < lim && *p == '$') {
+        const char *at = p + 1;
+        if (!head_num(&at, lim, &len))
+            break;
+        size_t have = (size_t)(lim - at) < (size_t)len ? (size_t)(lim - at) : (size_t)len;
+        e->argv[e->argc] = dup_arg(at, have, (size_t)len, &e->argvlen[e->argc]);
+        e->argc++;
+        if (have < (size_t)len)
+            break;
+        p = at + len + 2;
+    }
+    if (e->argc == 0)
+        return false;
+    redact(e);
+    if (e->argc < argc) {
+        int n = snprintf(buf, sizeof(buf), "... (%lld more arguments)", argc - e->argc);
+        e->argv[e->argc] = dup_arg(buf, (size_t)n, (size_t)n, &e->argvlen[e->argc]);
+        e->argc++;
+    }
+    return true;
+}
+
+void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64_t us)
+{
+    struct slowlog *sl = p->slowlog;
+    const struct conf_pool *pc = p->conf;
+    struct entry *e;
+    struct timeval tv;
+    char peer[80];
+
+    if (pc->slowlog_max_len == 0)
+        return;
+    if (sl == NULL)
+        sl = p->slowlog = xcalloc(1, sizeof(*sl));
+    /* Under a backlog every request is slow: at most a log's worth a
+     * second is written, so that logging costs no more when it is busiest
+     * (the log would keep no more of them anyway). */
+    if (sl->second != proxy_seconds()) {
+        sl->second = proxy_seconds();
+        sl->this_second = 0;
+    }
+    if (sl->this_second >= (uint32_t)pc->slowlog_max_len) {
+        sl->skipped++;
+        return;
+    }
+    sl->this_second++;
+    if (sl->cap != (uint32_t)pc->slowlog_max_len) {     /* (a reload changed it) */
+        reset(sl);
+        free(sl->ring);
+        sl->cap = (uint32_t)pc->slowlog_max_len;
+        sl->ring = xcalloc(sl->cap, sizeof(*sl->ring));
+    }
+    e = &sl->ring[sl->head];
+    entry_clear(e);
+    sl->head = (sl->head + 1) % sl->cap;
+    sl->n += sl->n < sl->cap;
+    e->id = sl->next_id++;
+    gettimeofday(&tv, NULL);
+    e->time = (long long)tv.tv_sec;
+    e->us = us;
+    if (!args_of(r, e)) {           /* (none kept: its name) */
+        for (uint32_t i = 0; i < e->argc; i++)
+            free(e->argv[i]);
+        const char *name = cmd_numbered(r->cmd)->name;
+        free(e->argv);
+        free(e->argvlen);
+        e->argv = xcalloc(1, sizeof(*e->argv));
+        e->argvlen = xcalloc(1, sizeof(*e->argvlen));
+        e->argv[0] = dup_arg(name, strlen(name), strlen(name), &e->argvlen[0]);
+        e->argc = 1;
+    }
+    client_peer(c, peer, sizeof(peer));
+    e->client = xstrdup(peer);
+    e->name = xstrdup(client_name(c) != NULL ? client_name(c) : "");
+    e->server = xstrdup(r->backend != NULL && r->frag == NULL && r->server < p->nservers
+                            ? p->servers[r->server].label : "");
+}
+
+uint64_t slowlog_skipped(const struct pool *p)
+{
+    return p->slowlog != NULL ? p->slowlog->skipped : 0;
+}
+
+void slowlog_command(struct client *c, struct req *r, struct args *a)
+{
+    struct slowlog *sl = c->pool->slowlog;
+    struct resp_w w = client_w(c, &r->rsp);
+    long long count = 10;
+
+    if (args_is(a, 1, "len") && a->argc == 2) {
+        resp_w_int(&w, sl != NULL ? sl->n : 0);
+    } else if (args_is(a, 1, "reset") && a->argc == 2) {
+        if (sl != NULL)
+            reset(sl);
+        resp_w_simple(&w, "OK");
+    } else if (args_is(a, 1, "get") && a->argc <= 3) {
+        if (a->argc == 3 && (!args_ll(a, 2, &count) || count < -1)) {
+            client_reply_error(c, r, "ERR count should be greater than or equal to -1");
+            return;
+        }
+        uint32_t n = sl == NULL ? 0 : count < 0 || (uint64_t)count > sl->n ? sl->n
+                                                                            : (uint32_t)count;
+        resp_w_array(&w, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const struct entry *e = &sl->ring[(sl->head + sl->cap - 1 - i) % sl->cap];
+            resp_w_array(&w, 7);
+            resp_w_int(&w, (long long)e->id);
+            resp_w_int(&w, e->time);
+            resp_w_int(&w, (long long)e->us);
+            resp_w_array(&w, e->argc);
+            for (uint32_t k = 0; k < e->argc; k++)
+                resp_w_bulk(&w, e->argv[k], e->argvlen[k]);
+            resp_w_bulk_str(&w, e->client);
+            resp_w_bulk_str(&w, e->name);
+            resp_w_bulk_str(&w, e->server);
+        }
+    } else if (args_is(a, 1, "help") && a->argc == 2) {
+        static const char *const help[] = {
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name, and (shardis) the server the request went to",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Print this help.",
+        };
+        client_reply_help(c, r, help, ARRAY_SIZE(help));
+    } else {
+        client_reply_bad_sub(c, r, a, "SLOWLOG");
+    }
+}

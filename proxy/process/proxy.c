@@ -1,0 +1,614 @@
+/* proxy.c -- the process: its one loop and what the loop owns (struct
+ * proxy), listeners, the loop's flush and timer handles, signals, and an
+ * orderly stop.
+ *
+ * Time is enforced in one place, tick_cb, every PROXY_TICK_MS: request
+ * deadlines (backend_check_timeout: a request's deadline is set when it is
+ * queued, and a backend still sending is not timed out), clients that take
+ * none of their unread replies (client_check_stalled) and TLS handshakes
+ * that take too long (tls_tick), ejected servers
+ * coming back and idle ones retired (pool_tick), the group's rounds and
+ * the migration's retries and mover (group_tick, mig_tick), and the idle
+ * trim. The only other timer is the stop's (drain_cb).
+ *
+ * Writes are batched: callbacks only mark connections dirty; a uv_check
+ * handle, which runs once per loop turn after all I/O callbacks, writes
+ * each dirty connection once with everything queued on it.
+ *
+ * SIGTERM/SIGINT stop accepting, let requests in flight finish (at most
+ * PROXY_DRAIN_MS), then close every handle so uv_run returns and the
+ * process exits 0. */
+#include <errno.h>
+#include <stddef.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proxy/core/acl.h"
+#include "proxy/transport/backend.h"
+#include "proxy/transport/client.h"
+#include "proxy/modules/genkey.h"
+#include "proxy/core/gate.h"
+#include "proxy/modules/group.h"
+#include "proxy/base/log.h"
+#include "proxy/modules/mig.h"
+#include "proxy/ops/info.h"
+#include "proxy/ops/metrics.h"
+#include "proxy/core/pool.h"
+#include "proxy/process/proxy.h"
+#include "proxy/process/reload.h"
+#include "proxy/modules/sentinel.h"
+#include "proxy/core/srvuser.h"
+#include "proxy/core/route.h"
+#include "proxy/base/tls.h"
+#include "proxy/base/util.h"
+
+#define PROXY_DRAIN_MS  5000
+#define PROXY_TICK_MS   10
+#define PROXY_IDLE_MS   500     /* no requests this long: give memory back */
+
+struct proxy proxy;
+void (*proxy_idle_hook)(void);
+
+
+void proxy_mark_client(struct client *c)
+{
+    if (!c->is_dirty && !c->closing) {
+        if (proxy.ndirty == proxy.dirty_cap) {
+            proxy.dirty_cap = proxy.dirty_cap ? 2 * proxy.dirty_cap : 64;
+            proxy.dirty = xrealloc(proxy.dirty, proxy.dirty_cap * sizeof(*proxy.dirty));
+        }
+        proxy.dirty[proxy.ndirty++] = c;
+        c->is_dirty = 1;
+    }
+}
+
+void proxy_mark_backend(struct backend *b)
+{
+    if (!b->is_dirty && !b->closing) {
+        TAILQ_INSERT_TAIL(&proxy.dirty_backends, b, dirty);
+        b->is_dirty = 1;
+    }
+}
+
+static void flush_cb(uv_check_t *h)
+{
+    struct backend *b;
+    struct client *c;
+
+    (void)h;
+    for (size_t i = 0; i < proxy.npools; i++)
+        if (proxy.pools[i].mig != NULL)
+            mig_flush(&proxy.pools[i]);
+    /* Replies first: they are ready now, while writing to a backend on a
+     * busy core can let that redis-server run before we go on. A backend
+     * that fails answers its requests, marking clients again. */
+    do {
+        /* (client_flush may mark more, appended behind) */
+        for (size_t i = 0; i < proxy.ndirty; i++) {
+            if ((c = proxy.dirty[i]) == NULL)
+                continue;
+            c->is_dirty = 0;
+            client_flush(c);
+        }
+        proxy.ndirty = 0;
+        while ((b = TAILQ_FIRST(&proxy.dirty_backends)) != NULL) {
+            TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+            b->is_dirty = 0;
+            backend_flush(b);
+        }
+    } while (proxy.ndirty > 0);
+}
+
+/* After a burst the chunk and request pools (and the allocator's own
+ * caches) hold what the burst needed, up to MBUF_FREE_MAX chunks of 14
+ * KiB: once no request has come for PROXY_IDLE_MS, let all of it go, so
+ * an idle proxy is back to its idle size whatever came before. */
+static void idle_check(uint64_t now)
+{
+    if (proxy.total_commands != proxy.idle_seen) {
+        proxy.idle_seen = proxy.total_commands;
+        proxy.idle_since = now;
+        proxy.idle_trimmed = false;
+    } else if (!proxy.idle_trimmed && now - proxy.idle_since >= PROXY_IDLE_MS) {
+        for (size_t i = 0; i < proxy.npools; i++)
+            backend_close_spares(&proxy.pools[i], UINT32_MAX);
+        mbuf_pool_trim();
+        req_pool_trim();
+        if (proxy_idle_hook != NULL)
+            proxy_idle_hook();
+        proxy.idle_trimmed = true;
+    }
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    uint64_t now = uv_now(proxy.loop);
+
+    (void)t;
+    proxy.now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
+    proxy.seconds = (uint32_t)((now - proxy.started_ms) / 1000);
+    idle_check(now);
+    client_check_stalled(now);
+    tls_tick(now);
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        pool_tick(p, now);
+        client_tick(p, now);
+        gate_kick_publishers(p);    /* (one waiting GATE_SUBSCRIBING_MS goes) */
+        if (p->group != NULL)
+            group_tick(p, now);
+        if (p->mig != NULL)
+            mig_tick(p, now);
+        sentinel_tick(p, now);
+        info_tick(p, now);
+        metrics_tick(p, now);
+        /* (MIGRATE and the mover's commands have deadlines of their own,
+         * even where the pool has no timeout.) */
+        for (uint32_t s = 0; s < p->nservers; s++) {
+            struct backend *b;
+            for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                backend_check_timeout(b, now);
+            if (p->servers[s].mover != NULL)
+                backend_check_timeout(p->servers[s].mover, now);
+        }
+        if (p->conf->timeout <= 0)
+            continue;
+        /* (next first: a failing one may be released and freed.) */
+        for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
+            next = TAILQ_NEXT(b, link);
+            backend_check_timeout(b, now);
+        }
+    }
+}
+
+static void accept_cb(uv_stream_t *listener, int status)
+{
+    struct pool *p = listener->data;
+
+    if (status < 0) {
+        log_warn("pool '%s': accept: %s", p->conf->name, uv_strerror(status));
+        return;
+    }
+    client_accept(p, listener);
+}
+
+static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
+                      size_t errlen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char port[8];
+    int rc;
+
+    snprintf(port, sizeof(port), "%u", a->port);
+    if ((rc = getaddrinfo(a->host, port, &hints, &ai)) != 0) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", a->host, gai_strerror(rc));
+        return -EINVAL;
+    }
+    uv_tcp_init(proxy.loop, &l->tcp);
+    if (p->conf->reuseport) {
+        /* libuv 1.44 has no flag for it: make the socket ourselves. Once
+         * uv_tcp_open took it the handle owns it; until then we do. */
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+            rc = -errno;
+        else
+            rc = uv_tcp_open(&l->tcp, fd);
+        if (rc < 0 && fd >= 0)
+            close(fd);
+    }
+    if (rc == 0)
+        rc = uv_tcp_bind(&l->tcp, ai->ai_addr, 0);
+    freeaddrinfo(ai);
+    if (rc == 0)
+        rc = uv_listen(&l->stream, p->conf->backlog, accept_cb);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+        /* The socket goes now (uv_close closes it at once); the process
+         * is about to stop without running the loop again. */
+        uv_close(&l->handle, NULL);
+    }
+    if (rc == 0 && proxy.port == 0 && l == &p->listener)
+        proxy.port = a->port;       /* (INFO's tcp_port: the first plain one) */
+    return rc;
+}
+
+static int listen_unix(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
+                       size_t errlen)
+{
+    int rc;
+
+    uv_pipe_init(proxy.loop, &l->pipe, 0);
+    unlink(a->host);            /* a stale socket from an earlier run */
+    rc = uv_pipe_bind(&l->pipe, a->host);
+    if (rc == 0 && a->perm != 0 && chmod(a->host, a->perm) < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = uv_listen(&l->stream, p->conf->backlog, accept_cb);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot listen on %s: %s", a->text, uv_strerror(rc));
+    return rc;
+}
+
+/* Listen on a, plain (l: p->listener) or TLS (l: p->tls_listener). */
+static int listen_on(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
+                     size_t errlen)
+{
+    int rc = a->unix_socket ? listen_unix(p, l, a, err, errlen)
+                            : listen_tcp(p, l, a, err, errlen);
+
+    l->handle.data = p;
+    return rc;
+}
+
+/* ---- configs ------------------------------------------------------------------------ */
+
+/* Whether a pool routes by one of cf's pools. (A reload waiting for the
+ * other proxies, group.c, targets proxy.conf, which is never an old one.) */
+static bool conf_routed(const struct conf *cf)
+{
+    for (size_t i = 0; i < proxy.npools; i++)
+        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools)
+            return true;
+    return false;
+}
+
+void proxy_conf_done(struct conf *cf)
+{
+    if (cf == NULL)
+        return;
+    proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
+                               sizeof(*proxy.old_confs));
+    proxy.old_confs[proxy.nold_confs++] = cf;
+    proxy_conf_sweep();             /* (a reload may have moved pools off older ones) */
+}
+
+/* Free the old configs no pool routes by now: called whenever a pool may
+ * have moved off one, so that reloads do not pile them up. */
+void proxy_conf_sweep(void)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < proxy.nold_confs; i++) {
+        if (conf_routed(proxy.old_confs[i]))
+            proxy.old_confs[k++] = proxy.old_confs[i];
+        else
+            conf_free(proxy.old_confs[i]);
+    }
+    proxy.nold_confs = k;
+    if (k == 0) {
+        free(proxy.old_confs);
+        proxy.old_confs = NULL;
+    }
+}
+
+static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, size_t errlen)
+{
+    struct ring *ring;
+    int rc;
+
+    p->conf = pc;
+    if ((rc = acl_build(pc, proxy.conf->path, &p->acl, err, errlen)) < 0)
+        return rc;
+    if (pc->nservers > POOL_SLOTS_MAX) {
+        snprintf(err, errlen, "%zu servers: a pool has at most %d", pc->nservers,
+                 POOL_SLOTS_MAX);
+        return -EINVAL;
+    }
+    if ((rc = conf_pool_ring(pc, &ring, err, errlen)) < 0)
+        return rc;
+    p->nconns = (uint32_t)pc->server_connections;
+    p->ndbs = (uint32_t)pc->databases;
+    TAILQ_INIT(&p->dedicated);
+    TAILQ_INIT(&p->subscribers);
+    if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_FAIL)
+        log_notice("pool '%s': auto_eject_hosts is set but eject_mode is fail: a failing "
+                   "server keeps its keys and its requests fail fast; set eject_mode: "
+                   "rehash for twemproxy's ejection", pc->name);
+    if ((rc = tls_ctx_build(pc, &p->tls_server, &p->tls_client, err, errlen)) < 0) {
+        ring_free(ring);
+        return rc;
+    }
+    rc = listen_on(p, &p->listener, &pc->listen, err, errlen);
+    if (rc == 0 && pc->tls.listen.text != NULL)
+        rc = listen_on(p, &p->tls_listener, &pc->tls.listen, err, errlen);
+    if (rc == 0)
+        rc = metrics_start(p, err, errlen);
+    pool_set_ring(p, pc, ring, NULL);
+    if (rc < 0)
+        return rc;
+    info_prime(p);
+    log_notice("pool '%s' listening on %s%s%s with %u servers (%s, %s)%s", pc->name,
+               pc->listen.text, pc->tls.listen.text ? " and, TLS, on " : "",
+               pc->tls.listen.text ? pc->tls.listen.text : "", p->nservers,
+               ring_dist_name(pc->distribution), ring_hash_name(pc->hash),
+               pc->tls.backend ? ", TLS to the servers" : "");
+    if (pc->nsentinels > 0)
+        sentinel_start(p);          /* where each master is, before anything is read */
+    return 0;
+}
+
+/* ---- stopping ------------------------------------------------------------------- */
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (uv_is_closing(h))
+        return;
+    /* Clients and backends close through their own paths (they own
+     * requests); everything else closes plainly. */
+    if (h->type == UV_TCP || h->type == UV_NAMED_PIPE) {
+        for (size_t i = 0; i < proxy.npools; i++) {
+            struct pool *p = &proxy.pools[i];
+            if (h == &p->listener.handle || h == &p->tls_listener.handle) {
+                uv_close(h, NULL);
+                return;
+            }
+            for (uint32_t s = 0; s < p->nservers; s++) {
+                struct backend *b;
+                for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                    if (h == &b->h.handle) {
+                        backend_close(b);
+                        return;
+                    }
+                if (p->servers[s].mover != NULL && h == &p->servers[s].mover->h.handle) {
+                    backend_close(p->servers[s].mover);
+                    return;
+                }
+            }
+            if (sentinel_close_handle(p, h) || metrics_close_handle(p, h))
+                return;
+            if (group_close_handle(p, h))
+                return;
+            struct backend *b;
+            TAILQ_FOREACH(b, &p->dedicated, link)
+                if (h == &b->h.handle) {
+                    backend_close(b);
+                    return;
+                }
+        }
+        client_close(container_of(h, struct client, h.handle));
+        return;
+    }
+    uv_close(h, NULL);
+}
+
+static bool drained(void)
+{
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        for (uint32_t s = 0; s < p->nservers; s++) {
+            struct backend *b;
+            for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
+                if (!backend_idle(b))
+                    return false;
+        }
+        /* A blocking command (no deadline) may wait for ever: not for it. */
+        struct backend *b;
+        TAILQ_FOREACH(b, &p->dedicated, link)
+            if (!TAILQ_EMPTY(&b->sendq) ||
+                (!TAILQ_EMPTY(&b->pendq) && TAILQ_FIRST(&b->pendq)->deadline != 0))
+                return false;
+    }
+    return proxy.ndirty == 0;
+}
+
+static void drain_cb(uv_timer_t *t)
+{
+    if (!drained() && uv_now(proxy.loop) - proxy.stop_ms < PROXY_DRAIN_MS)
+        return;
+    uv_timer_stop(t);
+    log_notice("stopped: closing %u client connections", proxy.nclients);
+    uv_walk(proxy.loop, close_walk_cb, NULL);
+}
+
+/* ---- systemd ------------------------------------------------------------------- */
+
+/* Tell the service manager (Type=notify) what state the proxy is in: a
+ * datagram of "NAME=value" lines to $NOTIFY_SOCKET, a unix socket's path
+ * or, after '@', an abstract one's name. Nothing without the variable;
+ * a send that fails is not retried (systemd's sd_notify is no surer). */
+static void notify(const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len;
+    socklen_t salen;
+    int fd;
+
+    if (path == NULL || (path[0] != '/' && path[0] != '@') ||
+        (len = strlen(path)) >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, path, len);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0';
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (path[0] == '/'));
+    if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+        return;
+    if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, salen) < 0)
+        log_warn("NOTIFY_SOCKET %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+static void stop_cb(uv_signal_t *s, int signum)
+{
+    (void)s;
+    if (proxy.stopping)
+        return;
+    notify("STOPPING=1\nSTATUS=stopping: finishing requests in flight");
+    proxy.stopping = true;
+    proxy.stop_ms = uv_now(proxy.loop);
+    log_notice("signal %d: stopping; finishing requests in flight", signum);
+    for (size_t i = 0; i < proxy.npools; i++) {
+        uv_close(&proxy.pools[i].listener.handle, NULL);
+        if (proxy.pools[i].tls_listener.handle.loop != NULL)
+            uv_close(&proxy.pools[i].tls_listener.handle, NULL);
+    }
+    uv_timer_init(proxy.loop, &proxy.drainer);
+    uv_timer_start(&proxy.drainer, drain_cb, 0, 20);
+}
+
+static void hup_cb(uv_signal_t *s, int signum)
+{
+    char out[4096], err[CONF_ERRLEN];
+
+    (void)s;
+    (void)signum;
+    char state[96];
+    snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+             (unsigned long long)(uv_hrtime() / 1000));
+    notify(state);
+    log_notice("SIGHUP: reopening the log and reloading '%s'", proxy.conf->path);
+    log_reopen();
+    if (reload_run(out, sizeof(out), err, sizeof(err)) < 0) {
+        log_error("reload refused, nothing changed: %s", err);
+        notify("READY=1\nSTATUS=reload refused: see the log");
+    } else {
+        log_notice("reload applied");
+        notify("READY=1\nSTATUS=serving; reload applied");
+    }
+}
+
+/* ---- running ------------------------------------------------------------------ */
+
+/* A SIGHUP before the loop runs (the pid file is written, then the
+ * start's checks on the servers take up to a second each) would end the
+ * process, SIGHUP's default; a handler of ours would cut those checks'
+ * poll() short (EINTR: no restart for poll) and skip a server's record.
+ * So it is blocked until libuv's handler is in place: one that came
+ * meanwhile is then a reload, once the loop runs. */
+void proxy_hold_sighup(bool hold)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+void proxy_loop_start(void)
+{
+    uv_check_init(proxy.loop, &proxy.flusher);
+    uv_check_start(&proxy.flusher, flush_cb);
+    uv_timer_init(proxy.loop, &proxy.ticker);
+    uv_timer_start(&proxy.ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
+}
+
+int proxy_run(struct conf *cf)
+{
+    char err[CONF_ERRLEN];
+    int rc;
+
+    memset(&proxy, 0, sizeof(proxy));
+    proxy.loop = uv_default_loop();
+    proxy.conf = cf;
+    proxy.started_ms = uv_now(proxy.loop);
+    TAILQ_INIT(&proxy.dirty_backends);
+    TAILQ_INIT(&proxy.stalled);
+    proxy.idle_trimmed = true;
+    proxy.rng = ((uint64_t)uv_hrtime() << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ULL;
+    {
+        unsigned char raw[20];
+        ssize_t n;
+        if (uv_random(NULL, NULL, raw, sizeof(raw), 0, NULL) != 0)
+            for (size_t i = 0; i < sizeof(raw); i++)
+                raw[i] = (unsigned char)(uv_hrtime() >> (i % 8));
+        for (size_t i = 0; i < sizeof(raw); i++)
+            snprintf(proxy.run_id + 2 * i, 3, "%02x", raw[i]);
+        struct timeval tv;
+        gettimeofday(&tv, NULL);
+        proxy.start_unix = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+        n = readlink("/proc/self/exe", proxy.executable, sizeof(proxy.executable) - 1);
+        proxy.executable[n > 0 ? n : 0] = '\0';
+    }
+    route_init();
+    genkey_init();
+    signal(SIGPIPE, SIG_IGN);
+
+    proxy.npools = cf->npools;
+    proxy.pools = xcalloc(cf->npools, sizeof(*proxy.pools));
+    for (size_t i = 0; i < cf->npools; i++) {
+        if ((rc = pool_start(&proxy.pools[i], &cf->pools[i], err, sizeof(err))) < 0) {
+            log_error("pool '%s': %s", cf->pools[i].name, err);
+            fprintf(stderr, "shardis: pool '%s': %s\n", cf->pools[i].name, err);
+            conf_free(cf);
+            return 1;
+        }
+    }
+    /* A migration that was under way when a proxy stopped goes on; then
+     * the proxy joins the others in front of the same servers; then the
+     * file, if a record was taken up, is a reload. */
+    bool taken = false;
+    for (size_t i = 0; i < proxy.npools; i++)
+        taken = mig_recover(&proxy.pools[i]) || taken;
+    for (size_t i = 0; i < proxy.npools; i++) {
+        if ((rc = group_check_start(&proxy.pools[i], err, sizeof(err))) < 0) {
+            log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
+            fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
+            return 1;
+        }
+        group_init(&proxy.pools[i]);
+        struct pool *p = &proxy.pools[i];
+        /* Each server has ACL users of its own: every one clients reach is
+         * asked (those of the ring, and those a taken-up migration empties). */
+        size_t n = 0;
+        int found = 0;              /* servers with findings, or that could not tell */
+        for (uint32_t k = 0; k < p->nservers; k++) {
+            if (p->servers[k].active) {
+                n++;
+                found += backend_check_users(p, &p->servers[k], true) != 0;
+            }
+        }
+        if (n > 0 && found == 0)
+            log_notice("pool '%s': checked on its %zu server%s: clients' user '%s' cannot touch "
+                       "shardis's keys or channels, nor run admin commands",
+                       p->conf->name, n, n > 1 ? "s" : "",
+                       srvuser_name(p->conf, p->clients_user));
+    }
+    char out[4096];
+    if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
+        log_warn("the config file is not applied while the recorded migration runs: %s", err);
+    proxy_loop_start();
+    uv_signal_init(proxy.loop, &proxy.sigterm);
+    uv_signal_start(&proxy.sigterm, stop_cb, SIGTERM);
+    uv_signal_init(proxy.loop, &proxy.sigint);
+    uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
+    uv_signal_init(proxy.loop, &proxy.sighup);
+    uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
+    proxy_hold_sighup(false);
+    /* Every listener listens: connections are taken from here on. */
+    snprintf(out, sizeof(out), "READY=1\nMAINPID=%d\nSTATUS=serving %zu pool%s",
+             (int)getpid(), proxy.npools, proxy.npools > 1 ? "s" : "");
+    notify(out);
+
+    uv_run(proxy.loop, UV_RUN_DEFAULT);
+
+    for (size_t i = 0; i < proxy.npools; i++) {
+        struct pool *p = &proxy.pools[i];
+        if (p->conf->listen.unix_socket)
+            unlink(p->conf->listen.host);
+        if (p->conf->tls.listen.unix_socket)
+            unlink(p->conf->tls.listen.host);
+        pool_free(p);
+    }
+    free(proxy.pools);
+    free(proxy.dirty);
+    conf_free(proxy.conf);
+    proxy.conf = NULL;
+    for (size_t i = 0; i < proxy.nold_confs; i++)
+        conf_free(proxy.old_confs[i]);
+    free(proxy.old_confs);
+    mbuf_pool_trim();
+    rc = uv_loop_close(proxy.loop);
+    if (rc != 0)
+        log_warn("event loop closed with handles open: %s", uv_strerror(rc));
+    log_notice("exiting");
+    return 0;
+}

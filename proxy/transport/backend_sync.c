@@ -1,0 +1,396 @@
+/* backend_sync.c -- blocking requests to a server, for use before the
+ * loop runs (mig_record.c reads the migration record at start): connect,
+ * AUTH and SELECT as the pool's connections do, one command, its reply
+ * read with the one reply reader, over TLS where the pool's servers speak
+ * it (tls.c's blocking calls); every step bounded by BACKEND_SYNC_MS.
+ * Nothing here touches a struct backend or the loop. Also the start's
+ * check of what the pool's backend_user may do (backend_check_users). */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proxy/transport/backend.h"
+#include "proxy/base/log.h"
+#include "proxy/core/pool.h"
+#include "proxy/base/resp.h"
+#include "proxy/core/srvuser.h"
+#include "proxy/base/tls.h"
+#include "proxy/base/util.h"
+
+#define BACKEND_SYNC_MS 1000
+
+static int sync_connect(const struct pool_server *ps)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    struct pollfd pfd;
+    char port[8];
+    int fd, rc, soerr = 0;
+    socklen_t sl = sizeof(soerr);
+
+    if (ps->unix_socket) {
+        snprintf(un.sun_path, sizeof(un.sun_path), "%s", ps->host);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
+    } else {
+        snprintf(port, sizeof(port), "%u", ps->port);
+        if (getaddrinfo(ps->host, port, &hints, &ai) != 0 || ai == NULL)
+            return -1;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+    }
+    if (fd < 0)
+        return -1;
+    if (rc < 0 && errno != EINPROGRESS)
+        goto fail;
+    pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
+    if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
+        goto fail;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* The value of one whole reply, the len bytes at p: 0, and into *out
+ * (when out is given) a bulk's bytes or an array of bulks' elements one
+ * per line (nil ones left out), else NULL; -1 for an error reply, or
+ * anything else in an array. */
+static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
+{
+    struct resp_rd rd;
+    struct resp_val v, e;
+    char *val = NULL;
+    size_t vlen = 0;
+
+    resp_rd_init_flat(&rd, p, len);
+    if (resp_rd_next(&rd, &v) < 0 || v.type == RESP_ERROR || v.type == RESP_BLOBERR)
+        return -1;
+    if ((v.type == RESP_BULK && !v.nil) || v.type == RESP_SIMPLE) {
+        val = xmalloc(v.len + 1);
+        memcpy(val, v.p, v.len);
+        vlen = v.len;
+        val[vlen] = '\0';
+    } else if (v.type == RESP_ARRAY || v.type == RESP_SET) {
+        val = xstrdup("");              /* nil or empty: "" */
+        for (long long i = 0; i < v.n; i++) {
+            if (resp_rd_next(&rd, &e) < 0 || e.type != RESP_BULK) {
+                free(val);
+                return -1;
+            }
+            if (e.nil)
+                continue;
+            val = xrealloc(val, vlen + e.len + 2);
+            if (i > 0)
+                val[vlen++] = '\n';
+            memcpy(val + vlen, e.p, e.len);
+            vlen += e.len;
+            val[vlen] = '\0';
+        }
+    }
+    if (out != NULL && val != NULL) {
+        *out = val;
+        *outlen = vlen;
+    } else {
+        free(val);
+    }
+    return 0;
+}
+
+/* Read n replies, each framed as it arrives; the last one's value
+ * (sync_value; raw: its bytes as they came) into *out, or NULL. 0; -1 for
+ * a reply of no use; -2 when reading failed (no answer in time, closed,
+ * TLS). */
+#define BACKEND_SYNC_MAX (64u << 20)     /* the most a blocking call reads */
+
+static int sync_replies(int fd, struct tls *t, int n, bool raw, char **out, size_t *outlen)
+{
+    size_t cap = 4096, len = 0, at = 0, fed = 0, used;
+    char *buf = xmalloc(cap);
+    int got = 0, rc = -1;
+    struct resp_rsp scan;
+    struct timespec now;
+    int64_t end;
+
+    /* The whole call, not each read, is bounded: a server that drips a
+     * byte at a time must not hold the start for ever. */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    end = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 3 * BACKEND_SYNC_MS;
+
+    *out = NULL;
+    resp_rsp_init(&scan, true);    /* read here, never forwarded: any type */
+    while (got < n) {
+        if (fed < len) {
+            if ((rc = resp_rsp_feed(&scan, buf + fed, len - fed, &used)) < 0)
+                goto fail;
+            fed += used;
+            if (rc == 1) {
+                if (raw && got == n - 1) {
+                    *out = xmalloc(fed - at);
+                    memcpy(*out, buf + at, fed - at);
+                    *outlen = fed - at;
+                } else if (!raw &&
+                           sync_value(buf + at, fed - at, got == n - 1 ? out : NULL, outlen) < 0) {
+                    goto fail;
+                }
+                at = fed;
+                got++;
+                resp_rsp_reset(&scan);
+                continue;
+            }
+        }
+        if (len == cap) {
+            if (cap >= BACKEND_SYNC_MAX) {
+                rc = -2;
+                goto out;
+            }
+            buf = xrealloc(buf, cap *= 2);
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left = end - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+        int wait = left <= 0 ? 0 : left < BACKEND_SYNC_MS ? (int)left : BACKEND_SYNC_MS;
+        if (wait == 0)
+            r = -1;
+        else if (t != NULL)
+            r = tls_sync_read(t, buf + len, cap - len, wait);
+        else if (poll(&pfd, 1, wait) != 1)
+            r = -1;
+        else
+            r = read(fd, buf + len, cap - len);
+        if (r <= 0) {
+            rc = -2;
+            goto out;
+        }
+        len += (size_t)r;
+    }
+    free(buf);
+    return 0;
+fail:
+    rc = -1;
+out:
+    free(buf);
+    free(*out);
+    *out = NULL;
+    return rc;
+}
+
+/* Send what w holds (n commands) on fd (over t if given) and read their
+ * replies: the last one's, as sync_replies gives it. The request is
+ * written as every other (resp_w, into chunks), then copied out once:
+ * write(2) on this socket wants one buffer. */
+static char *sync_exchange(int fd, struct tls *t, struct msg *g, int n, bool raw,
+                           size_t *len, int *rc)
+{
+    char *req = xmalloc(g->len), *val = NULL;
+
+    msg_copy(g, 0, g->len, req);
+    /* (An error reply is the caller's to judge.) */
+    if (t != NULL ? tls_sync_write(t, req, g->len, BACKEND_SYNC_MS) < 0
+                  : write(fd, req, g->len) != (ssize_t)g->len)
+        *rc = -2;
+    else
+        *rc = sync_replies(fd, t, n, raw, &val, len);
+    free(req);
+    return val;
+}
+
+/* argv (after pre, when pre_argc > 0, whose reply is not read) on ps. */
+static char *sync_call(const struct pool *p, const struct pool_server *ps, int pre_argc,
+                       const char *const *pre, int argc, const char *const *argv, bool raw,
+                       size_t *len)
+{
+    if (!ps->resolved) {
+        /* (A pool with sentinels: where the file guessed may be a replica,
+         * or another shard's server. Nothing is read from a guess.) */
+        log_warn("pool '%s': %s: its master's address is not known: not asked",
+                 p->conf->name, ps->label);
+        return NULL;
+    }
+    const struct conf_pool *pc = p->conf;
+    struct tls *t = NULL;
+    char *val, db[16];
+    struct msg g = {0};
+    struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&g, &m, RESP2);
+    int n = 1, rc, fd = sync_connect(ps);
+
+    if (fd < 0)
+        return NULL;
+    if (p->tls_client != NULL &&
+        (t = tls_sync_new(p->tls_client, fd, backend_tls_name(p, (uint32_t)(ps - p->servers))))
+            == NULL) {
+        close(fd);
+        return NULL;
+    }
+    const char *auth[3];
+    int nauth = backend_auth_args(pc, BACKEND_AS_INTERNAL, auth);
+    if (nauth > 0) {
+        resp_w_command(&w, nauth, auth, NULL);
+        n++;
+    }
+    if (pc->redis_db != 0) {
+        snprintf(db, sizeof(db), "%d", pc->redis_db);
+        resp_w_command(&w, 2, (const char *const[]){"SELECT", db}, NULL);
+        n++;
+    }
+    if (pre_argc > 0) {
+        resp_w_command(&w, pre_argc, pre, NULL);
+        n++;
+    }
+    resp_w_command(&w, argc, argv, NULL);
+    val = sync_exchange(fd, t, &g, n, raw, len, &rc);
+    if (rc == -2 && t != NULL)          /* (a TLS failure is said here) */
+        log_warn("pool '%s': %s: %s", pc->name, ps->label, tls_error(t));
+    msg_release(&g);
+    mbuf_unref(m);
+    tls_free(t);
+    close(fd);
+    return val;
+}
+
+char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
+                        const char *const *argv, size_t *len)
+{
+    return sync_call(p, ps, 0, NULL, argc, argv, false, len);
+}
+
+char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int argc,
+                       const char *const *argv, size_t *len)
+{
+    return sync_call(p, ps, 0, NULL, argc, argv, true, len);
+}
+
+char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
+                            const char *const *argv, size_t *len)
+{
+    struct pool_server ps = {.host = (char *)host, .port = port};
+    struct msg g = {0};
+    struct mbuf *m = NULL;
+    struct resp_w w = resp_w_on(&g, &m, RESP2);
+    char *val;
+    int n = 1, rc, fd = sync_connect(&ps);
+
+    if (fd < 0)
+        return NULL;
+    if (password != NULL) {
+        resp_w_command(&w, 2, (const char *const[]){"AUTH", password}, NULL);
+        n++;
+    }
+    resp_w_command(&w, argc, argv, NULL);
+    val = sync_exchange(fd, NULL, &g, n, true, len, &rc);
+    msg_release(&g);
+    mbuf_unref(m);
+    close(fd);
+    return val;
+}
+
+/* ---- the users shardis signs in as ------------------------------------------------ */
+
+/* What clients' user (the backend_user, or the one shardis makes:
+ * srvuser.c) must not be able to do, since a client's script runs as it
+ * and shardis cannot read scripts; and what the internal_user must, or
+ * shardis's own work fails. Each is asked of ACL DRYRUN (Redis 7), as
+ * the internal user. */
+static const struct user_probe {
+    bool internal;              /* the internal_user must be allowed it */
+    int argc;
+    const char *argv[7];
+    const char *what;
+} probes[] = {
+    {false, 3, {"SET", "__shardis:ctl:x", "1"}, "write shardis's migration record"},
+    {false, 2, {"GET", "$equence{00}"}, "read SHARD.GENKEY's sequences"},
+    {false, 3, {"PUBLISH", "__shardis:x", "1"}, "publish on shardis's channels"},
+    {false, 1, {"FLUSHALL"}, "empty a server"},
+    {false, 2, {"KEYS", "*"}, "list every key"},
+    {false, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "send keys to any host"},
+    {false, 3, {"MOVE", "k", "1"}, "move a key to another database"},
+    {false, 2, {"SELECT", "99"}, "select a database the pool does not serve"},
+    {false, 4, {"CONFIG", "SET", "dir", "/tmp"}, "reconfigure a server"},
+    {false, 3, {"ACL", "SETUSER", "x"}, "change ACL users"},
+    {false, 1, {"SHUTDOWN"}, "stop a server"},
+    {true, 3, {"SET", "__shardis:ctl:x", "1"}, "write the migration record"},
+    {true, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "move keys"},
+    {true, 4, {"EVALSHA", "0000000000000000000000000000000000000000", "1", "$equence{00}"},
+     "run SHARD.GENKEY's script"},
+    {true, 2, {"INCR", "$equence{00}"}, "keep SHARD.GENKEY's sequences"},
+    {true, 4, {"CLIENT", "UNBLOCK", "1", "ERROR"}, "unblock a moving key's waiter"},
+    {true, 3, {"PUBSUB", "CHANNELS", "__shardis:*"}, "find the group's proxies"},
+    {true, 2, {"SUBSCRIBE", "__shardis:x"}, "join the group's channels"},
+    {true, 3, {"SCRIPT", "LOAD", "return 1"}, "load SHARD.GENKEY's script"},
+    {true, 2, {"INFO", "server"}, "read the server's run_id"},
+    {true, 3, {"ACL", "GETUSER", "x"}, "check the keyless_user"},
+};
+
+int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
+{
+    const struct conf_pool *pc = p->conf;
+    const char *internal = pc->internal_user != NULL ? pc->internal_user : "default";
+    const char *clients = srvuser_name(pc, p->clients_user);
+    int found = 0;
+
+    if (p->clients_user != NULL) {
+        /* Made here first, at start: its refusal is said now, not when
+         * a client's connection first goes there. On one connection:
+         * (ACL SETUSER and) AUTH as it, whose answer tells. */
+        const struct srvuser *u = p->clients_user;
+        const char *auth[3] = {"AUTH", u->name, u->password};
+        size_t len;
+        char *said = sync_call(p, ps, make ? u->argc : 0, (const char *const *)u->argv, 3, auth,
+                               true, &len);
+        if (said == NULL)
+            return -1;                  /* (down: its connections will make it) */
+        if (said[0] == '-') {
+            char why[160];
+            snprintf(why, sizeof(why), "%.*s", (int)strcspn(said + 1, "\r\n"), said + 1);
+            backend_user_refused(p, ps, why);
+        }
+        free(said);
+        if (ps->user_refused)
+            return 1;
+        /* What shardis made is what srvuser.c says: asked of the servers
+         * where an operator made users (or asks: shardis acl --check). */
+        if (make && pc->internal_user == NULL)
+            return 0;
+    }
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+        const struct user_probe *pr = &probes[i];
+        const char *user = pr->internal ? internal : clients;
+        if (!pr->internal && !strcmp(pr->argv[0], "SELECT") && pc->databases > 99)
+            continue;                   /* what the pool lets clients do */
+        const char *argv[10] = {"ACL", "DRYRUN", user};
+        size_t len;
+        for (int k = 0; k < pr->argc; k++)
+            argv[3 + k] = pr->argv[k];
+        char *said = backend_sync_call(p, ps, 3 + pr->argc, argv, &len);
+        if (said == NULL) {
+            log_warn("pool '%s': cannot check what ACL user '%s' may do on %s (ACL DRYRUN, "
+                     "Redis 7, run as '%s', gave no answer or an error): see the README's "
+                     "backend users", pc->name, user, ps->label, internal);
+            return -1;
+        }
+        bool allowed = strcmp(said, "OK") == 0;
+        free(said);
+        if (allowed == pr->internal)
+            continue;
+        found++;
+        if (pr->internal)
+            log_warn("pool '%s': internal user '%s' may not %s (%s) on %s: shardis's own "
+                     "work will fail there", pc->name, user, pr->what, pr->argv[0], ps->label);
+        else
+            log_warn("pool '%s': clients' user on the servers, '%s', may %s (%s) on %s: a client's script "
+                     "could, whatever shardis allows its user", pc->name, user, pr->what,
+                     pr->argv[0], ps->label);
+    }
+    return found;
+}

@@ -1,0 +1,198 @@
+/* client.h -- client connections (client.c): reading and framing their
+ * requests, and writing replies back in request order. */
+#ifndef SHARDIS_CLIENT_H
+#define SHARDIS_CLIENT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "proxy/transport/req.h"
+#include "proxy/base/resp.h"
+#include "proxy/base/stream.h"
+
+struct acl_user;
+struct backend;
+struct minify_tx;
+struct client;
+struct pool;
+struct req;
+
+/* A client's transaction state. pin.c makes every transition (its tx_*
+ * functions and pin_send); others only read it, or set tx_abort.
+ *
+ *   NONE --WATCH--> WATCHING --MULTI (sent)--> QUEUED_WATCHED --EXEC, DISCARD--> NONE
+ *     |                |                           ^
+ *     |                +--UNWATCH, EXEC--> NONE    | UNWATCH (queued)
+ *     |                                            |
+ *     +--MULTI (answered here)--> MULTI --the first keyed command--> QUEUED
+ *                                   |          (MULTI sent)           |
+ *                                   +--EXEC (*0), DISCARD--> NONE     +--EXEC, DISCARD--> NONE
+ *
+ * In MULTI no server is known yet; in the other states the client's pin
+ * holds the state, and in WATCHING and QUEUED_WATCHED what it watches (or
+ * an UNWATCH queued there) too: a request of that state routed before a
+ * reload may still go (gate.c), its EXEC being refused. tx_abort (an
+ * error while queuing) only has a meaning in MULTI and the QUEUED states:
+ * EXEC then answers -EXECABORT. */
+enum client_tx {
+    TX_NONE,
+    TX_WATCHING,        /* WATCH sent to the pin */
+    TX_MULTI,           /* MULTI answered here: the first key picks the server */
+    TX_QUEUED,          /* MULTI sent to the pin: commands queue there */
+    TX_QUEUED_WATCHED,  /* ... after WATCH (or with an UNWATCH queued) */
+};
+
+/* CLIENT REPLY: whether a client's replies are written. local.c sets it;
+ * route.c applies it to each request as it is routed, in order:
+ *
+ *   ON --CLIENT REPLY OFF--> OFF --CLIENT REPLY ON--> ON
+ *   ON --CLIENT REPLY SKIP--> SKIP --the next request (its reply dropped)--> ON
+ *
+ * CLIENT REPLY OFF and SKIP get no reply, ON gets +OK; (un)subscribe
+ * confirmations and messages are written whatever the mode, as in Redis 7. */
+enum client_reply {
+    CLIENT_REPLY_ON,
+    CLIENT_REPLY_OFF,
+    CLIENT_REPLY_SKIP,
+};
+
+/* Between MULTI and EXEC or DISCARD. */
+#define client_in_multi(c) ((c)->tx >= TX_MULTI)
+/* MULTI has been sent to the pin. */
+#define client_tx_queued(c) ((c)->tx >= TX_QUEUED)
+
+/* The stream handle comes last: a TCP client is allocated without the
+ * bytes only a unix-socket client's uv_pipe_t needs. That is 520 bytes
+ * with libuv 1.44, jemalloc's 640-byte size class (CLIENT LIST's age,
+ * idle and last command took it past 512; below, the assertion keeps it
+ * from the next class). */
+struct client {
+    struct pool     *pool;
+    struct rstream   in;
+    struct resp_req  scan;
+    struct req_list  reqs;      /* requests whose replies are not written yet, in order */
+    /* Who it is signed in as: a user of pool->acl (acl.h: valid while
+     * that is the pool's; a reload rebinds it), or NULL before AUTH. */
+    const struct acl_user *user;
+    uint32_t         slot;      /* its index in pool->clients */
+    uint32_t         born_s;    /* proxy_seconds() it connected (CLIENT LIST's age) */
+    struct mbuf     *lbuf;      /* chunk that local replies are written into */
+    struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
+    struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
+    uint64_t         id;
+    uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
+    uint32_t         last_s;    /* proxy_seconds() of its last command (idle) ... */
+    unsigned short   closing:1;
+    unsigned short   reading:1;
+    unsigned short   writing:1;
+    unsigned short   is_dirty:1;
+    unsigned short   quitting:1;/* QUIT or a protocol error: no more requests */
+    unsigned short   tx:3;      /* enum client_tx (pin.c) */
+    unsigned short   tx_abort:1;/* in MULTI: an error while queuing, EXEC aborts */
+    unsigned short   subscribed:1; /* in subscriber mode (pubsub.c) */
+    unsigned short   resp3:1;   /* HELLO 3: replies in RESP3 (local.c), its backends too */
+    unsigned short   gated:1;   /* gate.c: requests wait, or later ones must (rare) */
+    unsigned short   kicking:1; /* gate.c: sending from the gate now */
+    unsigned short   reply:2;   /* enum client_reply */
+    unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
+    unsigned short   notouch:1; /* CLIENT NO-TOUCH ON: its requests leave keys'
+                                   LRU/LFU as they were (gate.c go) */
+    uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
+    uint16_t         db;        /* its database: redis_db until SELECT (local.c) */
+    bool             doomed;    /* over a memory limit: closed at the loop's next flush
+                                   (client.c client_doom), read no more meanwhile */
+    size_t           rsp_bytes; /* reply bytes held for this client */
+    size_t           mem;       /* everything it makes shardis hold (client_hold) */
+    size_t           qbuf;      /* ... of which a request being read */
+    union stream     h;         /* last: see above */
+};
+_Static_assert(offsetof(struct client, h) + sizeof(uv_tcp_t) <= 640,
+               "a TCP client fits jemalloc's 640-byte class");
+
+/* State that only some clients have, kept out of struct client so that
+ * every client stays small; allocated by client_rare on first use. */
+struct client_rare {
+    char        *name;          /* CLIENT SETNAME, or NULL */
+    struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
+    struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
+    uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
+    uint64_t     stalled_ms;    /* client.c: not read for what it holds, since; 0 when read */
+    uint64_t     soft_ms;       /* client.c: over its soft limit since; 0 when not */
+    TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while either is not 0 */
+    bool         watched;       /* ... and so on it (client_rewatch) */
+    struct client *client;      /* its client (set while on proxy.stalled) */
+    uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
+    struct req **tx_held;       /* pin.c: PING/ECHO/PUBLISH queued in MULTI before any key, */
+    uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */
+    bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
+    uint32_t     tx_sent;       /* pin.c: commands queued on the pin in this transaction */
+    struct minify_tx *tx_minify;/* pin.c: their replies to map in EXEC's (minify.h), made
+                                   on first use, given to the EXEC, freed when the
+                                   transaction ends otherwise (tx_maps_drop) */
+    struct tls  *tls;           /* TLS (tls.h) of a client of a TLS listener: made when
+                                   accepted, freed by its close callback */
+    bool         monitor;       /* on pool.monitors (monitor.c) */
+};
+
+struct client_rare *client_rare(struct client *c);
+/* CLIENT SETNAME's name, or NULL. */
+const char *client_name(const struct client *c);
+/* A command's HELP: its lines as simple strings, as redis-server's
+ * addReplyHelp. */
+void client_reply_help(struct client *c, struct req *r, const char *const *lines, size_t n);
+/* A subcommand name did not match, or its arguments: redis-server's error
+ * for command (upper case, as "SLOWLOG"), naming the subcommand given. */
+struct args;
+void client_reply_bad_sub(struct client *c, struct req *r, struct args *a, const char *command);
+/* c's peer as "ip:port" ("[ip6]:port"), or "?" for a unix socket. */
+void client_peer(const struct client *c, char *buf, size_t len);
+/* c as a line of CLIENT LIST and CLIENT INFO, redis-server 7.0's fields in
+ * its order, without the newline. */
+void client_describe(const struct client *c, FILE *f);
+/* What CLIENT KILL matches a client by; a field unset (NULL, 0) matches
+ * any. */
+struct client_filter {
+    const uint64_t *ids;        /* [nids]: any of them; nids 0 any */
+    uint32_t    nids;
+    const char *addr, *laddr, *user;
+    int         type;           /* -1 any; 0 normal; 1 pubsub */
+    long long   maxage;         /* seconds; 0 any */
+};
+bool client_matches(const struct client *c, const struct client_filter *f);
+
+void client_accept(struct pool *p, uv_stream_t *listener);
+/* A client of p over fd, a connected stream socket of the process's own
+ * (one end of a unit test's socketpair), as if accepted: the client owns
+ * fd from then on. NULL if it cannot be read (fd is left open). */
+struct client *client_open(struct pool *p, uv_file fd);
+/* Close the clients over their soft limit for too long (client.c's
+ * limits), from the proxy's tick. */
+void client_check_stalled(uint64_t now);
+/* Each tick, for each pool: turns the periods of INFO's recent peaks. */
+void client_tick(struct pool *p, uint64_t now);
+/* The most one client of p held lately: of a request being read (*in),
+ * and of everything (*out): client_recent_max_input_buffer and
+ * client_recent_max_output_buffer. */
+void client_peaks(const struct pool *p, uint64_t now, uint64_t *in, uint64_t *out);
+/* Append r to c's requests, in flight until req_done. */
+void client_queue(struct client *c, struct req *r);
+/* r's reply is complete in r->rsp: account for it and write when its turn
+ * comes. Safe when the client is gone. */
+void req_done(struct req *r);
+/* Schedule a write if the reply at the head of the queue is ready. */
+void client_ready(struct client *c);
+/* A RESP writer into g, in c's chunks: of values for c (c's protocol), or
+ * of a request c's traffic sends a backend (RESP2, as backends are spoken
+ * to). */
+struct resp_w client_w(struct client *c, struct msg *g);
+struct resp_w client_cmd_w(struct client *c, struct msg *g);
+void client_reply_error(struct client *c, struct req *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void client_flush(struct client *c);
+void client_close(struct client *c);
+
+#endif

@@ -1,0 +1,58 @@
+/* req.c -- request objects: a free list of them, and the one rule for
+ * when one is freed (req.h says who keeps a request alive). */
+#include <stdlib.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "proxy/process/proxy.h"
+#include "proxy/transport/req.h"
+#include "proxy/core/route.h"
+#include "proxy/base/util.h"
+
+#define REQ_FREE_MAX 4096
+
+
+struct req *req_get(void)
+{
+    struct req *r = proxy.req_free;
+
+    if (r != NULL) {
+        proxy.req_free = (struct req *)r->client;
+        proxy.req_nfree--;
+    } else {
+        r = xmalloc(sizeof(*r));
+    }
+    memset(r, 0, offsetof(struct req, head.raw));
+    return r;
+}
+
+void req_maybe_free(struct req *r)
+{
+    if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
+        r->gated || r->migs > 0)
+        return;
+    if (r->other_db)
+        proxy.other_db_reqs--;
+    msg_release(&r->out);
+    msg_release(&r->rsp);
+    route_kept_free(r);
+    minify_req_free(r);
+    if (proxy.req_nfree < REQ_FREE_MAX) {
+        r->client = (struct client *)proxy.req_free;
+        proxy.req_free = r;
+        proxy.req_nfree++;
+    } else {
+        free(r);
+    }
+}
+
+void req_pool_trim(void)
+{
+    while (proxy.req_free != NULL) {
+        struct req *r = proxy.req_free;
+        proxy.req_free = (struct req *)r->client;
+        free(r);
+    }
+    proxy.req_nfree = 0;
+}
+
