@@ -29,7 +29,7 @@
 #include "proxy/base/log.h"
 #include "proxy/base/mbuf.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/util.h"
@@ -60,8 +60,8 @@ static uint32_t kinds_asked, kinds_done, kinds_merged;
  * not merged); and whether any kind is still to answer (cmd_settle). */
 static void assign_kind(uint8_t k)
 {
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct pool *p = &proxy.pools[i];
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct pool *p = &cur_loop->pools[i];
         struct cmdinfo *ci = p->cmdinfo;
         for (uint32_t s = 0; ci != NULL && s < p->nservers && s < ci->nservers; s++)
             if (ci->servers[s].kind == k && ci->servers[s].run_id[0] != '\0')
@@ -352,8 +352,8 @@ static void kind_name(const char *text, char *out, size_t size)
 static void ask_again(uint8_t k)
 {
     kinds_asked &= ~(1u << k);
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct cmdinfo *ci = proxy.pools[i].cmdinfo;
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct cmdinfo *ci = cur_loop->pools[i].cmdinfo;
         for (uint32_t s = 0; ci != NULL && s < ci->nservers; s++)
             if (ci->servers[s].kind == k)
                 ci->servers[s].run_id[0] = '\0';
@@ -400,8 +400,8 @@ static int command_reply(struct backend *b, struct req *r)
     log_notice("pool '%s': server %s is %s, %zu commands and subcommands (%zu new to "
                "shardis)", b->pool->conf->name, b->pool->servers[b->server].label,
                cmd_kind_name(cs->kind), rows.n, added);
-    for (size_t i = 0; i < proxy.npools; i++)
-        acl_relearn(proxy.pools[i].acl, proxy.pools[i].conf);
+    for (size_t i = 0; i < cur_loop->npools; i++)
+        acl_relearn(cur_loop->pools[i].acl, cur_loop->pools[i].conf);
     free(rows.v);
     kinds_done |= 1u << cs->kind;
     kinds_merged |= 1u << cs->kind;

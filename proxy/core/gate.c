@@ -68,7 +68,7 @@
 #include "proxy/modules/mig.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
 
 #define GATE_SUBSCRIBING_MS 1000
@@ -232,7 +232,7 @@ static bool paused(const struct client *c, struct req *r)
 static bool subscribing(struct client *c, struct req *r, uint32_t server)
 {
     if (c->pool->servers[server].subscribing == 0 ||
-        proxy.now_us - r->t0_us >= GATE_SUBSCRIBING_MS * 1000ull)
+        cur_loop->now_us - r->t0_us >= GATE_SUBSCRIBING_MS * 1000ull)
         return false;
     c->pool->publish_held = true;   /* kicked when they are confirmed, or by the tick */
     return true;

@@ -112,7 +112,7 @@ static bool replica_can(const struct cmd *cmd)
 
 static bool usable(const struct pool_replica *rp, const struct backend *b)
 {
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
 
     return (b->state != BACKEND_FAILED || now >= b->retry_at) && now >= rp->shunned_until;
 }
@@ -129,7 +129,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
      * (a replica of the new owner may not have them yet). */
     if (p->conf->read_from == CONF_READ_MASTER || cmd == NULL || c->pin != NULL ||
         client_in_multi(c) || p->mig != NULL || !replica_can(cmd) ||
-        uv_now(proxy.loop) < p->replica_reads_at || db != (uint32_t)p->conf->redis_db)
+        uv_now(cur_loop->uv) < p->replica_reads_at || db != (uint32_t)p->conf->redis_db)
         return pool_backend_in(p, server, c, resp3, db);
     for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
         listed += reps[i].listed;
@@ -375,7 +375,7 @@ void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
     if (!rehashes(p) || ps->ejected_until != 0 || p->mig != NULL || !pool_in_ring(p, server) ||
         failures < (uint32_t)p->conf->server_failure_limit)
         return;
-    ps->ejected_until = uv_now(proxy.loop) + (uint64_t)p->conf->server_retry_timeout;
+    ps->ejected_until = uv_now(cur_loop->uv) + (uint64_t)p->conf->server_retry_timeout;
     ps->ejections++;
     log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
              "other servers meanwhile", p->conf->name, ps->label,
@@ -698,7 +698,7 @@ void pool_free(struct pool *p)
 void pool_pause(struct pool *p, uint64_t ms, bool all)
 {
     if (ms > 0) {
-        uint64_t until = uv_now(proxy.loop) + ms;
+        uint64_t until = uv_now(cur_loop->uv) + ms;
         /* (A pause already on stays as long, and as wide, if it is more.) */
         p->paused_until = until > p->paused_until ? until : p->paused_until;
         p->pause_all = p->pause_all || all;

@@ -105,7 +105,7 @@ struct pool_server {
 #define POOL_SLOTS_MAX 1024
 
 struct pool {
-    const struct conf_pool *conf;   /* borrowed from proxy.conf (swapped by reload) */
+    const struct conf_pool *conf;   /* borrowed from cur_loop->conf (swapped by reload) */
     struct ring      *ring;         /* the servers keys are routed by: names,
                                        shares, SHARD.WHEREIS */
     uint32_t         *slot;         /* ring index -> server (index in servers) */
@@ -144,7 +144,7 @@ struct pool {
     uint32_t          nmonitors, monitors_cap;
     bool              publish_held; /* gate.c: a PUBLISH waited for subscriptions */
     uint64_t          paused_until; /* loop ms CLIENT PAUSE lasts to; 0: not paused */
-    uint64_t          other_db_seq; /* proxy.other_db_routed when a request of this pool
+    uint64_t          other_db_seq; /* cur_loop->other_db_routed when a request of this pool
                                        in a database other than redis_db was last
                                        routed (route.c db_ok); 0 none */
     bool              pause_all;    /* ... for every request, not only writes (gate.c) */

@@ -36,7 +36,7 @@
 #include "proxy/ops/slowlog.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/modules/pubsub.h"
 #include "proxy/core/route.h"
 #include "proxy/modules/scan.h"
@@ -207,7 +207,7 @@ static void keep(struct req *r, struct args *a, const struct cmd *cmd)
         k->av[i][len] = '\0';
         k->avlen[i] = len;
     }
-    k->started_ms = uv_now(proxy.loop);
+    k->started_ms = uv_now(cur_loop->uv);
     r->u.kept = k;
     r->kept = 1;
 }
@@ -258,7 +258,7 @@ int route_reissue(struct client *c, struct req *r)
      * transaction, a WATCH, a request still waiting for it. */
     if (!r->kept || (c->pin != NULL && !backend_idle(c->pin)) || c->tx != TX_NONE)
         return 0;
-    elapsed = uv_now(proxy.loop) - k->started_ms;
+    elapsed = uv_now(cur_loop->uv) - k->started_ms;
     n = k->cmd->name;
     if (!strcmp(n, "blmpop") || !strcmp(n, "bzmpop")) {
         shorten(k, 1, 1000, elapsed);
@@ -271,7 +271,7 @@ int route_reissue(struct client *c, struct req *r)
     } else {
         shorten(k, k->argc - 1, 1000, elapsed);     /* BLPOP ... timeout */
     }
-    k->started_ms = uv_now(proxy.loop);
+    k->started_ms = uv_now(cur_loop->uv);
     if (c->pin != NULL) {           /* its connection to the old owner: idle now */
         backend_release(c->pin, true);
         c->pin = NULL;
@@ -319,10 +319,10 @@ static void other_db(struct client *c, struct req *r)
 {
     if (!r->other_db) {
         r->other_db = 1;
-        proxy.other_db_reqs++;
-        proxy.other_db_routed++;
+        cur_loop->other_db_reqs++;
+        cur_loop->other_db_routed++;
     }
-    c->pool->other_db_seq = proxy.other_db_routed;
+    c->pool->other_db_seq = cur_loop->other_db_routed;
 }
 
 static const struct cmd *move, *copy, *swapdb, *sort, *sort_ro;   /* (route_init) */
@@ -923,7 +923,7 @@ void route_request(struct client *c, struct req *r)
     }
     r->cmd = cmd_number(cmd);               /* (stats.c) */
     c->last_cmd = r->cmd;                   /* (CLIENT LIST) */
-    c->last_s = proxy_seconds();
+    c->last_s = loop_seconds();
     if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
         r->silent = 0;                      /* confirmations are always written */
     if (!cmd_arity_ok(cmd, a.argc)) {

@@ -27,7 +27,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -145,7 +145,7 @@ static uint32_t random_shard(const struct pool *p)
         for (s = 0; s < g->nservers; s++)
             total += id_share(p, s, true);
     }
-    u = (double)(proxy_random() >> 11) / (double)(1ULL << 53) * total;
+    u = (double)(loop_random() >> 11) / (double)(1ULL << 53) * total;
     /* The last server with a share takes what rounding leaves over. */
     for (s = 0; s < g->nservers; s++) {
         double share = id_share(p, s, all_out);
@@ -158,7 +158,7 @@ static uint32_t random_shard(const struct pool *p)
     }
     s = s < g->nservers ? s : last;
     uint32_t n = g->first[s + 1] - g->first[s];
-    return g->shard[g->first[s] + (uint32_t)(proxy_random() % n)];
+    return g->shard[g->first[s] + (uint32_t)(loop_random() % n)];
 }
 
 /* Test hook: SHARDIS_TEST_CLOCK_SKEW_MS shifts the allocator's clock, to
@@ -253,8 +253,8 @@ static int script_reply(struct backend *b, struct req *r)
     (void)b;
     resp_rd_init(&rd, &r->rsp);
     if (resp_rd_next(&rd, &v) == 0 && v.type == RESP_BULK && v.len == 40) {
-        resp_rd_copy(&rd, &v, proxy.idgen_sha, 40);
-        proxy.idgen_sha[40] = '\0';
+        resp_rd_copy(&rd, &v, cur_loop->idgen_sha, 40);
+        cur_loop->idgen_sha[40] = '\0';
     }
     return 0;
 }
@@ -283,7 +283,7 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
 {
     const struct conf_idgen *ig = &c->pool->conf->idgen;
     char seq[13], n[16], epoch[24], ahead[24], guard[24], skew[24];
-    bool sha = proxy.idgen_sha[0] != '\0' && !r->u.genkey.evaled;
+    bool sha = cur_loop->idgen_sha[0] != '\0' && !r->u.genkey.evaled;
 
     genkey_sequence_key(r->u.genkey.shard, seq);
     snprintf(n, sizeof(n), "%u", r->u.genkey.n);
@@ -293,7 +293,7 @@ static void genkey_command(struct client *c, struct req *r, const struct backend
     snprintf(skew, sizeof(skew), "%lld", clock_skew);
     struct resp_w w = client_cmd_w(c, &r->out);
     resp_w_command(&w, 10, (const char *const[]){
-        sha ? "EVALSHA" : "EVAL", sha ? proxy.idgen_sha : idgen_script, "1", seq,
+        sha ? "EVALSHA" : "EVAL", sha ? cur_loop->idgen_sha : idgen_script, "1", seq,
         n, epoch, ahead, guard, b->run_id, skew}, NULL);
 }
 

@@ -50,7 +50,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
 
 #define GROUP_POLL_MS       100     /* while a reload waits for the group */
@@ -218,7 +218,7 @@ static void poll_round(struct pool *p, struct group *g)
         send_cmd(g, pool_own(p, s, false), listed, 3,
                  (const char *[]){"PUBSUB", "CHANNELS", pattern});
     }
-    g->poll_ms = uv_now(proxy.loop);
+    g->poll_ms = uv_now(cur_loop->uv);
     round_end(p, g);
 }
 
@@ -344,7 +344,7 @@ static const char *holds_back(const struct group *g, const struct member *m)
 
 static void report(struct pool *p, struct group *g)
 {
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
 
     if (now - g->log_ms < GROUP_LOG_MS)
         return;
@@ -533,7 +533,7 @@ void group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring
         g->from_text = xstrdup(from_text);  /* still the config routed by */
     g->target = group_checksum(pc);
     g->phase = GROUP_PREPARED;
-    g->log_ms = uv_now(proxy.loop);     /* a round first, then reports */
+    g->log_ms = uv_now(cur_loop->uv);     /* a round first, then reports */
     g->poll_ms = 0;                     /* a round at the next tick (not over one in
                                            flight, whose counts it would reset) */
 }

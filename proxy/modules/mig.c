@@ -69,7 +69,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig_int.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -246,7 +246,7 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
         TAILQ_INIT(&m->open);
         TAILQ_INIT(&m->gated);
         TAILQ_INIT(&m->retry);
-        m->started_ms = uv_now(proxy.loop);
+        m->started_ms = uv_now(cur_loop->uv);
     }
     memmove(&m->prior[1], &m->prior[0], m->nprior * sizeof(m->prior[0]));
     m->prior[0] = (struct mig_ring){old, old_slot, xstrdup(old_text)};
@@ -271,7 +271,7 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
     }
     mig_mover_reset(p, m);
     m->tokens = 0;
-    m->tick_ms = uv_now(proxy.loop);
+    m->tick_ms = uv_now(cur_loop->uv);
     drain(p, m);
     log_notice("pool '%s': epoch %u: keys move from %u earlier ring%s; %u servers to walk",
                p->conf->name, p->epoch, m->nprior, m->nprior > 1 ? "s" : "", m->nsrc);
@@ -320,7 +320,7 @@ static void finish(struct pool *p, struct mig *m)
         moved += m->src[i].moved;
     log_notice("pool '%s': epoch %u: migration complete in %.1f s: %" PRIu64 " keys moved "
                "by the mover, %" PRIu64 " on touch, %" PRIu64 " requests told TRYAGAIN",
-               p->conf->name, p->epoch, (double)(uv_now(proxy.loop) - m->started_ms) / 1000,
+               p->conf->name, p->epoch, (double)(uv_now(cur_loop->uv) - m->started_ms) / 1000,
                moved, m->touched, m->tryagain);
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\rshardis: pool '%s': migration complete%30s\n", p->conf->name, "");
@@ -328,7 +328,7 @@ static void finish(struct pool *p, struct mig *m)
     mig_free(p);
     /* The new owners' replicas get the last keys moved a replication
      * delay after their masters: reads stay on the masters a while. */
-    p->replica_reads_at = uv_now(proxy.loop) + POOL_REPLICA_SETTLE_MS;
+    p->replica_reads_at = uv_now(cur_loop->uv) + POOL_REPLICA_SETTLE_MS;
     /* Servers in no ring are retired by the pool once the DELs are through. */
     for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].mover != NULL)
@@ -464,7 +464,7 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = xopen_memstream(&buf, &len);
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
 
     fprintf(f, "state:%s\r\nepoch:%u\r\n", m == NULL
             ? (strcmp(group_phase_name(p), "steady") ? "preparing" : "stable")

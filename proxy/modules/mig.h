@@ -50,7 +50,7 @@ void mig_unblock_landed(struct pool *p, uint32_t server, uint64_t id);
 void mig_told_tryagain(struct pool *p);
 /* At start, before the loop runs: a migration recorded on p's servers (a
  * proxy stopped while keys moved) is taken up again if its record checks
- * out: the record's config replaces proxy.conf and true is returned; the
+ * out: the record's config replaces cur_loop->conf and true is returned; the
  * caller then reloads the file (a file that differs is a reload request).
  * A record that does not check out is not followed and stops nothing: it
  * is logged and shown in INFO (pool_server.record_ignored). */

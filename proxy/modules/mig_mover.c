@@ -21,7 +21,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig_int.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -67,7 +67,7 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
     r->u.mig.mv.epoch = p->epoch;
     src->resume = src->cursor;          /* every earlier page is done (ops == 0) */
     src->walk = WALK_PAGE;              /* until the page's keys are sized and queued */
-    src->sent_ms = uv_now(proxy.loop);
+    src->sent_ms = uv_now(cur_loop->uv);
     mig_send_by(mig_mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
@@ -112,7 +112,7 @@ void mig_advance(struct pool *p, struct mig *m, struct mig_source *src)
                  p->conf->name, p->servers[src->server].label, src->scanned, src->moved);
         return;
     }
-    if (!m->paused && m->state == MIG_MOVING && uv_now(proxy.loop) >= src->wait_until &&
+    if (!m->paused && m->state == MIG_MOVING && uv_now(cur_loop->uv) >= src->wait_until &&
         src->ops == 0 && (p->conf->migration_rate == 0 || m->tokens > 0))
         scan_page(p, m, src);
 }
@@ -137,7 +137,7 @@ static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
     r->u.mig.mv.src = (uint32_t)(src - m->src);
     r->u.mig.mv.epoch = p->epoch;
     r->u.mig.mv.sizing = 1;
-    src->sent_ms = uv_now(proxy.loop);
+    src->sent_ms = uv_now(cur_loop->uv);
     mig_send_by(mig_mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
@@ -176,7 +176,7 @@ static void scan_reply(struct pool *p, struct mig *m, struct mig_source *src, st
                  p->servers[src->server].label, head);
         src->errors++;
         src->again = true;
-        src->wait_until = uv_now(proxy.loop) + 1000;
+        src->wait_until = uv_now(cur_loop->uv) + 1000;
         page_over(src);
         mig_advance(p, m, src);
         return;
@@ -393,7 +393,7 @@ void mig_mover_op_done(struct pool *p, struct mig *m, struct mig_op *op, bool ok
     else if (!ok) {                     /* walk again, after a pause */
         src->errors++;
         src->again = true;
-        src->wait_until = uv_now(proxy.loop) + 1000;
+        src->wait_until = uv_now(cur_loop->uv) + 1000;
     }
     src->ops--;
     if ((op = TAILQ_FIRST(&src->queue)) != NULL) {
@@ -422,14 +422,14 @@ static int mover_reply(struct backend *b, struct req *r)
         if (r->u.mig.mv.sizing)
             src->again = true;          /* the page's keys: on the next pass */
         src->walk = WALK_WALKING;       /* the page is asked again, in a second */
-        src->wait_until = uv_now(proxy.loop) + 1000;
+        src->wait_until = uv_now(cur_loop->uv) + 1000;
         log_warn("pool '%s': mover: SCAN on %s failed: %s", p->conf->name,
                  p->servers[src->server].label, r->rsp.len == 0 ? b->reason : head);
         return 0;
     }
-    uint64_t rtt = uv_now(proxy.loop) - src->sent_ms;
+    uint64_t rtt = uv_now(cur_loop->uv) - src->sent_ms;
     if (rtt > MIG_SLOW_MS)              /* the server is slow: rest as long */
-        src->wait_until = uv_now(proxy.loop) + rtt;
+        src->wait_until = uv_now(cur_loop->uv) + rtt;
     if (r->u.mig.mv.sizing)
         sizing_reply(p, m, src, &r->rsp);
     else

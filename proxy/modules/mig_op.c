@@ -13,7 +13,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig_int.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -110,7 +110,7 @@ static void op_close(struct pool *p, struct mig *m, struct mig_op *op)
     TAILQ_REMOVE(&m->open, op, link);
     op->timeout = (uint64_t)p->conf->migrate_timeout;
     if (m->state == MIG_DRAINING) {
-        op->gated_at = uv_now(proxy.loop);
+        op->gated_at = uv_now(cur_loop->uv);
         TAILQ_INSERT_TAIL(&m->gated, op, link);
     } else {
         mig_op_send(m, op);
@@ -170,7 +170,7 @@ void mig_send_by(struct backend *b, struct req *r, uint64_t ms)
     r->blocking = 1;                    /* no pool deadline: this one instead */
     backend_send(b, r);
     if (r->queued)
-        r->deadline = uv_now(proxy.loop) + ms;
+        r->deadline = uv_now(cur_loop->uv) + ms;
 }
 
 void mig_op_send(struct mig *m, struct mig_op *op)
@@ -252,7 +252,7 @@ static int migrate_reply(struct backend *b, struct req *r)
         /* Backoff 0, 10, 20, 40 ... ms, as codis retries a key in flight, up
          * to MIG_RETRY_MAX_MS (migrate_retries may be 100). */
         uint64_t backoff = op->tries == 0 ? 0 : 10ull << (op->tries < 20 ? op->tries - 1 : 19);
-        op->retry_at = uv_now(proxy.loop) +
+        op->retry_at = uv_now(cur_loop->uv) +
                        (backoff < MIG_RETRY_MAX_MS ? backoff : MIG_RETRY_MAX_MS);
         op->tries++;
         TAILQ_INSERT_TAIL(&m->retry, op, link);

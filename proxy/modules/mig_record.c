@@ -47,7 +47,7 @@ static char *record_text(const struct pool *p, const struct mig *m, size_t *len)
     char *buf = NULL;
     FILE *f = xopen_memstream(&buf, len);
 
-    /* The config routed by: proxy.conf may be a reload's, waiting for the
+    /* The config routed by: cur_loop->conf may be a reload's, waiting for the
      * other proxies. */
     fprintf(f, "shardis-migration 1\nepoch %u\nconf %zu\n", p->epoch, strlen(m->text));
     fputs(m->text, f);
@@ -87,7 +87,7 @@ void mig_record_send(struct pool *p, struct mig *m, bool set)
     }
     free(text);
     m->record_due = false;
-    m->record_ms = uv_now(proxy.loop);
+    m->record_ms = uv_now(cur_loop->uv);
 }
 
 /* SET or DEL of the migration's record. */
@@ -248,10 +248,10 @@ static int record_check(const struct pool *p, struct recovery *rv, size_t len, c
         snprintf(why, whylen, "it sets %s otherwise than the config file does", what);
         return -1;
     }
-    for (size_t i = 0; i < proxy.npools; i++) {
-        const char *name = proxy.pools[i].conf->name;
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        const char *name = cur_loop->pools[i].conf->name;
         const struct conf_pool *np = conf_pool(rv->cf, name);
-        const struct conf_pool *fp = conf_pool(proxy.conf, name);
+        const struct conf_pool *fp = conf_pool(cur_loop->conf, name);
         if (np != NULL && fp != NULL && (what = conf_pool_differs(fp, np)) != NULL) {
             snprintf(why, whylen, "it sets %s of pool '%s' otherwise than the config file "
                      "does", what, name);
@@ -375,10 +375,10 @@ static void recovery_follow(struct pool *p, struct recovery *rv)
     /* Every pool follows the record's config from here (record_check:
      * none gets from it what the file does not say), and each listens
      * where the file says; the file is read again as a reload. */
-    struct conf *was = proxy.conf, *cf = rv->cf;
+    struct conf *was = cur_loop->conf, *cf = rv->cf;
     rv->cf = NULL;
-    for (size_t i = 0; i < proxy.npools; i++) {
-        const char *name = proxy.pools[i].conf->name;
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        const char *name = cur_loop->pools[i].conf->name;
         struct conf_pool *np = (struct conf_pool *)conf_pool(cf, name);
         struct conf_pool *fp = (struct conf_pool *)conf_pool(was, name);
         if (np != NULL && fp != NULL)
@@ -386,12 +386,12 @@ static void recovery_follow(struct pool *p, struct recovery *rv)
     }
     free(cf->path);
     cf->path = xstrdup(was->path);
-    for (size_t i = 0; i < proxy.npools; i++) {
-        const struct conf_pool *np = conf_pool(cf, proxy.pools[i].conf->name);
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        const struct conf_pool *np = conf_pool(cf, cur_loop->pools[i].conf->name);
         if (np != NULL)
-            pool_set_conf(&proxy.pools[i], np);
+            pool_set_conf(&cur_loop->pools[i], np);
     }
-    proxy.conf = cf;
+    cur_loop->conf = cf;
     proxy_conf_done(was);
 }
 

@@ -8,7 +8,7 @@
 #include "proxy/modules/genkey.h"
 #include "proxy/modules/own.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/resp.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
@@ -24,7 +24,7 @@ void own_exists(const struct pool *p, uint32_t server, struct resp_w *w)
 {
     const uint16_t *shards;
     uint32_t n = genkey_sequences_on(p, server, &shards);
-    size_t npools = proxy.conf->npools;
+    size_t npools = cur_loop->conf->npools;
     const char **argv;
     char (*names)[13], (*records)[sizeof(SHARDIS_RESERVED "ctl:") + 64];
 
@@ -43,7 +43,7 @@ void own_exists(const struct pool *p, uint32_t server, struct resp_w *w)
     /* mig_record.c's name: every pool's, as pools may share servers */
     for (size_t i = 0; i < npools; i++) {
         snprintf(records[i], sizeof(records[i]), "%sctl:%.63s", SHARDIS_RESERVED,
-                 proxy.conf->pools[i].name);
+                 cur_loop->conf->pools[i].name);
         argv[1 + n + i] = records[i];
     }
     resp_w_command(w, (int)(1 + n + npools), argv, NULL);

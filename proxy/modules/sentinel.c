@@ -43,7 +43,7 @@
 #include "proxy/transport/backend.h"
 #include "proxy/base/log.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/resp.h"
 #include "proxy/modules/sentinel.h"
 #include "proxy/base/util.h"
@@ -401,7 +401,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
                    p->conf->name, ps->label, a->ip, a->port, (unsigned long long)epoch, why);
     if (ps->resolved) {
         m->switches++;
-        m->switched_ms = uv_now(proxy.loop);
+        m->switched_ms = uv_now(cur_loop->uv);
         snprintf(m->last, sizeof(m->last), "%s -> %s:%u, epoch %llu, %s", from, a->ip,
                  a->port, (unsigned long long)epoch, why);
     }
@@ -521,7 +521,7 @@ static void link_down(struct link *l, const char *why)
     l->head = l->n = 0;
     l->at = l->fed = l->len = 0;
     l->state = LINK_DOWN;
-    l->retry_at = uv_now(proxy.loop) + SENTINEL_RETRY_MS;
+    l->retry_at = uv_now(cur_loop->uv) + SENTINEL_RETRY_MS;
     if (l->open && !uv_is_closing((uv_handle_t *)&l->tcp))
         uv_close((uv_handle_t *)&l->tcp, link_close_cb);
 }
@@ -714,13 +714,13 @@ static void link_connect(struct link *l)
         char port[8];
         snprintf(port, sizeof(port), "%u", at->port);
         if (getaddrinfo(at->host, port, &hints, &ai) != 0 || ai == NULL) {
-            l->retry_at = uv_now(proxy.loop) + SENTINEL_RETRY_MS;
+            l->retry_at = uv_now(cur_loop->uv) + SENTINEL_RETRY_MS;
             return;
         }
         memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
         freeaddrinfo(ai);
     }
-    uv_tcp_init(proxy.loop, &l->tcp);
+    uv_tcp_init(cur_loop->uv, &l->tcp);
     l->open = true;
     l->state = LINK_CONNECTING;
     if (uv_tcp_connect(&l->creq, &l->tcp, (struct sockaddr *)&ss, link_connect_cb) < 0)
@@ -739,8 +739,8 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
         return;                     /* one at a time */
     m->round = ++set->round_seq ? set->round_seq : ++set->round_seq;
     m->waiting = 0;
-    m->deadline = uv_now(proxy.loop) + SENTINEL_ROUND_MS;
-    m->next_check = uv_now(proxy.loop) + SENTINEL_CHECK_MS;
+    m->deadline = uv_now(cur_loop->uv) + SENTINEL_ROUND_MS;
+    m->next_check = uv_now(cur_loop->uv) + SENTINEL_CHECK_MS;
     snprintf(m->why, sizeof(m->why), "%s", why);
     answers_clear(m->answers, set->nlinks);
     for (uint32_t i = 0; i < set->nlinks; i++) {
@@ -768,7 +768,7 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
 
 void sentinel_hint(struct pool *p, uint32_t server, const char *why)
 {
-    if (p->sentinel == NULL || proxy.stopping || !p->servers[server].active)
+    if (p->sentinel == NULL || cur_loop->stopping || !p->servers[server].active)
         return;
     round_start(p->sentinel, server, why);
 }
@@ -777,7 +777,7 @@ void sentinel_tick(struct pool *p, uint64_t now)
 {
     struct sentinel *set = p->sentinel;
 
-    if (set == NULL || proxy.stopping)
+    if (set == NULL || cur_loop->stopping)
         return;
     for (uint32_t i = 0; i < set->nlinks; i++)
         if (set->links[i].state == LINK_DOWN && now >= set->links[i].retry_at)

@@ -25,7 +25,7 @@
 #include "proxy/core/keys.h"
 #include "proxy/ops/metrics.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/core/route.h"
@@ -71,7 +71,7 @@ bool hotkeys_active(const struct pool *p)
 static void stop(struct hotkeys *h)
 {
     h->active = false;
-    h->stop_ms = uv_now(proxy.loop);
+    h->stop_ms = uv_now(cur_loop->uv);
     getrusage(RUSAGE_SELF, &h->ru1);
 }
 
@@ -145,13 +145,13 @@ void hotkeys_reply(struct pool *p, const struct req *r, uint64_t us)
     size_t len;
     uint64_t bytes = r->out.len + r->rsp.len;
 
-    if (h->duration_ms > 0 && uv_now(proxy.loop) >= h->start_ms + h->duration_ms) {
+    if (h->duration_ms > 0 && uv_now(cur_loop->uv) >= h->start_ms + h->duration_ms) {
         stop(h);
         return;
     }
     h->total[METRIC_CPU] += us;
     h->total[METRIC_NET] += bytes;
-    if (h->sample > 1 && proxy_random() % h->sample != 0)
+    if (h->sample > 1 && loop_random() % h->sample != 0)
         return;
     if (!first_key(r, buf, sizeof(buf), &key, &len))
         return;
@@ -205,7 +205,7 @@ static long long ms_of(const struct timeval *tv)
 static void reply_get(struct client *c, struct req *r, struct hotkeys *h)
 {
     struct resp_w w = client_w(c, &r->rsp);
-    uint64_t now = uv_now(proxy.loop), end = h->active ? now : h->stop_ms;
+    uint64_t now = uv_now(cur_loop->uv), end = h->active ? now : h->stop_ms;
     struct rusage ru;
     uint32_t fields = 7 + (h->on[METRIC_CPU] ? 2 : 0);
 
@@ -298,7 +298,7 @@ static void start(struct client *c, struct req *r, struct args *a)
     h->k = (uint32_t)k;
     h->sample = (uint32_t)sample;
     h->duration_ms = (uint64_t)duration * 1000;
-    h->start_ms = uv_now(proxy.loop);
+    h->start_ms = uv_now(cur_loop->uv);
     gettimeofday(&tv, NULL);
     h->start_unix_ms = (uint64_t)ms_of(&tv);
     getrusage(RUSAGE_SELF, &h->ru0);
@@ -323,7 +323,7 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (h != NULL && h->active && h->duration_ms > 0 &&
-        uv_now(proxy.loop) >= h->start_ms + h->duration_ms)
+        uv_now(cur_loop->uv) >= h->start_ms + h->duration_ms)
         stop(h);
     if (args_is(a, 1, "start")) {
         start(c, r, a);

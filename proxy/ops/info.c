@@ -134,7 +134,7 @@ static int server_info_reply(struct backend *b, struct req *r)
         is->text = xmalloc(v.len + 1);
         resp_rd_copy(&rd, &v, is->text, v.len);
         is->text[v.len] = '\0';
-        is->at_ms = uv_now(proxy.loop);
+        is->at_ms = uv_now(cur_loop->uv);
         in->version_stale = true;
         if (r->u.clean > is->clean)
             is->clean = r->u.clean;
@@ -176,7 +176,7 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now, 
 
     resp_w_command(&w, 1, (const char *const[]){"INFO"}, NULL);
     r->on_reply = server_info_reply;
-    r->u.clean = proxy.other_db_reqs == 0 ? proxy.other_db_routed + 1 : 0;
+    r->u.clean = cur_loop->other_db_reqs == 0 ? cur_loop->other_db_routed + 1 : 0;
     in->servers[server].asked_ms = now;
     in->servers[server].asking = true;
     backend_send(b, r);
@@ -207,7 +207,7 @@ void info_prime(struct pool *p)
         free(in->servers[s].text);
         in->servers[s].text = text;     /* (clean 0: it says nothing of databases) */
         in->version_stale = true;
-        in->servers[s].at_ms = uv_now(proxy.loop);
+        in->servers[s].at_ms = uv_now(cur_loop->uv);
         cmdinfo_seen(p, s, text);
         if (in->modules == NULL)
             in->modules = backend_sync_raw(p, &p->servers[s], 2,
@@ -270,7 +270,7 @@ void info_tick(struct pool *p, uint64_t now)
         in->sample_ms = now;
         in->sample_requests = p->requests;
     }
-    if (proxy.stopping)
+    if (cur_loop->stopping)
         return;
     for (uint32_t s = 0; s < p->nservers; s++) {
         struct info_server *is = &in->servers[s];
@@ -704,9 +704,9 @@ static uint32_t blocked_clients(void)
 {
     uint32_t n = 0;
 
-    for (size_t i = 0; i < proxy.npools; i++) {
+    for (size_t i = 0; i < cur_loop->npools; i++) {
         struct backend *b;
-        TAILQ_FOREACH(b, &proxy.pools[i].dedicated, link) {
+        TAILQ_FOREACH(b, &cur_loop->pools[i].dedicated, link) {
             struct req *r = TAILQ_FIRST(&b->pendq);
             n += b->role == BACKEND_PIN && r != NULL && r->blocking;
         }
@@ -777,7 +777,7 @@ static void section_server(const struct pool *p, FILE *f, uint64_t now)
     struct utsname u;
     struct timeval tv;
     struct info_version v;
-    uint64_t up = (now - proxy.started_ms) / 1000;
+    uint64_t up = (now - cur_loop->started_ms) / 1000;
     bool mixed = info_servers_version(p, &v);
 
     if (uname(&u) != 0)
@@ -812,20 +812,20 @@ static void section_server(const struct pool *p, FILE *f, uint64_t now)
 #else
             0, 0, 0,
 #endif
-            (int)getpid(), getenv("NOTIFY_SOCKET") != NULL ? "systemd" : "no", proxy.run_id,
-            proxy.port, (long long)tv.tv_sec * 1000000 + tv.tv_usec, up, up / 86400,
-            (long long)(tv.tv_sec & ((1 << 24) - 1)), proxy.executable,
-            proxy.conf->path);
+            (int)getpid(), getenv("NOTIFY_SOCKET") != NULL ? "systemd" : "no", cur_loop->run_id,
+            cur_loop->port, (long long)tv.tv_sec * 1000000 + tv.tv_usec, up, up / 86400,
+            (long long)(tv.tv_sec & ((1 << 24) - 1)), cur_loop->executable,
+            cur_loop->conf->path);
 }
 
 static void section_shardis(FILE *f, uint64_t now)
 {
     /* configs_held: the running config and the old ones a pool still
      * routes by (bounded however many reloads came). */
-    fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", proxy.npools,
+    fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", cur_loop->npools,
             1 + proxy.nold_confs);
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct pool *p = &proxy.pools[i];
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct pool *p = &cur_loop->pools[i];
         /* clients_user: what clients' commands and scripts run as on the
          * servers (srvuser.c); a server where it is not is marked below */
         fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
@@ -872,7 +872,7 @@ static void render(struct client *c, struct req *r, uint32_t mask)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = xopen_memstream(&buf, &len);
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
 
     info_of(p);
     if (WANT(mask, S_SERVER))
@@ -884,7 +884,7 @@ static void render(struct client *c, struct req *r, uint32_t mask)
                 "maxclients:%d\r\nclient_recent_max_input_buffer:%llu\r\n"
                 "client_recent_max_output_buffer:%llu\r\nblocked_clients:%u\r\n"
                 "tracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-                "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", proxy.nclients,
+                "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", cur_loop->nclients,
                 p->conf->client_connections > 0 ? p->conf->client_connections : 10000,
                 (unsigned long long)in, (unsigned long long)out, blocked_clients(),
                 (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
@@ -917,7 +917,7 @@ static void render(struct client *c, struct req *r, uint32_t mask)
                 "master_replid2:0000000000000000000000000000000000000000\r\n"
                 "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
                 "repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n"
-                "repl_backlog_histlen:0\r\n\r\n", proxy.run_id);
+                "repl_backlog_histlen:0\r\n\r\n", cur_loop->run_id);
     if (WANT(mask, S_CPU))
         section_cpu(f);
     if (WANT(mask, S_MODULES))
@@ -970,7 +970,7 @@ static bool wait_ready(const struct pool *p, const struct info_wait *w, uint64_t
 static void answer_waits(struct pool *p)
 {
     struct info *in = p->info;
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
 
     for (;;) {
         uint32_t i = 0;
@@ -1014,10 +1014,10 @@ void info_command(struct client *c, struct req *r, struct args *a)
     struct pool *p = c->pool;
     struct info *in = info_of(p);
     uint32_t mask = sections_of(a);
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
     struct info_wait *w;
 
-    if (!WANT(mask, S_KEYSPACE) || proxy.stopping) {
+    if (!WANT(mask, S_KEYSPACE) || cur_loop->stopping) {
         render(c, r, mask);
         req_done(r);
         return;

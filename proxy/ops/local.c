@@ -31,7 +31,7 @@
 #include "proxy/modules/sentinel.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/modules/pubsub.h"
 #include "proxy/process/reload.h"
 #include "proxy/core/route.h"

@@ -33,7 +33,7 @@
 #include "proxy/ops/metrics.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/modules/sentinel.h"
 #include "proxy/ops/stats.h"
 #include "proxy/base/util.h"
@@ -205,7 +205,7 @@ void metrics_write(const struct pool *p, FILE *f)
     fprintf(f, "shardis_build_info{version=\"%s\"} 1\n", SHARDIS_VERSION);
     metrics_head(f, "process_start_time_seconds", "gauge",
                  "Start time of the process since unix epoch in seconds");
-    fprintf(f, "process_start_time_seconds %.3f\n", proxy.start_unix);
+    fprintf(f, "process_start_time_seconds %.3f\n", cur_loop->start_unix);
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         metrics_head(f, "process_cpu_seconds_total", "counter",
                      "Total user and system CPU time spent in seconds");
@@ -406,8 +406,8 @@ static void accept_cb(uv_stream_t *listener, int status)
         return;
     hc = xcalloc(1, sizeof(*hc));
     hc->m = m;
-    hc->since = uv_now(proxy.loop);
-    uv_tcp_init(proxy.loop, &hc->tcp);
+    hc->since = uv_now(cur_loop->uv);
+    uv_tcp_init(cur_loop->uv, &hc->tcp);
     TAILQ_INSERT_TAIL(&m->conns, hc, link);
     m->nconns++;
     /* Too many: the oldest goes (one that never sends its head must not
@@ -442,7 +442,7 @@ int metrics_start(struct pool *p, char *err, size_t errlen)
     m = p->metrics = xcalloc(1, sizeof(*m));
     m->p = p;
     TAILQ_INIT(&m->conns);
-    uv_tcp_init(proxy.loop, &m->listener);
+    uv_tcp_init(cur_loop->uv, &m->listener);
     m->listening = true;
     rc = uv_tcp_bind(&m->listener, ai->ai_addr, 0);
     freeaddrinfo(ai);

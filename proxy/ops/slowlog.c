@@ -21,7 +21,7 @@
 #include "proxy/transport/args.h"
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/stream.h"
 #include "proxy/core/route.h"
@@ -47,7 +47,7 @@ struct slowlog {
     struct entry *ring;     /* [cap]: the newest at (head - 1) */
     uint32_t cap, head, n;
     uint64_t next_id;
-    uint64_t second;        /* proxy_seconds() of the entries counted in ... */
+    uint64_t second;        /* loop_seconds() of the entries counted in ... */
     uint32_t this_second;   /* ... (at most cap a second: below) */
     uint64_t skipped;       /* slow requests not logged for that */
 };
@@ -193,8 +193,8 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     /* Under a backlog every request is slow: at most a log's worth a
      * second is written, so that logging costs no more when it is busiest
      * (the log would keep no more of them anyway). */
-    if (sl->second != proxy_seconds()) {
-        sl->second = proxy_seconds();
+    if (sl->second != loop_seconds()) {
+        sl->second = loop_seconds();
         sl->this_second = 0;
     }
     if (sl->this_second >= (uint32_t)pc->slowlog_max_len) {

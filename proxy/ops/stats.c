@@ -6,7 +6,7 @@
  * Measured at the proxy, as an application sees it: a command's usec runs
  * from its request being read to its reply being complete (waiting at the
  * gate and on the server included), not the server's own time. The clock
- * is read once per read callback (proxy.now_us), not per request: every
+ * is read once per read callback (cur_loop->now_us), not per request: every
  * request framed from one read shares its start, every reply completed by
  * one read shares its end.
  *

@@ -58,53 +58,33 @@ struct proxy proxy;
 void (*proxy_idle_hook)(void);
 
 
-void proxy_mark_client(struct client *c)
-{
-    if (!c->is_dirty && !c->closing) {
-        if (proxy.ndirty == proxy.dirty_cap) {
-            proxy.dirty_cap = proxy.dirty_cap ? 2 * proxy.dirty_cap : 64;
-            proxy.dirty = xrealloc(proxy.dirty, proxy.dirty_cap * sizeof(*proxy.dirty));
-        }
-        proxy.dirty[proxy.ndirty++] = c;
-        c->is_dirty = 1;
-    }
-}
-
-void proxy_mark_backend(struct backend *b)
-{
-    if (!b->is_dirty && !b->closing) {
-        TAILQ_INSERT_TAIL(&proxy.dirty_backends, b, dirty);
-        b->is_dirty = 1;
-    }
-}
-
 static void flush_cb(uv_check_t *h)
 {
     struct backend *b;
     struct client *c;
 
     (void)h;
-    for (size_t i = 0; i < proxy.npools; i++)
-        if (proxy.pools[i].mig != NULL)
-            mig_flush(&proxy.pools[i]);
+    for (size_t i = 0; i < cur_loop->npools; i++)
+        if (cur_loop->pools[i].mig != NULL)
+            mig_flush(&cur_loop->pools[i]);
     /* Replies first: they are ready now, while writing to a backend on a
      * busy core can let that redis-server run before we go on. A backend
      * that fails answers its requests, marking clients again. */
     do {
         /* (client_flush may mark more, appended behind) */
-        for (size_t i = 0; i < proxy.ndirty; i++) {
-            if ((c = proxy.dirty[i]) == NULL)
+        for (size_t i = 0; i < cur_loop->ndirty; i++) {
+            if ((c = cur_loop->dirty[i]) == NULL)
                 continue;
             c->is_dirty = 0;
             client_flush(c);
         }
-        proxy.ndirty = 0;
-        while ((b = TAILQ_FIRST(&proxy.dirty_backends)) != NULL) {
-            TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+        cur_loop->ndirty = 0;
+        while ((b = TAILQ_FIRST(&cur_loop->dirty_backends)) != NULL) {
+            TAILQ_REMOVE(&cur_loop->dirty_backends, b, dirty);
             b->is_dirty = 0;
             backend_flush(b);
         }
-    } while (proxy.ndirty > 0);
+    } while (cur_loop->ndirty > 0);
 }
 
 /* After a burst the chunk and request pools (and the allocator's own
@@ -113,33 +93,33 @@ static void flush_cb(uv_check_t *h)
  * an idle proxy is back to its idle size whatever came before. */
 static void idle_check(uint64_t now)
 {
-    if (proxy.total_commands != proxy.idle_seen) {
-        proxy.idle_seen = proxy.total_commands;
-        proxy.idle_since = now;
-        proxy.idle_trimmed = false;
-    } else if (!proxy.idle_trimmed && now - proxy.idle_since >= PROXY_IDLE_MS) {
-        for (size_t i = 0; i < proxy.npools; i++)
-            backend_close_spares(&proxy.pools[i], UINT32_MAX);
+    if (cur_loop->total_commands != cur_loop->idle_seen) {
+        cur_loop->idle_seen = cur_loop->total_commands;
+        cur_loop->idle_since = now;
+        cur_loop->idle_trimmed = false;
+    } else if (!cur_loop->idle_trimmed && now - cur_loop->idle_since >= PROXY_IDLE_MS) {
+        for (size_t i = 0; i < cur_loop->npools; i++)
+            backend_close_spares(&cur_loop->pools[i], UINT32_MAX);
         mbuf_pool_trim();
         req_pool_trim();
         if (proxy_idle_hook != NULL)
             proxy_idle_hook();
-        proxy.idle_trimmed = true;
+        cur_loop->idle_trimmed = true;
     }
 }
 
 static void tick_cb(uv_timer_t *t)
 {
-    uint64_t now = uv_now(proxy.loop);
+    uint64_t now = uv_now(cur_loop->uv);
 
     (void)t;
-    proxy.now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
-    proxy.seconds = (uint32_t)((now - proxy.started_ms) / 1000);
+    cur_loop->now_us = uv_hrtime() / 1000;  /* (timeouts answer requests here) */
+    cur_loop->seconds = (uint32_t)((now - cur_loop->started_ms) / 1000);
     idle_check(now);
     client_check_stalled(now);
     tls_tick(now);
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct pool *p = &proxy.pools[i];
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct pool *p = &cur_loop->pools[i];
         pool_tick(p, now);
         client_tick(p, now);
         gate_kick_publishers(p);    /* (one waiting GATE_SUBSCRIBING_MS goes) */
@@ -192,7 +172,7 @@ static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a
         snprintf(err, errlen, "cannot resolve '%s': %s", a->host, gai_strerror(rc));
         return -EINVAL;
     }
-    uv_tcp_init(proxy.loop, &l->tcp);
+    uv_tcp_init(cur_loop->uv, &l->tcp);
     if (p->conf->reuseport) {
         /* libuv 1.44 has no flag for it: make the socket ourselves. Once
          * uv_tcp_open took it the handle owns it; until then we do. */
@@ -215,8 +195,8 @@ static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a
          * is about to stop without running the loop again. */
         uv_close(&l->handle, NULL);
     }
-    if (rc == 0 && proxy.port == 0 && l == &p->listener)
-        proxy.port = a->port;       /* (INFO's tcp_port: the first plain one) */
+    if (rc == 0 && cur_loop->port == 0 && l == &p->listener)
+        cur_loop->port = a->port;       /* (INFO's tcp_port: the first plain one) */
     return rc;
 }
 
@@ -225,7 +205,7 @@ static int listen_unix(struct pool *p, union stream *l, const struct conf_addr *
 {
     int rc;
 
-    uv_pipe_init(proxy.loop, &l->pipe, 0);
+    uv_pipe_init(cur_loop->uv, &l->pipe, 0);
     unlink(a->host);            /* a stale socket from an earlier run */
     rc = uv_pipe_bind(&l->pipe, a->host);
     if (rc == 0 && a->perm != 0 && chmod(a->host, a->perm) < 0)
@@ -251,11 +231,11 @@ static int listen_on(struct pool *p, union stream *l, const struct conf_addr *a,
 /* ---- configs ------------------------------------------------------------------------ */
 
 /* Whether a pool routes by one of cf's pools. (A reload waiting for the
- * other proxies, group.c, targets proxy.conf, which is never an old one.) */
+ * other proxies, group.c, targets cur_loop->conf, which is never an old one.) */
 static bool conf_routed(const struct conf *cf)
 {
-    for (size_t i = 0; i < proxy.npools; i++)
-        if (proxy.pools[i].conf >= cf->pools && proxy.pools[i].conf < cf->pools + cf->npools)
+    for (size_t i = 0; i < cur_loop->npools; i++)
+        if (cur_loop->pools[i].conf >= cf->pools && cur_loop->pools[i].conf < cf->pools + cf->npools)
             return true;
     return false;
 }
@@ -295,7 +275,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     int rc;
 
     p->conf = pc;
-    if ((rc = acl_build(pc, proxy.conf->path, &p->acl, err, errlen)) < 0)
+    if ((rc = acl_build(pc, cur_loop->conf->path, &p->acl, err, errlen)) < 0)
         return rc;
     if (pc->nservers > POOL_SLOTS_MAX) {
         snprintf(err, errlen, "%zu servers: a pool has at most %d", pc->nservers,
@@ -345,8 +325,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     /* Clients and backends close through their own paths (they own
      * requests); everything else closes plainly. */
     if (h->type == UV_TCP || h->type == UV_NAMED_PIPE) {
-        for (size_t i = 0; i < proxy.npools; i++) {
-            struct pool *p = &proxy.pools[i];
+        for (size_t i = 0; i < cur_loop->npools; i++) {
+            struct pool *p = &cur_loop->pools[i];
             if (h == &p->listener.handle || h == &p->tls_listener.handle) {
                 uv_close(h, NULL);
                 return;
@@ -382,8 +362,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
 
 static bool drained(void)
 {
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct pool *p = &proxy.pools[i];
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct pool *p = &cur_loop->pools[i];
         for (uint32_t s = 0; s < p->nservers; s++) {
             struct backend *b;
             for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
@@ -397,16 +377,16 @@ static bool drained(void)
                 (!TAILQ_EMPTY(&b->pendq) && TAILQ_FIRST(&b->pendq)->deadline != 0))
                 return false;
     }
-    return proxy.ndirty == 0;
+    return cur_loop->ndirty == 0;
 }
 
 static void drain_cb(uv_timer_t *t)
 {
-    if (!drained() && uv_now(proxy.loop) - proxy.stop_ms < PROXY_DRAIN_MS)
+    if (!drained() && uv_now(cur_loop->uv) - proxy.stop_ms < PROXY_DRAIN_MS)
         return;
     uv_timer_stop(t);
-    log_notice("stopped: closing %u client connections", proxy.nclients);
-    uv_walk(proxy.loop, close_walk_cb, NULL);
+    log_notice("stopped: closing %u client connections", cur_loop->nclients);
+    uv_walk(cur_loop->uv, close_walk_cb, NULL);
 }
 
 /* ---- systemd ------------------------------------------------------------------- */
@@ -440,18 +420,18 @@ static void notify(const char *state)
 static void stop_cb(uv_signal_t *s, int signum)
 {
     (void)s;
-    if (proxy.stopping)
+    if (cur_loop->stopping)
         return;
     notify("STOPPING=1\nSTATUS=stopping: finishing requests in flight");
-    proxy.stopping = true;
-    proxy.stop_ms = uv_now(proxy.loop);
+    cur_loop->stopping = true;
+    proxy.stop_ms = uv_now(cur_loop->uv);
     log_notice("signal %d: stopping; finishing requests in flight", signum);
-    for (size_t i = 0; i < proxy.npools; i++) {
-        uv_close(&proxy.pools[i].listener.handle, NULL);
-        if (proxy.pools[i].tls_listener.handle.loop != NULL)
-            uv_close(&proxy.pools[i].tls_listener.handle, NULL);
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        uv_close(&cur_loop->pools[i].listener.handle, NULL);
+        if (cur_loop->pools[i].tls_listener.handle.loop != NULL)
+            uv_close(&cur_loop->pools[i].tls_listener.handle, NULL);
     }
-    uv_timer_init(proxy.loop, &proxy.drainer);
+    uv_timer_init(cur_loop->uv, &proxy.drainer);
     uv_timer_start(&proxy.drainer, drain_cb, 0, 20);
 }
 
@@ -465,7 +445,7 @@ static void hup_cb(uv_signal_t *s, int signum)
     snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
              (unsigned long long)(uv_hrtime() / 1000));
     notify(state);
-    log_notice("SIGHUP: reopening the log and reloading '%s'", proxy.conf->path);
+    log_notice("SIGHUP: reopening the log and reloading '%s'", cur_loop->conf->path);
     log_reopen();
     if (reload_run(out, sizeof(out), err, sizeof(err)) < 0) {
         log_error("reload refused, nothing changed: %s", err);
@@ -495,10 +475,10 @@ void proxy_hold_sighup(bool hold)
 
 void proxy_loop_start(void)
 {
-    uv_check_init(proxy.loop, &proxy.flusher);
-    uv_check_start(&proxy.flusher, flush_cb);
-    uv_timer_init(proxy.loop, &proxy.ticker);
-    uv_timer_start(&proxy.ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
+    uv_check_init(cur_loop->uv, &cur_loop->flusher);
+    uv_check_start(&cur_loop->flusher, flush_cb);
+    uv_timer_init(cur_loop->uv, &cur_loop->ticker);
+    uv_timer_start(&cur_loop->ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
 }
 
 int proxy_run(struct conf *cf)
@@ -506,14 +486,11 @@ int proxy_run(struct conf *cf)
     char err[CONF_ERRLEN];
     int rc;
 
+    static struct loop main_loop;
+
     memset(&proxy, 0, sizeof(proxy));
-    proxy.loop = uv_default_loop();
-    proxy.conf = cf;
-    proxy.started_ms = uv_now(proxy.loop);
-    TAILQ_INIT(&proxy.dirty_backends);
-    TAILQ_INIT(&proxy.stalled);
-    proxy.idle_trimmed = true;
-    proxy.rng = ((uint64_t)uv_hrtime() << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ULL;
+    loop_init(&main_loop, uv_default_loop());
+    cur_loop->conf = cf;
     {
         unsigned char raw[20];
         ssize_t n;
@@ -521,21 +498,21 @@ int proxy_run(struct conf *cf)
             for (size_t i = 0; i < sizeof(raw); i++)
                 raw[i] = (unsigned char)(uv_hrtime() >> (i % 8));
         for (size_t i = 0; i < sizeof(raw); i++)
-            snprintf(proxy.run_id + 2 * i, 3, "%02x", raw[i]);
+            snprintf(cur_loop->run_id + 2 * i, 3, "%02x", raw[i]);
         struct timeval tv;
         gettimeofday(&tv, NULL);
-        proxy.start_unix = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-        n = readlink("/proc/self/exe", proxy.executable, sizeof(proxy.executable) - 1);
-        proxy.executable[n > 0 ? n : 0] = '\0';
+        cur_loop->start_unix = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+        n = readlink("/proc/self/exe", cur_loop->executable, sizeof(cur_loop->executable) - 1);
+        cur_loop->executable[n > 0 ? n : 0] = '\0';
     }
     route_init();
     genkey_init();
     signal(SIGPIPE, SIG_IGN);
 
-    proxy.npools = cf->npools;
-    proxy.pools = xcalloc(cf->npools, sizeof(*proxy.pools));
+    cur_loop->npools = cf->npools;
+    cur_loop->pools = xcalloc(cf->npools, sizeof(*cur_loop->pools));
     for (size_t i = 0; i < cf->npools; i++) {
-        if ((rc = pool_start(&proxy.pools[i], &cf->pools[i], err, sizeof(err))) < 0) {
+        if ((rc = pool_start(&cur_loop->pools[i], &cf->pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", cf->pools[i].name, err);
             fprintf(stderr, "shardis: pool '%s': %s\n", cf->pools[i].name, err);
             conf_free(cf);
@@ -546,16 +523,16 @@ int proxy_run(struct conf *cf)
      * the proxy joins the others in front of the same servers; then the
      * file, if a record was taken up, is a reload. */
     bool taken = false;
-    for (size_t i = 0; i < proxy.npools; i++)
-        taken = mig_recover(&proxy.pools[i]) || taken;
-    for (size_t i = 0; i < proxy.npools; i++) {
-        if ((rc = group_check_start(&proxy.pools[i], err, sizeof(err))) < 0) {
-            log_error("pool '%s': %s", proxy.pools[i].conf->name, err);
-            fprintf(stderr, "shardis: pool '%s': %s\n", proxy.pools[i].conf->name, err);
+    for (size_t i = 0; i < cur_loop->npools; i++)
+        taken = mig_recover(&cur_loop->pools[i]) || taken;
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        if ((rc = group_check_start(&cur_loop->pools[i], err, sizeof(err))) < 0) {
+            log_error("pool '%s': %s", cur_loop->pools[i].conf->name, err);
+            fprintf(stderr, "shardis: pool '%s': %s\n", cur_loop->pools[i].conf->name, err);
             return 1;
         }
-        group_init(&proxy.pools[i]);
-        struct pool *p = &proxy.pools[i];
+        group_init(&cur_loop->pools[i]);
+        struct pool *p = &cur_loop->pools[i];
         /* Each server has ACL users of its own: every one clients reach is
          * asked (those of the ring, and those a taken-up migration empties). */
         size_t n = 0;
@@ -576,37 +553,37 @@ int proxy_run(struct conf *cf)
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
         log_warn("the config file is not applied while the recorded migration runs: %s", err);
     proxy_loop_start();
-    uv_signal_init(proxy.loop, &proxy.sigterm);
+    uv_signal_init(cur_loop->uv, &proxy.sigterm);
     uv_signal_start(&proxy.sigterm, stop_cb, SIGTERM);
-    uv_signal_init(proxy.loop, &proxy.sigint);
+    uv_signal_init(cur_loop->uv, &proxy.sigint);
     uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
-    uv_signal_init(proxy.loop, &proxy.sighup);
+    uv_signal_init(cur_loop->uv, &proxy.sighup);
     uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
     proxy_hold_sighup(false);
     /* Every listener listens: connections are taken from here on. */
     snprintf(out, sizeof(out), "READY=1\nMAINPID=%d\nSTATUS=serving %zu pool%s",
-             (int)getpid(), proxy.npools, proxy.npools > 1 ? "s" : "");
+             (int)getpid(), cur_loop->npools, cur_loop->npools > 1 ? "s" : "");
     notify(out);
 
-    uv_run(proxy.loop, UV_RUN_DEFAULT);
+    uv_run(cur_loop->uv, UV_RUN_DEFAULT);
 
-    for (size_t i = 0; i < proxy.npools; i++) {
-        struct pool *p = &proxy.pools[i];
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct pool *p = &cur_loop->pools[i];
         if (p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
         if (p->conf->tls.listen.unix_socket)
             unlink(p->conf->tls.listen.host);
         pool_free(p);
     }
-    free(proxy.pools);
-    free(proxy.dirty);
-    conf_free(proxy.conf);
-    proxy.conf = NULL;
+    free(cur_loop->pools);
+    loop_free(cur_loop);
+    conf_free(cur_loop->conf);
+    cur_loop->conf = NULL;
     for (size_t i = 0; i < proxy.nold_confs; i++)
         conf_free(proxy.old_confs[i]);
     free(proxy.old_confs);
     mbuf_pool_trim();
-    rc = uv_loop_close(proxy.loop);
+    rc = uv_loop_close(cur_loop->uv);
     if (rc != 0)
         log_warn("event loop closed with handles open: %s", uv_strerror(rc));
     log_notice("exiting");

@@ -166,7 +166,7 @@ static int summarize(FILE *f, const struct conf_pool *old, const struct conf_poo
 
 int reload_run(char *out, size_t outlen, char *err, size_t errlen)
 {
-    struct conf *cf, *old = proxy.conf;
+    struct conf *cf, *old = cur_loop->conf;
     struct ring **rings = NULL;
     struct acl **acls = NULL;
     SSL_CTX **tls = NULL;           /* [2 * npools]: each pool's server and client contexts */
@@ -200,7 +200,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     rc = -EINVAL;
     f = xopen_memstream(&sum, &sumlen);
     for (size_t i = 0; i < cf->npools; i++) {
-        struct pool *p = &proxy.pools[i];
+        struct pool *p = &cur_loop->pools[i];
         const struct conf_pool *a = p->conf, *b = &cf->pools[i];   /* a: routed by now */
         const char *no = fixed_change(a, b);
         if (no != NULL) {
@@ -240,12 +240,12 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
     /* Nothing can fail from here on. Users change now, whatever the
      * servers wait for. */
     for (size_t i = 0; i < cf->npools; i++) {
-        pool_set_acl(&proxy.pools[i], acls[i]);
+        pool_set_acl(&cur_loop->pools[i], acls[i]);
         acls[i] = NULL;
-        pool_set_tls(&proxy.pools[i], tls[2 * i], tls[2 * i + 1]);
+        pool_set_tls(&cur_loop->pools[i], tls[2 * i], tls[2 * i + 1]);
     }
     for (size_t i = 0; i < cf->npools; i++) {
-        struct pool *p = &proxy.pools[i];
+        struct pool *p = &cur_loop->pools[i];
         uint32_t *old_slot;
         if (rings[i] == NULL) {
             group_cancel(p);            /* back to the servers it routes by, if it waited */
@@ -264,7 +264,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
         log_notice("pool '%s': reloaded: %zu servers, switching once every proxy has them",
                    p->conf->name, cf->pools[i].nservers);
     }
-    proxy.conf = cf;
+    cur_loop->conf = cf;
     proxy_conf_done(old);                       /* a pool may still route by it */
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);

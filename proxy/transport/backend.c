@@ -41,7 +41,7 @@
 #include "proxy/modules/mig.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/modules/pubsub.h"
 #include "proxy/modules/sentinel.h"
 #include "proxy/ops/hotkeys.h"
@@ -189,8 +189,8 @@ static void backend_close_cb(uv_handle_t *h)
         return;
     }
     /* Requests that arrived while closing go to a new connection. */
-    if (!TAILQ_EMPTY(&b->sendq) && !proxy.stopping) {
-        if (b->state == BACKEND_FAILED && uv_now(proxy.loop) < b->retry_at) {
+    if (!TAILQ_EMPTY(&b->sendq) && !cur_loop->stopping) {
+        if (b->state == BACKEND_FAILED && uv_now(cur_loop->uv) < b->retry_at) {
             while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
                 TAILQ_REMOVE(&b->sendq, r, bq);
                 r->queued = 0;
@@ -229,7 +229,7 @@ static void backend_abort(struct backend *b)
         fail_req(b, r);
     }
     if (b->is_dirty) {
-        TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+        TAILQ_REMOVE(&cur_loop->dirty_backends, b, dirty);
         b->is_dirty = 0;
     }
     if (!b->closing && !uv_is_closing(&b->h.handle) && b->h.handle.loop != NULL) {
@@ -255,7 +255,7 @@ static void backend_fail(struct backend *b, const char *reason)
         if (b->replica == 0)        /* (a replica's failure ejects no master) */
             pool_backend_failed(b->pool, b->server, b->failures);
         backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
-        b->retry_at = uv_now(proxy.loop) +
+        b->retry_at = uv_now(cur_loop->uv) +
                       (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
     }
     b->state = BACKEND_FAILED;
@@ -313,7 +313,7 @@ static int role_reply(struct backend *b, struct req *r)
     free(flat);
     if (master) {
         b->checking = 0;
-        proxy_mark_backend(b);      /* what waited for it */
+        loop_mark_backend(b);      /* what waited for it */
         return 0;
     }
     snprintf(why, sizeof(why), "%.96s does not say it is a master", backend_addr(b));
@@ -521,7 +521,7 @@ static int backend_consume(struct backend *b, size_t nread)
             else if (b->replica != 0 && (resp_rd_error_is(&r->rsp, "LOADING") ||
                                          resp_rd_error_is(&r->rsp, "MASTERDOWN")))
                 b->pool->servers[b->server].replicas[b->replica - 1].shunned_until =
-                    uv_now(proxy.loop) + POOL_REPLICA_SHUN_MS;
+                    uv_now(cur_loop->uv) + POOL_REPLICA_SHUN_MS;
         }
         if (r->unblocked && mig_unblocked(r))
             continue;               /* sent again, to the key's new owner */
@@ -570,7 +570,7 @@ static void backend_read_tls(struct backend *b, const char *p, size_t nread)
     if (b->state == BACKEND_CONNECTING && tls_ready(b->tls)) {
         b->state = BACKEND_UP;
         log_info("backend %s connected (TLS)", label(b));
-        proxy_mark_backend(b);
+        loop_mark_backend(b);
     }
 }
 
@@ -578,14 +578,14 @@ static void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct backend *b = container_of(s, struct backend, h.stream);
 
-    proxy.now_us = uv_hrtime() / 1000;
+    cur_loop->now_us = uv_hrtime() / 1000;
     if (nread < 0) {
         backend_fail(b, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
         return;
     }
     if (nread == 0)
         return;
-    b->rx_ms = uv_now(proxy.loop);
+    b->rx_ms = uv_now(cur_loop->uv);
     if (b->tls != NULL)
         backend_read_tls(b, buf->base, (size_t)nread);
     else
@@ -616,7 +616,7 @@ static void backend_written(struct backend *b, int status)
         return;
     }
     if (!TAILQ_EMPTY(&b->sendq))
-        proxy_mark_backend(b);
+        loop_mark_backend(b);
     else if (b->owner != NULL)
         pin_check(b->owner);        /* its last request is on the wire */
 }
@@ -723,7 +723,7 @@ void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, in
     r->queued = 1;
     r->backend = b;
     r->deadline = b->pool->conf->timeout > 0
-                      ? uv_now(proxy.loop) + (uint64_t)b->pool->conf->timeout : 0;
+                      ? uv_now(cur_loop->uv) + (uint64_t)b->pool->conf->timeout : 0;
     if (front)
         TAILQ_INSERT_HEAD(&b->sendq, r, bq);
     else
@@ -751,7 +751,7 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
         if (b->replica != 0 && b->pool->conf->tls.backend_server_name == NULL)
             name = host;            /* (a replica's certificate bears its own address) */
         b->tls = tls_new(b->pool->tls_client, &b->h.stream, false, name,
-                         uv_now(proxy.loop) + (uint64_t)b->pool->conf->tls.handshake_timeout,
+                         uv_now(cur_loop->uv) + (uint64_t)b->pool->conf->tls.handshake_timeout,
                          backend_tls_sent, backend_tls_expired, b);
         if (b->tls == NULL) {
             backend_fail(b, "TLS: out of memory");
@@ -769,7 +769,7 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
     }
     b->state = BACKEND_UP;
     log_info("backend %s connected", label(b));
-    proxy_mark_backend(b);
+    loop_mark_backend(b);
 }
 
 static void backend_connect(struct backend *b)
@@ -784,7 +784,7 @@ static void backend_connect(struct backend *b)
     where(b, &host, &port, &unix_socket);
     if (!sv->resolved && b->replica == 0) {
         /* A pool with sentinels: none has said where this master is yet. */
-        uv_tcp_init(proxy.loop, &b->h.tcp);
+        uv_tcp_init(cur_loop->uv, &b->h.tcp);
         backend_fail(b, "its master's address is not known: the Sentinels have not agreed "
                         "on one");
         return;
@@ -853,7 +853,7 @@ static void backend_connect(struct backend *b)
         backend_queue_own(b, handshake_reply, true, nauth, auth);
 
     if (unix_socket) {
-        uv_pipe_init(proxy.loop, &b->h.pipe, 0);
+        uv_pipe_init(cur_loop->uv, &b->h.pipe, 0);
         uv_pipe_connect(&b->creq, &b->h.pipe, host, backend_connect_cb);
         return;
     }
@@ -865,14 +865,14 @@ static void backend_connect(struct backend *b)
         char service[8];
         snprintf(service, sizeof(service), "%u", port);
         if (getaddrinfo(host, service, &hints, &ai) != 0 || ai == NULL) {
-            uv_tcp_init(proxy.loop, &b->h.tcp);
+            uv_tcp_init(cur_loop->uv, &b->h.tcp);
             backend_fail(b, "cannot resolve host");
             return;
         }
         memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
         freeaddrinfo(ai);
     }
-    uv_tcp_init(proxy.loop, &b->h.tcp);
+    uv_tcp_init(cur_loop->uv, &b->h.tcp);
     rc = uv_tcp_connect(&b->creq, &b->h.tcp, (struct sockaddr *)&ss, backend_connect_cb);
     if (rc < 0)
         backend_fail(b, uv_strerror(rc));
@@ -886,20 +886,20 @@ void backend_send(struct backend *b, struct req *r)
     r->server = (uint16_t)b->server;    /* (slowlog.c names it) */
     b->requests++;
     if (b->state == BACKEND_FAILED) {
-        if (backend_dedicated(b) || uv_now(proxy.loop) < b->retry_at || b->closing) {
+        if (backend_dedicated(b) || uv_now(cur_loop->uv) < b->retry_at || b->closing) {
             fail_req(b, r);
             return;
         }
         b->state = BACKEND_DOWN;
     }
-    r->deadline = pc->timeout > 0 && !r->blocking ? uv_now(proxy.loop) + (uint64_t)pc->timeout
+    r->deadline = pc->timeout > 0 && !r->blocking ? uv_now(cur_loop->uv) + (uint64_t)pc->timeout
                                                   : 0;
     r->queued = 1;
     TAILQ_INSERT_TAIL(&b->sendq, r, bq);
     if (b->state == BACKEND_DOWN && !b->closing)
         backend_connect(b);
     else if (b->state == BACKEND_UP)
-        proxy_mark_backend(b);
+        loop_mark_backend(b);
 }
 
 /* A request's deadline is `timeout` after it was queued; but a server
@@ -957,7 +957,7 @@ void backend_move(struct backend *b, const char *why)
     b->state = BACKEND_DOWN;
     if (b->h.handle.loop != NULL && !b->closing && !uv_is_closing(&b->h.handle)) {
         if (b->is_dirty) {
-            TAILQ_REMOVE(&proxy.dirty_backends, b, dirty);
+            TAILQ_REMOVE(&cur_loop->dirty_backends, b, dirty);
             b->is_dirty = 0;
         }
         b->closing = 1;
@@ -1129,7 +1129,7 @@ void backend_release(struct backend *b, bool clean)
     if (clean && b->state == BACKEND_UP && !b->closing && backend_idle(b) && !b->unblocking &&
         b->creds_gen == p->creds_gen &&
         p->nspare < BACKEND_SPARES_PER_SERVER * p->nservers && p->servers[b->server].active &&
-        !proxy.stopping) {
+        !cur_loop->stopping) {
         /* Spares first: backend_acquire and backend_close_spares stop at
          * the first one that is not. One that is not stays where it is,
          * behind them, until it is closed and freed. */

@@ -77,7 +77,7 @@ struct backend {
     TAILQ_HEAD(, req) sendq;    /* waiting to be written */
     TAILQ_HEAD(, req) writeq;   /* in the write in flight */
     TAILQ_HEAD(, req) pendq;    /* written, waiting for their replies */
-    TAILQ_ENTRY(backend) dirty; /* on proxy.dirty_backends */
+    TAILQ_ENTRY(backend) dirty; /* on cur_loop->dirty_backends */
     struct rstream   in;
     struct tls      *tls;       /* backend_tls: made once connected, freed by the close
                                    callback (tls.h); NULL in the clear */

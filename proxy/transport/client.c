@@ -63,7 +63,7 @@
 #include "proxy/ops/monitor.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/modules/pubsub.h"
 #include "proxy/core/route.h"
 #include "proxy/ops/slowlog.h"
@@ -184,7 +184,7 @@ static size_t client_stall_at(const struct conf_client_limit *l)
                                                        : CLIENT_STALL_BYTES;
 }
 
-/* On proxy.stalled while stalled or over its soft limit, where the tick
+/* On cur_loop->stalled while stalled or over its soft limit, where the tick
  * looks: set after either changes. */
 static void client_rewatch(struct client *c)
 {
@@ -193,9 +193,9 @@ static void client_rewatch(struct client *c)
 
     if (want && !rare->watched) {
         rare->client = c;
-        TAILQ_INSERT_TAIL(&proxy.stalled, rare, stalled);
+        TAILQ_INSERT_TAIL(&cur_loop->stalled, rare, stalled);
     } else if (!want && rare->watched) {
-        TAILQ_REMOVE(&proxy.stalled, rare, stalled);
+        TAILQ_REMOVE(&cur_loop->stalled, rare, stalled);
     }
     rare->watched = want;
 }
@@ -204,7 +204,7 @@ static void client_rewatch(struct client *c)
 static void client_stall(struct client *c)
 {
     client_pause(c);
-    client_rare(c)->stalled_ms = uv_now(proxy.loop);
+    client_rare(c)->stalled_ms = uv_now(cur_loop->uv);
     client_rewatch(c);
 }
 
@@ -231,7 +231,7 @@ static void client_doom(struct client *c)
     c->mem = c->qbuf = 0;
     c->doomed = 1;
     client_pause(c);
-    proxy_mark_client(c);
+    loop_mark_client(c);
 }
 
 /* A limit dooms c: say which, and count it. */
@@ -267,7 +267,7 @@ static int client_limit_slow(struct client *c, size_t added, bool reply)
         return -1;
     }
     if (l->soft > 0 && held > (size_t)l->soft) {
-        now = uv_now(proxy.loop);
+        now = uv_now(cur_loop->uv);
         if (c->rare == NULL || c->rare->soft_ms == 0) {
             client_rare(c)->soft_ms = now;
             client_rewatch(c);
@@ -370,7 +370,7 @@ void client_check_stalled(uint64_t now)
 {
     struct client_rare *rare, *next;
 
-    for (rare = TAILQ_FIRST(&proxy.stalled); rare != NULL; rare = next) {
+    for (rare = TAILQ_FIRST(&cur_loop->stalled); rare != NULL; rare = next) {
         next = TAILQ_NEXT(rare, stalled);
         struct client *c = rare->client;
         const struct conf_client_limit *l = client_limits(c);
@@ -473,14 +473,14 @@ static void client_consume(struct client *c, size_t nread)
             break;
         struct req *r = req_get();
         uint64_t len = c->scan.end - c->scan.start;
-        r->t0_us = proxy.now_us;
+        r->t0_us = cur_loop->now_us;
         client_queue(c, r);
         /* Its bytes are held until it is answered (req_done). */
         uint32_t held = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
         r->held = held;
         client_hold(c, (int64_t)held - (int64_t)c->qbuf);  /* (what was read of it before) */
         c->qbuf = 0;
-        proxy.total_commands++;
+        cur_loop->total_commands++;
         c->pool->requests++;
         route_request(c, r);        /* may close c: then c->closing is set; r may be
                                        answered and gone */
@@ -538,7 +538,7 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
-    proxy.now_us = uv_hrtime() / 1000;
+    cur_loop->now_us = uv_hrtime() / 1000;
     if (c->tls)
         client_read_tls(c, buf->base, (size_t)nread);
     else
@@ -575,7 +575,7 @@ void req_done(struct req *r)
     /* Counted: by its command, by the one server that answered it (not a
      * split request: r->server is where it was sent, r->backend only
      * says it was), in the slow log, and as a hot key. */
-    uint64_t us = proxy.now_us > r->t0_us ? proxy.now_us - r->t0_us : 0;
+    uint64_t us = cur_loop->now_us > r->t0_us ? cur_loop->now_us - r->t0_us : 0;
     stats_reply(&c->pool->stats, r, us, r->backend != NULL && r->frag == NULL
                                             ? &c->pool->servers[r->server].latency : NULL);
     slowlog_maybe(c->pool, c, r, us);
@@ -609,7 +609,7 @@ void client_ready(struct client *c)
     while (r != NULL && r->in_write)
         r = TAILQ_NEXT(r, cq);
     if (r != NULL && r->done)
-        proxy_mark_client(c);
+        loop_mark_client(c);
 }
 
 /* Move the reply of r (done) into into (done, before it, not being
@@ -880,7 +880,7 @@ static void client_mem(const struct client *c, struct client_mem *m)
 void client_describe(const struct client *c, FILE *f)
 {
     char addr[80], laddr[80], flags[8];
-    uint32_t subs[3], now = proxy_seconds(), n = 0;
+    uint32_t subs[3], now = loop_seconds(), n = 0;
     uv_os_fd_t fd = -1;
     struct client_mem m;
 
@@ -935,7 +935,7 @@ bool client_matches(const struct client *c, const struct client_filter *f)
         return false;
     if (f->laddr != NULL && (sock_name(c, false, buf, sizeof(buf)), strcmp(buf, f->laddr) != 0))
         return false;
-    if (f->maxage > 0 && (long long)(proxy_seconds() - c->born_s) <= f->maxage)
+    if (f->maxage > 0 && (long long)(loop_seconds() - c->born_s) <= f->maxage)
         return false;
     return true;
 }
@@ -946,14 +946,14 @@ void client_close(struct client *c)
         return;
     c->closing = 1;
     if (c->is_dirty) {
-        for (size_t i = 0; i < proxy.ndirty; i++)
-            if (proxy.dirty[i] == c)
-                proxy.dirty[i] = NULL;
+        for (size_t i = 0; i < cur_loop->ndirty; i++)
+            if (cur_loop->dirty[i] == c)
+                cur_loop->dirty[i] = NULL;
         c->is_dirty = 0;
     }
     pool_client_gone(c->pool, c);
     c->pool->nclients--;
-    proxy.nclients--;
+    cur_loop->nclients--;
     c->pool->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
     c->mem = c->qbuf = 0;
     client_unwatch(c);
@@ -974,9 +974,9 @@ static struct client *client_new(struct pool *p, bool pipe)
     int rc;
 
     if (pipe)
-        rc = uv_pipe_init(proxy.loop, &c->h.pipe, 0);
+        rc = uv_pipe_init(cur_loop->uv, &c->h.pipe, 0);
     else
-        rc = uv_tcp_init(proxy.loop, &c->h.tcp);
+        rc = uv_tcp_init(cur_loop->uv, &c->h.tcp);
     if (rc < 0) {
         free(c);
         return NULL;
@@ -992,14 +992,14 @@ static struct client *client_new(struct pool *p, bool pipe)
  * client_connections). */
 static void client_start(struct pool *p, struct client *c)
 {
-    c->id = ++proxy.next_client_id;
-    c->born_s = c->last_s = proxy_seconds();
+    c->id = ++cur_loop->next_client_id;
+    c->born_s = c->last_s = loop_seconds();
     c->user = acl_new_session(p->acl);
     pool_client_add(p, c);
     p->nclients++;
     p->accepted++;
-    proxy.nclients++;
-    proxy.total_connections++;
+    cur_loop->nclients++;
+    cur_loop->total_connections++;
     if (c->h.handle.type == UV_TCP) {
         uv_tcp_nodelay(&c->h.tcp, 1);
         if (p->conf->tcpkeepalive)
@@ -1038,7 +1038,7 @@ void client_accept(struct pool *p, uv_stream_t *listener)
         /* Its handshake runs as it is read; no request is read before
          * the handshake is over, so none is answered in the clear. */
         struct tls *t = tls_new(p->tls_server, &c->h.stream, true, NULL,
-                                uv_now(proxy.loop) + (uint64_t)p->conf->tls.handshake_timeout,
+                                uv_now(cur_loop->uv) + (uint64_t)p->conf->tls.handshake_timeout,
                                 client_tls_sent, client_tls_expired, c);
         if (t == NULL) {
             log_warn("pool '%s': no TLS for a new client (out of memory)", p->conf->name);

@@ -79,13 +79,13 @@ struct client {
      * that is the pool's; a reload rebinds it), or NULL before AUTH. */
     const struct acl_user *user;
     uint32_t         slot;      /* its index in pool->clients */
-    uint32_t         born_s;    /* proxy_seconds() it connected (CLIENT LIST's age) */
+    uint32_t         born_s;    /* loop_seconds() it connected (CLIENT LIST's age) */
     struct mbuf     *lbuf;      /* chunk that local replies are written into */
     struct client_rare *rare;   /* what few clients need (client_rare), or NULL */
     struct backend  *pin;       /* dedicated connection (pin.c), or NULL */
     uint64_t         id;
     uint32_t         inflight;  /* reqs not done yet: forwarded, or waiting to be */
-    uint32_t         last_s;    /* proxy_seconds() of its last command (idle) ... */
+    uint32_t         last_s;    /* loop_seconds() of its last command (idle) ... */
     unsigned short   closing:1;
     unsigned short   reading:1;
     unsigned short   writing:1;
@@ -122,9 +122,9 @@ struct client_rare {
     uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
     uint64_t     stalled_ms;    /* client.c: not read for what it holds, since; 0 when read */
     uint64_t     soft_ms;       /* client.c: over its soft limit since; 0 when not */
-    TAILQ_ENTRY(client_rare) stalled; /* on proxy.stalled while either is not 0 */
+    TAILQ_ENTRY(client_rare) stalled; /* on cur_loop->stalled while either is not 0 */
     bool         watched;       /* ... and so on it (client_rewatch) */
-    struct client *client;      /* its client (set while on proxy.stalled) */
+    struct client *client;      /* its client (set while on cur_loop->stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
     struct req **tx_held;       /* pin.c: PING/ECHO/PUBLISH queued in MULTI before any key, */
     uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/transport/req.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
@@ -14,11 +14,11 @@
 
 struct req *req_get(void)
 {
-    struct req *r = proxy.req_free;
+    struct req *r = cur_loop->req_free;
 
     if (r != NULL) {
-        proxy.req_free = (struct req *)r->client;
-        proxy.req_nfree--;
+        cur_loop->req_free = (struct req *)r->client;
+        cur_loop->req_nfree--;
     } else {
         r = xmalloc(sizeof(*r));
     }
@@ -32,15 +32,15 @@ void req_maybe_free(struct req *r)
         r->gated || r->migs > 0)
         return;
     if (r->other_db)
-        proxy.other_db_reqs--;
+        cur_loop->other_db_reqs--;
     msg_release(&r->out);
     msg_release(&r->rsp);
     route_kept_free(r);
     minify_req_free(r);
-    if (proxy.req_nfree < REQ_FREE_MAX) {
-        r->client = (struct client *)proxy.req_free;
-        proxy.req_free = r;
-        proxy.req_nfree++;
+    if (cur_loop->req_nfree < REQ_FREE_MAX) {
+        r->client = (struct client *)cur_loop->req_free;
+        cur_loop->req_free = r;
+        cur_loop->req_nfree++;
     } else {
         free(r);
     }
@@ -48,11 +48,11 @@ void req_maybe_free(struct req *r)
 
 void req_pool_trim(void)
 {
-    while (proxy.req_free != NULL) {
-        struct req *r = proxy.req_free;
-        proxy.req_free = (struct req *)r->client;
+    while (cur_loop->req_free != NULL) {
+        struct req *r = cur_loop->req_free;
+        cur_loop->req_free = (struct req *)r->client;
         free(r);
     }
-    proxy.req_nfree = 0;
+    cur_loop->req_nfree = 0;
 }
 

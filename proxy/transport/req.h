@@ -106,7 +106,7 @@ struct req {
         uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
         uint64_t clean;         /* info.c's INFO: when no request in a database other
                                    than redis_db lived as it was asked, 1 + how many
-                                   had been routed (proxy.other_db_routed); else 0 */
+                                   had been routed (cur_loop->other_db_routed); else 0 */
         struct minify_map minify;   /* minify.c: how its reply's fields map back */
         struct minify_tx *minify_tx;/* minify.c: an EXEC's, its commands' maps */
         union {                 /* mig.c's own requests */
@@ -119,7 +119,7 @@ struct req {
         } mig;
     } u;
     uint64_t        deadline;   /* loop ms by which the backend must answer; 0 none */
-    uint64_t        t0_us;      /* a client's: proxy.now_us when it was read (stats.c) */
+    uint64_t        t0_us;      /* a client's: cur_loop->now_us when it was read (stats.c) */
     uint32_t        epoch;      /* mig.c: the pool's epoch when it was routed */
     uint16_t        server;     /* gate.c: while it waits, the server it goes to */
     uint16_t        db;         /* ... and the database (its client may SELECT meanwhile) */
@@ -156,7 +156,7 @@ struct req {
     unsigned        publish:1;  /* (S)PUBLISH: waits while subscriptions to its server
                                    are on their way (gate.c) */
     unsigned        other_db:1; /* in a database other than redis_db (route.c db_ok):
-                                   counted in proxy.other_db_reqs until freed */
+                                   counted in cur_loop->other_db_reqs until freed */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

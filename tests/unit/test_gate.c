@@ -12,7 +12,7 @@
 #include "proxy/transport/client.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -35,13 +35,12 @@ static void setup(void)
     char err[CONF_ERRLEN];
     struct ring *ring;
 
-    memset(&proxy, 0, sizeof(proxy));
-    proxy.loop = uv_default_loop();
-    TAILQ_INIT(&proxy.dirty_backends);
-    TAILQ_INIT(&proxy.stalled);
+    static struct loop the_loop;
+
+    loop_init(&the_loop, uv_default_loop());
     cr_assert(eq(int, conf_parse(&cf, "test", conf_text, sizeof(conf_text) - 1, err,
                                  sizeof(err)), 0), "%s", err);
-    proxy.conf = cf;
+    cur_loop->conf = cf;
     cr_assert(eq(int, conf_pool_ring(&cf->pools[0], &ring, err, sizeof(err)), 0), "%s", err);
     memset(&pool, 0, sizeof(pool));
     pool.nconns = 1;
@@ -49,8 +48,8 @@ static void setup(void)
     TAILQ_INIT(&pool.subscribers);
     pool_set_ring(&pool, &cf->pools[0], ring, NULL);
     cr_assert(eq(int, acl_build(&cf->pools[0], "test", &pool.acl, err, sizeof(err)), 0));
-    proxy.pools = &pool;
-    proxy.npools = 1;
+    cur_loop->pools = &pool;
+    cur_loop->npools = 1;
     for (uint32_t s = 0; s < pool.nservers; s++)
         pool.servers[s].conns[0].state = BACKEND_UP;    /* writes stay queued */
 }

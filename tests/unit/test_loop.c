@@ -244,12 +244,11 @@ static void guard_cb(uv_timer_t *t)
 static void setup(void)
 {
     signal(SIGPIPE, SIG_IGN);       /* as proxy_run: a closed peer is an error, not death */
+    static struct loop the_loop;
+
     memset(&proxy, 0, sizeof(proxy));
     cr_assert(eq(int, uv_loop_init(&loop), 0));
-    proxy.loop = &loop;
-    proxy.started_ms = uv_now(&loop);
-    TAILQ_INIT(&proxy.dirty_backends);
-    TAILQ_INIT(&proxy.stalled);
+    loop_init(&the_loop, &loop);
     uv_timer_init(&loop, &guard);
 }
 
@@ -303,7 +302,7 @@ static void pool_up(size_t n, const uint16_t *ports)
     struct ring *ring;
 
     cf = conf_of(n, ports);
-    proxy.conf = cf;
+    cur_loop->conf = cf;
     cr_assert(eq(int, conf_pool_ring(&cf->pools[0], &ring, err, sizeof(err)), 0), "%s", err);
     memset(&pool, 0, sizeof(pool));
     pool.nconns = (uint32_t)cf->pools[0].server_connections;
@@ -311,8 +310,8 @@ static void pool_up(size_t n, const uint16_t *ports)
     TAILQ_INIT(&pool.subscribers);
     pool_set_ring(&pool, &cf->pools[0], ring, NULL);
     cr_assert(eq(int, acl_build(&cf->pools[0], "test", &pool.acl, err, sizeof(err)), 0));
-    proxy.pools = &pool;
-    proxy.npools = 1;
+    cur_loop->pools = &pool;
+    cur_loop->npools = 1;
     proxy_loop_start();
 }
 
@@ -526,8 +525,8 @@ static void loop_finish(void)
     for (size_t i = 0; i < ARRAY_SIZE(ends); i++)
         if (ends[i].open)
             end_close(&ends[i]);
-    RUN_UNTIL(proxy.nclients == 0, "the proxy to close its clients");
-    proxy.stopping = true;
+    RUN_UNTIL(cur_loop->nclients == 0, "the proxy to close its clients");
+    cur_loop->stopping = true;
     backend_close_spares(&pool, UINT32_MAX);
     for (uint32_t s = 0; s < pool.nservers; s++) {
         for (uint32_t k = 0; k < pool_nconns(&pool); k++)   /* shardis's own two too */
@@ -535,8 +534,8 @@ static void loop_finish(void)
         if (pool.servers[s].mover != NULL)
             backend_close(pool.servers[s].mover);
     }
-    uv_close((uv_handle_t *)&proxy.flusher, NULL);
-    uv_close((uv_handle_t *)&proxy.ticker, NULL);
+    uv_close((uv_handle_t *)&cur_loop->flusher, NULL);
+    uv_close((uv_handle_t *)&cur_loop->ticker, NULL);
     timed_out = false;
     uv_timer_start(&guard, guard_cb, LOOP_WAIT_MS, 0);
     while (handles_left() > 0 && !timed_out)
@@ -552,7 +551,7 @@ static void loop_finish(void)
     conf_free(cf);
     conf_free(old_cf);
     cf = old_cf = NULL;
-    proxy.conf = NULL;
+    cur_loop->conf = NULL;
     mbuf_pool_trim();
     req_pool_trim();
 #ifdef LOOP_LSAN
@@ -916,7 +915,7 @@ Test(loop, a_request_for_a_moving_key_waits_for_it_and_the_rest_keep_their_order
     cr_assert(eq(int, mig_start(&pool, old, old_slot, cf->text, next->text, err, sizeof(err)),
                  0), "%s", err);
     old_cf = cf;
-    proxy.conf = cf = next;
+    cur_loop->conf = cf = next;
     server_signal(0, SIGSTOP);
     end_send(x, "GET %s", km);
     end_send(x, "SET %s new", km);

@@ -1,0 +1,102 @@
+/* loop.h -- what an event loop owns (struct loop), and the one pointer that
+ * reaches it.
+ *
+ * Everything a request touches on its way (the loop's clients waiting to
+ * be written, its server connections, its request objects, its clock and
+ * counters) hangs off a struct loop. The process makes one (process/proxy.c)
+ * and points cur_loop at it before the loop runs; code below the process
+ * layer reads cur_loop and never a global of its own, so the loop's state
+ * has one owner and one way in.
+ *
+ * Lifetime: the struct lives as long as the process's run (proxy_run);
+ * its handles (flusher, ticker) are closed with every other handle at the
+ * stop, and loop_free gives back what it allocated. Pools, their server
+ * connections and clients hang off it but are owned by the pools
+ * (core/pool.h). */
+#ifndef SHARDIS_LOOP_H
+#define SHARDIS_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+struct backend;
+struct client;
+struct client_rare;
+struct conf;
+struct pool;
+struct req;
+
+struct loop {
+    uv_loop_t        *uv;
+    struct conf      *conf;         /* the config the loop serves (a reload swaps it) */
+    struct pool      *pools;        /* conf's pools, in its order */
+    size_t            npools;
+    uv_check_t        flusher;      /* one writev per connection per loop turn */
+    uv_timer_t        ticker;       /* request deadlines and every module's tick */
+    struct client   **dirty;        /* clients with replies to write this turn, in
+                                       order; a closed one's entry is NULL */
+    size_t            ndirty, dirty_cap;
+    TAILQ_HEAD(, client_rare) stalled;  /* clients not read for their unread replies */
+    TAILQ_HEAD(, backend) dirty_backends;
+    uint64_t          next_client_id;
+    uint64_t          started_ms;
+    uint32_t          nclients;
+    uint64_t          total_connections, total_commands;
+    uint32_t          seconds;      /* whole seconds since the start, set each tick
+                                       (loop_seconds) */
+    uint64_t          now_us;       /* uv_hrtime() in us, read once per read callback
+                                       (client.c, backend.c): stats.c's clock */
+    bool              stopping;
+    uint64_t          rng;          /* loop_random's xorshift64* state (never 0) */
+    struct req       *req_free;     /* req.c: request objects kept for reuse */
+    size_t            req_nfree;
+    uint64_t          other_db_reqs;/* requests alive that were routed in a database
+                                       other than redis_db (req.other_db; info.c), */
+    uint64_t          other_db_routed;  /* ... and how many were, ever */
+    uint64_t          idle_seen;    /* total_commands at the last tick ... */
+    uint64_t          idle_since;   /* ... and when it last changed */
+    bool              idle_trimmed; /* pools trimmed since (idle_check) */
+    /* The process's facts, set once before the loop runs (INFO, /metrics,
+     * SHARD.GENKEY read them). */
+    int               port;         /* first TCP listen port, for INFO */
+    char              idgen_sha[41];/* SHA1 of idgen_script (from SCRIPT LOAD); "" unknown */
+    double            start_unix;   /* the start, in unix seconds (/metrics) */
+    char              run_id[41];   /* INFO's: 40 random hex digits, new each start */
+    char              executable[256];  /* INFO's: /proc/self/exe, or "" */
+};
+
+/* The loop the calling code runs in. */
+extern struct loop *cur_loop;
+
+/* Make l empty on uv, and the current loop. */
+void loop_init(struct loop *l, uv_loop_t *uv);
+/* Give back what l allocated (not its pools: their owner frees them). */
+void loop_free(struct loop *l);
+
+/* Whole seconds since the loop started, by its clock as of the last tick
+ * (a request reads it: no division on its path). */
+static inline uint32_t loop_seconds(void)
+{
+    return cur_loop->seconds;
+}
+
+/* xorshift64* over the loop's rng: an even spread (new ids' shards,
+ * HOTKEYS' sampling), not a secret. */
+static inline uint64_t loop_random(void)
+{
+    uint64_t x = cur_loop->rng != 0 ? cur_loop->rng : 0x9e3779b97f4a7c15ULL;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    cur_loop->rng = x;
+    return x * 0x2545f4914f6cdd1dULL;
+}
+
+/* Queue a connection's writes for the loop's flush, once per turn. */
+void loop_mark_client(struct client *c);
+void loop_mark_backend(struct backend *b);
+
+#endif
