@@ -4,7 +4,7 @@
  * subcommands, arity), then authentication. Then the client's state
  * (pubsub.c for a subscriber, pin.c for a transaction), and then what the
  * command is (route_kind, decided once per command and printed by
- * `shardis commands` for README.md): answered here (local.c), sent to
+ * `shardis commands` for doc/commands.md): answered here (local.c), sent to
  * every server or the first (frag.c merges), SCAN (scan.c), split per
  * server (frag.c), or sent by its keys: every key is hashed (hash tag
  * applied) on the pool's current ring, and the request goes whole to the

@@ -26,7 +26,7 @@ void route_request(struct client *c, struct req *r);
 void args_request(struct args *a, struct msg *g);
 
 /* What shardis does with a command (route.c decides by it, and `shardis
- * commands` prints it for README.md, so the two cannot differ). */
+ * commands` prints it for doc/commands.md, so the two cannot differ). */
 enum route_kind {
     ROUTE_LOCAL,            /* answered by shardis */
     ROUTE_KEY,              /* one key: its server */

@@ -23,7 +23,7 @@
  * page (as Redis applies it after its own), so any pattern matches
  * exactly; the server gets the request without it. What cannot be mapped
  * (scripts, SORT ... GET key->field, DUMP/RESTORE, RENAME to a key of
- * another type) sees the short names: README.md lists it.
+ * another type) sees the short names: doc/generated-keys.md lists it.
  *
  * A request is re-encoded, and its reply rebuilt from slices of the
  * server's bytes with only the field names written anew: replies are not

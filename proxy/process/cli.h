@@ -20,7 +20,7 @@ int cli_locate(const char *path, const char *pool, bool hex, FILE *in, FILE *out
 /* Print each server's share before and after, and what moves where. */
 int cli_diff(const char *oldpath, const char *newpath, const char *pool, FILE *out);
 
-/* Print README.md's command-support table: for each way shardis treats a
+/* Print doc/commands.md's command-support table: for each way shardis treats a
  * command, the Redis commands it treats that way (route_kind). */
 int cli_commands(FILE *out);
 

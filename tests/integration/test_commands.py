@@ -52,17 +52,17 @@ from harness import Err, Fail, RedisServer, Shardis, check, expect, expect_eq, s
 CROSS = Err(b"CROSSSLOT Keys in request don't hash to the same node")
 OWN_KEY = b"ERR keys under '__shardis:' or '$equence{' are shardis's own"
 
-# README "Using the proxy": these are split into one request per server and
+# doc/commands.md "Split commands": these are split into one request per server and
 # their replies merged; every other command with keys on several servers
 # gets -CROSSSLOT.
 SPLIT = {"mget", "mset", "del", "exists", "unlink", "touch"}
 
-# Commands shardis refuses by design, with the refusal README's command
-# table gives them. They are sent anyway: the reply must be that refusal,
+# Commands shardis refuses by design, with the refusal doc/commands.md's
+# command table gives them. They are sent anyway: the reply must be that refusal,
 # and no server may have changed.
 REFUSED = {
     # MIGRATE would move keys to a server outside the ring behind shardis's
-    # back (README: "refused ... migrate").
+    # back (doc/commands.md: "refused ... migrate").
     "migrate": b"ERR command 'migrate' is not supported by shardis",
 }
 # Commands not run at all (printed, with the reason, in `coverage`):
@@ -70,7 +70,7 @@ REFUSED = {
 #   module's own; Redis 8's vector sets are checked in test_servers.py;
 # - commands whose key specs all carry `not_key` (SPUBLISH, SSUBSCRIBE,
 #   SUNSUBSCRIBE name shard channels, not keys): routed as channels
-#   (README "Pub/sub"), tested in test_multikey.py.
+#   (doc/commands.md "Pub/sub"), tested in test_multikey.py.
 
 SCRIPT = ("local r = {} for i, k in ipairs(KEYS) do r[i] = redis.call('TYPE', k)['ok'] end "
           "return r")
@@ -487,7 +487,7 @@ def run_one(env, cmd, argv, pos, mode, names):
     kf = key_flags(env.direct.port, real)
     for side in (env.ref[0], env.px.client):
         for k, fl in kf:        # a pipeline per key: shardis runs a client's
-            if reads(fl):       # XREADGROUPs one server at a time (README)
+            if reads(fl):       # XREADGROUPs one server at a time (doc/commands.md)
                 pipe = side.pipeline(transaction=False)
                 populate(pipe, cmd.kind, k)
                 pipe.execute()
@@ -719,7 +719,7 @@ def t_sort_store_get_store(env):
     """SORT list0 STORE dst0 GET store ALPHA: GET's pattern "store" is not
     the STORE option (a reader that takes it for one names ALPHA as the
     destination). Every placement: list0 on each server with dst0 on each
-    other one (README: SORT's keys must share a server: -CROSSSLOT with
+    other one (doc/commands.md: SORT's keys must share a server: -CROSSSLOT with
     nothing written, or the reference's reply with dst0 on its owner), and
     list0 and dst0 under one tag on each server (the reference's reply)."""
     at = lambda held: ",".join("redis%d" % (i + 1) for i, _ in held) or "no server"
@@ -844,7 +844,7 @@ def t_copy_db_redis_db2(env):
     """COPY a b DB 0 REPLACE from a pool with redis_db: 2 (clients start in
     database 2): redis-server copies into database 0. shardis must do that
     on the keys' server, or refuse; with a and b on two servers,
-    -CROSSSLOT (README: COPY's keys share a server)."""
+    -CROSSSLOT (doc/commands.md: COPY's keys share a server)."""
     px2 = Shardis("db2", env.backends, timeout=5000, redis_db="2")
     try:
         ref2 = redis.Redis(harness.HOST, env.direct.port, db=2)

@@ -185,7 +185,7 @@ def t_backend_down(px, backends):
     backends[1].kill()
     try:
         # A split command over every server, one of them down: the whole
-        # reply is that server's error (README), never a partial answer.
+        # reply is that server's error (doc/commands.md), never a partial answer.
         for cmd in (["MGET"] + spread, ["MSET"] + [x for k in spread for x in (k, "v")],
                     ["DEL"] + spread, ["EXISTS"] + spread):
             got = reply(px.client, *cmd)
@@ -406,7 +406,7 @@ def t_watch(px, direct):
         expect_eq(pipe.execute(), [True], "EXEC with nothing changed")
         w.close()
     a, b = px.keys_on("wa:", 0)[0], px.keys_on("wb:", 1)[0]
-    c = harness.Raw(px.port)        # one at a time: see README (one dedicated connection)
+    c = harness.Raw(px.port)        # one at a time: see doc/commands.md (one dedicated connection)
     got = [c.cmd(*cmd) for cmd in (("WATCH", a, b), ("WATCH", a), ("WATCH", b), ("UNWATCH",),
                                    ("WATCH", b), ("UNWATCH",))]
     c.close()
