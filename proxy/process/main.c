@@ -81,7 +81,7 @@ static void usage(FILE *f)
         "diff prints each server's share of the key space under OLD and NEW\n"
         "and the share of all keys that would move, from which server to which.\n"
         "\n"
-        "commands prints which Redis commands shardis runs how (README.md's table).\n"
+        "commands prints which Redis commands shardis runs how (doc/commands.md's table).\n"
         "\n"
         "acl prints the ACL SETUSER lines each pool's servers need: the user\n"
         "clients' commands and scripts run as (shardis makes it itself where\n"
