@@ -594,25 +594,6 @@ static void pool_retire_idle(struct pool *p)
     }
 }
 
-void pool_client_add(struct pool *p, struct client *c)
-{
-    if (p->nclients == p->clients_cap) {
-        p->clients_cap = p->clients_cap ? 2 * p->clients_cap : 16;
-        p->clients = xrealloc(p->clients, p->clients_cap * sizeof(*p->clients));
-    }
-    c->slot = p->nclients;
-    p->clients[p->nclients] = c;
-}
-
-void pool_client_gone(struct pool *p, struct client *c)
-{
-    struct client *last = p->clients[p->nclients - 1];
-
-    ASSERT(p->clients[c->slot] == c);
-    p->clients[c->slot] = last;
-    last->slot = c->slot;
-}
-
 void pool_set_acl(struct pool *p, struct acl *acl)
 {
     /* From the end: closing one moves the last (seen already) into its slot. */

@@ -290,9 +290,6 @@ struct backend *pool_backend(struct pool *p, uint32_t server, const struct clien
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
                                 bool resp3, uint32_t db);
 
-/* A client joins and leaves pool->clients (client.c). */
-void pool_client_add(struct pool *p, struct client *c);
-void pool_client_gone(struct pool *p, struct client *c);
 /* Users from a reload: every signed-in client moves to its user of the
  * same name in acl, or is closed if that user is gone or off, or may no
  * longer use a channel or pattern the client is subscribed to; then the

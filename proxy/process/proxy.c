@@ -37,6 +37,7 @@
 #include "proxy/modules/genkey.h"
 #include "proxy/core/gate.h"
 #include "proxy/modules/group.h"
+#include "proxy/process/hooks.h"
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/ops/info.h"
@@ -475,6 +476,7 @@ void proxy_hold_sighup(bool hold)
 
 void proxy_loop_start(void)
 {
+    hooks_register();
     uv_check_init(cur_loop->uv, &cur_loop->flusher);
     uv_check_start(&cur_loop->flusher, flush_cb);
     uv_timer_init(cur_loop->uv, &cur_loop->ticker);

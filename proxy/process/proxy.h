@@ -28,9 +28,9 @@ struct proxy {
 
 extern struct proxy proxy;
 
-/* Start the loop's flush and tick handles (cur_loop->flusher, cur_loop->ticker):
- * proxy_run does, and so does a unit test that runs pools of its own on
- * cur_loop->uv. */
+/* Start the loop's flush and tick handles (cur_loop->flusher, cur_loop->ticker),
+ * with the layers' hooks registered (hooks_register): proxy_run does, and
+ * so does a unit test that runs pools of its own on cur_loop->uv. */
 void proxy_loop_start(void);
 
 /* A config the proxy no longer runs: freed, or kept while a pool still

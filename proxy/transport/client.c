@@ -52,21 +52,14 @@
 #include <string.h>
 
 #include "proxy/core/acl.h"
+#include "proxy/transport/args.h"
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
-#include "proxy/modules/frag.h"
-#include "proxy/core/gate.h"
-#include "proxy/ops/info.h"
-#include "proxy/ops/hotkeys.h"
 #include "proxy/base/log.h"
-#include "proxy/ops/monitor.h"
-#include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/modules/pubsub.h"
-#include "proxy/core/route.h"
-#include "proxy/ops/slowlog.h"
 #include "proxy/base/tls.h"
 #include "proxy/base/util.h"
 
@@ -77,6 +70,14 @@
 #define CLIENT_PEAK_MS       4000        /* INFO's recent peaks: two periods this long */
 #define CLIENT_IOV_MAX       1024
 #define CLIENT_FOLD_COPY     512         /* waiting replies up to this long are copied */
+
+/* The layers above's (client_set_hooks): set once, before any client. */
+static struct client_hooks hooks;
+
+void client_set_hooks(const struct client_hooks *h)
+{
+    hooks = *h;
+}
 
 /* ---- clients' rare state ------------------------------------------------------- */
 
@@ -482,7 +483,7 @@ static void client_consume(struct client *c, size_t nread)
         c->qbuf = 0;
         cur_loop->total_commands++;
         c->pool->requests++;
-        route_request(c, r);        /* may close c: then c->closing is set; r may be
+        hooks.request(c, r);        /* may close c: then c->closing is set; r may be
                                        answered and gone */
         resp_req_reset(&c->scan);
         if (c->closing || client_limit(c, held, false) < 0)
@@ -564,7 +565,7 @@ void req_done(struct req *r)
 
     if (r->parent != NULL) {
         r->done = 1;
-        frag_done(r);
+        hooks.fragment_done(r);
         return;
     }
     if (c != NULL && !c->closing && r->hook != NULL && r->hook(r) != 0)
@@ -572,22 +573,14 @@ void req_done(struct req *r)
     r->done = 1;
     if (c == NULL || c->closing)
         return;
-    /* Counted: by its command, by the one server that answered it (not a
-     * split request: r->server is where it was sent, r->backend only
-     * says it was), in the slow log, and as a hot key. */
-    uint64_t us = cur_loop->now_us > r->t0_us ? cur_loop->now_us - r->t0_us : 0;
-    stats_reply(&c->pool->stats, r, us, r->backend != NULL && r->frag == NULL
-                                            ? &c->pool->servers[r->server].latency : NULL);
-    slowlog_maybe(c->pool, c, r, us);
-    if (c->pool->hotkeys != NULL && r->cmd != 0 && hotkeys_active(c->pool))
-        hotkeys_reply(c->pool, r, us);
+    hooks.replied(c, r, cur_loop->now_us > r->t0_us ? cur_loop->now_us - r->t0_us : 0);
     c->inflight--;
     if (r->silent)
         msg_release(&r->rsp);       /* CLIENT REPLY OFF or SKIP */
     if (r->before_hold)
-        gate_answered(c, r);
+        hooks.held_answered(c, r);
     if (c->pin != NULL && r->backend == c->pin)
-        pin_check(c);
+        hooks.pin_answered(c);
     /* Its request's bytes are let go (written to a server, or never
      * sent), its reply's held. */
     c->rsp_bytes += r->rsp.len;
@@ -940,6 +933,29 @@ bool client_matches(const struct client *c, const struct client_filter *f)
     return true;
 }
 
+/* Every client of p is on p->clients, its slot its index there: listed
+ * as it starts, unlisted as it closes (the last takes its slot). */
+static void client_list(struct pool *p, struct client *c)
+{
+    if (p->nclients == p->clients_cap) {
+        p->clients_cap = p->clients_cap ? 2 * p->clients_cap : 16;
+        p->clients = xrealloc(p->clients, p->clients_cap * sizeof(*p->clients));
+    }
+    c->slot = p->nclients;
+    p->clients[p->nclients++] = c;
+}
+
+static void client_unlist(struct client *c)
+{
+    struct pool *p = c->pool;
+    struct client *last = p->clients[p->nclients - 1];
+
+    ASSERT(p->clients[c->slot] == c);
+    p->clients[c->slot] = last;
+    last->slot = c->slot;
+    p->nclients--;
+}
+
 void client_close(struct client *c)
 {
     if (c->closing)
@@ -951,17 +967,13 @@ void client_close(struct client *c)
                 cur_loop->dirty[i] = NULL;
         c->is_dirty = 0;
     }
-    pool_client_gone(c->pool, c);
-    c->pool->nclients--;
+    client_unlist(c);
     cur_loop->nclients--;
     c->pool->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
     c->mem = c->qbuf = 0;
     client_unwatch(c);
-    gate_client_gone(c);
-    pin_client_gone(c);
-    pubsub_client_gone(c);
-    monitor_gone(c);
-    info_client_gone(c);
+    for (size_t i = 0; i < hooks.ngone; i++)
+        hooks.gone[i](c);
     uv_close(&c->h.handle, client_close_cb);
 }
 
@@ -994,9 +1006,8 @@ static void client_start(struct pool *p, struct client *c)
 {
     c->id = ++cur_loop->next_client_id;
     c->born_s = c->last_s = loop_seconds();
-    c->user = acl_new_session(p->acl);
-    pool_client_add(p, c);
-    p->nclients++;
+    hooks.session(c);
+    client_list(p, c);
     p->accepted++;
     cur_loop->nclients++;
     cur_loop->total_connections++;

@@ -138,6 +138,52 @@ struct client_rare {
     bool         monitor;       /* on pool.monitors (monitor.c) */
 };
 
+/* What the layers above do at a client's turns: one table, registered
+ * once by the process before any client is accepted (client_set_hooks,
+ * process/hooks.c), each entry set; the transport calls them and knows
+ * nothing of what they do. None is called for the proxy's own requests
+ * (req.on_reply). The per-request ones are one indirect call each, where
+ * a direct call was: what a reply sets going (stats, slow log, hot keys)
+ * is one function, not a list. */
+struct client_hooks {
+    /* c is connected and counted, before anything of it is read (accepted,
+     * or client_open): sign it in as its pool's default user (c->user).
+     * May not close c. */
+    void (*session)(struct client *c);
+    /* r, c's request, is framed (its arguments in c->scan and c->in, until
+     * the hook returns) and queued on c: route it. It may answer r
+     * (req_done), send it, or close c (client_close: c->closing is set
+     * then, and c stays allocated until its close callback). It frees
+     * neither: c's queue keeps r (req.h). */
+    void (*request)(struct client *c, struct req *r);
+    /* r's reply is complete in r->rsp, us microseconds after r was read,
+     * and c is open: count it. Called once per request of a client's,
+     * before its reply is accounted or written; may read r and c, change
+     * neither, close nothing. */
+    void (*replied)(struct client *c, struct req *r, uint64_t us);
+    /* r, one that later requests of c wait for (r->before_hold), is
+     * answered: what waited may go. May send c's requests, and answer
+     * them (req_done, re-entering this file). */
+    void (*held_answered)(struct client *c, struct req *r);
+    /* A reply came back on c's pin (c->pin): it may be given back (and
+     * c->pin set to NULL). */
+    void (*pin_answered)(struct client *c);
+    /* r, a fragment of a split request (r->parent), is done: its parent
+     * may now be complete. May complete the parent (req_done) and free r
+     * (req_maybe_free, r->parent cleared). */
+    void (*fragment_done)(struct req *r);
+    /* c is closing (c->closing set, off its pool's list, its memory off
+     * the pool's sum): each drops what refers to c, in this order, once.
+     * They may detach and free c's requests elsewhere (a gate's, a
+     * subscription's), not c itself (its close callback frees it), and
+     * may not call client_close on c again (a no-op). */
+    void (*const *gone)(struct client *c);
+    size_t ngone;
+};
+
+/* Register the hooks (copied): before the first client is accepted. */
+void client_set_hooks(const struct client_hooks *h);
+
 struct client_rare *client_rare(struct client *c);
 /* CLIENT SETNAME's name, or NULL. */
 const char *client_name(const struct client *c);

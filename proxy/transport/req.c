@@ -6,11 +6,17 @@
 
 #include "proxy/transport/loop.h"
 #include "proxy/transport/req.h"
-#include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
 #define REQ_FREE_MAX 4096
 
+/* The layers above's (req_set_release): set once, before any request. */
+static struct req_release release;
+
+void req_set_release(const struct req_release *rel)
+{
+    release = *rel;
+}
 
 struct req *req_get(void)
 {
@@ -35,8 +41,10 @@ void req_maybe_free(struct req *r)
         cur_loop->other_db_reqs--;
     msg_release(&r->out);
     msg_release(&r->rsp);
-    route_kept_free(r);
-    minify_req_free(r);
+    if (r->kept)
+        release.kept(r);
+    if (r->minified)
+        release.minified(r);
     if (cur_loop->req_nfree < REQ_FREE_MAX) {
         r->client = (struct client *)cur_loop->req_free;
         cur_loop->req_free = r;

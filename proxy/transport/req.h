@@ -168,6 +168,20 @@ struct req {
     struct req_head head;       /* a client's: its head, where a slow log wants it */
 };
 
+/* What frees what the layers above hung on a request in r->u, by the mark
+ * they set with it: registered once by the process before any request
+ * (req_set_release, process/hooks.c), both set. req_maybe_free calls the
+ * one whose mark is set as r is freed (u holds one thing at a time), and
+ * nothing else does; the hook frees what u holds and clears the mark. It
+ * may not free r, nor anything r is on. */
+struct req_release {
+    void (*kept)(struct req *r);        /* r->kept: u.kept (core/route.c) */
+    void (*minified)(struct req *r);    /* r->minified: u.minify, or u.minify_tx of
+                                           an EXEC (modules/minify.c) */
+};
+/* Register the release hooks (copied). */
+void req_set_release(const struct req_release *rel);
+
 struct req *req_get(void);
 /* Free the pooled request objects (when the proxy is idle). */
 void req_pool_trim(void);

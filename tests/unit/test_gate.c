@@ -11,6 +11,7 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/modules/mig.h"
+#include "proxy/process/hooks.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
@@ -38,6 +39,7 @@ static void setup(void)
     static struct loop the_loop;
 
     loop_init(&the_loop, uv_default_loop());
+    hooks_register();
     cr_assert(eq(int, conf_parse(&cf, "test", conf_text, sizeof(conf_text) - 1, err,
                                  sizeof(err)), 0), "%s", err);
     cur_loop->conf = cf;
