@@ -196,19 +196,8 @@ struct args;
 void client_reply_bad_sub(struct client *c, struct req *r, struct args *a, const char *command);
 /* c's peer as "ip:port" ("[ip6]:port"), or "?" for a unix socket. */
 void client_peer(const struct client *c, char *buf, size_t len);
-/* c as a line of CLIENT LIST and CLIENT INFO, redis-server 7.0's fields in
- * its order, without the newline. */
-void client_describe(const struct client *c, FILE *f);
-/* What CLIENT KILL matches a client by; a field unset (NULL, 0) matches
- * any. */
-struct client_filter {
-    const uint64_t *ids;        /* [nids]: any of them; nids 0 any */
-    uint32_t    nids;
-    const char *addr, *laddr, *user;
-    int         type;           /* -1 any; 0 normal; 1 pubsub */
-    long long   maxage;         /* seconds; 0 any */
-};
-bool client_matches(const struct client *c, const struct client_filter *f);
+/* c's own address, as client_peer: CLIENT LIST's laddr. */
+void client_local(const struct client *c, char *buf, size_t len);
 
 void client_accept(struct pool *p, uv_stream_t *listener);
 /* A client of p over fd, a connected stream socket of the process's own
