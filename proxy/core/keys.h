@@ -15,24 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct args;
+#include "proxy/transport/args.h"
+
 struct cmd;
 
-/* Enough for every command of Redis 7.0 to 8.0 (at most 3 key specs,
- * SORT's 2 written keys); a command with more gets keys_find's error. */
-#define KEYS_MAX_SPANS 4
-
-/* Positions first, first + step, ... last (first <= last, step > 0). */
-struct keyspan {
-    uint32_t first, last;
-    uint16_t step;
-    uint16_t flags;             /* its key spec's CMD_KEY_* */
-};
-
-struct keys {
-    uint32_t       n;           /* spans; 0: none found (yet) */
-    struct keyspan span[KEYS_MAX_SPANS];
-};
+/* struct keys, where keys_find puts what it found, is plain data the
+ * arguments carry (args.keys): it is defined with them, in
+ * transport/args.h. */
 
 enum keys_found {
     KEYS_FOUND,     /* k->n >= 1 */

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/transport/req.h"
+
 struct args;
 struct client;
 struct cmd;
@@ -50,13 +52,8 @@ enum minify_reply {
     MINIFY_REPLY_SCAN,          /* HSCAN: [cursor, [field, value ...]] */
 };
 
-struct minify_map {
-    uint8_t  kind;              /* enum minify_reply */
-    bool     novalues;          /* HSCAN ... NOVALUES (Redis 7.4): fields only */
-    uint32_t matchlen;
-    char    *match;             /* HSCAN's MATCH, applied here to the long names
-                                   (owned), or NULL */
-};
+/* struct minify_map is plain data a request carries (r->u.minify): it is
+ * defined with the request, in transport/req.h. */
 
 /* A transaction's mapped commands, by their place in EXEC's reply. */
 struct minify_tx {

@@ -1,5 +1,5 @@
 /* args.h -- the arguments of the request being routed (args.c), and its
- * keys once found (keys.h). */
+ * keys once found (core/keys.h finds them). */
 #ifndef SHARDIS_ARGS_H
 #define SHARDIS_ARGS_H
 
@@ -7,9 +7,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/core/keys.h"
-
 struct client;
+
+/* Where a command's keys are among its arguments, as keys_find (core/keys.h)
+ * found them: plain data the arguments carry, defined here with them. */
+
+/* Enough for every command of Redis 7.0 to 8.0 (at most 3 key specs,
+ * SORT's 2 written keys); a command with more gets keys_find's error. */
+#define KEYS_MAX_SPANS 4
+
+/* Positions first, first + step, ... last (first <= last, step > 0). */
+struct keyspan {
+    uint32_t first, last;
+    uint16_t step;
+    uint16_t flags;             /* its key spec's CMD_KEY_* */
+};
+
+struct keys {
+    uint32_t       n;           /* spans; 0: none found (yet) */
+    struct keyspan span[KEYS_MAX_SPANS];
+};
 
 /* The arguments of the request being routed: in the client's read chunks
  * (array requests) or its framer's inline buffer. */

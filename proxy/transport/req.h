@@ -39,15 +39,27 @@
 #include <sys/queue.h>
 
 #include "proxy/base/mbuf.h"
-#include "proxy/modules/minify.h"
 
 struct backend;
 struct client;
 struct frag;
 struct mig_op;
+struct minify_tx;
 struct req;
 
 TAILQ_HEAD(req_list, req);
+
+/* How a reply's hash field names map back to their long names (minify.c,
+ * which makes and reads it; minify.h says the kinds): plain data a request
+ * carries in u.minify, defined here so that a request embeds it rather
+ * than pointing to one more allocation. */
+struct minify_map {
+    uint8_t  kind;              /* enum minify_reply (minify.h) */
+    bool     novalues;          /* HSCAN ... NOVALUES (Redis 7.4): fields only */
+    uint32_t matchlen;
+    char    *match;             /* HSCAN's MATCH, applied here to the long names
+                                   (owned), or NULL */
+};
 
 /* A request whose reply the proxy makes from the backend's (SHARD.GENKEY):
  * called with the backend's reply (or a failure's error) in r->rsp while
