@@ -1,5 +1,6 @@
-/* client.h -- client connections (client.c): reading and framing their
- * requests, and writing replies back in request order. */
+/* client.h -- client connections: accepting, reading and framing their
+ * requests, closing (client.c); writing replies back in request order
+ * (client_write.c); what each may hold (client_limits.c). */
 #ifndef SHARDIS_CLIENT_H
 #define SHARDIS_CLIENT_H
 
@@ -65,7 +66,20 @@ enum client_reply {
 /* MULTI has been sent to the pin. */
 #define client_tx_queued(c) ((c)->tx >= TX_QUEUED)
 
-/* The stream handle comes last: a TCP client is allocated without the
+/* A client's lifetime: made as it is accepted (client_accept, or
+ * client_open), listed on its pool's clients (c->slot), and kept by its
+ * handle: client_close (a read error or EOF, QUIT once its reply is
+ * written, a limit at the loop's next flush, CLIENT KILL, a reload that
+ * takes its user) unlists it and tells the layers above (client_hooks.gone),
+ * and the handle's close callback frees it, with nothing of it left on the
+ * stack. Between the two c->closing is set: nothing more of it is read,
+ * accounted or written, and a hook that finds it so leaves it be. Its requests outlive it:
+ * each one not written is detached (r->client = NULL) and freed by
+ * whatever else holds it (req.h). Nothing else frees a client; a pointer
+ * to one held across loop turns (a gate's, a subscription's, MONITOR's)
+ * is dropped by its gone hook.
+ *
+ * The stream handle comes last: a TCP client is allocated without the
  * bytes only a unix-socket client's uv_pipe_t needs. That is 520 bytes
  * with libuv 1.44, jemalloc's 640-byte size class (CLIENT LIST's age,
  * idle and last command took it past 512; below, the assertion keeps it
