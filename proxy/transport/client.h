@@ -118,7 +118,7 @@ struct client {
     uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
     uint16_t         db;        /* its database: redis_db until SELECT (local.c) */
     bool             doomed;    /* over a memory limit: closed at the loop's next flush
-                                   (client.c client_doom), read no more meanwhile */
+                                   (client_limits.c client_doom), read no more meanwhile */
     size_t           rsp_bytes; /* reply bytes held for this client */
     size_t           mem;       /* everything it makes shardis hold (client_hold) */
     size_t           qbuf;      /* ... of which a request being read */
@@ -134,8 +134,9 @@ struct client_rare {
     struct subs *subs;          /* subscriptions (pubsub.c), or NULL */
     struct req_list gate;       /* gate.c: requests waiting, in order, linked by bq */
     uint32_t     hold_waits;    /* gate.c: requests that later ones wait for */
-    uint64_t     stalled_ms;    /* client.c: not read for what it holds, since; 0 when read */
-    uint64_t     soft_ms;       /* client.c: over its soft limit since; 0 when not */
+    uint64_t     stalled_ms;    /* client_limits.c: not read for what it holds, since;
+                                   0 when read */
+    uint64_t     soft_ms;       /* client_limits.c: over its soft limit since; 0 when not */
     TAILQ_ENTRY(client_rare) stalled; /* on cur_loop->stalled while either is not 0 */
     bool         watched;       /* ... and so on it (client_rewatch) */
     struct client *client;      /* its client (set while on cur_loop->stalled) */
@@ -218,7 +219,7 @@ void client_accept(struct pool *p, uv_stream_t *listener);
  * (one end of a unit test's socketpair), as if accepted: the client owns
  * fd from then on. NULL if it cannot be read (fd is left open). */
 struct client *client_open(struct pool *p, uv_file fd);
-/* Close the clients over their soft limit for too long (client.c's
+/* Close the clients over their soft limit for too long (client_limits.c's
  * limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);
 /* Each tick, for each pool: turns the periods of INFO's recent peaks. */

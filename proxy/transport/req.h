@@ -19,7 +19,8 @@
  *
  * One request's path:
  *
- *   client_read_cb -> resp_req_feed -> route_request -> gate_send -> backend_send
+ *   client_read_cb -> resp_req_feed -> (client hook) route_request -> gate_send
+ *       -> backend_send
  *       -> (uv_check) backend_flush: one writev per backend per loop turn
  *       -> backend_read_cb -> resp_rsp_feed -> req done -> client dirty
  *       -> (uv_check) client_flush: one writev of every ready reply, in order
@@ -155,7 +156,7 @@ struct req {
     unsigned        mig_failed:1; /* mig.c: a key could not be moved: -TRYAGAIN */
     unsigned        quit:1;     /* close the client once this reply is written */
     unsigned        blocking:1; /* may wait as long as it asks: no deadline */
-    unsigned        in_write:1; /* client.c: its reply is in the write in flight */
+    unsigned        in_write:1; /* client_write.c: its reply is in the write in flight */
     unsigned        silent:1;   /* CLIENT REPLY OFF or SKIP: its reply is dropped */
     unsigned        keyless:1;  /* a script declaring no key, to run as the pool's
                                    keyless_user (route.c keyless_script, pin_keyless) */
