@@ -161,8 +161,8 @@ struct client_rare {
  * a direct call was: what a reply sets going (stats, slow log, hot keys)
  * is one function, not a list. */
 struct client_hooks {
-    /* c is connected and counted, before anything of it is read (accepted,
-     * or client_open): sign it in as its pool's default user (c->user).
+    /* c is connected (accepted, or client_open), before it is listed,
+     * counted or read: sign it in as its pool's default user (c->user).
      * May not close c. */
     void (*session)(struct client *c);
     /* r, c's request, is framed (its arguments in c->scan and c->in, until
