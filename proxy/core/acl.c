@@ -35,91 +35,8 @@
 #include "proxy/base/digest.h"
 #include "proxy/base/cmd.h"
 #include "proxy/ops/local.h"
+#include "proxy/base/text.h"
 #include "proxy/base/util.h"
-
-/* ---- glob ---------------------------------------------------------------------- */
-
-/* Whether the pattern element at p (one char, ?, \c or a [class]) takes c;
- * *adv is the element's length. */
-static bool elem_match(const char *p, const char *pe, unsigned char c, size_t *adv)
-{
-    if (*p == '?') {
-        *adv = 1;
-        return true;
-    }
-    if (*p == '\\' && p + 1 < pe) {
-        *adv = 2;
-        return (unsigned char)p[1] == c;
-    }
-    if (*p != '[') {
-        *adv = 1;
-        return (unsigned char)*p == c;
-    }
-    const char *q = p + 1;
-    bool neg = false, hit = false;
-    if (q < pe && *q == '^') {
-        neg = true;
-        q++;
-    }
-    while (q < pe && *q != ']') {
-        if (*q == '\\' && q + 1 < pe) {
-            hit |= (unsigned char)q[1] == c;
-            q += 2;
-        } else if (q + 2 < pe && q[1] == '-') {
-            unsigned char lo = (unsigned char)q[0], hi = (unsigned char)q[2];
-            if (lo > hi) {
-                unsigned char t = lo;
-                lo = hi;
-                hi = t;
-            }
-            hit |= c >= lo && c <= hi;
-            q += 3;
-        } else {
-            hit |= (unsigned char)*q == c;
-            q++;
-        }
-    }
-    *adv = (size_t)(q - p) + (q < pe);      /* and the ']' */
-    return hit != neg;
-}
-
-/* The classic walk: on a mismatch, back to just after the last '*' and
- * let it take one more character. Linear in each '*''s span, never
- * recursive, so no pattern can exhaust the stack. */
-bool acl_glob(const char *p, size_t plen, const char *s, size_t slen)
-{
-    const char *pe = p + plen, *se = s + slen, *star = NULL, *mark = NULL;
-    size_t adv;
-
-    /* stringmatchlen compares nothing against "": only "" matches it (its
-     * callers take "*" as every name before asking). */
-    if (slen == 0)
-        return plen == 0 || (plen == 1 && p[0] == '*');
-
-    while (s < se) {
-        if (p < pe && *p == '*') {
-            while (p < pe && *p == '*')
-                p++;
-            if (p == pe)
-                return true;
-            star = p;
-            mark = s;
-            continue;
-        }
-        if (p < pe && elem_match(p, pe, (unsigned char)*s, &adv)) {
-            p += adv;
-            s++;
-            continue;
-        }
-        if (star == NULL)
-            return false;
-        p = star;
-        s = ++mark;
-    }
-    while (p < pe && *p == '*')
-        p++;
-    return p == pe;
-}
 
 /* ---- commands ------------------------------------------------------------------- */
 
@@ -164,7 +81,7 @@ bool acl_key_ok(const struct acl_user *u, const char *key, size_t len)
     if (u->allkeys)
         return true;
     for (size_t i = 0; i < u->nkeys; i++)
-        if (acl_glob(u->keys[i], strlen(u->keys[i]), key, len))
+        if (text_glob(u->keys[i], strlen(u->keys[i]), key, len))
             return true;
     return false;
 }
@@ -176,7 +93,7 @@ bool acl_channel_ok(const struct acl_user *u, const char *name, size_t len, bool
     for (size_t i = 0; i < u->nchans; i++) {
         size_t n = strlen(u->chans[i]);
         if (pattern ? n == len && memcmp(u->chans[i], name, len) == 0
-                    : acl_glob(u->chans[i], n, name, len))
+                    : text_glob(u->chans[i], n, name, len))
             return true;
     }
     return false;

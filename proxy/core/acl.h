@@ -90,9 +90,6 @@ void acl_hex(const uint8_t h[32], char out[65]);
  * system's CSPRNG. */
 void acl_genpass(char *out, size_t chars);
 
-/* Redis's glob (stringmatchlen): *, ?, [...] with ^ and ranges, \ escapes. */
-bool acl_glob(const char *pat, size_t plen, const char *s, size_t slen);
-
 #define ACL_NOPERM_KEYS "NOPERM this user has no permissions to access one of the keys " \
                         "used as arguments"
 #define ACL_NOPERM_CHANNELS "NOPERM this user has no permissions to access one of the " \

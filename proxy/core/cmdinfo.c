@@ -25,7 +25,7 @@
 #include "proxy/transport/backend.h"
 #include "proxy/base/cmd.h"
 #include "proxy/core/cmdinfo.h"
-#include "proxy/ops/info.h"
+#include "proxy/base/text.h"
 #include "proxy/base/log.h"
 #include "proxy/base/mbuf.h"
 #include "proxy/core/pool.h"
@@ -338,11 +338,11 @@ static void kind_name(const char *text, char *out, size_t size)
 {
     char name[32], field[48], version[32];
 
-    if (info_text_field(text, "server_name", name, sizeof(name)) == NULL)
+    if (text_field(text, "server_name", name, sizeof(name)) == NULL)
         snprintf(name, sizeof(name), "redis");
     snprintf(field, sizeof(field), "%s_version", name);
-    if (info_text_field(text, field, version, sizeof(version)) == NULL &&
-        info_text_field(text, "redis_version", version, sizeof(version)) == NULL)
+    if (text_field(text, field, version, sizeof(version)) == NULL &&
+        text_field(text, "redis_version", version, sizeof(version)) == NULL)
         snprintf(version, sizeof(version), "0");
     snprintf(out, size, "%s %s", name, version);
 }
@@ -415,9 +415,9 @@ void cmdinfo_seen(struct pool *p, uint32_t server, const char *text)
     struct cmdinfo_server *cs = &ci->servers[server];
     char run_id[RUN_ID_MAX], kind[80];
 
-    if (info_text_field(text, "redis_version", kind, sizeof(kind)) != NULL)
+    if (text_field(text, "redis_version", kind, sizeof(kind)) != NULL)
         p->servers[server].redis_version = cmd_version(kind);
-    if (cs->asking || info_text_field(text, "run_id", run_id, sizeof(run_id)) == NULL ||
+    if (cs->asking || text_field(text, "run_id", run_id, sizeof(run_id)) == NULL ||
         !strcmp(run_id, cs->run_id))
         return;
     snprintf(cs->run_id, sizeof(cs->run_id), "%s", run_id);

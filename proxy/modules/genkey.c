@@ -23,7 +23,7 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/modules/genkey.h"
-#include "proxy/ops/info.h"
+#include "proxy/base/text.h"
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
@@ -239,7 +239,7 @@ static int run_id_reply(struct backend *b, struct req *r)
     if (resp_rd_next(&rd, &v) < 0 || (v.type != RESP_BULK && v.type != RESP_VERBATIM) || v.nil)
         return 0;
     text[resp_rd_copy(&rd, &v, text, sizeof(text) - 1)] = '\0';
-    if (info_text_field(text, "run_id", b->run_id, sizeof(b->run_id)) == NULL)
+    if (text_field(text, "run_id", b->run_id, sizeof(b->run_id)) == NULL)
         b->run_id[0] = '\0';
     return 0;
 }

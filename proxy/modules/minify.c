@@ -34,6 +34,7 @@
 #include "conf/conf.h"
 #include "idgen/idgen.h"
 #include "proxy/core/acl.h"
+#include "proxy/base/text.h"
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
 #include "proxy/modules/minify.h"
@@ -415,10 +416,10 @@ static bool match_field(struct mapper *mp, const struct resp_val *v)
     if (mp->map->match == NULL)
         return true;
     if (s != NULL)
-        return acl_glob(mp->map->match, mp->map->matchlen, s, len);
+        return text_glob(mp->map->match, mp->map->matchlen, s, len);
     char *copy = xmalloc(v->len);           /* a long field over several chunks */
     msg_copy(mp->in, v->off, v->len, copy);
-    ok = acl_glob(mp->map->match, mp->map->matchlen, copy, v->len);
+    ok = text_glob(mp->map->match, mp->map->matchlen, copy, v->len);
     free(copy);
     return ok;
 }

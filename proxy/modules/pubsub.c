@@ -41,7 +41,7 @@
 #include "proxy/modules/frag.h"
 #include "proxy/core/gate.h"
 #include "proxy/base/log.h"
-#include "proxy/ops/metrics.h"
+#include "proxy/base/text.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
 #include "proxy/modules/pubsub.h"
@@ -348,7 +348,7 @@ char *pubsub_denied(const struct client *c, const struct acl_user *u)
         FILE *f = xopen_memstream(&buf, &len);
         /* The client chose the name: escaped, so it cannot forge a log line. */
         fprintf(f, "%s \"", what[n->kind]);
-        metrics_label(f, n->name, n->len);
+        text_escape(f, n->name, n->len);
         fputc('"', f);
         fclose(f);
         return buf;

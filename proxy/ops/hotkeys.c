@@ -24,6 +24,7 @@
 #include "proxy/ops/hotkeys.h"
 #include "proxy/core/keys.h"
 #include "proxy/ops/metrics.h"
+#include "proxy/base/text.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/transport/req.h"
@@ -379,9 +380,9 @@ void hotkeys_metrics(const struct pool *p, FILE *f)
         metrics_head(f, names[m], "gauge", help[m]);
         for (uint32_t i = 0; i < n; i++) {
             fprintf(f, "%s{pool=\"", names[m]);
-            metrics_label(f, p->conf->name, strlen(p->conf->name));
+            text_escape(f, p->conf->name, strlen(p->conf->name));
             fprintf(f, "\",key=\"");
-            metrics_label(f, sorted[i].key, sorted[i].len);
+            text_escape(f, sorted[i].key, sorted[i].len);
             if (m == METRIC_CPU)
                 fprintf(f, "\"} %.6f\n", (double)sorted[i].value / 1e6);
             else

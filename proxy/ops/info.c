@@ -33,6 +33,7 @@
 #include "proxy/base/cmd.h"
 #include "proxy/core/cmdinfo.h"
 #include "proxy/ops/info.h"
+#include "proxy/base/text.h"
 #include "proxy/base/log.h"
 #include "proxy/base/mbuf.h"
 #include "proxy/modules/own.h"
@@ -316,23 +317,6 @@ static double ops_per_sec(const struct pool *p)
     return sum / n;
 }
 
-const char *info_text_field(const char *text, const char *name, char *buf, size_t size)
-{
-    size_t n = strlen(name);
-
-    for (const char *l = text; l != NULL && *l != '\0'; l = strchr(l, '\n'), l = l ? l + 1 : l) {
-        if (strncmp(l, name, n) != 0 || l[n] != ':')
-            continue;
-        size_t len = strcspn(l + n + 1, "\r\n");
-        if (len >= size)
-            return NULL;
-        memcpy(buf, l + n + 1, len);
-        buf[len] = '\0';
-        return buf;
-    }
-    return NULL;
-}
-
 /* Server s's value of name, from its last INFO, into buf; NULL if s is
  * not active, its INFO is not known yet, or has no such field. The one
  * way the servers' figures are read. */
@@ -344,7 +328,7 @@ static const char *server_field(const struct pool *p, uint32_t s, const char *na
     if (in == NULL || s >= in->nservers || !p->servers[s].active ||
         in->servers[s].text == NULL)
         return NULL;
-    return info_text_field(in->servers[s].text, name, buf, size);
+    return text_field(in->servers[s].text, name, buf, size);
 }
 
 /* A server's INFO tells which databases hold keys as of when it was

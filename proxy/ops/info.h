@@ -46,8 +46,6 @@ void info_client_gone(struct client *c);
  * move: mig.c), or it cannot be told; why says which. */
 bool info_other_databases(const struct pool *p, const uint32_t *servers, uint32_t n,
                           char *why, size_t size);
-/* The value of field name ("run_id") in an INFO text, copied into buf
- * (size bytes with the NUL); NULL if it has none, or a longer one. */
 /* What the pool's servers are, as their INFO says: the lowest version
  * among them (what every one can do), by name ("redis", "valkey") and
  * that name's version, and the redis_version it reports. Before any
@@ -57,7 +55,5 @@ struct info_version {
     char name[32], version[32], redis_version[32];
 };
 bool info_servers_version(const struct pool *p, struct info_version *v);
-
-const char *info_text_field(const char *text, const char *name, char *buf, size_t size);
 
 #endif

@@ -31,6 +31,7 @@
 #include "proxy/ops/info.h"
 #include "proxy/base/log.h"
 #include "proxy/ops/metrics.h"
+#include "proxy/base/text.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
@@ -72,22 +73,9 @@ static const uint64_t shown[] = {
     25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
 };
 
-void metrics_label(FILE *f, const char *s, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '\\' || ch == '"')
-            fprintf(f, "\\%c", ch);
-        else if (ch >= 0x20 && ch < 0x7f)
-            fputc(ch, f);
-        else
-            fprintf(f, "\\\\x%02x", ch);
-    }
-}
-
 static void label(FILE *f, const char *s)
 {
-    metrics_label(f, s, strlen(s));
+    text_escape(f, s, strlen(s));
 }
 
 void metrics_head(FILE *f, const char *name, const char *type, const char *help)

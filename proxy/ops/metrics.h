@@ -26,11 +26,8 @@ bool metrics_close_handle(struct pool *p, void *h);
 void metrics_free(struct pool *p);
 /* The exposition text of p (what GET /metrics answers). */
 void metrics_write(const struct pool *p, FILE *f);
-/* For every family written (hotkeys.c's too): a label value, whatever its
- * bytes (printable ASCII as is, \ and " escaped, any other byte as the
- * four characters \xHH, so the text stays valid UTF-8); a family's HELP
- * and TYPE lines. */
-void metrics_label(FILE *f, const char *s, size_t len);
+/* For every family written (hotkeys.c's too): a family's HELP and TYPE
+ * lines. (Label values: text_escape, base/text.h.) */
 void metrics_head(FILE *f, const char *name, const char *type, const char *help);
 
 #endif
