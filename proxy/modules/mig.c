@@ -65,7 +65,6 @@
 #include "proxy/transport/client.h"
 #include "proxy/core/gate.h"
 #include "proxy/modules/group.h"
-#include "proxy/ops/info.h"
 #include "proxy/base/log.h"
 #include "proxy/modules/mig_int.h"
 #include "proxy/core/pool.h"
@@ -103,23 +102,9 @@ static bool rings_full(const struct pool *p, char *err, size_t errlen)
 
 bool mig_can_start(const struct pool *p, char *err, size_t errlen)
 {
-    char why[200];
-
-    if (rings_full(p, err, errlen))
-        return false;
-    /* The walk and the on-touch MIGRATEs are of redis_db: keys of other
-     * databases would stay behind on servers the ring no longer names.
-     * Judged here, before the ring changes, once: from the reload on,
-     * while the proxies switch and while keys move, a request that could
-     * put a key in another database is told to retry (route.c db_ok), so
-     * none is there when the switch comes (mig_start, which cannot
-     * refuse by then). */
-    if (info_other_databases(p, p->slot, (uint32_t)ring_nservers(p->ring), why,
-                             sizeof(why))) {
-        snprintf(err, errlen, "cannot reshard: %s", why);
-        return false;
-    }
-    return true;
+    /* (Whether keys are in other databases, which no walk moves, the
+     * reload asks INFO before this: reload.c can_reshard.) */
+    return !rings_full(p, err, errlen);
 }
 
 /* A marker behind everything sent to b so far. */

@@ -34,7 +34,6 @@
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/modules/pubsub.h"
-#include "proxy/process/reload.h"
 #include "proxy/core/route.h"
 #include "proxy/ops/slowlog.h"
 #include "proxy/ops/stats.h"
@@ -1180,6 +1179,34 @@ static void cmd_maxify(struct client *c, struct req *r, struct args *a)
     map_fields(c, r, a, true);
 }
 
+int (*local_reload)(char *out, size_t outlen, char *err, size_t errlen);
+
+/* SHARD.RELOAD: the file read again and applied, by the process
+ * (local_reload); refused, with why, if it cannot apply. */
+static void cmd_reload(struct client *c, struct req *r, struct args *a)
+{
+    char out[4096], err[CONF_ERRLEN + 128];
+
+    if (a->argc != 1) {
+        client_reply_error(c, r, "ERR wrong number of arguments for 'shard.reload' command");
+        return;
+    }
+    if (!c->pool->conf->admin_commands) {
+        client_reply_error(c, r, "ERR 'shard.reload' is an admin command: it runs only with "
+                           "admin_commands: true in pool '%s'", c->pool->conf->name);
+        return;
+    }
+    snprintf(err, sizeof(err), "no process to reload here");   /* (local_reload NULL) */
+    if (local_reload == NULL || local_reload(out, sizeof(out), err, sizeof(err)) < 0) {
+        log_warn("SHARD.RELOAD refused: %s", err);
+        client_reply_error(c, r, "ERR reload refused: %s", err);
+        return;
+    }
+    log_notice("SHARD.RELOAD from client %llu applied", (unsigned long long)c->id);
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_verbatim(&w, "txt", out, strlen(out));
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 struct local_cmd {
@@ -1218,7 +1245,7 @@ static const struct local_cmd local_cmds[] = {
     {"shard.changetype", genkey_changetype, false, false, CMD_CAT_FAST, false},
     {"shard.keyinfo", genkey_keyinfo, false, false, CMD_CAT_FAST, false},
     {"shard.fixedkey", genkey_fixedkey, false, false, CMD_CAT_FAST, false},
-    {"shard.reload", reload_command, false, false,
+    {"shard.reload", cmd_reload, false, false,
      CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW, false},
     {"shard.migration", mig_command, false, false,
      CMD_CAT_ADMIN | CMD_CAT_DANGEROUS | CMD_CAT_SLOW, false},

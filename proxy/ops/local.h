@@ -24,4 +24,12 @@ void local_module_list(struct client *c, struct req *r);
  * bits), or NULL past the last (acl.c numbers them after Redis's). */
 const char *local_shard_command(size_t i, uint32_t *acl);
 
+/* SHARD.RELOAD's work, set by the process at start (proxy_run: its
+ * reload_run): read the config file again and apply it; 0 and a summary
+ * in out, or a negative errno and why in err, having changed nothing. It
+ * runs within the command, on the loop, and may replace the pools'
+ * configs and rings, never the client asking. NULL (a test without the
+ * process): SHARD.RELOAD is refused. */
+extern int (*local_reload)(char *out, size_t outlen, char *err, size_t errlen);
+
 #endif

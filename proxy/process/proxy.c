@@ -41,6 +41,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/ops/info.h"
+#include "proxy/ops/local.h"
 #include "proxy/ops/metrics.h"
 #include "proxy/core/pool.h"
 #include "proxy/process/proxy.h"
@@ -509,6 +510,7 @@ int proxy_run(struct conf *cf)
     }
     route_init();
     genkey_init();
+    local_reload = reload_run;
     signal(SIGPIPE, SIG_IGN);
 
     cur_loop->npools = cf->npools;

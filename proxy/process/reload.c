@@ -24,6 +24,7 @@
 #include "proxy/core/acl.h"
 #include "proxy/transport/client.h"
 #include "proxy/modules/group.h"
+#include "proxy/ops/info.h"
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
@@ -164,6 +165,29 @@ static int summarize(FILE *f, const struct conf_pool *old, const struct conf_poo
     return 0;
 }
 
+/* Whether p may take a ring change now (why says why not): its migration
+ * has room for another earlier ring (mig_can_start), and no keys are in
+ * other databases than redis_db. The walk and the on-touch MIGRATEs are
+ * of redis_db: keys of other databases would stay behind on servers the
+ * ring no longer names. Judged here, before the ring changes, once: from
+ * the reload on, while the proxies switch and while keys move, a request
+ * that could put a key in another database is told to retry (route.c
+ * db_ok), so none is there when the switch comes (mig_start, which
+ * cannot refuse by then). */
+static bool can_reshard(const struct pool *p, char *why, size_t size)
+{
+    char dbs[200];
+
+    if (!mig_can_start(p, why, size))
+        return false;
+    if (info_other_databases(p, p->slot, (uint32_t)ring_nservers(p->ring), dbs,
+                             sizeof(dbs))) {
+        snprintf(why, size, "cannot reshard: %s", dbs);
+        return false;
+    }
+    return true;
+}
+
 int reload_run(char *out, size_t outlen, char *err, size_t errlen)
 {
     struct conf *cf, *old = cur_loop->conf;
@@ -219,13 +243,13 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
                      "for that", cf->path, b->line, b->col, b->name, POOL_SLOTS_MAX);
             goto fail;
         }
-        if (mig_can_start(p, why, sizeof(why)) && group_switching(p)) {
+        if (can_reshard(p, why, sizeof(why)) && group_switching(p)) {
             snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "
                      "servers; reload again in a moment", b->name);
             rc = -EBUSY;
             goto fail;
         }
-        if (!mig_can_start(p, why, sizeof(why)) ||
+        if (!can_reshard(p, why, sizeof(why)) ||
             (rc = conf_pool_ring(b, &rings[i], why, sizeof(why))) < 0 ||
             (rc = summarize(f, a, b, p->ring, rings[i], why, sizeof(why))) < 0) {
             snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, b->line, b->col,
@@ -291,27 +315,4 @@ fail:
     free(tls);
     conf_free(cf);
     return rc;
-}
-
-void reload_command(struct client *c, struct req *r, struct args *a)
-{
-    char out[4096], err[CONF_ERRLEN + 128];
-
-    if (a->argc != 1) {
-        client_reply_error(c, r, "ERR wrong number of arguments for 'shard.reload' command");
-        return;
-    }
-    if (!c->pool->conf->admin_commands) {
-        client_reply_error(c, r, "ERR 'shard.reload' is an admin command: it runs only with "
-                           "admin_commands: true in pool '%s'", c->pool->conf->name);
-        return;
-    }
-    if (reload_run(out, sizeof(out), err, sizeof(err)) < 0) {
-        log_warn("SHARD.RELOAD refused: %s", err);
-        client_reply_error(c, r, "ERR reload refused: %s", err);
-        return;
-    }
-    log_notice("SHARD.RELOAD from client %llu applied", (unsigned long long)c->id);
-    struct resp_w w = client_w(c, &r->rsp);
-    resp_w_verbatim(&w, "txt", out, strlen(out));
 }

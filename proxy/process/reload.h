@@ -4,17 +4,11 @@
 
 #include <stddef.h>
 
-struct args;
-struct client;
-struct req;
-
 /* Read the config file again and apply it (SIGHUP, SHARD.RELOAD). On
  * success returns 0 and writes a summary (INFO-style lines) into out; a
  * file that is bad or cannot apply changes nothing: a negative errno and
- * the reason in err. */
+ * the reason in err. SHARD.RELOAD runs it too (local_reload, set by
+ * proxy_run). */
 int reload_run(char *out, size_t outlen, char *err, size_t errlen);
-
-/* SHARD.RELOAD (local.c dispatches). */
-void reload_command(struct client *c, struct req *r, struct args *a);
 
 #endif
