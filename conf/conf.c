@@ -1173,9 +1173,20 @@ static void pool_free(struct conf_pool *pool)
     free(pool->idgen.minify_types);
 }
 
-void conf_free(struct conf *cf)
+/* Configs allocated and not freed: conf_held. (A process has one loop,
+ * conf_ref's callers are all on it.) */
+static size_t nheld;
+
+struct conf *conf_ref(struct conf *cf)
 {
-    if (cf == NULL)
+    if (cf != NULL)
+        cf->refs++;
+    return cf;
+}
+
+void conf_unref(struct conf *cf)
+{
+    if (cf == NULL || --cf->refs > 0)
         return;
     for (size_t i = 0; i < cf->npools; i++)
         pool_free(&cf->pools[i]);
@@ -1183,6 +1194,19 @@ void conf_free(struct conf *cf)
     free(cf->path);
     free(cf->text);
     free(cf);
+    nheld--;
+}
+
+void conf_free(struct conf *cf)
+{
+    if (cf != NULL && cf->refs != 1)
+        abort();                        /* shared: its holders conf_unref it */
+    conf_unref(cf);
+}
+
+size_t conf_held(void)
+{
+    return nheld;
 }
 
 int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
@@ -1217,6 +1241,8 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
         free(cf);
         return oom(&p);
     }
+    cf->refs = 1;
+    nheld++;
     memcpy(cf->text, buf, len);
     cf->text[len] = '\0';
     cf->textlen = len;
@@ -1241,6 +1267,8 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
         conf_free(cf);
         return rc;
     }
+    for (size_t i = 0; i < cf->npools; i++)
+        cf->pools[i].owner = cf;
     *out = cf;
     return 0;
 }

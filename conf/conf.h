@@ -9,7 +9,9 @@
  * what is allowed, and the parser never crashes on any input (there is a
  * fuzz target for conf_parse).
  *
- * A struct conf owns all its memory; conf_free releases it. */
+ * A struct conf owns all its memory, and is immutable once parsed: what a
+ * process shares of it (the pools' settings, users, the text) is shared
+ * whole, by reference count (conf_ref), and swapped whole on a reload. */
 #ifndef SHARDIS_CONF_H
 #define SHARDIS_CONF_H
 
@@ -140,6 +142,7 @@ struct conf_client_limit {
 };
 
 struct conf_pool {
+    struct conf *owner;             /* the config it is part of (conf_ref) */
     char    *name;
     int      line, col;
     struct conf_addr listen;
@@ -231,6 +234,7 @@ struct conf {
     size_t   textlen;
     struct conf_pool *pools;
     size_t   npools;
+    unsigned refs;                  /* its holders (conf_ref) */
 };
 
 /* Parse a config held in memory. `path` names it in error messages. On
@@ -243,7 +247,20 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
 /* Read and parse a file. Also -errno when it cannot be read. */
 int conf_load(struct conf **out, const char *path, char *err, size_t errlen);
 
+/* A config's lifetime: conf_parse's caller holds its first reference;
+ * conf_ref takes another (and returns cf), conf_unref drops one, and the
+ * last one frees it. In the proxy the loop holds the running config
+ * (cur_loop->conf) and each pool the one it routes by (pool_set_conf), so
+ * one a reload replaced lives until the last pool has switched off it
+ * (group.c), however many reloads came meanwhile. conf_free: the same as
+ * conf_unref, for a config no one else holds (it aborts if one does).
+ * NULL: nothing. */
+struct conf *conf_ref(struct conf *cf);
+void conf_unref(struct conf *cf);
 void conf_free(struct conf *cf);
+/* How many configs this process holds: parsed and not freed yet (INFO's
+ * configs_held: the running one and those a pool still routes by). */
+size_t conf_held(void);
 
 /* The pool called name, or the first pool when name is NULL; NULL if none. */
 const struct conf_pool *conf_pool(const struct conf *cf, const char *name);

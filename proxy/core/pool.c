@@ -504,9 +504,12 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
         srvuser_free(p->clients_user);
         p->clients_user = srvuser_make(pc);
     }
+    conf_ref(pc->owner);            /* a pool holds the config it routes by (conf.h) */
     p->conf = pc;
     minify_free(p->minify);         /* (a reload may only add names: reload.c) */
     p->minify = minify_new(pc);
+    if (old != NULL)
+        conf_unref(old->owner);     /* the last pool off a replaced config frees it */
 }
 
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
@@ -544,7 +547,6 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
     p->ring_changes++;
     if (old != NULL)
         pool_mark_gains(p, old, ring);
-    proxy_conf_sweep();                 /* p may have left the last pool on one */
     /* Ejections belong to the old ring. */
     for (uint32_t s = 0; s < p->nservers; s++)
         p->servers[s].ejected_until = 0;
@@ -674,6 +676,8 @@ void pool_free(struct pool *p)
         free(p->servers[s].record_ignored);
     }
     free(p->servers);
+    if (p->conf != NULL)
+        conf_unref(p->conf->owner);
 }
 
 void pool_pause(struct pool *p, uint64_t ms, bool all)

@@ -12,7 +12,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig_int.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -392,7 +392,7 @@ static void recovery_follow(struct pool *p, struct recovery *rv)
             pool_set_conf(&cur_loop->pools[i], np);
     }
     cur_loop->conf = cf;
-    proxy_conf_done(was);
+    conf_unref(was);                /* the loop's (its pools let theirs go: pool_set_conf) */
 }
 
 bool mig_recover(struct pool *p)

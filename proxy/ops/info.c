@@ -38,7 +38,7 @@
 #include "proxy/base/mbuf.h"
 #include "proxy/modules/own.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/resp.h"
 #include "proxy/core/route.h"
 #include "proxy/modules/sentinel.h"
@@ -807,7 +807,7 @@ static void section_shardis(FILE *f, uint64_t now)
     /* configs_held: the running config and the old ones a pool still
      * routes by (bounded however many reloads came). */
     fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", cur_loop->npools,
-            1 + proxy.nold_confs);
+            conf_held());
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
         /* clients_user: what clients' commands and scripts run as on the

@@ -230,53 +230,12 @@ static int listen_on(struct pool *p, union stream *l, const struct conf_addr *a,
     return rc;
 }
 
-/* ---- configs ------------------------------------------------------------------------ */
-
-/* Whether a pool routes by one of cf's pools. (A reload waiting for the
- * other proxies, group.c, targets cur_loop->conf, which is never an old one.) */
-static bool conf_routed(const struct conf *cf)
-{
-    for (size_t i = 0; i < cur_loop->npools; i++)
-        if (cur_loop->pools[i].conf >= cf->pools && cur_loop->pools[i].conf < cf->pools + cf->npools)
-            return true;
-    return false;
-}
-
-void proxy_conf_done(struct conf *cf)
-{
-    if (cf == NULL)
-        return;
-    proxy.old_confs = xrealloc(proxy.old_confs, (proxy.nold_confs + 1) *
-                               sizeof(*proxy.old_confs));
-    proxy.old_confs[proxy.nold_confs++] = cf;
-    proxy_conf_sweep();             /* (a reload may have moved pools off older ones) */
-}
-
-/* Free the old configs no pool routes by now: called whenever a pool may
- * have moved off one, so that reloads do not pile them up. */
-void proxy_conf_sweep(void)
-{
-    size_t k = 0;
-
-    for (size_t i = 0; i < proxy.nold_confs; i++) {
-        if (conf_routed(proxy.old_confs[i]))
-            proxy.old_confs[k++] = proxy.old_confs[i];
-        else
-            conf_free(proxy.old_confs[i]);
-    }
-    proxy.nold_confs = k;
-    if (k == 0) {
-        free(proxy.old_confs);
-        proxy.old_confs = NULL;
-    }
-}
-
 static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, size_t errlen)
 {
     struct ring *ring;
     int rc;
 
-    p->conf = pc;
+    pool_set_conf(p, pc);           /* (the pool holds its config from here) */
     if ((rc = acl_build(pc, cur_loop->conf->path, &p->acl, err, errlen)) < 0)
         return rc;
     if (pc->nservers > POOL_SLOTS_MAX) {
@@ -519,7 +478,7 @@ int proxy_run(struct conf *cf)
         if ((rc = pool_start(&cur_loop->pools[i], &cf->pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", cf->pools[i].name, err);
             fprintf(stderr, "shardis: pool '%s': %s\n", cf->pools[i].name, err);
-            conf_free(cf);
+            conf_unref(cf);
             return 1;
         }
     }
@@ -581,11 +540,8 @@ int proxy_run(struct conf *cf)
     }
     free(cur_loop->pools);
     loop_free(cur_loop);
-    conf_free(cur_loop->conf);
+    conf_unref(cur_loop->conf);     /* (the pools let theirs go: pool_free) */
     cur_loop->conf = NULL;
-    for (size_t i = 0; i < proxy.nold_confs; i++)
-        conf_free(proxy.old_confs[i]);
-    free(proxy.old_confs);
     mbuf_pool_trim();
     rc = uv_loop_close(cur_loop->uv);
     if (rc != 0)

@@ -16,14 +16,11 @@ struct client;
 struct pool;
 
 /* The process: its one loop (transport/loop.h) and what only the process
- * does with it: signals, the stop, configs replaced by reloads. */
+ * does with it: signals, the stop. */
 struct proxy {
     uv_signal_t       sigterm, sigint, sighup;
     uint64_t          stop_ms;      /* when the stop signal came */
     uv_timer_t        drainer;      /* the stop: waits for requests in flight */
-    struct conf     **old_confs;    /* replaced by reloads while a pool still routed by
-                                       them (group.c); freed once none does */
-    size_t            nold_confs;
 };
 
 extern struct proxy proxy;
@@ -32,13 +29,6 @@ extern struct proxy proxy;
  * with the layers' hooks registered (hooks_register): proxy_run does, and
  * so does a unit test that runs pools of its own on cur_loop->uv. */
 void proxy_loop_start(void);
-
-/* A config the proxy no longer runs: freed, or kept while a pool still
- * routes by one of its pools (a reload waiting for the other proxies), and
- * freed when the last such pool switches (pool_set_ring). */
-void proxy_conf_done(struct conf *cf);
-/* Free the old configs no pool routes by now (pool_set_ring). */
-void proxy_conf_sweep(void);
 
 void loop_mark_client(struct client *c);
 void loop_mark_backend(struct backend *b);

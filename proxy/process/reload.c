@@ -289,7 +289,7 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
                    p->conf->name, cf->pools[i].nservers);
     }
     cur_loop->conf = cf;
-    proxy_conf_done(old);                       /* a pool may still route by it */
+    conf_unref(old);                /* the loop's: a pool may still route by it */
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);
     free(rings);
