@@ -103,7 +103,7 @@ static bool rings_full(const struct pool *p, char *err, size_t errlen)
 bool mig_can_start(const struct pool *p, char *err, size_t errlen)
 {
     /* (Whether keys are in other databases, which no walk moves, the
-     * reload asks INFO before this: reload.c can_reshard.) */
+     * reload asks INFO besides: reload.c can_reshard.) */
     return !rings_full(p, err, errlen);
 }
 

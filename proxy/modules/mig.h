@@ -22,7 +22,8 @@ struct req;
  * pending already; the caller then keeps old. */
 int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *old_text,
               const char *new_text, char *err, size_t errlen);
-/* Whether another ring change can be taken now (err says why not). */
+/* Whether the migration can take another ring change now (err says why
+ * not); reload.c's can_reshard asks the servers' INFO besides. */
 bool mig_can_start(const struct pool *p, char *err, size_t errlen);
 void mig_free(struct pool *p);
 void mig_tick(struct pool *p, uint64_t now);

@@ -443,6 +443,70 @@ void proxy_loop_start(void)
     uv_timer_start(&cur_loop->ticker, tick_cb, PROXY_TICK_MS, PROXY_TICK_MS);
 }
 
+/* The loop's identity for INFO: a fresh run_id (random; the clock's bits
+ * if the kernel gives none), when it started, the executable's path. */
+static void loop_identify(void)
+{
+    unsigned char raw[20];
+    ssize_t n;
+
+    if (uv_random(NULL, NULL, raw, sizeof(raw), 0, NULL) != 0)
+        for (size_t i = 0; i < sizeof(raw); i++)
+            raw[i] = (unsigned char)(uv_hrtime() >> (i % 8));
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(cur_loop->run_id + 2 * i, 3, "%02x", raw[i]);
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    cur_loop->start_unix = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+    n = readlink("/proc/self/exe", cur_loop->executable, sizeof(cur_loop->executable) - 1);
+    cur_loop->executable[n > 0 ? n : 0] = '\0';
+}
+
+/* Each server has ACL users of its own: every one clients reach is asked
+ * (those of the ring, and those a taken-up migration empties); the
+ * findings are logged (backend_check_users), a clean pool once. */
+static void pool_check_users(struct pool *p)
+{
+    size_t n = 0;
+    int found = 0;              /* servers with findings, or that could not tell */
+    for (uint32_t k = 0; k < p->nservers; k++) {
+        if (p->servers[k].active) {
+            n++;
+            found += backend_check_users(p, &p->servers[k], true) != 0;
+        }
+    }
+    if (n > 0 && found == 0)
+        log_notice("pool '%s': checked on its %zu server%s: clients' user '%s' cannot touch "
+                   "shardis's keys or channels, nor run admin commands",
+                   p->conf->name, n, n > 1 ? "s" : "",
+                   srvuser_name(p->conf, p->clients_user));
+}
+
+/* After the loop has run out: unix sockets unlinked, the pools and the
+ * loop freed, the config let go. */
+static void proxy_finish(void)
+{
+    int rc;
+
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        struct pool *p = &cur_loop->pools[i];
+        if (p->conf->listen.unix_socket)
+            unlink(p->conf->listen.host);
+        if (p->conf->tls.listen.unix_socket)
+            unlink(p->conf->tls.listen.host);
+        pool_free(p);
+    }
+    free(cur_loop->pools);
+    loop_free(cur_loop);
+    conf_unref(cur_loop->conf);     /* (the pools let theirs go: pool_free) */
+    cur_loop->conf = NULL;
+    mbuf_pool_trim();
+    rc = uv_loop_close(cur_loop->uv);
+    if (rc != 0)
+        log_warn("event loop closed with handles open: %s", uv_strerror(rc));
+    log_notice("exiting");
+}
+
 int proxy_run(struct conf *cf)
 {
     char err[CONF_ERRLEN];
@@ -453,20 +517,7 @@ int proxy_run(struct conf *cf)
     memset(&proxy, 0, sizeof(proxy));
     loop_init(&main_loop, uv_default_loop());
     cur_loop->conf = cf;
-    {
-        unsigned char raw[20];
-        ssize_t n;
-        if (uv_random(NULL, NULL, raw, sizeof(raw), 0, NULL) != 0)
-            for (size_t i = 0; i < sizeof(raw); i++)
-                raw[i] = (unsigned char)(uv_hrtime() >> (i % 8));
-        for (size_t i = 0; i < sizeof(raw); i++)
-            snprintf(cur_loop->run_id + 2 * i, 3, "%02x", raw[i]);
-        struct timeval tv;
-        gettimeofday(&tv, NULL);
-        cur_loop->start_unix = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-        n = readlink("/proc/self/exe", cur_loop->executable, sizeof(cur_loop->executable) - 1);
-        cur_loop->executable[n > 0 ? n : 0] = '\0';
-    }
+    loop_identify();
     route_init();
     genkey_init();
     local_reload = reload_run;
@@ -495,22 +546,7 @@ int proxy_run(struct conf *cf)
             return 1;
         }
         group_init(&cur_loop->pools[i]);
-        struct pool *p = &cur_loop->pools[i];
-        /* Each server has ACL users of its own: every one clients reach is
-         * asked (those of the ring, and those a taken-up migration empties). */
-        size_t n = 0;
-        int found = 0;              /* servers with findings, or that could not tell */
-        for (uint32_t k = 0; k < p->nservers; k++) {
-            if (p->servers[k].active) {
-                n++;
-                found += backend_check_users(p, &p->servers[k], true) != 0;
-            }
-        }
-        if (n > 0 && found == 0)
-            log_notice("pool '%s': checked on its %zu server%s: clients' user '%s' cannot touch "
-                       "shardis's keys or channels, nor run admin commands",
-                       p->conf->name, n, n > 1 ? "s" : "",
-                       srvuser_name(p->conf, p->clients_user));
+        pool_check_users(&cur_loop->pools[i]);
     }
     char out[4096];
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
@@ -529,23 +565,6 @@ int proxy_run(struct conf *cf)
     notify(out);
 
     uv_run(cur_loop->uv, UV_RUN_DEFAULT);
-
-    for (size_t i = 0; i < cur_loop->npools; i++) {
-        struct pool *p = &cur_loop->pools[i];
-        if (p->conf->listen.unix_socket)
-            unlink(p->conf->listen.host);
-        if (p->conf->tls.listen.unix_socket)
-            unlink(p->conf->tls.listen.host);
-        pool_free(p);
-    }
-    free(cur_loop->pools);
-    loop_free(cur_loop);
-    conf_unref(cur_loop->conf);     /* (the pools let theirs go: pool_free) */
-    cur_loop->conf = NULL;
-    mbuf_pool_trim();
-    rc = uv_loop_close(cur_loop->uv);
-    if (rc != 0)
-        log_warn("event loop closed with handles open: %s", uv_strerror(rc));
-    log_notice("exiting");
+    proxy_finish();
     return 0;
 }

@@ -188,131 +188,175 @@ static bool can_reshard(const struct pool *p, char *why, size_t size)
     return true;
 }
 
-int reload_run(char *out, size_t outlen, char *err, size_t errlen)
+/* What a reload builds before it changes anything: the new config and,
+ * for each pool, its users, its TLS contexts and, where its servers
+ * change, its ring. reload_run owns them until reload_apply hands them to
+ * the pools; reload_free frees what a refused reload built. */
+struct reload {
+    struct conf   *cf;
+    struct ring  **rings;           /* [npools]: NULL where the servers stay */
+    struct acl   **acls;            /* [npools] */
+    SSL_CTX      **tls;             /* [2 * npools]: each pool's server and client contexts */
+};
+
+static void reload_free(struct reload *rl)
 {
-    struct conf *cf, *old = cur_loop->conf;
-    struct ring **rings = NULL;
-    struct acl **acls = NULL;
-    SSL_CTX **tls = NULL;           /* [2 * npools]: each pool's server and client contexts */
-    char *sum = NULL, why[CONF_ERRLEN];
-    size_t sumlen = 0;
-    FILE *f = NULL;
+    struct conf *cf = rl->cf;
+
+    if (rl->rings != NULL)
+        for (size_t i = 0; i < cf->npools; i++)
+            ring_free(rl->rings[i]);
+    free(rl->rings);
+    if (rl->acls != NULL)
+        for (size_t i = 0; i < cf->npools; i++)
+            acl_free(rl->acls[i]);
+    free(rl->acls);
+    if (rl->tls != NULL)
+        for (size_t i = 0; i < 2 * cf->npools; i++)
+            tls_ctx_free(rl->tls[i]);
+    free(rl->tls);
+    conf_free(cf);
+}
+
+/* Every pool's users and TLS contexts, as rl->cf says (err says why not).
+ * Certificates and keys are read again: a rotated one is taken up. */
+static int reload_build(struct reload *rl, char *err, size_t errlen)
+{
+    struct conf *cf = rl->cf;
+    char why[CONF_ERRLEN];
     int rc;
 
-    if ((rc = conf_load(&cf, old->path, err, errlen)) < 0)
-        return rc;
-    rc = -EINVAL;
-    if (cf->npools != old->npools) {
-        snprintf(err, errlen, "%s: pools cannot be added or removed by a reload "
-                 "(restart needed)", cf->path);
-        goto fail;
-    }
-    rings = xcalloc(cf->npools, sizeof(*rings));
-    acls = xcalloc(cf->npools, sizeof(*acls));
+    rl->rings = xcalloc(cf->npools, sizeof(*rl->rings));
+    rl->acls = xcalloc(cf->npools, sizeof(*rl->acls));
     for (size_t i = 0; i < cf->npools; i++)
-        if ((rc = acl_build(&cf->pools[i], cf->path, &acls[i], err, errlen)) < 0)
-            goto fail;
-    /* Certificates and keys are read again: a rotated one is taken up. */
-    tls = xcalloc(2 * cf->npools, sizeof(*tls));
+        if ((rc = acl_build(&cf->pools[i], cf->path, &rl->acls[i], err, errlen)) < 0)
+            return rc;
+    rl->tls = xcalloc(2 * cf->npools, sizeof(*rl->tls));
     for (size_t i = 0; i < cf->npools; i++)
-        if ((rc = tls_ctx_build(&cf->pools[i], &tls[2 * i], &tls[2 * i + 1], why,
+        if ((rc = tls_ctx_build(&cf->pools[i], &rl->tls[2 * i], &rl->tls[2 * i + 1], why,
                                 sizeof(why))) < 0) {
             snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, cf->pools[i].line,
                      cf->pools[i].col, cf->pools[i].name, why);
-            goto fail;
+            return rc;
         }
-    rc = -EINVAL;
-    f = xopen_memstream(&sum, &sumlen);
-    for (size_t i = 0; i < cf->npools; i++) {
-        struct pool *p = &cur_loop->pools[i];
-        const struct conf_pool *a = p->conf, *b = &cf->pools[i];   /* a: routed by now */
-        const char *no = fixed_change(a, b);
-        if (no != NULL) {
-            snprintf(err, errlen, "%s:%d:%d: pool '%s': %s: restart shardis for that",
-                     cf->path, b->line, b->col, b->name, no);
-            goto fail;
-        }
-        if (same_servers(a, b)) {
-            fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
-                    "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
-            continue;
-        }
-        if (slots_after(p, b) > POOL_SLOTS_MAX) {
-            snprintf(err, errlen, "%s:%d:%d: pool '%s': it would have more than %d server "
-                     "slots (every address it ever routed to keeps one): restart shardis "
-                     "for that", cf->path, b->line, b->col, b->name, POOL_SLOTS_MAX);
-            goto fail;
-        }
-        if (can_reshard(p, why, sizeof(why)) && group_switching(p)) {
-            snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "
-                     "servers; reload again in a moment", b->name);
-            rc = -EBUSY;
-            goto fail;
-        }
-        if (!can_reshard(p, why, sizeof(why)) ||
-            (rc = conf_pool_ring(b, &rings[i], why, sizeof(why))) < 0 ||
-            (rc = summarize(f, a, b, p->ring, rings[i], why, sizeof(why))) < 0) {
-            snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, b->line, b->col,
-                     b->name, why);
-            rc = rc < 0 ? rc : -EBUSY;
-            goto fail;
-        }
-    }
-    fclose(f);
-    f = NULL;
+    return 0;
+}
 
-    /* Nothing can fail from here on. Users change now, whatever the
-     * servers wait for. */
+/* Whether pool i can take rl->cf's pool i (err says why not: -EINVAL, or
+ * -EBUSY for what a moment later may allow); its new ring where its
+ * servers change, and its lines of the summary into f. */
+static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t errlen)
+{
+    struct conf *cf = rl->cf;
+    struct pool *p = &cur_loop->pools[i];
+    const struct conf_pool *a = p->conf, *b = &cf->pools[i];   /* a: routed by now */
+    const char *no = fixed_change(a, b);
+    char why[CONF_ERRLEN];
+    int rc = 0;
+
+    if (no != NULL) {
+        snprintf(err, errlen, "%s:%d:%d: pool '%s': %s: restart shardis for that",
+                 cf->path, b->line, b->col, b->name, no);
+        return -EINVAL;
+    }
+    if (same_servers(a, b)) {
+        fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
+                "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
+        return 0;
+    }
+    if (slots_after(p, b) > POOL_SLOTS_MAX) {
+        snprintf(err, errlen, "%s:%d:%d: pool '%s': it would have more than %d server "
+                 "slots (every address it ever routed to keeps one): restart shardis "
+                 "for that", cf->path, b->line, b->col, b->name, POOL_SLOTS_MAX);
+        return -EINVAL;
+    }
+    if (can_reshard(p, why, sizeof(why)) && group_switching(p)) {
+        snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "
+                 "servers; reload again in a moment", b->name);
+        return -EBUSY;
+    }
+    if (!can_reshard(p, why, sizeof(why)) ||
+        (rc = conf_pool_ring(b, &rl->rings[i], why, sizeof(why))) < 0 ||
+        (rc = summarize(f, a, b, p->ring, rl->rings[i], why, sizeof(why))) < 0) {
+        snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, b->line, b->col,
+                 b->name, why);
+        return rc < 0 ? rc : -EBUSY;
+    }
+    return 0;
+}
+
+/* Hand what rl built to the pools: nothing can fail here. Users and TLS
+ * change now, whatever the servers wait for; a pool whose servers change
+ * switches at once where no key has an owner, else once every proxy has
+ * the new ones (group.c). The loop takes rl->cf. */
+static void reload_apply(struct reload *rl)
+{
+    struct conf *cf = rl->cf, *old = cur_loop->conf;
+
     for (size_t i = 0; i < cf->npools; i++) {
-        pool_set_acl(&cur_loop->pools[i], acls[i]);
-        acls[i] = NULL;
-        pool_set_tls(&cur_loop->pools[i], tls[2 * i], tls[2 * i + 1]);
+        pool_set_acl(&cur_loop->pools[i], rl->acls[i]);
+        rl->acls[i] = NULL;
+        pool_set_tls(&cur_loop->pools[i], rl->tls[2 * i], rl->tls[2 * i + 1]);
     }
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
         uint32_t *old_slot;
-        if (rings[i] == NULL) {
+        if (rl->rings[i] == NULL) {
             group_cancel(p);            /* back to the servers it routes by, if it waited */
             pool_set_conf(p, &cf->pools[i]);
             continue;
         }
-        if (ring_distribution(rings[i]) == RING_DIST_RANDOM) {
+        if (ring_distribution(rl->rings[i]) == RING_DIST_RANDOM) {
             /* No key has an owner: nothing moves, nobody need agree. Servers
              * that left are retired by the pool. */
-            ring_free(pool_set_ring(p, &cf->pools[i], rings[i], &old_slot));
+            ring_free(pool_set_ring(p, &cf->pools[i], rl->rings[i], &old_slot));
             free(old_slot);
             continue;
         }
         /* It routes by its servers until every proxy has the new ones (group.c). */
-        group_prepare(p, &cf->pools[i], rings[i], old->text, cf->text);
+        group_prepare(p, &cf->pools[i], rl->rings[i], old->text, cf->text);
         log_notice("pool '%s': reloaded: %zu servers, switching once every proxy has them",
                    p->conf->name, cf->pools[i].nservers);
     }
+    free(rl->rings);
+    free(rl->acls);
+    free(rl->tls);
     cur_loop->conf = cf;
     conf_unref(old);                /* the loop's: a pool may still route by it */
+}
+
+int reload_run(char *out, size_t outlen, char *err, size_t errlen)
+{
+    struct conf *old = cur_loop->conf;
+    struct reload rl = {0};
+    char *sum = NULL;
+    size_t sumlen = 0;
+    FILE *f;
+    int rc;
+
+    if ((rc = conf_load(&rl.cf, old->path, err, errlen)) < 0)
+        return rc;
+    if (rl.cf->npools != old->npools) {
+        snprintf(err, errlen, "%s: pools cannot be added or removed by a reload "
+                 "(restart needed)", rl.cf->path);
+        reload_free(&rl);
+        return -EINVAL;
+    }
+    if ((rc = reload_build(&rl, err, errlen)) < 0) {
+        reload_free(&rl);
+        return rc;
+    }
+    f = xopen_memstream(&sum, &sumlen);
+    for (size_t i = 0; i < rl.cf->npools && rc == 0; i++)
+        rc = reload_check(&rl, i, f, err, errlen);
+    fclose(f);
+    if (rc < 0) {
+        free(sum);
+        reload_free(&rl);
+        return rc;
+    }
+    reload_apply(&rl);
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);
-    free(rings);
-    free(acls);
-    free(tls);
     return 0;
-
-fail:
-    if (f != NULL)
-        fclose(f);
-    free(sum);
-    if (rings != NULL)
-        for (size_t i = 0; i < cf->npools; i++)
-            ring_free(rings[i]);
-    free(rings);
-    if (acls != NULL)
-        for (size_t i = 0; i < cf->npools; i++)
-            acl_free(acls[i]);
-    free(acls);
-    if (tls != NULL)
-        for (size_t i = 0; i < 2 * cf->npools; i++)
-            tls_ctx_free(tls[i]);
-    free(tls);
-    conf_free(cf);
-    return rc;
 }
