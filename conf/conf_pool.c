@@ -113,52 +113,15 @@ static const char *pool_key_names(void)
     return buf;
 }
 
-static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
-                        yaml_node_t *v, void *arg)
+/* A key whose value is one word, or two characters (hash_tag), of those
+ * its kind allows: field is its place in pool. */
+static int set_word_key(struct parser *p, enum key_kind kind, const char *name,
+                        yaml_node_t *v, struct conf_pool *pool, char *field)
 {
-    struct pool_state *st = arg;
-    struct conf_pool *pool = st->pool;
-    const struct pool_key *key = NULL;
-    char *field;
     const char *s;
-    long long num;
     int rc, id;
 
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(pool_keys[i].name, name) == 0) {
-            key = &pool_keys[i];
-            st->where[i] = v;
-        }
-    if (key == NULL)
-        return conf_fail(p, k, "unknown key '%s' in pool '%s'; expected one of: %s",
-                         name, pool->name, pool_key_names());
-    field = (char *)pool + key->off;
-
-    switch (key->kind) {
-    case K_INT:
-        if ((rc = conf_number(p, v, name, key->min, key->max, &num)) < 0)
-            return rc;
-        *(int *)field = (int)num;
-        return 0;
-    case K_BOOL:
-        return conf_boolean(p, v, name, (bool *)field);
-    case K_SIZE:
-        return conf_size_value(p, v, name, (long long *)field);
-    case K_CLIENT_LIMITS:
-        return conf_client_limits(p, v, pool);
-    case K_REDIS:
-        if ((rc = conf_boolean(p, v, name, (bool *)field)) < 0)
-            return rc;
-        if (!pool->redis)
-            return conf_fail(p, v, "redis: false asks for a memcached pool; memcached "
-                             "pools are not supported (shardis speaks Redis only)");
-        return 0;
-    case K_STR:                 /* max: the longest string allowed */
-        if ((rc = conf_dup_scalar(p, v, name, (char **)field)) < 0)
-            return rc;
-        if (strlen(*(char **)field) > (size_t)key->max)
-            return conf_fail(p, v, "%s is longer than %lld bytes", name, key->max);
-        return 0;
+    switch (kind) {
     case K_HASH:
         if ((rc = conf_scalar(p, v, name, &s)) < 0)
             return rc;
@@ -207,17 +170,6 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         memcpy(pool->hash_tag, s, 2);
         pool->has_hash_tag = true;
         return 0;
-    case K_LISTEN:
-        return conf_set_listen(p, v, "listen", &pool->listen);
-    case K_TLS_LISTEN:
-        return conf_set_listen(p, v, "tls_listen", &pool->tls.listen);
-    case K_STATS_LISTEN:
-        if ((rc = conf_set_listen(p, v, "stats_listen", &pool->stats_listen)) < 0)
-            return rc;
-        if (pool->stats_listen.unix_socket)
-            return conf_fail(p, v, "stats_listen '%s': metrics are served over TCP, as "
-                             "host:port", pool->stats_listen.text);
-        return 0;
     case K_TLS_AUTH:
         if ((rc = conf_scalar(p, v, name, &s)) < 0)
             return rc;
@@ -230,6 +182,75 @@ static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
         else
             return conf_fail(p, v, "unknown tls_auth_clients '%s'; expected one of: yes, no, "
                              "optional", s);
+        return 0;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int set_pool_key(struct parser *p, yaml_node_t *k, const char *name,
+                        yaml_node_t *v, void *arg)
+{
+    struct pool_state *st = arg;
+    struct conf_pool *pool = st->pool;
+    const struct pool_key *key = NULL;
+    char *field;
+    long long num;
+    int rc;
+
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(pool_keys[i].name, name) == 0) {
+            key = &pool_keys[i];
+            st->where[i] = v;
+        }
+    if (key == NULL)
+        return conf_fail(p, k, "unknown key '%s' in pool '%s'; expected one of: %s",
+                         name, pool->name, pool_key_names());
+    field = (char *)pool + key->off;
+
+    switch (key->kind) {
+    case K_INT:
+        if ((rc = conf_number(p, v, name, key->min, key->max, &num)) < 0)
+            return rc;
+        *(int *)field = (int)num;
+        return 0;
+    case K_BOOL:
+        return conf_boolean(p, v, name, (bool *)field);
+    case K_SIZE:
+        return conf_size_value(p, v, name, (long long *)field);
+    case K_CLIENT_LIMITS:
+        return conf_client_limits(p, v, pool);
+    case K_REDIS:
+        if ((rc = conf_boolean(p, v, name, (bool *)field)) < 0)
+            return rc;
+        if (!pool->redis)
+            return conf_fail(p, v, "redis: false asks for a memcached pool; memcached "
+                             "pools are not supported (shardis speaks Redis only)");
+        return 0;
+    case K_STR:                 /* max: the longest string allowed */
+        if ((rc = conf_dup_scalar(p, v, name, (char **)field)) < 0)
+            return rc;
+        if (strlen(*(char **)field) > (size_t)key->max)
+            return conf_fail(p, v, "%s is longer than %lld bytes", name, key->max);
+        return 0;
+    case K_HASH:
+    case K_DIST:
+    case K_EJECT:
+    case K_READ_FROM:
+    case K_TAG:
+    case K_TLS_AUTH:
+        return set_word_key(p, key->kind, name, v, pool, field);
+    case K_LISTEN:
+        return conf_set_listen(p, v, "listen", &pool->listen);
+    case K_TLS_LISTEN:
+        return conf_set_listen(p, v, "tls_listen", &pool->tls.listen);
+    case K_STATS_LISTEN:
+        if ((rc = conf_set_listen(p, v, "stats_listen", &pool->stats_listen)) < 0)
+            return rc;
+        if (pool->stats_listen.unix_socket)
+            return conf_fail(p, v, "stats_listen '%s': metrics are served over TCP, as "
+                             "host:port", pool->stats_listen.text);
         return 0;
     case K_SERVERS:
         return conf_set_servers(p, v, pool);
@@ -327,6 +348,59 @@ static int check_tls(struct parser *p, const struct pool_state *st, struct conf_
     return 0;
 }
 
+/* The user and password pairs: both or neither, and no empty name. */
+static int check_creds(struct parser *p, const struct pool_state *st, struct conf_pool *pool)
+{
+    static const struct {
+        const char *user, *password, *what;
+        size_t uoff, poff;
+    } creds[] = {
+        {"keyless_user", "keyless_password", "the ACL user a script that declares no key "
+         "runs as", offsetof(struct conf_pool, keyless_user),
+         offsetof(struct conf_pool, keyless_password)},
+        {"backend_user", "backend_password", "the ACL user clients' commands run as on the "
+         "servers", offsetof(struct conf_pool, backend_user),
+         offsetof(struct conf_pool, backend_password)},
+        {"internal_user", "internal_password", "the ACL user shardis's own work runs as on "
+         "the servers", offsetof(struct conf_pool, internal_user),
+         offsetof(struct conf_pool, internal_password)},
+    };
+    for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
+        const char *user = *(char **)((char *)pool + creds[i].uoff);
+        const char *pass = *(char **)((char *)pool + creds[i].poff);
+        if (user != NULL && user[0] == '\0')
+            return conf_fail(p, given(st, creds[i].user), "%s is empty", creds[i].user);
+        if ((user == NULL) != (pass == NULL))
+            return conf_fail(p, given(st, user ? creds[i].user : creds[i].password),
+                             "%s and %s go together (%s)", creds[i].user, creds[i].password,
+                             creds[i].what);
+    }
+    return 0;
+}
+
+/* Every listener, plain or TLS, of every pool parsed so far (pool the
+ * last) needs its own address. */
+static int check_listeners(struct parser *p, struct conf *cf, const struct pool_state *st,
+                           struct conf_pool *pool)
+{
+    const struct conf_addr *mine[2] = {&pool->listen, &pool->tls.listen};
+
+    for (size_t i = 0; i < cf->npools; i++)
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                const struct conf_pool *o = &cf->pools[i];
+                const struct conf_addr *theirs = b == 0 ? &o->listen : &o->tls.listen;
+                if ((o == pool && a <= b) || mine[a]->text == NULL || theirs->text == NULL ||
+                    strcmp(mine[a]->text, theirs->text) != 0)
+                    continue;
+                return conf_fail(p, given(st, a == 0 ? "listen" : "tls_listen"), "pool '%s' "
+                                 "listens on '%s', as pool '%s' does (line %d, its %s); each "
+                                 "listener needs its own address", pool->name, mine[a]->text,
+                                 o->name, o->line, b == 0 ? "listen" : "tls_listen");
+            }
+    return 0;
+}
+
 int conf_parse_pool(struct parser *p, yaml_node_t *k, const char *name,
                     yaml_node_t *v, void *arg)
 {
@@ -359,30 +433,8 @@ int conf_parse_pool(struct parser *p, yaml_node_t *k, const char *name,
         at = given(&st, "hash");
         return conf_fail(p, at != NULL ? at : given(&st, "distribution"), "%s", why);
     }
-    static const struct {
-        const char *user, *password, *what;
-        size_t uoff, poff;
-    } creds[] = {
-        {"keyless_user", "keyless_password", "the ACL user a script that declares no key "
-         "runs as", offsetof(struct conf_pool, keyless_user),
-         offsetof(struct conf_pool, keyless_password)},
-        {"backend_user", "backend_password", "the ACL user clients' commands run as on the "
-         "servers", offsetof(struct conf_pool, backend_user),
-         offsetof(struct conf_pool, backend_password)},
-        {"internal_user", "internal_password", "the ACL user shardis's own work runs as on "
-         "the servers", offsetof(struct conf_pool, internal_user),
-         offsetof(struct conf_pool, internal_password)},
-    };
-    for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
-        const char *user = *(char **)((char *)pool + creds[i].uoff);
-        const char *pass = *(char **)((char *)pool + creds[i].poff);
-        if (user != NULL && user[0] == '\0')
-            return conf_fail(p, given(&st, creds[i].user), "%s is empty", creds[i].user);
-        if ((user == NULL) != (pass == NULL))
-            return conf_fail(p, given(&st, user ? creds[i].user : creds[i].password),
-                             "%s and %s go together (%s)", creds[i].user, creds[i].password,
-                             creds[i].what);
-    }
+    if ((rc = check_creds(p, &st, pool)) < 0)
+        return rc;
     if ((rc = check_tls(p, &st, pool)) < 0)
         return rc;
     if (pool->nsentinels == 0 && (at = given(&st, "sentinel_auth")) != NULL)
@@ -420,22 +472,7 @@ int conf_parse_pool(struct parser *p, yaml_node_t *k, const char *name,
     if ((rc = conf_pool_ring(pool, &r, why, sizeof(why))) < 0)
         return rc == -ENOMEM ? conf_oom(p) : conf_fail(p, given(&st, "servers"), "%s", why);
     ring_free(r);
-    /* Every listener, plain or TLS, of every pool needs its own address. */
-    const struct conf_addr *mine[2] = {&pool->listen, &pool->tls.listen};
-    for (size_t i = 0; i < cf->npools; i++)
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++) {
-                const struct conf_pool *o = &cf->pools[i];
-                const struct conf_addr *theirs = b == 0 ? &o->listen : &o->tls.listen;
-                if ((o == pool && a <= b) || mine[a]->text == NULL || theirs->text == NULL ||
-                    strcmp(mine[a]->text, theirs->text) != 0)
-                    continue;
-                return conf_fail(p, given(&st, a == 0 ? "listen" : "tls_listen"), "pool '%s' "
-                                 "listens on '%s', as pool '%s' does (line %d, its %s); each "
-                                 "listener needs its own address", name, mine[a]->text, o->name,
-                                 o->line, b == 0 ? "listen" : "tls_listen");
-            }
-    return 0;
+    return check_listeners(p, cf, &st, pool);
 }
 
 /* ---- what other files ask of a pool ------------------------------------ */

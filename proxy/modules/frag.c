@@ -123,6 +123,67 @@ bool frag_splits(const struct cmd *cmd)
 
 #define NONE UINT32_MAX
 
+/* r's fragments, r->frag: one per server that owns keys, in server order,
+ * its bytes written one after the other. Server s's keys (frag_route's
+ * scratch): head[s] its first (NONE: it owns none), next[k] the key after
+ * k of the same server, count[s] how many. */
+static struct frag *frag_build(struct client *c, struct req *r, struct args *a,
+                               enum frag_merge kind, uint32_t step, uint32_t nkeys,
+                               uint32_t nfrags, const uint32_t *head, const uint32_t *next,
+                               const uint32_t *count)
+{
+    uint32_t ns = c->pool->nservers;
+    struct frag *f = frag_new(kind, nfrags, nkeys);
+    r->frag = f;
+
+    uint32_t i = 0;
+    for (uint32_t s = 0; s < ns; s++) {
+        if (head[s] == NONE)
+            continue;
+        struct req *fr = req_get();
+        struct resp_w w = client_cmd_w(c, &fr->out);
+        fr->parent = r;
+        resp_w_array(&w, 1 + (long long)count[s] * step);
+        append_arg(c, &w, a, 0);
+        uint32_t elem = 0;
+        for (uint32_t k = head[s]; k != NONE; k = next[k]) {
+            for (uint32_t j = 0; j < step; j++)
+                append_arg(c, &w, a, 1 + k * step + j);
+            if (f->keys != NULL)
+                f->keys[k] = (struct frag_key){i, elem++};
+        }
+        f->reqs[i++] = fr;
+    }
+    return f;
+}
+
+/* Each of f's fragments to its server, its moving keys migrated first. */
+static void frag_send(struct client *c, struct frag *f, struct args *a, const struct cmd *cmd,
+                      uint32_t step, const uint32_t *head, const uint32_t *next)
+{
+    struct pool *p = c->pool;
+    uint32_t ns = p->nservers, i = 0;
+
+    for (uint32_t s = 0; s < ns; s++) {
+        if (head[s] == NONE)
+            continue;
+        if (p->mig != NULL)
+            for (uint32_t k = head[s]; k != NONE; k = next[k]) {
+                size_t len;
+                const char *key = args_get(a, 1 + k * step, &len);
+                mig_key(c, s, key, len);
+            }
+        struct backend *b = pool_backend_read(p, s, c, cmd, c->resp3, c->db);
+        struct req *fr = f->reqs[i++];
+        if (b == NULL) {                    /* (its part of the reply is the error) */
+            client_reply_error(c, fr, POOL_NO_REPLICA_ERR, p->servers[s].label);
+            req_done(fr);
+            continue;
+        }
+        route_send(c, fr, NULL, b);
+    }
+}
+
 int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct pool *p = c->pool;
@@ -182,48 +243,9 @@ int frag_route(struct client *c, struct req *r, struct args *a, const struct cmd
         head[s] = k;
         nfrags += count[s]++ == 0;
     }
-    struct frag *f = frag_new((enum frag_merge)kind, nfrags, nkeys);
-    r->frag = f;
-
-    /* One fragment per server that owns keys, in server order, its bytes
-     * written one after the other. */
-    uint32_t i = 0;
-    for (uint32_t s = 0; s < ns; s++) {
-        if (head[s] == NONE)
-            continue;
-        struct req *fr = req_get();
-        struct resp_w w = client_cmd_w(c, &fr->out);
-        fr->parent = r;
-        resp_w_array(&w, 1 + (long long)count[s] * step);
-        append_arg(c, &w, a, 0);
-        uint32_t elem = 0;
-        for (uint32_t k = head[s]; k != NONE; k = next[k]) {
-            for (uint32_t j = 0; j < step; j++)
-                append_arg(c, &w, a, 1 + k * step + j);
-            if (f->keys != NULL)
-                f->keys[k] = (struct frag_key){i, elem++};
-        }
-        f->reqs[i++] = fr;
-    }
-    i = 0;
-    for (uint32_t s = 0; s < ns; s++) {
-        if (head[s] == NONE)
-            continue;
-        if (p->mig != NULL)
-            for (uint32_t k = head[s]; k != NONE; k = next[k]) {
-                size_t len;
-                const char *key = args_get(a, 1 + k * step, &len);
-                mig_key(c, s, key, len);
-            }
-        struct backend *b = pool_backend_read(p, s, c, cmd, c->resp3, c->db);
-        struct req *fr = f->reqs[i++];
-        if (b == NULL) {                    /* (its part of the reply is the error) */
-            client_reply_error(c, fr, POOL_NO_REPLICA_ERR, p->servers[s].label);
-            req_done(fr);
-            continue;
-        }
-        route_send(c, fr, NULL, b);
-    }
+    struct frag *f = frag_build(c, r, a, (enum frag_merge)kind, step, nkeys, nfrags, head,
+                                next, count);
+    frag_send(c, f, a, cmd, step, head, next);
     first = -1;
 out:
     if (owner != scratch)

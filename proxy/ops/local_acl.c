@@ -218,6 +218,58 @@ static void acl_genpass_cmd(struct client *c, struct req *r, struct args *a)
  * WHOAMI, USERS, CAT, GENPASS, HELP, LIST, GETUSER and DRYRUN as
  * redis-server answers them; what would change users or read the ACL log
  * is refused (edit users: and reload). */
+/* ACL CAT category: the commands in it. */
+static void acl_cat(struct client *c, struct req *r, struct args *a)
+{
+    struct resp_w w;
+    size_t n, ci, count = 0;
+    const struct cmd *t = cmd_table(&n);
+
+    for (ci = 0; ci < cmd_acl_count && !args_is(a, 2, cmd_acl_names[ci]); ci++)
+        ;
+    if (ci == cmd_acl_count) {
+        size_t clen;
+        const char *cat = args_get(a, 2, &clen);
+        client_reply_error(c, r, "ERR Unknown category '%.*s'",
+                           (int)(clen < 128 ? clen : 128), cat);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        count += (t[i].acl >> ci) & 1;
+    w = out(c, r);
+    resp_w_array(&w, (uint32_t)count);
+    for (size_t i = 0; i < n; i++)
+        if ((t[i].acl >> ci) & 1)
+            resp_w_bulk_str(&w, t[i].name);
+}
+
+/* ACL LIST: each user's line, in name order, as redis-server's (its users
+ * are a radix tree). */
+static void acl_list(struct client *c, struct req *r)
+{
+    const struct acl *acl = c->pool->acl;
+    struct resp_w w = out(c, r);
+
+    resp_w_array(&w, (uint32_t)acl->n);
+    const struct acl_user **order = xcalloc(acl->n, sizeof(*order));
+    for (size_t i = 0; i < acl->n; i++) {
+        size_t at = 0;
+        for (size_t k = 0; k < acl->n; k++)
+            at += strcmp(acl->users[k].name, acl->users[i].name) < 0;
+        order[at] = &acl->users[i];
+    }
+    for (size_t i = 0; i < acl->n; i++) {
+        char *buf = NULL;
+        size_t blen = 0;
+        FILE *fp = xopen_memstream(&buf, &blen);
+        user_line(order[i], fp);
+        fclose(fp);
+        resp_w_bulk(&w, buf, blen);
+        free(buf);
+    }
+    free(order);
+}
+
 void local_acl_command(struct client *c, struct req *r, struct args *a)
 {
     const struct acl *acl = c->pool->acl;
@@ -239,49 +291,12 @@ void local_acl_command(struct client *c, struct req *r, struct args *a)
         for (size_t i = 0; i < cmd_acl_count; i++)
             resp_w_bulk_str(&w, cmd_acl_names[i]);
     } else if (args_is(a, 1, "cat")) {
-        size_t n, ci, count = 0;
-        const struct cmd *t = cmd_table(&n);
-        for (ci = 0; ci < cmd_acl_count && !args_is(a, 2, cmd_acl_names[ci]); ci++)
-            ;
-        if (ci == cmd_acl_count) {
-            size_t clen;
-            const char *cat = args_get(a, 2, &clen);
-            client_reply_error(c, r, "ERR Unknown category '%.*s'",
-                               (int)(clen < 128 ? clen : 128), cat);
-            return;
-        }
-        for (size_t i = 0; i < n; i++)
-            count += (t[i].acl >> ci) & 1;
-        w = out(c, r);
-        resp_w_array(&w, (uint32_t)count);
-        for (size_t i = 0; i < n; i++)
-            if ((t[i].acl >> ci) & 1)
-                resp_w_bulk_str(&w, t[i].name);
+        acl_cat(c, r, a);
     } else if (args_is(a, 1, "genpass")) {
         acl_genpass_cmd(c, r, a);
     } else if (args_is(a, 1, "list")) {
-        if (!acl_shown(c, r, "LIST"))
-            return;
-        w = out(c, r);
-        resp_w_array(&w, (uint32_t)acl->n);
-        /* In name order, as redis-server's (its users are a radix tree). */
-        const struct acl_user **order = xcalloc(acl->n, sizeof(*order));
-        for (size_t i = 0; i < acl->n; i++) {
-            size_t at = 0;
-            for (size_t k = 0; k < acl->n; k++)
-                at += strcmp(acl->users[k].name, acl->users[i].name) < 0;
-            order[at] = &acl->users[i];
-        }
-        for (size_t i = 0; i < acl->n; i++) {
-            char *buf = NULL;
-            size_t blen = 0;
-            FILE *fp = xopen_memstream(&buf, &blen);
-            user_line(order[i], fp);
-            fclose(fp);
-            resp_w_bulk(&w, buf, blen);
-            free(buf);
-        }
-        free(order);
+        if (acl_shown(c, r, "LIST"))
+            acl_list(c, r);
     } else if (args_is(a, 1, "getuser")) {
         if (acl_shown(c, r, "GETUSER"))
             acl_getuser(c, r, a);
