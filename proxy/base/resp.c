@@ -226,6 +226,13 @@ static void req_num_start(struct resp_req *s)
     s->digits = 0;
 }
 
+/* Over 100 lines, on purpose: this is the state machine of the header
+ * comment, one case per state, and every byte a client sends passes
+ * through it. Its states share the loop and its position i (a bulk's
+ * bytes are skipped whole, a header's taken byte by byte); split into a
+ * function per state, each header byte would pay a call and i would go
+ * through memory, on the hottest path of the proxy. Read it state by
+ * state. */
 int resp_req_feed(struct resp_req *s, const char *p, size_t n, uint64_t off, size_t *used)
 {
     size_t i = 0;
@@ -434,6 +441,9 @@ static const unsigned char rsp_kinds[256] = {
     ['>'] = RK_AGGREGATE | RK_RESP3, ['|'] = RK_AGGREGATE | RK_RESP3,   /* push, attribute */
 };
 
+/* Over 100 lines, on purpose, as resp_req_feed: one state machine over
+ * every byte a server replies, a case per state sharing the loop and its
+ * locals; a call per state and byte would cost the hot path. */
 int resp_rsp_feed(struct resp_rsp *s, const char *p, size_t n, size_t *used)
 {
     size_t i = 0;
