@@ -65,7 +65,7 @@ def t_man_page():
     expect(out.returncode == 0 and out.stderr == "", "groff -ww: %s" % out.stderr)
     text = subprocess.run(["groff", "-man", "-Tascii", "-P-cbou", page], capture_output=True,
                           text=True).stdout
-    conf = open(os.path.join(SRC, "conf", "conf.c")).read()
+    conf = open(os.path.join(SRC, "conf", "conf_pool.c")).read()
     table = conf[conf.index("pool_keys[] = {"):]
     keys = re.findall(r'^\s*\{"([a-z_]+)",', table[:table.index("};")], re.M)
     main = open(os.path.join(SRC, "proxy", "main.c")).read()
