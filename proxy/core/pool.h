@@ -105,7 +105,7 @@ struct pool_server {
 #define POOL_SLOTS_MAX 1024
 
 struct pool {
-    const struct conf_pool *conf;   /* borrowed from cur_loop->conf (swapped by reload) */
+    const struct conf_pool *conf;   /* its config's, held (conf_ref: pool_set_conf) */
     struct ring      *ring;         /* the servers keys are routed by: names,
                                        shares, SHARD.WHEREIS */
     uint32_t         *slot;         /* ring index -> server (index in servers) */
@@ -266,8 +266,10 @@ void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_
  * retires them once their keys have moved). */
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot);
-/* The pool follows pc from now on (a reload). Spare connections signed
- * in with credentials it no longer names are not reused. */
+/* The pool follows pc from now on (a reload): it takes a reference on
+ * pc's config and drops the one on its old config, which frees that if no
+ * one else holds it (conf.h). Spare connections signed in with credentials
+ * it no longer names are not reused. */
 void pool_set_conf(struct pool *p, const struct conf_pool *pc);
 /* Free what pool p holds, once its handles are closed and the loop has
  * run their close callbacks (the end of proxy_run, or of a unit test). */
