@@ -68,7 +68,7 @@ def t_man_page():
     conf = open(os.path.join(SRC, "conf", "conf_pool.c")).read()
     table = conf[conf.index("pool_keys[] = {"):]
     keys = re.findall(r'^\s*\{"([a-z_]+)",', table[:table.index("};")], re.M)
-    main = open(os.path.join(SRC, "proxy", "main.c")).read()
+    main = open(os.path.join(SRC, "proxy", "process", "main.c")).read()
     opts = re.findall(r'^\s*\{"([a-z-]+)",\s+(?:required|no)_argument', main, re.M)
     expect(len(keys) > 40 and len(opts) > 8, "read %d keys, %d options" % (len(keys), len(opts)))
     missing = [k for k in keys if not re.search(r"\b%s\b" % re.escape(k), text)]
