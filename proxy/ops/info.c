@@ -17,7 +17,10 @@
  * A server that has not answered yet counts as nothing. Which figure is
  * summed and which is a maximum, a minimum or the worst status is the
  * table `server_fields`; what redis-server prints that a proxy has no
- * meaning for (replication offsets, the loading progress) is a constant. */
+ * meaning for (replication offsets, the loading progress) is a constant.
+ *
+ * This file asks the servers, keeps their answers and answers INFO (now,
+ * or once the keyspace's answers came); info_sections.c writes the text. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
