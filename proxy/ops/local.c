@@ -20,7 +20,6 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
-#include "proxy/ops/clientlist.h"
 #include "proxy/core/gate.h"
 #include "proxy/modules/genkey.h"
 #include "proxy/ops/hotkeys.h"
