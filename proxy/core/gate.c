@@ -65,8 +65,7 @@
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
 #include "proxy/core/gate.h"
-#include "proxy/modules/mig.h"
-#include "proxy/modules/pin.h"
+#include "proxy/core/module.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
@@ -322,7 +321,7 @@ void gate_tryagain(struct client *c, struct req *r)
 {
     if (c != NULL && !c->closing) {
         client_reply_error(c, r, "TRYAGAIN resharding, retry");
-        mig_told_tryagain(c->pool);
+        module_role.mig_told_tryagain(c->pool);     /* (mig.c's count) */
         if (r->in_tx)               /* a command queued in the open transaction */
             c->tx_abort = 1;
     }
@@ -401,7 +400,7 @@ void gate_kick(struct client *c)
     c->kicking = 0;
     if (TAILQ_EMPTY(&rare->gate) && rare->hold_waits == 0) {
         c->gated = 0;
-        pin_check(c);
+        module_role.pin_check(c);   /* (pin.c: its pin goes back if nothing holds it) */
     }
 }
 

@@ -3,8 +3,9 @@
  * pool_set_ring is the one place a pool's ring is swapped: at start, by a
  * reload (reload.c, or group.c once every proxy agrees), and by a recorded
  * migration taken up again. Everything that depends on the ring is told
- * from here (genkey.c's shard map, pubsub.c's shard channels, scan.c's
- * walk); routing looks the ring up per request, so the next request
+ * from here: the modules through their hooks (module.h: genkey.c's shard
+ * map, pubsub.c's shard channels), scan.c's walk by the servers' gained
+ * marks; routing looks the ring up per request, so the next request
  * follows it. Servers keep their slot (index) for the pool's life: a
  * connection, a pin, a subscription or a SCAN cursor naming one stays
  * valid across reloads.
@@ -21,20 +22,11 @@
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
 #include "proxy/core/gate.h"
-#include "proxy/modules/genkey.h"
-#include "proxy/modules/group.h"
-#include "proxy/ops/hotkeys.h"
 #include "proxy/core/cmdinfo.h"
-#include "proxy/ops/info.h"
-#include "proxy/ops/metrics.h"
-#include "proxy/ops/slowlog.h"
 #include "proxy/base/log.h"
-#include "proxy/modules/mig.h"
-#include "proxy/modules/minify.h"
+#include "proxy/core/module.h"
 #include "proxy/core/pool.h"
-#include "proxy/modules/sentinel.h"
 #include "proxy/process/proxy.h"
-#include "proxy/modules/pubsub.h"
 #include "proxy/core/srvuser.h"
 #include "proxy/base/util.h"
 
@@ -483,8 +475,8 @@ void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_
         if (b->server == server)
             backend_move(b, why);
     }
-    group_server_moved(p, server, why);     /* its registration there */
-    mig_server_moved(p, server);            /* a walk of it: SCAN anew */
+    MODULE_EACH(server_moved, p, server, why);  /* the group's registration there, a
+                                                   migration's walk of it (SCAN anew) */
 }
 
 void pool_set_conf(struct pool *p, const struct conf_pool *pc)
@@ -506,8 +498,7 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
     }
     conf_ref(pc->owner);            /* a pool holds the config it routes by (conf.h) */
     p->conf = pc;
-    minify_free(p->minify);         /* (a reload may only add names: reload.c) */
-    p->minify = minify_new(pc);
+    MODULE_EACH(conf_set, p);       /* (minify.c's names: a reload may only add some) */
     if (old != NULL)
         conf_unref(old->owner);     /* the last pool off a replaced config frees it */
 }
@@ -534,10 +525,10 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
         ps->ring_idx = i;
         if (!ps->active) {
             ps->active = true;
-            pubsub_server_added(p, s);
+            MODULE_EACH(server_added, p, s);
         }
-        if (!ps->resolved)
-            sentinel_hint(p, s, "it joined the ring");  /* (none at start: sentinel_start) */
+        if (!ps->resolved)      /* (sentinel.c; none at start: sentinel_start) */
+            MODULE_EACH(server_unresolved, p, s, "it joined the ring");
         free(ps->label);
         ps->label = xstrdup(ring_server_label(ring, i));
         if (pc->preconnect)
@@ -554,9 +545,9 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
     free(p->live_map);
     p->live = NULL;
     p->live_map = NULL;
-    genkey_pool_free(p);
-    genkey_pool_init(p);
-    pubsub_ring_changed(p);
+    if (old == NULL)
+        MODULE_EACH(pool_init, p);
+    MODULE_EACH(ring_changed, p);   /* genkey.c's shard map, pubsub.c's shard channels */
     return old;
 }
 
@@ -572,8 +563,7 @@ void pool_retire(struct pool *p, uint32_t server)
     if (ps->mover != NULL)
         backend_close(ps->mover);
     pool_server_replicas(p, server, NULL, 0);   /* (closed by pool_tick once idle) */
-    group_server_gone(p, server);
-    pubsub_server_gone(p, server);
+    MODULE_EACH(server_gone, p, server);
     backend_close_spares(p, server);
     log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
                p->conf->name, ps->label, ps->addr);
@@ -615,7 +605,10 @@ void pool_set_acl(struct pool *p, struct acl *acl)
         }
         /* A subscriber would go on getting what its user may no longer
          * read: closed, as redis-server closes it after ACL SETUSER. */
-        char *why = acl_channels_narrowed(c->user, u) ? pubsub_denied(c, u) : NULL;
+        char *why = NULL;
+        for (size_t k = 0; k < module_count && why == NULL; k++)
+            if (module_list[k]->user_narrowed != NULL && acl_channels_narrowed(c->user, u))
+                why = module_list[k]->user_narrowed(c, u);     /* (pubsub.c) */
         if (why != NULL) {
             log_notice("pool '%s': closing client id=%llu: its user '%s' may no longer use "
                        "its %s", p->conf->name, (unsigned long long)c->id, u->name, why);
@@ -643,19 +636,10 @@ void pool_free(struct pool *p)
     pool_set_tls(p, NULL, NULL);
     acl_free(p->acl);
     free(p->clients);
-    stats_free(&p->stats);
-    mig_free(p);
-    group_free(p);
-    genkey_pool_free(p);
-    minify_free(p->minify);
+    MODULE_EACH(pool_free, p);
     srvuser_free(p->clients_user);
-    sentinel_free(p);
-    info_free(p);
     cmdinfo_free(p);
-    slowlog_free(p);
-    metrics_free(p);
     free(p->monitors);
-    hotkeys_free(p);
     ring_free(p->ring);
     ring_free(p->live);
     free(p->live_map);

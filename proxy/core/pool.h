@@ -8,7 +8,6 @@
 #include <sys/queue.h>
 
 #include "conf/conf.h"
-#include "proxy/ops/stats.h"
 #include "proxy/base/stream.h"
 #include "proxy/base/tls.h"
 #include "ring/ring.h"
@@ -25,6 +24,12 @@ struct metrics;
 struct cmdinfo;
 struct hotkeys;
 struct sentinel;
+struct stats;
+struct stats_hist;
+struct genkey_shards;
+struct group;
+struct srvuser;
+struct subs;
 struct pool;
 struct pool_server;
 
@@ -173,7 +178,9 @@ struct pool {
     const struct conf_pool *quiet_conf;
     size_t            quiet_held;
     uint64_t          quiet_total;
-    struct stats      stats;        /* INFO commandstats, errorstats (stats.c) */
+    struct stats     *stats;        /* INFO commandstats, errorstats (stats.c): made
+                                       when the pool gets its first ring (its module's
+                                       pool_init), freed by pool_free */
 };
 
 /* A server's shared connections, both protocols: a RESP3 client's

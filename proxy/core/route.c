@@ -1,16 +1,21 @@
 /* route.c -- decide where each request goes.
  *
  * In redis-server's order: the command table (unknown commands,
- * subcommands, arity), then authentication. Then the client's state
- * (pubsub.c for a subscriber, pin.c for a transaction), and then what the
- * command is (route_kind, decided once per command and printed by
- * `shardis commands` for doc/commands.md): answered here (local.c), sent to
- * every server or the first (frag.c merges), SCAN (scan.c), split per
- * server (frag.c), or sent by its keys: every key is hashed (hash tag
- * applied) on the pool's current ring, and the request goes whole to the
- * one backend that owns them all, or is refused with -CROSSSLOT without
- * touching any backend. The ring is looked up per request, so swapping
- * pool->ring takes effect at the next one.
+ * subcommands, arity), then authentication. Then the client's state (the
+ * modules that take a request first, module.h: pubsub.c for a
+ * subscriber, pin.c for a transaction), and then what the command is
+ * (route_kind, route_kind.c; printed by `shardis commands` for
+ * doc/commands.md): answered by shardis (local.c), sent to
+ * every server or the first (frag.c merges), answered whole by the module
+ * registered for its kind (SCAN: scan.c, DEBUG: debug.c, WAIT: pin.c),
+ * split per server (frag.c), or sent by its keys: every key is hashed
+ * (hash tag applied) on the pool's current ring, and the request goes
+ * whole to the one backend that owns them all, or is refused with
+ * -CROSSSLOT without touching any backend. The ring is looked up per
+ * request, so swapping pool->ring takes effect at the next one.
+ *
+ * The modules are reached only through module.h (module_role, and
+ * module_route by kind: an indirect call, no search, per request).
  *
  * Forwarded array requests are the client's own bytes; only inline
  * commands are re-encoded (as RESP) on their way to a backend. */
@@ -24,22 +29,14 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/base/cmd.h"
-#include "proxy/modules/debug.h"
-#include "proxy/modules/frag.h"
 #include "proxy/core/gate.h"
-#include "proxy/modules/group.h"
+#include "proxy/core/head.h"
 #include "proxy/core/keys.h"
-#include "proxy/ops/local.h"
-#include "proxy/modules/mig.h"
-#include "proxy/modules/minify.h"
-#include "proxy/ops/monitor.h"
-#include "proxy/ops/slowlog.h"
-#include "proxy/modules/pin.h"
+#include "proxy/core/module.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
-#include "proxy/modules/pubsub.h"
 #include "proxy/core/route.h"
-#include "proxy/modules/scan.h"
+#include "proxy/core/route_int.h"
 #include "proxy/base/util.h"
 
 /* ---- keys --------------------------------------------------------------------------- */
@@ -284,7 +281,7 @@ int route_reissue(struct client *c, struct req *r)
     a.av = k->av;
     a.avlen = k->avlen;
     if ((owner = route_owner(c, r, &a, k->cmd)) >= 0)
-        pin_send(c, r, &a, (uint32_t)owner, true);
+        module_role.pin_send(c, r, &a, (uint32_t)owner, true);
     args_release(&a);
     return 1;
 }
@@ -294,20 +291,10 @@ int route_reissue(struct client *c, struct req *r)
 void route_send(struct client *c, struct req *r, struct args *a, struct backend *b)
 {
     r->epoch = c->pool->epoch;          /* (mig.c: a blocked one from before a switch) */
-    if (c->pool->mig == NULL) {
+    if (c->pool->mig == NULL)
         gate_send(c, r, b);
-        return;
-    }
-    if (c->pool->mig != NULL && a != NULL) {
-        size_t len;
-        const char *key;
-        for (const struct keyspan *s = a->keys.span; s < a->keys.span + a->keys.n; s++)
-            for (uint32_t i = s->first; i <= s->last; i += s->step) {
-                key = args_get(a, i, &len);
-                mig_key(c, b->server, key, len);
-            }
-    }
-    mig_send(c, r, b);
+    else
+        module_role.mig_send(c, r, a, b);   /* its keys moved to b's server first */
 }
 
 /* ---- databases ---------------------------------------------------------------------- */
@@ -357,7 +344,7 @@ static bool db_ok(struct client *c, struct req *r, struct args *a, const struct 
     if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb &&
         c->db == pc->redis_db)
         return true;
-    moving = c->pool->mig != NULL || group_changing(c->pool);
+    moving = c->pool->mig != NULL || module_role.group_changing(c->pool);
     if (moving && (cmd == swapdb || (c->db != pc->redis_db &&
                                      keys_any(cmd))))
         goto tryagain;
@@ -425,19 +412,6 @@ static void reply_unknown(struct client *c, struct req *r, struct args *a)
                        cname, list);
 }
 
-static bool unsupported_name(const struct cmd *cmd)
-{
-    static const char *const names[] = {
-        "migrate", "monitor", "sync", "psync", "replconf", "failover",
-    };
-    if (cmd->flags & (CMD_PUBSUB | CMD_ADMIN))
-        return true;
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-        if (!strcmp(cmd->name, names[i]))
-            return true;
-    return false;
-}
-
 void args_request(struct args *a, struct msg *g)
 {
     struct client *c = a->c;
@@ -448,7 +422,7 @@ void args_request(struct args *a, struct msg *g)
         return;
     }
     if (a->minify != 0) {
-        minify_request(a, g);
+        module_role.minify_request(a, g);
         return;
     }
     /* Inline: the arguments are already unquoted, and a backend pipelines
@@ -474,70 +448,6 @@ void args_request(struct args *a, struct msg *g)
  * every server's data or setup wholesale (KEYS, FLUSHDB, CONFIG SET,
  * FUNCTION LOAD ...) is an admin command: only with admin_commands: true.
  * DBSIZE, RANDOMKEY and SCRIPT LOAD/EXISTS are for every client. */
-
-/* What redis-server knows of its commands (COMMAND INFO's key specs,
- * tips and subcommands, COMMAND DOCS, GETKEYSANDFLAGS, its HELP) is the
- * servers' own table: the first server answers, in the client's protocol,
- * exactly as redis-server, COUNT and LIST too (module commands in the
- * case they were registered in). shardis's table is the same COMMAND
- * output (cmdinfo.c); GETKEYS is answered by keys.c, which routes by the
- * same keys: local.c. */
-static bool server_table(const struct cmd *cmd)
-{
-    return !strcmp(cmd->name, "command|info") || !strcmp(cmd->name, "command|docs") ||
-           !strcmp(cmd->name, "command|help") || !strcmp(cmd->name, "command|getkeysandflags") ||
-           !strcmp(cmd->name, "command|list") || !strcmp(cmd->name, "command|count");
-}
-
-/* Keyless informational commands a client library's own tests call, which
- * shardis refused for want of a key, decided one by one:
- *   LOLWUT        the first server's: its art and "Redis ver." are any
- *                 server's, and so the pool's;
- *   MODULE LIST   the first server's modules as shardis read them at start
- *                 (info_modules: HELLO's "modules" too; Redis 8's vectorset,
- *                 whose commands are routed by their key specs); LOAD,
- *                 LOADEX, UNLOAD stay refused;
- *   MEMORY DOCTOR, STATS, MALLOC-STATS
- *                 refused: one server's memory is not the pool's (INFO's
- *                 memory fields are the servers' summed), and their replies
- *                 have no rule to merge by (response_policy special);
- *   LATENCY DOCTOR shardis's own already (local.c);
- *   ROLE, CLUSTER INFO/NODES/SLOTS ..., READONLY, READWRITE, ASKING
- *                 refused: they describe one server's place in replication
- *                 or a cluster, which the pool is not. */
-static bool first_server_informs(const struct cmd *cmd)
-{
-    /* SCRIPT SHOW (Valkey 8): SCRIPT LOAD put the script on every server */
-    return !strcmp(cmd->name, "lolwut") || !strcmp(cmd->name, "script|show");
-}
-
-static bool first_server_answers(const struct cmd *cmd)
-{
-    return !strcmp(cmd->name, "config|get") || !strcmp(cmd->name, "function|list") ||
-           !strcmp(cmd->name, "function|dump") || !strcmp(cmd->name, "function|stats");
-}
-
-/* Commands Redis gives no request_policy tip that act on each server's
- * own state, as CONFIG SET does: CONFIG RESETSTAT resets its counters;
- * SAVE, BGSAVE and BGREWRITEAOF persist its keys; LASTSAVE says when they
- * last were: the oldest of the servers' times, since when every key was
- * saved; SWAPDB swaps two databases, each server its share of them. */
-static bool on_each_server(const struct cmd *cmd)
-{
-    static const char *const names[] = {"config|resetstat", "save", "bgsave", "bgrewriteaof",
-                                        "lastsave", "swapdb"};
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-        if (!strcmp(cmd->name, names[i]))
-            return true;
-    return false;
-}
-
-static bool is_admin(const struct cmd *cmd)
-{
-    if (!strcmp(cmd->name, "script|load") || !strcmp(cmd->name, "script|exists"))
-        return false;
-    return !(cmd->flags & CMD_READONLY) || (cmd->flags & (CMD_ADMIN | CMD_DANGEROUS));
-}
 
 bool route_admin_ok(struct client *c, struct req *r, const char *name)
 {
@@ -569,24 +479,6 @@ bool route_admin_view_ok(struct client *c, struct req *r, const char *name)
     return false;
 }
 
-/* How the replies of cmd run on every server merge: by its response
- * policy, but for those on_each_server adds, which Redis gives none, and
- * the views of the keyspace, which leave shardis's own keys out (own.h). */
-static enum cmd_reply broadcast_reply(const struct cmd *cmd)
-{
-    if (!strcmp(cmd->name, "lastsave"))
-        return CMD_REPLY_MIN;
-    if (!strcmp(cmd->name, "swapdb"))
-        return CMD_REPLY_ALL_OK;
-    if (!strcmp(cmd->name, "dbsize"))
-        return CMD_REPLY_DBSIZE;
-    if (!strcmp(cmd->name, "randomkey"))
-        return CMD_REPLY_RANDOMKEY;
-    if (!strcmp(cmd->name, "keys"))
-        return CMD_REPLY_KEYS;
-    return cmd->reply;
-}
-
 /* Run cmd (ROUTE_EVERY*, ROUTE_FIRST*) on every server, or the first. */
 static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                          enum route_kind kind)
@@ -596,14 +488,14 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         return;
     if (!strcmp(cmd->name, "config|resetstat")) {
         /* shardis's own counters, as the servers' */
-        stats_reset(&c->pool->stats);
+        module_role.stats_reset(c->pool);
         c->pool->requests = c->pool->accepted = c->pool->errors = 0;
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
-        pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
+        module_role.pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
-                (cmd->flags & CMD_DANGEROUS) || broadcast_reply(cmd) == CMD_REPLY_DBSIZE ||
-                broadcast_reply(cmd) == CMD_REPLY_RANDOMKEY)) {
+                (cmd->flags & CMD_DANGEROUS) || route_broadcast_reply(cmd) == CMD_REPLY_DBSIZE ||
+                route_broadcast_reply(cmd) == CMD_REPLY_RANDOMKEY)) {
         /* Admin or @dangerous and server-wide (FLUSHALL, CONFIG, KEYS,
          * INFO ...): what the least-privileged backend_user is not given;
          * the client's user was allowed it above. DBSIZE and RANDOMKEY
@@ -611,8 +503,9 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
          * may not touch, and RANDOMKEY's script (own.h) must see them to
          * pass them over. */
         bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
-        pin_internal(c, r, a, broadcast_reply(cmd), first ? pool_first_up(c->pool) : UINT32_MAX,
-                     false, kind == ROUTE_EVERY_ADMIN);
+        module_role.pin_internal(c, r, a, route_broadcast_reply(cmd),
+                                 first ? pool_first_up(c->pool) : UINT32_MAX, false,
+                                 kind == ROUTE_EVERY_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
         args_request(a, &r->out);
         route_send(c, r, NULL, pool_backend(c->pool, pool_first_up(c->pool), c));
@@ -620,98 +513,19 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         /* SAVE and BGREWRITEAOF take as long as the data: no deadline for
          * an admin's broadcast, which would fail every server's shared
          * connection at once. */
-        frag_broadcast(c, r, a, broadcast_reply(cmd), NULL, kind == ROUTE_EVERY_ADMIN);
+        module_role.frag_broadcast(c, r, a, route_broadcast_reply(cmd), NULL,
+                                   kind == ROUTE_EVERY_ADMIN);
     }
-}
-
-/* ---- what each command is ------------------------------------------------------------ */
-
-static enum route_kind classify(const struct cmd *cmd)
-{
-    static const char *const tx[] = {"multi", "exec", "discard", "watch", "unwatch"};
-    static const char *const pubsub[] = {"publish", "spublish", "subscribe", "psubscribe",
-        "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "pubsub|channels",
-        "pubsub|numsub", "pubsub|numpat", "pubsub|shardchannels", "pubsub|shardnumsub"};
-    char parent[64];
-
-    snprintf(parent, sizeof(parent), "%.*s", (int)strcspn(cmd->name, "|"), cmd->name);
-    if (server_table(cmd) || first_server_informs(cmd))
-        return ROUTE_FIRST;
-    if (!strcmp(cmd->name, "module|list"))
-        return ROUTE_LOCAL;     /* (first_server_informs says why) */
-    if (local_has(parent))
-        return ROUTE_LOCAL;
-    if (strlen(cmd->name) > 5 && !strcmp(cmd->name + strlen(cmd->name) - 5, "|help"))
-        return ROUTE_FIRST;     /* OBJECT HELP, PUBSUB HELP ...: the server's own text */
-    for (size_t i = 0; i < ARRAY_SIZE(tx); i++)
-        if (!strcmp(cmd->name, tx[i]))
-            return ROUTE_TX;
-    for (size_t i = 0; i < ARRAY_SIZE(pubsub); i++)
-        if (!strcmp(cmd->name, pubsub[i]))
-            return ROUTE_PUBSUB;
-    if (!keys_any(cmd)) {
-        if (first_server_answers(cmd))
-            return ROUTE_FIRST_ADMIN;
-        bool wait = !strcmp(cmd->name, "wait") || !strcmp(cmd->name, "waitaof");
-        /* (RANDOMKEY's response_policy is "special" from 7.2 on: shardis
-         * merges it by a rule of its own, broadcast_reply) */
-        if (((cmd->flags & CMD_ALL_SHARDS) || on_each_server(cmd)) &&
-            broadcast_reply(cmd) != CMD_REPLY_SPECIAL && !(cmd->flags & CMD_BLOCKING) && !wait)
-            return is_admin(cmd) ? ROUTE_EVERY_ADMIN : ROUTE_EVERY;
-        if (!strcmp(cmd->name, "scan"))
-            return ROUTE_SCAN;
-        if (wait)                       /* WAIT, and Redis 7.2's WAITAOF */
-            return ROUTE_WAIT;
-    }
-    if (!strcmp(cmd->name, "debug") || !strcmp(cmd->name, "pfdebug") ||
-        !strcmp(cmd->name, "pfselftest"))
-        return ROUTE_DEBUG;
-    if (unsupported_name(cmd))
-        return ROUTE_UNSUPPORTED;
-    if (!keys_any(cmd))
-        return ROUTE_KEYLESS;
-    if (frag_splits(cmd))
-        return ROUTE_SPLIT;
-    if (cmd->flags & CMD_BLOCKING)
-        return ROUTE_BLOCKING;
-    if (!(cmd->flags & CMD_MOVABLEKEYS) && cmd->first == cmd->last)
-        return ROUTE_KEY;
-    return ROUTE_SAME_SERVER;
-}
-
-/* Decided once per command, and again when the table changes (cmd.h): the
- * strcmp calls behind it were the largest item in the proxy's profile
- * when made on every request. */
-static unsigned char kinds[CMD_MAX];
-static uint32_t kinds_gen = UINT32_MAX;
-
-static void classify_all(void)
-{
-    size_t n;
-    const struct cmd *table = cmd_table(&n);
-
-    for (size_t i = 0; i < n; i++)
-        kinds[i] = (unsigned char)classify(&table[i]);
-    kinds_gen = cmd_generation();
 }
 
 void route_init(void)
 {
-    classify_all();
+    route_kinds_init();
     move = cmd_lookup("move", 4);
     copy = cmd_lookup("copy", 4);
     swapdb = cmd_lookup("swapdb", 6);
     sort = cmd_lookup("sort", 4);
     sort_ro = cmd_lookup("sort_ro", 7);
-}
-
-enum route_kind route_kind(const struct cmd *cmd)
-{
-    if (cmd->num == 0)                  /* (a row of no table) */
-        return classify(cmd);
-    if (kinds_gen != cmd_generation())
-        classify_all();
-    return (enum route_kind)kinds[cmd->num - 1];
 }
 
 void route_refused(struct client *c, struct req *r)
@@ -875,12 +689,118 @@ int route_dryrun(const struct acl_user *u, struct args *a, const struct cmd *cmd
     return *at != 0 ? 2 : 0;
 }
 
+/* A module that takes r before its command's kind is looked at (module.h:
+ * pubsub.c a subscriber's, pin.c a transaction's): true if one did. */
+static inline bool taken(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    for (size_t i = 0; i < module_ntake; i++)
+        if (module_take[i](c, r, a, cmd))
+            return true;
+    return false;
+}
+
+/* r's command, in redis-server's order: the command, then its subcommand.
+ * NULL when there is none to route: r answered already (SHARD.*, what
+ * shardis answers itself), or *refuse set after an error was sent. */
+static const struct cmd *lookup(struct client *c, struct req *r, struct args *a, bool *refuse)
+{
+    size_t len, sublen;
+    const char *name = args_get(a, 0, &len), *sub;
+    const struct cmd *cmd = cmd_lookup(name, len), *sc;
+
+    if (cmd != NULL && !cmd_current(cmd))
+        cmd = NULL;                     /* what none of the servers has (cmd.h) */
+    if (cmd == NULL) {
+        /* SHARD.*: not in Redis's table, nor for a transaction or a subscriber. */
+        if ((len > 6 && !strncasecmp(name, "shard.", 6) && taken(c, r, a, NULL)) ||
+            module_role.local_exec(c, r, a, NULL))
+            return NULL;
+        reply_unknown(c, r, a);
+        *refuse = true;
+        return NULL;
+    }
+    if (!cmd_has_subcommands(cmd) || a->argc < 2)
+        return cmd;
+    sub = args_get(a, 1, &sublen);
+    sc = cmd_lookup_sub(cmd, sub, sublen);
+    if (sc == NULL || !cmd_current(sc)) {
+        char upper[65];
+        size_t i;
+        for (i = 0; cmd->name[i] != '\0' && i < 64; i++)
+            upper[i] = (char)(cmd->name[i] >= 'a' && cmd->name[i] <= 'z'
+                                  ? cmd->name[i] - 32 : cmd->name[i]);
+        upper[i] = '\0';
+        client_reply_error(c, r, "ERR unknown subcommand '%.*s'. Try %s HELP.",
+                           (int)(sublen < 128 ? sublen : 128), sub, upper);
+        *refuse = true;
+        return NULL;
+    }
+    return sc;
+}
+
+/* Whether c may run cmd now, as redis-server judges: its arity, then
+ * authentication, then the user's permission (before anything about the
+ * command is judged or it is split, fanned out or queued in MULTI: its
+ * keys as route_owner and frag.c find them, its channels in pubsub.c),
+ * then MULTI's own refusals. False after sending the error. */
+static bool admitted(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    if (!cmd_arity_ok(cmd, a->argc)) {
+        client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
+        return false;
+    }
+    if (c->user == NULL && !(cmd->flags & CMD_NO_AUTH)) {
+        client_reply_error(c, r, "NOAUTH Authentication required.");
+        return false;
+    }
+    if (!(cmd->flags & CMD_NO_AUTH) && !c->user->all && !acl_cmd_ok(c->user, cmd)) {
+        client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' command",
+                           cmd->name);
+        return false;
+    }
+    /* (MULTI itself on Valkey 8, SAVE, SHUTDOWN ...: the transaction aborts) */
+    if ((cmd->flags & CMD_NO_MULTI) && client_in_multi(c)) {
+        client_reply_error(c, r, "ERR Command not allowed inside a transaction");
+        return false;
+    }
+    return true;
+}
+
+/* Send r to owner, the server of its keys: as the keyless_user, as
+ * shardis's own user, on c's own connection (a transaction's, a blocking
+ * command's), else on a shared one (a replica's for a read). False after
+ * sending an error (r is to be refused). */
+static bool forward(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+                    uint32_t owner)
+{
+    if (c->pool->minify != NULL && !module_role.minify_route(c, r, a, cmd))
+        return true;                        /* (refused) */
+    if (r->keyless) {
+        module_role.pin_keyless(c, r, a, owner);
+    } else if (r->as_own) {
+        module_role.pin_internal(c, r, a, CMD_REPLY_DEFAULT, owner, true, false);
+    } else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
+        if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
+            keep(r, a, cmd);
+        module_role.pin_send(c, r, a, owner, cmd->flags & CMD_BLOCKING);
+    } else {
+        struct backend *b = pool_backend_read(c->pool, owner, c, cmd, c->resp3, c->db);
+        if (b == NULL) {
+            client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
+            return false;
+        }
+        args_request(a, &r->out);
+        route_send(c, r, a, b);
+    }
+    return true;
+}
+
 void route_request(struct client *c, struct req *r)
 {
     struct args a = {.c = c, .argc = c->scan.argc};
     const struct cmd *cmd;
-    size_t len;
-    const char *name;
+    bool refuse = false;
+    enum route_kind kind;
     int owner;
 
     if (c->reply != CLIENT_REPLY_ON) {
@@ -890,151 +810,73 @@ void route_request(struct client *c, struct req *r)
     }
     /* redis-server's order: the command, its subcommand, its arity, then
      * authentication; only then is it run (here, or on a backend). */
-    name = args_get(&a, 0, &len);
-    cmd = cmd_lookup(name, len);
-    if (cmd != NULL && !cmd_current(cmd))
-        cmd = NULL;                     /* what none of the servers has (cmd.h) */
-    if (cmd == NULL) {
-        /* SHARD.*: not in Redis's table, nor for a transaction or a subscriber. */
-        if (len > 6 && !strncasecmp(name, "shard.", 6) &&
-            (pubsub_route(c, r, &a, NULL) || pin_route(c, r, &a, NULL)))
-            goto done;
-        if (local_exec(c, r, &a, NULL))
-            goto done;
-        reply_unknown(c, r, &a);
-        goto reply;
-    }
-    if (cmd_has_subcommands(cmd) && a.argc >= 2) {
-        size_t sublen;
-        const char *sub = args_get(&a, 1, &sublen);
-        const struct cmd *sc = cmd_lookup_sub(cmd, sub, sublen);
-        if (sc == NULL || !cmd_current(sc)) {
-            char upper[65];
-            size_t i;
-            for (i = 0; cmd->name[i] != '\0' && i < 64; i++)
-                upper[i] = (char)(cmd->name[i] >= 'a' && cmd->name[i] <= 'z'
-                                      ? cmd->name[i] - 32 : cmd->name[i]);
-            upper[i] = '\0';
-            client_reply_error(c, r, "ERR unknown subcommand '%.*s'. Try %s HELP.",
-                               (int)(sublen < 128 ? sublen : 128), sub, upper);
-            goto reply;
-        }
-        cmd = sc;
-    }
+    if ((cmd = lookup(c, r, &a, &refuse)) == NULL)
+        goto out;
     r->cmd = cmd_number(cmd);               /* (stats.c) */
     c->last_cmd = r->cmd;                   /* (CLIENT LIST) */
     c->last_s = loop_seconds();
     if (r->silent && (cmd->flags & CMD_PUBSUB) && strstr(cmd->name, "subscribe") != NULL)
         r->silent = 0;                      /* confirmations are always written */
-    if (!cmd_arity_ok(cmd, a.argc)) {
-        client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", cmd->name);
-        goto reply;
-    }
-    if (c->user == NULL && !(cmd->flags & CMD_NO_AUTH)) {
-        client_reply_error(c, r, "NOAUTH Authentication required.");
-        goto reply;
-    }
-    /* The user's permission, before anything about the command is judged
-     * or it is split, fanned out or queued in MULTI: its keys as route_owner
-     * and frag.c find them, its channels in pubsub.c. */
-    if (!(cmd->flags & CMD_NO_AUTH) && !c->user->all && !acl_cmd_ok(c->user, cmd)) {
-        client_reply_error(c, r, "NOPERM this user has no permissions to run the '%s' command",
-                           cmd->name);
-        goto reply;
-    }
-    /* (MULTI itself on Valkey 8, SAVE, SHUTDOWN ...: the transaction aborts) */
-    if ((cmd->flags & CMD_NO_MULTI) && client_in_multi(c)) {
-        client_reply_error(c, r, "ERR Command not allowed inside a transaction");
-        goto reply;
-    }
+    if ((refuse = !admitted(c, r, &a, cmd)))
+        goto out;
     if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
-        monitor_feed(c, &a);
-    if (slowlog_on(c->pool))
-        slowlog_keep(r, c);
+        module_role.monitor_feed(c, &a);
+    if (head_wanted(c->pool))
+        head_keep(r, c);
     /* RESET ends whatever state the client is in: before those states' rules. */
     if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
-        local_exec(c, r, &a, cmd);
-        goto done;
+        module_role.local_exec(c, r, &a, cmd);
+        goto out;
     }
-    if (db_matters(c, cmd) && !db_ok(c, r, &a, cmd))
-        goto done;
-    if (pubsub_route(c, r, &a, cmd) || pin_route(c, r, &a, cmd))
-        goto done;                          /* pub/sub, MULTI ... EXEC, WATCH */
-    switch (route_kind(cmd)) {
+    if ((db_matters(c, cmd) && !db_ok(c, r, &a, cmd)) || taken(c, r, &a, cmd))
+        goto out;                           /* pub/sub, MULTI ... EXEC, WATCH */
+    switch ((kind = route_kind(cmd))) {
     case ROUTE_LOCAL:
         if (a.argc == 1 && !strcmp(cmd->name, "command"))
             every_server(c, r, &a, cmd, ROUTE_FIRST);   /* as COMMAND INFO: server_table */
-        else if (!strcmp(cmd->name, "module|list"))
-            local_module_list(c, r);
         else
-            local_exec(c, r, &a, cmd);
-        goto done;
+            module_route[ROUTE_LOCAL](c, r, &a, cmd);
+        goto out;
     case ROUTE_EVERY:
     case ROUTE_EVERY_ADMIN:
     case ROUTE_FIRST_ADMIN:
     case ROUTE_FIRST:
-        every_server(c, r, &a, cmd, route_kind(cmd));
-        goto done;
+        every_server(c, r, &a, cmd, kind);
+        goto out;
     case ROUTE_SCAN:
-        scan_send(c, r, &a);
-        goto done;
     case ROUTE_DEBUG:
-        debug_route(c, r, &a, cmd);
-        goto done;
-    case ROUTE_WAIT:
-        pin_wait(c, r, &a, cmd);
-        goto done;
+    case ROUTE_WAIT:                        /* scan.c, debug.c, pin.c */
+        module_route[kind](c, r, &a, cmd);
+        goto out;
     case ROUTE_UNSUPPORTED:
     case ROUTE_TX:                          /* (pin.c took them) */
     case ROUTE_PUBSUB:                      /* (pubsub.c took them, or PUBSUB ...) */
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis", cmd->name);
-        goto reply;
+        refuse = true;
+        goto out;
     case ROUTE_KEYLESS:
         client_reply_error(c, r, "ERR command '%s' is not supported by shardis: it "
                            "names no key to route by", cmd->name);
-        goto reply;
+        refuse = true;
+        goto out;
     case ROUTE_SPLIT:
         /* In a transaction every key must be on its server: nothing is split. */
-        if (!client_in_multi(c) && (owner = frag_route(c, r, &a, cmd)) != -2) {
-            if (owner >= 0) {
-                a.keys.n = 1;           /* (what frag_route read: route_send) */
-                a.keys.span[0] = (struct keyspan){1, a.argc - 1, (uint16_t)cmd->step, 0};
-                goto forward;
-            }
-            goto done;                      /* split and sent, or refused */
+        if (!client_in_multi(c) && (owner = module_role.frag_route(c, r, &a, cmd)) != -2) {
+            if (owner < 0)
+                goto out;                   /* split and sent, or refused */
+            a.keys.n = 1;                   /* (what frag_route read: route_send) */
+            a.keys.span[0] = (struct keyspan){1, a.argc - 1, (uint16_t)cmd->step, 0};
+            refuse = !forward(c, r, &a, cmd, (uint32_t)owner);
+            goto out;
         }
         break;
     default:                                /* ROUTE_KEY, _SAME_SERVER, _BLOCKING */
         break;
     }
-    if ((owner = route_owner(c, r, &a, cmd)) < 0)
-        goto done;
-
-forward:
-    if (c->pool->minify != NULL && !minify_route(c, r, &a, cmd))
-        goto done;                          /* (refused) */
-    if (r->keyless)
-        pin_keyless(c, r, &a, (uint32_t)owner);
-    else if (r->as_own)
-        pin_internal(c, r, &a, CMD_REPLY_DEFAULT, (uint32_t)owner, true, false);
-    else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
-        if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
-            keep(r, &a, cmd);
-        pin_send(c, r, &a, (uint32_t)owner, cmd->flags & CMD_BLOCKING);
-    }
-    else {
-        struct backend *b = pool_backend_read(c->pool, (uint32_t)owner, c, cmd, c->resp3, c->db);
-        if (b == NULL) {
-            client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
-            goto reply;
-        }
-        args_request(&a, &r->out);
-        route_send(c, r, &a, b);
-    }
-    goto done;
-
-reply:
-    route_refused(c, r);
-done:
+    if ((owner = route_owner(c, r, &a, cmd)) >= 0)
+        refuse = !forward(c, r, &a, cmd, (uint32_t)owner);
+out:
+    if (refuse)
+        route_refused(c, r);
     args_release(&a);
 }

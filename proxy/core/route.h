@@ -45,6 +45,7 @@ enum route_kind {
     ROUTE_KEYLESS,          /* refused: no key to route by */
     ROUTE_UNSUPPORTED,      /* refused */
 };
+#define ROUTE_KINDS (ROUTE_UNSUPPORTED + 1)
 
 enum route_kind route_kind(const struct cmd *cmd);
 /* At start, before any loop runs: decide every command's kind (again,

@@ -37,6 +37,7 @@
 #include "proxy/core/pool.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 enum debug_where { DEBUG_FIRST, DEBUG_KEY, DEBUG_KEYS, DEBUG_EVERY, DEBUG_DIGEST, DEBUG_REFUSE };
 
@@ -133,3 +134,11 @@ void debug_route(struct client *c, struct req *r, struct args *a, const struct c
         return;
     }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module debug_module = {
+    .name = "debug",
+    .routes = 1u << ROUTE_DEBUG,
+    .route = debug_route,
+};

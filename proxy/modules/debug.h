@@ -12,4 +12,8 @@ struct req;
  * it. Replies or sends r. */
 void debug_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module debug_module;
+
 #endif

@@ -42,6 +42,7 @@
 #include "proxy/core/pool.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 enum frag_merge { MERGE_VALUES, MERGE_OK, MERGE_SUM, MERGE_BROADCAST };
 
@@ -815,3 +816,14 @@ void frag_done(struct req *fr)
         req_maybe_free(r);
     }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module frag_module = {
+    .name = "frag",
+    .roles = &(const struct module_roles){
+        .frag_splits = frag_splits,
+        .frag_route = frag_route,
+        .frag_broadcast = frag_broadcast,
+    },
+};

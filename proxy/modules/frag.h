@@ -27,4 +27,8 @@ void frag_done(struct req *fragment);
 /* Whether cmd (multi_shard in Redis's tips) is split per server (frag.c). */
 bool frag_splits(const struct cmd *cmd);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module frag_module;
+
 #endif

@@ -30,6 +30,7 @@
 #include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 #define GENKEY_MAX_COUNT 100000
 
@@ -560,3 +561,17 @@ void genkey_fixedkey(struct client *c, struct req *r, struct args *a)
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_bulk(&w, out, outlen);
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static void genkey_ring_changed(struct pool *p)
+{
+    genkey_pool_free(p);
+    genkey_pool_init(p);
+}
+
+const struct module genkey_module = {
+    .name = "genkey",
+    .pool_free = genkey_pool_free,
+    .ring_changed = genkey_ring_changed,
+};

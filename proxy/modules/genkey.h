@@ -32,4 +32,8 @@ void genkey_init(void);
  * script there and learn the server's run_id (the handshake's tail). */
 void genkey_connecting(struct backend *b);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module genkey_module;
+
 #endif

@@ -52,6 +52,7 @@
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 #define GROUP_POLL_MS       100     /* while a reload waits for the group */
 #define GROUP_REFRESH_MS    1000    /* while steady */
@@ -553,3 +554,20 @@ void group_status(const struct pool *p, FILE *f)
             fprintf(f, "group_waiting_for:%s,%s\r\n", g->last[i].id, why);
     }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static void group_tick_hook(struct pool *p, uint64_t now)
+{
+    if (p->group != NULL)
+        group_tick(p, now);
+}
+
+const struct module group_module = {
+    .name = "group",
+    .pool_free = group_free,
+    .server_gone = group_server_gone,
+    .server_moved = group_server_moved,
+    .tick = group_tick_hook,
+    .roles = &(const struct module_roles){.group_changing = group_changing},
+};

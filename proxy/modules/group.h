@@ -44,4 +44,8 @@ void group_server_moved(struct pool *p, uint32_t server, const char *why);
 /* server left every ring: its group connection is closed. */
 void group_server_gone(struct pool *p, uint32_t server);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module group_module;
+
 #endif

@@ -71,6 +71,7 @@
 #include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 static req_reply_cb marker_reply;
 
@@ -511,3 +512,43 @@ void mig_progress(const struct pool *p, struct mig_progress *out)
         out->moved += m->src[i].moved;
     }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static void mig_tick_hook(struct pool *p, uint64_t now)
+{
+    if (p->mig != NULL)
+        mig_tick(p, now);
+}
+
+static void mig_moved_hook(struct pool *p, uint32_t server, const char *why)
+{
+    (void)why;
+    mig_server_moved(p, server);        /* a walk of it: SCAN anew */
+}
+
+/* route_send while keys move: each of r's keys first (mig_key), then r. */
+static void mig_route_send(struct client *c, struct req *r, struct args *a, struct backend *b)
+{
+    size_t len;
+    const char *key;
+
+    for (const struct keyspan *s = a != NULL ? a->keys.span : NULL;
+         a != NULL && s < a->keys.span + a->keys.n; s++)
+        for (uint32_t i = s->first; i <= s->last; i += s->step) {
+            key = args_get(a, i, &len);
+            mig_key(c, b->server, key, len);
+        }
+    mig_send(c, r, b);
+}
+
+const struct module mig_module = {
+    .name = "mig",
+    .pool_free = mig_free,
+    .server_moved = mig_moved_hook,
+    .tick = mig_tick_hook,
+    .roles = &(const struct module_roles){
+        .mig_send = mig_route_send,
+        .mig_told_tryagain = mig_told_tryagain,
+    },
+};

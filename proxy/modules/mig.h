@@ -71,4 +71,8 @@ struct mig_progress {
 };
 void mig_progress(const struct pool *p, struct mig_progress *out);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module mig_module;
+
 #endif

@@ -42,6 +42,7 @@
 #include "proxy/base/resp.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 /* ---- the dictionary ---------------------------------------------------------- */
 
@@ -643,3 +644,28 @@ void minify_req_free(struct req *r)
         free(r->u.minify.match);
     r->minified = 0;
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static void minify_pool_free(struct pool *p)
+{
+    minify_free(p->minify);
+    p->minify = NULL;
+}
+
+/* (a reload may only add names: reload.c) */
+static void minify_conf_set(struct pool *p)
+{
+    minify_free(p->minify);
+    p->minify = minify_new(p->conf);
+}
+
+const struct module minify_module = {
+    .name = "minify",
+    .pool_free = minify_pool_free,
+    .conf_set = minify_conf_set,
+    .roles = &(const struct module_roles){
+        .minify_route = minify_route,
+        .minify_request = minify_request,
+    },
+};

@@ -75,4 +75,8 @@ void minify_tx_free(struct minify_tx *tx);
 /* req_maybe_free: what r->u holds for its map. */
 void minify_req_free(struct req *r);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module minify_module;
+
 #endif

@@ -42,6 +42,7 @@
 #include "proxy/core/pool.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 
 /* c's pin is to another server than its next request (next) needs. Once the
@@ -616,3 +617,19 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
     }
     free(via);
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module pin_module = {
+    .name = "pin",
+    .take = pin_route,
+    .routes = 1u << ROUTE_WAIT,
+    .route = pin_wait,
+    .roles = &(const struct module_roles){
+        .pin_send = pin_send,
+        .pin_internal = pin_internal,
+        .pin_keyless = pin_keyless,
+        .pin_busy = pin_busy,
+        .pin_check = pin_check,
+    },
+};

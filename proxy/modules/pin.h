@@ -46,4 +46,8 @@ bool pin_reset(struct client *c, struct req *r);
 bool pin_let_go(struct client *c, struct req *next);
 void pin_client_gone(struct client *c);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module pin_module;
+
 #endif

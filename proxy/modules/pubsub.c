@@ -47,6 +47,7 @@
 #include "proxy/modules/pubsub.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 enum sub_kind { SUB_CHANNEL, SUB_PATTERN, SUB_SHARD };
 
@@ -728,3 +729,14 @@ void pubsub_counts(const struct client *c, uint32_t count[3])
     for (int k = 0; k < 3; k++)
         count[k] = s != NULL ? s->count[k] : 0;
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module pubsub_module = {
+    .name = "pubsub",
+    .ring_changed = pubsub_ring_changed,
+    .server_added = pubsub_server_added,
+    .server_gone = pubsub_server_gone,
+    .user_narrowed = pubsub_denied,
+    .take = pubsub_route,
+};

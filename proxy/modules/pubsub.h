@@ -39,4 +39,8 @@ void pubsub_server_gone(struct pool *p, uint32_t server);
  * unsubscribed, their clients told (sunsubscribe). */
 void pubsub_ring_changed(struct pool *p);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module pubsub_module;
+
 #endif

@@ -84,6 +84,7 @@
 #include "proxy/core/route.h"
 #include "proxy/modules/own.h"
 #include "proxy/modules/scan.h"
+#include "proxy/core/module.h"
 
 #define SCAN_SERVER_BITS    10
 #define SCAN_LIVE           (1ull << 10)
@@ -319,3 +320,17 @@ void scan_send(struct client *c, struct req *r, struct args *a)
     r->hook = scan_reply;
     route_send(c, r, NULL, pool_backend(p, (uint32_t)server, c));
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static void scan_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    (void)cmd;
+    scan_send(c, r, a);
+}
+
+const struct module scan_module = {
+    .name = "scan",
+    .routes = 1u << ROUTE_SCAN,
+    .route = scan_route,
+};

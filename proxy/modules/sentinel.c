@@ -47,6 +47,7 @@
 #include "proxy/base/resp.h"
 #include "proxy/modules/sentinel.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 #define SENTINEL_CHECK_MS   1000    /* each master asked about this often */
 #define SENTINEL_ROUND_MS   500     /* a round waits this long for answers */
@@ -872,3 +873,12 @@ uint32_t sentinel_switches(const struct pool *p, uint32_t server)
 {
     return server < p->sentinel->nmasters ? p->sentinel->masters[server].switches : 0;
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module sentinel_module = {
+    .name = "sentinel",
+    .pool_free = sentinel_free,
+    .server_unresolved = sentinel_hint,
+    .tick = sentinel_tick,
+};

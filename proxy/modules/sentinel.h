@@ -51,4 +51,8 @@ void sentinel_info(const struct pool *p, uint32_t server, FILE *f);
 uint32_t sentinel_switches(const struct pool *p, uint32_t server);
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module sentinel_module;
+
 #endif

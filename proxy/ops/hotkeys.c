@@ -31,6 +31,7 @@
 #include "proxy/base/resp.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 #define HOTKEYS_K_MAX    64
 #define HOTKEYS_SLOTS(k) (4 * (k) < 32 ? 32 : 4 * (k))
@@ -391,3 +392,10 @@ void hotkeys_metrics(const struct pool *p, FILE *f)
         free(sorted);
     }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module hotkeys_module = {
+    .name = "hotkeys",
+    .pool_free = hotkeys_free,
+};

@@ -27,4 +27,8 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a);
 void hotkeys_metrics(const struct pool *p, FILE *f);
 void hotkeys_free(struct pool *p);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module hotkeys_module;
+
 #endif

@@ -42,6 +42,7 @@
 #include "proxy/transport/loop.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 /* ---- the servers' figures ------------------------------------------------------- */
 
@@ -342,3 +343,11 @@ void info_command(struct client *c, struct req *r, struct args *a)
             ask(p, in, s, now, true);
     answer_waits(p);
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module info_module = {
+    .name = "info",
+    .pool_free = info_free,
+    .tick = info_tick,
+};

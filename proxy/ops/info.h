@@ -56,4 +56,8 @@ struct info_version {
 };
 bool info_servers_version(const struct pool *p, struct info_version *v);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module info_module;
+
 #endif

@@ -607,7 +607,7 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
                 "chunks_allocated:%zu\r\nchunks_free:%zu\r\n",
                 (unsigned long long)p->accepted, (unsigned long long)p->requests,
                 ops_per_sec(p), (unsigned long long)p->rejected,
-                (unsigned long long)p->stats.error_replies,
+                (unsigned long long)p->stats->error_replies,
                 (unsigned long long)p->evicted_clients,
                 (unsigned long long)p->obl_disconnections, mbuf_nalloc(), mbuf_nfree());
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
@@ -626,17 +626,17 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
         fputs("# Modules\r\n\r\n", f);
     if (WANT(mask, S_COMMANDSTATS)) {
         fputs("# Commandstats\r\n", f);
-        stats_info_commandstats(&p->stats, f);
+        stats_info_commandstats(p->stats, f);
         fputs("\r\n", f);
     }
     if (WANT(mask, S_ERRORSTATS)) {
         fputs("# Errorstats\r\n", f);
-        stats_info_errorstats(&p->stats, f);
+        stats_info_errorstats(p->stats, f);
         fputs("\r\n", f);
     }
     if (WANT(mask, S_LATENCYSTATS)) {
         fputs("# Latencystats\r\n", f);
-        stats_info_latencystats(&p->stats, f);
+        stats_info_latencystats(p->stats, f);
         fputs("\r\n", f);
     }
     if (WANT(mask, S_CLUSTER))

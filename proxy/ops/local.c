@@ -40,6 +40,7 @@
 #include "proxy/ops/slowlog.h"
 #include "proxy/ops/stats.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 /* ---- connection commands --------------------------------------------------------- */
 
@@ -360,7 +361,7 @@ static void cmd_latency(struct client *c, struct req *r, struct args *a)
             const struct cmd *cmd = cmd_lookup(name, len);
             named[i] = cmd != NULL ? cmd_number(cmd) : 0;
         }
-        stats_latency_histogram(&c->pool->stats, &w, named, n);
+        stats_latency_histogram(c->pool->stats, &w, named, n);
         free(named);
     } else if ((args_is(a, 1, "latest") && a->argc == 2) ||
                (args_is(a, 1, "history") && a->argc == 3)) {
@@ -628,3 +629,25 @@ int local_exec(struct client *c, struct req *r, struct args *a, const struct cmd
     }
     return 0;
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+/* ROUTE_LOCAL (but COMMAND alone: route.c sends it to the first server). */
+static void local_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    if (!strcmp(cmd->name, "module|list"))
+        local_module_list(c, r);
+    else
+        local_exec(c, r, a, cmd);
+}
+
+const struct module local_module = {
+    .name = "local",
+    .routes = 1u << ROUTE_LOCAL,
+    .route = local_route,
+    .roles = &(const struct module_roles){
+        .local_has = local_has,
+        .local_exec = local_exec,
+        .local_shard_command = local_shard_command,
+    },
+};

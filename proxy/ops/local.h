@@ -31,5 +31,8 @@ const char *local_shard_command(size_t i, uint32_t *acl);
  * configs and rings, never the client asking. NULL (a test without the
  * process): SHARD.RELOAD is refused. */
 extern int (*local_reload)(char *out, size_t outlen, char *err, size_t errlen);
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module local_module;
 
 #endif

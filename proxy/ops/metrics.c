@@ -38,6 +38,7 @@
 #include "proxy/modules/sentinel.h"
 #include "proxy/ops/stats.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 #define METRICS_HEAD_MAX 8192
 #define METRICS_IDLE_MS  10000
@@ -210,7 +211,7 @@ void metrics_write(const struct pool *p, FILE *f)
     pool_family(f, "shardis_requests_total", "counter", "Requests read from clients", pool,
                 p->requests);
     pool_family(f, "shardis_error_replies_total", "counter", "Error replies sent to clients",
-                pool, p->stats.error_replies);
+                pool, p->stats->error_replies);
     mig_progress(p, &mp);
     pool_family(f, "shardis_migration_keys_scanned_total", "counter",
                 "Keys the current reshard's mover scanned", pool, mp.scanned);
@@ -233,8 +234,8 @@ void metrics_write(const struct pool *p, FILE *f)
     };
     for (size_t k = 0; k < ARRAY_SIZE(cmd_counters); k++) {
         metrics_head(f, cmd_counters[k].name, "counter", cmd_counters[k].help);
-        for (size_t i = 0; p->stats.cmds != NULL && i < ncmds; i++) {
-            const struct stats_cmd *sc = &p->stats.cmds[i];
+        for (size_t i = 0; p->stats->cmds != NULL && i < ncmds; i++) {
+            const struct stats_cmd *sc = &p->stats->cmds[i];
             if (sc->calls == 0 && sc->rejected == 0)
                 continue;
             series(f, cmd_counters[k].name, "", pool, "cmd", table[i].name);
@@ -245,8 +246,8 @@ void metrics_write(const struct pool *p, FILE *f)
     metrics_head(f, "shardis_command_duration_seconds", "histogram",
                  "Time from a request read to its reply complete, as the client sees it, "
                  "by command");
-    for (size_t i = 0; p->stats.cmds != NULL && i < ncmds; i++) {
-        const struct stats_hist *h = p->stats.cmds[i].hist;
+    for (size_t i = 0; p->stats->cmds != NULL && i < ncmds; i++) {
+        const struct stats_hist *h = p->stats->cmds[i].hist;
         if (h == NULL || h->count == 0)
             continue;
         histogram(f, "shardis_command_duration_seconds", pool, "cmd", table[i].name, h);
@@ -497,3 +498,11 @@ void metrics_free(struct pool *p)
     free(m);
     p->metrics = NULL;
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module metrics_module = {
+    .name = "metrics",
+    .pool_free = metrics_free,
+    .tick = metrics_tick,
+};

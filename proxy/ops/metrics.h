@@ -30,4 +30,8 @@ void metrics_write(const struct pool *p, FILE *f);
  * lines. (Label values: text_escape, base/text.h.) */
 void metrics_head(FILE *f, const char *name, const char *type, const char *help);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module metrics_module;
+
 #endif

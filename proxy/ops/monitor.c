@@ -26,6 +26,7 @@
 #include "proxy/base/resp.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 static void repr(FILE *f, const char *s, size_t len)
 {
@@ -122,3 +123,10 @@ void monitor_gone(struct client *c)
             break;
         }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module monitor_module = {
+    .name = "monitor",
+    .roles = &(const struct module_roles){.monitor_feed = monitor_feed},
+};

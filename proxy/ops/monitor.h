@@ -17,4 +17,8 @@ void monitor_feed(struct client *c, struct args *a);
 /* c closes: it monitors no more. */
 void monitor_gone(struct client *c);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module monitor_module;
+
 #endif

@@ -27,6 +27,7 @@
 #include "proxy/core/route.h"
 #include "proxy/ops/slowlog.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 /* The most arguments an entry keeps (a head holds no more whole). */
 #define ENTRY_ARGS 8
@@ -94,17 +95,6 @@ static char *dup_arg(const char *s, size_t len, size_t full, size_t *outlen)
     d[len + (size_t)n] = '\0';
     *outlen = len + (size_t)n;
     return d;
-}
-
-void slowlog_keep_spread(struct req_head *h, struct rstream *in, uint64_t off, uint64_t end)
-{
-    h->kept = 0;
-    for (struct mbuf *m = rstream_find(in, off); m != NULL && off < end; m = m->next) {
-        uint64_t to = end < m->base + m->len ? end : m->base + m->len;
-        memcpy(h->raw + h->kept, m->data + (off - m->base), (size_t)(to - off));
-        h->kept += (uint8_t)(to - off);
-        off = to;
-    }
 }
 
 /* A decimal at *p up to CRLF within [.., lim); false if there is none. */
@@ -292,3 +282,10 @@ void slowlog_command(struct client *c, struct req *r, struct args *a)
         client_reply_bad_sub(c, r, a, "SLOWLOG");
     }
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+const struct module slowlog_module = {
+    .name = "slowlog",
+    .pool_free = slowlog_free,
+};

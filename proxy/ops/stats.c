@@ -20,10 +20,12 @@
 
 #include "proxy/base/cmd.h"
 #include "proxy/base/mbuf.h"
+#include "proxy/core/pool.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/ops/stats.h"
 #include "proxy/base/util.h"
+#include "proxy/core/module.h"
 
 /* The error code of an error reply ("-CODE message"): the word before the
  * first space within STATS_CODE_MAX bytes, or ERR if there is none, as
@@ -295,3 +297,31 @@ void stats_latency_histogram(const struct stats *st, struct resp_w *w, const uin
             histogram_of(w, table[i].name, st->cmds[i].hist);
     free(want);
 }
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static void stats_pool_init(struct pool *p)
+{
+    p->stats = xcalloc(1, sizeof(*p->stats));
+}
+
+static void stats_pool_free(struct pool *p)
+{
+    if (p->stats == NULL)
+        return;
+    stats_free(p->stats);
+    free(p->stats);
+    p->stats = NULL;
+}
+
+static void stats_pool_reset(struct pool *p)
+{
+    stats_reset(p->stats);
+}
+
+const struct module stats_module = {
+    .name = "stats",
+    .pool_init = stats_pool_init,
+    .pool_free = stats_pool_free,
+    .roles = &(const struct module_roles){.stats_reset = stats_pool_reset},
+};

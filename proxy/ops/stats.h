@@ -75,4 +75,8 @@ void stats_info_latencystats(const struct stats *st, FILE *f);
 void stats_latency_histogram(const struct stats *st, struct resp_w *w, const uint16_t *named,
                              uint32_t nnamed);
 
+struct module;
+/* Its module (module.h), listed in process/modules.c. */
+extern const struct module stats_module;
+
 #endif

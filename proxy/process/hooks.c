@@ -36,7 +36,7 @@ static void hooks_replied(struct client *c, struct req *r, uint64_t us)
 {
     struct pool *p = c->pool;
 
-    stats_reply(&p->stats, r, us, r->backend != NULL && r->frag == NULL
+    stats_reply(p->stats, r, us, r->backend != NULL && r->frag == NULL
                                       ? &p->servers[r->server].latency : NULL);
     slowlog_maybe(p, c, r, us);
     if (p->hotkeys != NULL && r->cmd != 0 && hotkeys_active(p))

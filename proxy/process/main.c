@@ -19,6 +19,7 @@
 
 #include "conf/conf.h"
 #include "proxy/process/cli.h"
+#include "proxy/process/modules.h"
 #include "proxy/base/log.h"
 #include "proxy/process/proxy.h"
 
@@ -195,6 +196,9 @@ int main(int argc, char **argv)
     bool test = false, hex = false, detach = false, check = false;
     int c, level = LOG_NOTICE;
 
+    /* First: the commands' kinds, a config's check (its ACL) and the
+     * proxy all depend on what the modules answer. */
+    modules_register();
     if (argc == 2 && strcmp(argv[1], "commands") == 0)
         return cli_commands(stdout);
     if (argc > 1 && (strcmp(argv[1], "locate") == 0 || strcmp(argv[1], "diff") == 0 ||

@@ -43,6 +43,7 @@
 #include "proxy/ops/info.h"
 #include "proxy/ops/local.h"
 #include "proxy/ops/metrics.h"
+#include "proxy/core/module.h"
 #include "proxy/core/pool.h"
 #include "proxy/process/proxy.h"
 #include "proxy/process/reload.h"
@@ -125,13 +126,7 @@ static void tick_cb(uv_timer_t *t)
         pool_tick(p, now);
         client_tick(p, now);
         gate_kick_publishers(p);    /* (one waiting GATE_SUBSCRIBING_MS goes) */
-        if (p->group != NULL)
-            group_tick(p, now);
-        if (p->mig != NULL)
-            mig_tick(p, now);
-        sentinel_tick(p, now);
-        info_tick(p, now);
-        metrics_tick(p, now);
+        module_tick(p, now);        /* the group's rounds, the migration's, Sentinels ... */
         /* (MIGRATE and the mover's commands have deadlines of their own,
          * even where the pool has no timeout.) */
         for (uint32_t s = 0; s < p->nservers; s++) {

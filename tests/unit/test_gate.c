@@ -15,6 +15,7 @@
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
+#include "proxy/process/modules.h"
 #include "proxy/base/util.h"
 
 static const char conf_text[] =
@@ -40,6 +41,7 @@ static void setup(void)
 
     loop_init(&the_loop, uv_default_loop());
     hooks_register();
+    modules_register();             /* as main */
     cr_assert(eq(int, conf_parse(&cf, "test", conf_text, sizeof(conf_text) - 1, err,
                                  sizeof(err)), 0), "%s", err);
     cur_loop->conf = cf;

@@ -40,6 +40,7 @@
 #include "proxy/transport/client.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
+#include "proxy/process/modules.h"
 #include "proxy/process/proxy.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/util.h"
@@ -249,6 +250,7 @@ static void setup(void)
     memset(&proxy, 0, sizeof(proxy));
     cr_assert(eq(int, uv_loop_init(&loop), 0));
     loop_init(&the_loop, &loop);
+    modules_register();             /* as main */
     uv_timer_init(&loop, &guard);
 }
 
