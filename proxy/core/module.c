@@ -10,14 +10,16 @@ const struct module *const *module_list;
 size_t module_count;
 struct module_roles module_role;
 module_route_fn *module_route[ROUTE_KINDS];
-int (*module_take[4])(struct client *, struct req *, struct args *, const struct cmd *);
+int (*module_take[MODULE_TAKE_MAX])(struct client *, struct req *, struct args *,
+                                   const struct cmd *);
 size_t module_ntake;
 
-/* Role f of r, if it plays it: one module per role. */
+/* Role f of r, if it plays it: one module per role. (CHECK, not ASSERT:
+ * once, at start, and a table that breaks it must not run.) */
 #define ROLE(f)                                                 \
     do {                                                        \
         if (r->f != NULL) {                                     \
-            ASSERT(module_role.f == NULL);                      \
+            CHECK(module_role.f == NULL);                       \
             module_role.f = r->f;                               \
         }                                                       \
     } while (0)
@@ -57,11 +59,11 @@ void module_register(const struct module *const *table, size_t n)
             take_roles(m->roles);
         for (int k = 0; k < ROUTE_KINDS; k++)
             if (m->routes & (1u << k)) {
-                ASSERT(module_route[k] == NULL && m->route != NULL);
+                CHECK(module_route[k] == NULL && m->route != NULL);
                 module_route[k] = m->route;
             }
         if (m->take != NULL) {
-            ASSERT(module_ntake < ARRAY_SIZE(module_take));
+            CHECK(module_ntake < ARRAY_SIZE(module_take));
             module_take[module_ntake++] = m->take;
         }
     }

@@ -136,8 +136,10 @@ extern const struct module *const *module_list;
 extern size_t module_count;
 extern struct module_roles module_role;
 extern module_route_fn *module_route[ROUTE_KINDS];
-/* The modules' take hooks, in table order (route_request). */
-extern int (*module_take[4])(struct client *, struct req *, struct args *, const struct cmd *);
+/* The modules' take hooks, in table order (route_request): a few. */
+#define MODULE_TAKE_MAX 4
+extern int (*module_take[MODULE_TAKE_MAX])(struct client *, struct req *, struct args *,
+                                          const struct cmd *);
 extern size_t module_ntake;
 
 /* Call hook of every module that has it, in table order. */
