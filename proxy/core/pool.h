@@ -135,7 +135,7 @@ struct pool {
     TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
     uint32_t          ndedicated, nspare;
     struct genkey_shards *shards;   /* the logical shards each server owns on ring:
-                                       rebuild (genkey_pool_init) when ring changes */
+                                       rebuilt by genkey.c's module when ring changes */
     struct minify    *minify;       /* idgen.subkeys, indexed (minify.c; rebuilt by
                                        pool_set_conf), or NULL without */
     struct mig       *mig;          /* keys moving after a reload (mig.c), or NULL */

@@ -74,7 +74,10 @@ static const struct cmd debug_keys = {
     0, 0, 0, 0, 0, 0, 1,
 };
 
-void debug_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+/* Route cmd, DEBUG <subcommand> ..., PFDEBUG or PFSELFTEST (its arity
+ * checked): to its key's server, every server, or the first; or refuse
+ * it. Replies or sends r. (The module's ROUTE_DEBUG.) */
+static void debug_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     enum debug_where where = DEBUG_FIRST;
     const struct conf_pool *pc = c->pool->conf;

@@ -62,8 +62,11 @@ struct genkey_shards {
     uint16_t  shard[IDGEN_SHARDS];
 };
 
+static void genkey_pool_free(struct pool *p);
 
-void genkey_pool_init(struct pool *p)
+/* Map the logical shards of p's ring to their servers (for GENKEY's choice
+ * of shard), the one made before freed; genkey_pool_free releases the map. */
+static void genkey_pool_init(struct pool *p)
 {
     struct genkey_shards *g;
     uint32_t *owner = xmalloc(IDGEN_SHARDS * sizeof(*owner));
@@ -115,7 +118,7 @@ uint32_t genkey_sequences_on(const struct pool *p, uint32_t server, const uint16
     return g->first[server + 1] - g->first[server];
 }
 
-void genkey_pool_free(struct pool *p)
+static void genkey_pool_free(struct pool *p)
 {
     if (p->shards == NULL)
         return;
@@ -564,14 +567,8 @@ void genkey_fixedkey(struct client *c, struct req *r, struct args *a)
 
 /* ---- the module ---------------------------------------------------------------------- */
 
-static void genkey_ring_changed(struct pool *p)
-{
-    genkey_pool_free(p);
-    genkey_pool_init(p);
-}
-
 const struct module genkey_module = {
     .name = "genkey",
     .pool_free = genkey_pool_free,
-    .ring_changed = genkey_ring_changed,
+    .ring_changed = genkey_pool_init,
 };

@@ -14,10 +14,6 @@ struct req;
 /* SHARD.GENKEY, SHARD.CHANGETYPE, SHARD.KEYINFO, SHARD.FIXEDKEY (genkey.c).
  * Each replies to r, or (GENKEY) sends it to a backend. */
 void genkey_genkey(struct client *c, struct req *r, struct args *a);
-/* Map the logical shards of p's ring to their servers (for GENKEY's choice
- * of shard); genkey_pool_free releases the map. */
-void genkey_pool_init(struct pool *p);
-void genkey_pool_free(struct pool *p);
 void genkey_changetype(struct client *c, struct req *r, struct args *a);
 void genkey_keyinfo(struct client *c, struct req *r, struct args *a);
 void genkey_fixedkey(struct client *c, struct req *r, struct args *a);
@@ -33,7 +29,9 @@ void genkey_init(void);
 void genkey_connecting(struct backend *b);
 
 struct module;
-/* Its module (module.h), listed in process/modules.c. */
+/* Its module (module.h), listed in process/modules.c: the map of the
+ * logical shards of p's ring to their servers (GENKEY's choice of shard),
+ * remade whenever the ring changes. */
 extern const struct module genkey_module;
 
 #endif

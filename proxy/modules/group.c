@@ -179,7 +179,8 @@ static struct group_sub *sub_of(struct pool *p, struct group *g, uint32_t server
 
 static void round_end(struct pool *p, struct group *g);
 
-void group_server_moved(struct pool *p, uint32_t server, const char *why)
+/* server's master moved (pool_server_move): the registration follows. */
+static void group_server_moved(struct pool *p, uint32_t server, const char *why)
 {
     struct group *g = p->group;
 
@@ -434,7 +435,8 @@ int group_close_handle(struct pool *p, uv_handle_t *h)
     return 0;
 }
 
-void group_server_gone(struct pool *p, uint32_t server)
+/* server left every ring: its group connection is closed. */
+static void group_server_gone(struct pool *p, uint32_t server)
 {
     struct group *g = p->group;
 

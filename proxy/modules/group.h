@@ -39,10 +39,6 @@ bool group_switching(const struct pool *p);
 const char *group_phase_name(const struct pool *p);
 /* h is one of the group's connections: closed (1), or not ours (0). */
 int group_close_handle(struct pool *p, uv_handle_t *h);
-/* server's master moved (pool_server_move): the registration follows. */
-void group_server_moved(struct pool *p, uint32_t server, const char *why);
-/* server left every ring: its group connection is closed. */
-void group_server_gone(struct pool *p, uint32_t server);
 
 struct module;
 /* Its module (module.h), listed in process/modules.c. */

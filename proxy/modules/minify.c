@@ -80,7 +80,8 @@ static void index_add(uint32_t *table, uint32_t mask, const struct minify_name *
     table[h] = i + 1;
 }
 
-struct minify *minify_new(const struct conf_pool *pc)
+/* The dictionary of pc, or NULL if it has no subkeys. */
+static struct minify *minify_new(const struct conf_pool *pc)
 {
     const struct conf_idgen *ig = &pc->idgen;
     struct minify *m;
@@ -116,7 +117,7 @@ struct minify *minify_new(const struct conf_pool *pc)
     return m;
 }
 
-void minify_free(struct minify *m)
+static void minify_free(struct minify *m)
 {
     if (m == NULL)
         return;

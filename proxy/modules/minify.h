@@ -18,13 +18,10 @@ struct msg;
 struct req;
 
 /* A pool's dictionary, indexed both ways, and the key types it applies to
- * (pool.minify: rebuilt by pool_set_conf, borrowed for one call at a time,
+ * (pool.minify: rebuilt by pool_set_conf, through the module's conf_set, borrowed for one call at a time,
  * never kept across a loop turn). */
 struct minify;
 
-/* The dictionary of pc, or NULL if it has no subkeys. */
-struct minify *minify_new(const struct conf_pool *pc);
-void minify_free(struct minify *m);
 
 /* The short name of the long one s[0 .. len) (maxify: the long name of a
  * short one), its length in *outlen; NULL if the dictionary has none. */

@@ -528,7 +528,7 @@ static const char *const wait_marker[] = {"PUBLISH", "__shardis:wait", ""};
  * after all of them on that server; WAIT on that connection then waits
  * for replicas to have everything up to the marker. The reply is the
  * smallest count, Redis's agg_min for WAIT. */
-void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+static void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct pool *p = c->pool;
     struct backend **via = xcalloc(p->nservers, sizeof(*via));

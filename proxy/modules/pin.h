@@ -22,8 +22,6 @@ struct req;
 int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking);
 void pin_check(struct client *c);
-/* WAIT numreplicas timeout on every server (see pin.c). */
-void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 /* A script that declares no key, as the pool's keyless_user (see pin.c). */
 void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t server);
 /* A command for a server busy with a script (SCRIPT KILL, FUNCTION KILL or

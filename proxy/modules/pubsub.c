@@ -630,7 +630,7 @@ void pubsub_client_gone(struct client *c)
 /* SUBSCRIBE and PSUBSCRIBE hold on every server: a server a reload adds
  * gets every subscriber's channels and patterns (nobody waits for the
  * confirmations). */
-void pubsub_server_added(struct pool *p, uint32_t server)
+static void pubsub_server_added(struct pool *p, uint32_t server)
 {
     struct subs *s;
 
@@ -662,7 +662,7 @@ void pubsub_server_added(struct pool *p, uint32_t server)
 
 /* A server that left every ring: subscribers let their connection go
  * (closed, without closing them). */
-void pubsub_server_gone(struct pool *p, uint32_t server)
+static void pubsub_server_gone(struct pool *p, uint32_t server)
 {
     struct subs *s;
 
@@ -687,7 +687,7 @@ void pubsub_server_gone(struct pool *p, uint32_t server)
  * would split a client's shard channels over servers, which SSUBSCRIBE
  * refuses.) Plain channels and patterns hold on every server: nothing to
  * do for them. */
-void pubsub_ring_changed(struct pool *p)
+static void pubsub_ring_changed(struct pool *p)
 {
     struct subs *s;
 

@@ -31,16 +31,10 @@ char *pubsub_denied(const struct client *c, const struct acl_user *u);
 /* RESET: c leaves every channel, pattern and shard channel, without the
  * confirmations UNSUBSCRIBE would give (as redis-server's RESET). */
 void pubsub_reset(struct client *c);
-/* A reload made server hold keys (every subscriber subscribes there too),
- * or it left every ring (their connections to it close). */
-void pubsub_server_added(struct pool *p, uint32_t server);
-void pubsub_server_gone(struct pool *p, uint32_t server);
-/* p's ring was switched: shard channels whose owner changed are
- * unsubscribed, their clients told (sunsubscribe). */
-void pubsub_ring_changed(struct pool *p);
 
 struct module;
-/* Its module (module.h), listed in process/modules.c. */
+/* Its module (module.h), listed in process/modules.c: servers added and
+ * gone, the ring changed, a user narrowed, and the requests it takes. */
 extern const struct module pubsub_module;
 
 #endif

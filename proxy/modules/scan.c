@@ -277,7 +277,8 @@ static int scan_reply(struct req *r)
     return 0;
 }
 
-void scan_send(struct client *c, struct req *r, struct args *a)
+/* SCAN: one cursor over every server in turn (the module's ROUTE_SCAN). */
+static void scan_send(struct client *c, struct req *r, struct args *a)
 {
     struct pool *p = c->pool;
     uint64_t v, server;
