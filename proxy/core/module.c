@@ -14,36 +14,30 @@ int (*module_take[MODULE_TAKE_MAX])(struct client *, struct req *, struct args *
                                    const struct cmd *);
 size_t module_ntake;
 
-/* Role f of r, if it plays it: one module per role. (CHECK, not ASSERT:
- * once, at start, and a table that breaks it must not run.) */
-#define ROLE(f)                                                 \
-    do {                                                        \
-        if (r->f != NULL) {                                     \
-            CHECK(module_role.f == NULL);                       \
-            module_role.f = r->f;                               \
-        }                                                       \
-    } while (0)
+/* Every role of struct module_roles, once: merged and checked by it. */
+#define ROLES(X)                                                                \
+    X(pin_send) X(pin_internal) X(pin_keyless) X(pin_busy) X(pin_check)         \
+    X(frag_splits) X(frag_route) X(frag_broadcast)                              \
+    X(minify_route) X(minify_request)                                           \
+    X(mig_send) X(mig_told_tryagain)                                            \
+    X(group_changing)                                                           \
+    X(local_has) X(local_exec) X(local_shard_command)                           \
+    X(monitor_feed)                                                             \
+    X(stats_reset)
+
+/* Role f of r, if it plays it: one module per role. (CHECK, not ASSERT,
+ * here and below: once, at start, and a table that breaks it must not
+ * run.) */
+#define TAKE_ROLE(f)                                                            \
+    if (r->f != NULL) {                                                         \
+        CHECK(module_role.f == NULL);                                           \
+        module_role.f = r->f;                                                   \
+    }
+#define CHECK_ROLE(f) CHECK(module_role.f != NULL);
 
 static void take_roles(const struct module_roles *r)
 {
-    ROLE(pin_send);
-    ROLE(pin_internal);
-    ROLE(pin_keyless);
-    ROLE(pin_busy);
-    ROLE(pin_check);
-    ROLE(frag_splits);
-    ROLE(frag_route);
-    ROLE(frag_broadcast);
-    ROLE(minify_route);
-    ROLE(minify_request);
-    ROLE(mig_send);
-    ROLE(mig_told_tryagain);
-    ROLE(group_changing);
-    ROLE(local_has);
-    ROLE(local_exec);
-    ROLE(local_shard_command);
-    ROLE(monitor_feed);
-    ROLE(stats_reset);
+    ROLES(TAKE_ROLE)
 }
 
 void module_register(const struct module *const *table, size_t n)
@@ -67,6 +61,9 @@ void module_register(const struct module *const *table, size_t n)
             module_take[module_ntake++] = m->take;
         }
     }
+    ROLES(CHECK_ROLE)       /* the core calls each where it needs it */
+    CHECK(module_route[ROUTE_LOCAL] != NULL && module_route[ROUTE_SCAN] != NULL &&
+          module_route[ROUTE_DEBUG] != NULL && module_route[ROUTE_WAIT] != NULL);
 }
 
 void module_tick(struct pool *p, uint64_t now)

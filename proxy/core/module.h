@@ -15,9 +15,9 @@
  *   - roles: what the core needs done that exactly one module does (send
  *     on a client's dedicated connection: pin.c; split a request: frag.c
  *     ...). A module fills the roles it plays in its `roles`; registration
- *     merges them into module_role, which the core calls through. A role
- *     no module plays stays NULL: the core calls a role only where the
- *     table (process/modules.c) has the module that plays it.
+ *     merges them into module_role, which the core calls through. The
+ *     core calls a role wherever it needs it, without testing for NULL:
+ *     module_register checks that the table plays every role, once.
  * The request path pays an indirect call per role used, as it paid a
  * direct one before: no loop over modules per request (module_route is
  * indexed by route kind).
@@ -44,7 +44,7 @@ struct req;
 
 /* What one module plays for route.c, gate.c and acl.c (see above). Each
  * names the module that plays it today; its contract is that module's
- * header's. */
+ * header's. A new role is a field here and its name in module.c's ROLES. */
 struct module_roles {
     /* pin.c: connections of a client's own */
     void (*pin_send)(struct client *c, struct req *r, struct args *a, uint32_t server,
