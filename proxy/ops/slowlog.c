@@ -131,7 +131,7 @@ static void redact(struct entry *e)
     }
 }
 
-/* The request's arguments from its head (slowlog_keep): those whole in
+/* The request's arguments from its head (head_keep, core/head.h): those whole in
  * it, the one it cuts (its bytes counted as redis-server counts what it
  * cuts), and how many more; false if none can be read from it. */
 static bool args_of(const struct req *r, struct entry *e)
