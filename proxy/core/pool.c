@@ -26,7 +26,7 @@
 #include "proxy/base/log.h"
 #include "proxy/core/module.h"
 #include "proxy/core/pool.h"
-#include "proxy/process/proxy.h"
+#include "proxy/transport/loop.h"
 #include "proxy/core/srvuser.h"
 #include "proxy/base/util.h"
 
