@@ -27,6 +27,7 @@
 #include "proxy/core/module.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/core/srvuser.h"
 #include "proxy/base/util.h"
 
@@ -469,7 +470,7 @@ void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_
             backend_move(x, why);
     if (ps->mover != NULL)
         backend_move(ps->mover, why);
-    backend_close_spares(p, server);
+    pool_conn_close_spares(p, server);
     for (struct backend *b = TAILQ_FIRST(&p->dedicated), *next; b != NULL; b = next) {
         next = TAILQ_NEXT(b, link);
         if (b->server == server)
@@ -564,7 +565,7 @@ void pool_retire(struct pool *p, uint32_t server)
         backend_close(ps->mover);
     pool_server_replicas(p, server, NULL, 0);   /* (closed by pool_tick once idle) */
     MODULE_EACH(server_gone, p, server);
-    backend_close_spares(p, server);
+    pool_conn_close_spares(p, server);
     log_notice("pool '%s': server %s (%s) left the ring; its connections are closed",
                p->conf->name, ps->label, ps->addr);
 }

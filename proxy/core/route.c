@@ -34,6 +34,7 @@
 #include "proxy/core/keys.h"
 #include "proxy/core/module.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/core/route_int.h"
@@ -270,7 +271,7 @@ int route_reissue(struct client *c, struct req *r)
     }
     k->started_ms = uv_now(cur_loop->uv);
     if (c->pin != NULL) {           /* its connection to the old owner: idle now */
-        backend_release(c->pin, true);
+        pool_conn_release(c->pin, true);
         c->pin = NULL;
     }
     msg_release(&r->rsp);

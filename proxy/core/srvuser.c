@@ -26,7 +26,7 @@
  *
  * How it gets to the servers: every connection that signs in as it
  * first signs in as shardis's own user and sends the ACL SETUSER
- * (backend.c's handshake): a server that restarted, a replica promoted
+ * (srvuser_sign_in, in every clients' connection's handshake): a server that restarted, a replica promoted
  * by a failover, a replica read from, each has the user before the first
  * client command. ACL SETUSER of rules a user already has changes
  * nothing (no client of it is disconnected).
@@ -51,15 +51,21 @@
  * channels (not read them). Where the server refuses the ACL SETUSER
  * (shardis's own user lacks +acl), the connection goes on as clients'
  * connections signed in before (redis_auth's default user), and the
- * log says so, with the command to run (backend.c, backend_sync.c). */
+ * log says so, with the command to run (srvuser_refused). Also here:
+ * the start's check of what the users may do there (srvuser_check). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy/base/cmd.h"
 #include "proxy/base/digest.h"
+#include "proxy/base/log.h"
+#include "proxy/base/resp.h"
+#include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/core/route.h"
 #include "proxy/core/srvuser.h"
+#include "proxy/transport/backend.h"
 #include "proxy/base/util.h"
 
 /* ~10 ms at start and on a reload that changes redis_auth. */
@@ -234,4 +240,181 @@ void srvuser_free(struct srvuser *u)
     words_free(&(struct words){.v = u->argv, .n = u->argc});
     free(u->line);
     free(u);
+}
+
+/* ---- signing in ------------------------------------------------------------------ */
+/* The clients' user on a clients' connection: ACL SETUSER, as shardis's
+ * own user, then AUTH as it. A refusal of the SETUSER is
+ * the AUTH's to judge (the operator may have made the user); a refused
+ * AUTH leaves the connection signed in as clients' connections were
+ * before (redis_auth's default user: backend_connect), which works but
+ * lets a client's script do what that user may: srvuser_refused. */
+static int made_reply(struct backend *b, struct req *r)
+{
+    char first[160];
+
+    if (r->rsp.len != 0 && resp_rd_head(&r->rsp, first, sizeof(first)) == RESP_ERROR)
+        log_info("pool '%s': %s: ACL SETUSER %s: %s", b->pool->conf->name,
+                 b->pool->servers[b->server].label, b->pool->clients_user->name, first);
+    return 0;
+}
+
+static int auth_reply(struct backend *b, struct req *r)
+{
+    struct pool_server *ps = &b->pool->servers[b->server];
+    char first[160];
+
+    if (r->rsp.len == 0)
+        return 0;                   /* failed: the connection has failed already */
+    if (resp_rd_head(&r->rsp, first, sizeof(first)) != RESP_ERROR) {
+        if (ps->user_refused)
+            log_notice("pool '%s': %s: clients' connections sign in as %s again",
+                       b->pool->conf->name, ps->label, b->pool->clients_user->name);
+        ps->user_refused = false;
+        return 0;
+    }
+    srvuser_refused(b->pool, ps, first);
+    return 0;
+}
+
+void srvuser_refused(const struct pool *p, struct pool_server *ps, const char *why)
+{
+    const char *own = p->conf->internal_user != NULL ? p->conf->internal_user : "default";
+
+    if (!ps->user_refused)
+        log_warn("pool '%s': %s (%s) has no clients' user %s shardis may make or sign in as "
+                 "(%s): clients' commands and scripts there run as the default user, with "
+                 "every right it has (a script may FLUSHALL, run KEYS, write shardis's own "
+                 "keys). Give '%s' +acl, or run on that server: %s", p->conf->name, ps->label,
+                 ps->addr, p->clients_user->name, why, own, p->clients_user->line);
+    ps->user_refused = true;
+}
+
+bool srvuser_sign_in(struct backend *b)
+{
+    const struct conf_pool *pc = b->pool->conf;
+    const struct srvuser *u = b->pool->clients_user;
+
+    if (u == NULL)
+        return false;
+    /* Sent: AUTH as shardis's own user (queued after, by backend_hello),
+     * ACL SETUSER, then, where shardis's own user is not redis_auth's
+     * default one, RESET and AUTH as that (what clients' connections were
+     * before there was a clients' user: where the next AUTH is refused,
+     * they stay so, never shardis's own; RESET signs out, to the default
+     * user if it needs no password), and AUTH as the clients' user. Each
+     * goes to the front: the last queued is the first sent. */
+    backend_queue_own(b, auth_reply, true, 3, (const char *const[]){"AUTH", u->name, u->password});
+    if (pc->internal_user != NULL) {
+        const char *before[3];
+        int nbefore = backend_auth_args(pc, BACKEND_AS_CLIENT, before);
+        if (nbefore > 0)
+            backend_queue_own(b, backend_hello_reply, true, nbefore, before);
+        backend_queue_own(b, backend_hello_reply, true, 1, (const char *const[]){"RESET"});
+    }
+    backend_queue_own(b, made_reply, true, u->argc, (const char *const *)u->argv);
+    return true;
+}
+
+/* ---- checking the users --------------------------------------------------------- */
+
+/* What clients' user (the backend_user, or the one shardis makes:
+ * above) must not be able to do, since a client's script runs as it
+ * and shardis cannot read scripts; and what the internal_user must, or
+ * shardis's own work fails. Each is asked of ACL DRYRUN (Redis 7), as
+ * the internal user. */
+static const struct user_probe {
+    bool internal;              /* the internal_user must be allowed it */
+    int argc;
+    const char *argv[7];
+    const char *what;
+} probes[] = {
+    {false, 3, {"SET", "__shardis:ctl:x", "1"}, "write shardis's migration record"},
+    {false, 2, {"GET", "$equence{00}"}, "read SHARD.GENKEY's sequences"},
+    {false, 3, {"PUBLISH", "__shardis:x", "1"}, "publish on shardis's channels"},
+    {false, 1, {"FLUSHALL"}, "empty a server"},
+    {false, 2, {"KEYS", "*"}, "list every key"},
+    {false, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "send keys to any host"},
+    {false, 3, {"MOVE", "k", "1"}, "move a key to another database"},
+    {false, 2, {"SELECT", "99"}, "select a database the pool does not serve"},
+    {false, 4, {"CONFIG", "SET", "dir", "/tmp"}, "reconfigure a server"},
+    {false, 3, {"ACL", "SETUSER", "x"}, "change ACL users"},
+    {false, 1, {"SHUTDOWN"}, "stop a server"},
+    {true, 3, {"SET", "__shardis:ctl:x", "1"}, "write the migration record"},
+    {true, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "move keys"},
+    {true, 4, {"EVALSHA", "0000000000000000000000000000000000000000", "1", "$equence{00}"},
+     "run SHARD.GENKEY's script"},
+    {true, 2, {"INCR", "$equence{00}"}, "keep SHARD.GENKEY's sequences"},
+    {true, 4, {"CLIENT", "UNBLOCK", "1", "ERROR"}, "unblock a moving key's waiter"},
+    {true, 3, {"PUBSUB", "CHANNELS", "__shardis:*"}, "find the group's proxies"},
+    {true, 2, {"SUBSCRIBE", "__shardis:x"}, "join the group's channels"},
+    {true, 3, {"SCRIPT", "LOAD", "return 1"}, "load SHARD.GENKEY's script"},
+    {true, 2, {"INFO", "server"}, "read the server's run_id"},
+    {true, 3, {"ACL", "GETUSER", "x"}, "check the keyless_user"},
+};
+
+int srvuser_check(const struct pool *p, struct pool_server *ps, bool make)
+{
+    struct backend_server sv;
+    const struct conf_pool *pc = p->conf;
+    const char *internal = pc->internal_user != NULL ? pc->internal_user : "default";
+    const char *clients = srvuser_name(pc, p->clients_user);
+    int found = 0;
+
+    pool_conn_server_of(p, (uint32_t)(ps - p->servers), 0, &sv);
+
+    if (p->clients_user != NULL) {
+        /* Made here first, at start: its refusal is said now, not when
+         * a client's connection first goes there. On one connection:
+         * (ACL SETUSER and) AUTH as it, whose answer tells. */
+        const struct srvuser *u = p->clients_user;
+        const char *auth[3] = {"AUTH", u->name, u->password};
+        size_t len;
+        char *said = backend_sync(&sv, make ? u->argc : 0, (const char *const *)u->argv, 3, auth,
+                                  true, &len);
+        if (said == NULL)
+            return -1;                  /* (down: its connections will make it) */
+        if (said[0] == '-') {
+            char why[160];
+            snprintf(why, sizeof(why), "%.*s", (int)strcspn(said + 1, "\r\n"), said + 1);
+            srvuser_refused(p, ps, why);
+        }
+        free(said);
+        if (ps->user_refused)
+            return 1;
+        /* What shardis made is what srvuser.c says: asked of the servers
+         * where an operator made users (or asks: shardis acl --check). */
+        if (make && pc->internal_user == NULL)
+            return 0;
+    }
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+        const struct user_probe *pr = &probes[i];
+        const char *user = pr->internal ? internal : clients;
+        if (!pr->internal && !strcmp(pr->argv[0], "SELECT") && pc->databases > 99)
+            continue;                   /* what the pool lets clients do */
+        const char *argv[10] = {"ACL", "DRYRUN", user};
+        size_t len;
+        for (int k = 0; k < pr->argc; k++)
+            argv[3 + k] = pr->argv[k];
+        char *said = backend_sync(&sv, 0, NULL, 3 + pr->argc, argv, false, &len);
+        if (said == NULL) {
+            log_warn("pool '%s': cannot check what ACL user '%s' may do on %s (ACL DRYRUN, "
+                     "Redis 7, run as '%s', gave no answer or an error): see the README's "
+                     "backend users", pc->name, user, ps->label, internal);
+            return -1;
+        }
+        bool allowed = strcmp(said, "OK") == 0;
+        free(said);
+        if (allowed == pr->internal)
+            continue;
+        found++;
+        if (pr->internal)
+            log_warn("pool '%s': internal user '%s' may not %s (%s) on %s: shardis's own "
+                     "work will fail there", pc->name, user, pr->what, pr->argv[0], ps->label);
+        else
+            log_warn("pool '%s': clients' user on the servers, '%s', may %s (%s) on %s: a client's script "
+                     "could, whatever shardis allows its user", pc->name, user, pr->what,
+                     pr->argv[0], ps->label);
+    }
+    return found;
 }

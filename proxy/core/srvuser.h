@@ -9,6 +9,10 @@
 
 #include "conf/conf.h"
 
+struct backend;
+struct pool;
+struct pool_server;
+
 /* The clients' user of a pool: the same config makes the same user, in
  * any shardis. Made by srvuser_make, owned by the pool (pool_set_conf),
  * never changed once made. */
@@ -35,5 +39,21 @@ static inline const char *srvuser_name(const struct conf_pool *pc, const struct 
  * it is there as #sha256) for a user called name with password hash
  * hash_hex, for operators who manage users themselves (shardis acl). */
 char *srvuser_rules_line(const struct conf_pool *pc, const char *name, const char *hash_hex);
+
+/* b, a clients' connection connecting (hooks.sign_in): queue, at the
+ * front, the steps that make its pool's clients' user and sign in as it;
+ * false, nothing queued, where the pool has none (a backend_user). */
+bool srvuser_sign_in(struct backend *b);
+/* Server ps did not let shardis make or sign in as the pool's clients'
+ * user: mark it (INFO), and say so loudly, once, with why and how to
+ * mend it. */
+void srvuser_refused(const struct pool *p, struct pool_server *ps, const char *why);
+/* At start (and `shardis acl --check`): ask server ps (ACL DRYRUN, as the
+ * internal user) whether the pool's clients' user (backend_user, or the
+ * one shardis makes there first when make) may touch shardis's keys and
+ * channels or run admin commands, and whether the internal_user may do
+ * shardis's work; each finding is a warning in the log. The number of
+ * findings, -1 if it cannot tell. */
+int srvuser_check(const struct pool *p, struct pool_server *ps, bool make);
 
 #endif

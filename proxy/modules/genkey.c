@@ -264,9 +264,13 @@ static int script_reply(struct backend *b, struct req *r)
 }
 
 /* Both may fail harmlessly: GENKEY then sends the script's text (EVAL),
- * and without a run_id the script reads it itself. */
+ * and without a run_id the script reads it itself. Only on shardis's own
+ * shared connections to a master (pool_own): the sequences are the
+ * internal_user's, and dedicated connections never run GENKEY. */
 void genkey_connecting(struct backend *b)
 {
+    if (backend_dedicated(b) || b->replica != 0 || b->as != BACKEND_AS_INTERNAL)
+        return;
     backend_queue_own(b, script_reply, true, 3,
                       (const char *const[]){"SCRIPT", "LOAD", idgen_script});
     backend_queue_own(b, run_id_reply, true, 2, (const char *const[]){"INFO", "server"});

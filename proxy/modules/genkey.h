@@ -24,8 +24,9 @@ uint32_t genkey_sequences_on(const struct pool *p, uint32_t server, const uint16
 void genkey_sequence_key(uint32_t shard, char out[13]);
 /* At start, before any loop runs: read the test hooks. */
 void genkey_init(void);
-/* A shared connection to a server is being opened: load the allocator
- * script there and learn the server's run_id (the handshake's tail). */
+/* A connection to a server is being opened (backend hooks.connecting):
+ * on shardis's own shared one to a master, load the allocator script
+ * there and learn the server's run_id (the handshake's tail). */
 void genkey_connecting(struct backend *b);
 
 struct module;

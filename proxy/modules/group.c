@@ -50,6 +50,7 @@
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
@@ -478,7 +479,7 @@ int group_check_start(struct pool *p, char *err, size_t errlen)
         size_t len;
         char *text;
         if (!p->servers[s].active ||
-            (text = backend_sync_call(p, &p->servers[s], 3, (const char *[]){
+            (text = pool_conn_call(p, s, 3, (const char *[]){
                  "PUBSUB", "CHANNELS", pattern}, &len)) == NULL)
             continue;
         for (char *line = text, *end; *line != '\0'; line = *end ? end + 1 : end) {

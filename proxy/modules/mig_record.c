@@ -13,6 +13,7 @@
 #include "proxy/modules/mig_int.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 
@@ -117,7 +118,7 @@ static int record_reply(struct backend *b, struct req *r)
 /* ---- taking a recorded migration up again ------------------------------------------
  *
  * At start the loop is not running yet: the record is read with
- * backend_sync_raw, a blocking request with a second's timeout.
+ * pool_conn_call_raw, a blocking request with a second's timeout.
  *
  * A record is anyone's who could write the key (a client's script, anyone
  * with access to a server), so it is followed only when it checks out
@@ -302,7 +303,7 @@ static int record_read(struct pool *p, uint32_t s, const char *key, char **text,
                        char *why, size_t whylen)
 {
     size_t rlen;
-    char *raw = backend_sync_raw(p, &p->servers[s], 2, (const char *[]){"GET", key}, &rlen);
+    char *raw = pool_conn_call_raw(p, s, 2, (const char *[]){"GET", key}, &rlen);
     struct resp_rd rd;
     struct resp_val v;
     int rc = 0;

@@ -40,6 +40,7 @@
 #include "proxy/core/keys.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
@@ -65,7 +66,7 @@ static void retire(struct client *c, struct req *next)
         return;
     c->pin = NULL;
     gate_hold(c, next);     /* (what waits at the gate for b goes on b: held too) */
-    backend_retire(b);
+    pool_conn_retire(b);
 }
 
 bool pin_let_go(struct client *c, struct req *next)
@@ -87,7 +88,7 @@ static struct backend *pin_to(struct client *c, struct req *r, uint32_t server)
                            c->pin->db != c->db))
         retire(c, r);
     if (c->pin == NULL) {
-        c->pin = backend_acquire(c->pool, server, c, BACKEND_PIN);
+        c->pin = pool_conn_acquire(c->pool, server, c, BACKEND_PIN);
         gate_hold(c, r);
     }
     return c->pin->server == server && c->pin->resp3 == c->resp3 && c->pin->db == c->db
@@ -160,7 +161,7 @@ static void reply_crossslot(struct client *c, struct req *r)
 void pin_check(struct client *c)
 {
     if (c->pin != NULL && c->tx == TX_NONE && !c->gated && backend_idle(c->pin)) {
-        backend_release(c->pin, true);
+        pool_conn_release(c->pin, true);
         c->pin = NULL;
     }
 }
@@ -250,13 +251,13 @@ void pin_client_gone(struct client *c)
     tx_maps_drop(c);
 
     if (c->pin != NULL) {
-        backend_release(c->pin, false);
+        pool_conn_release(c->pin, false);
         c->pin = NULL;
     }
     for (b = TAILQ_FIRST(&c->pool->dedicated); b != NULL; b = next) {
         next = TAILQ_NEXT(b, link);
         if (b->owner == c && b->role == BACKEND_ONE_OFF)
-            backend_release(b, false);      /* a WAIT still waiting */
+            pool_conn_release(b, false);      /* a WAIT still waiting */
     }
 }
 
@@ -540,7 +541,7 @@ static void pin_wait(struct client *c, struct req *r, struct args *a, const stru
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active)
             continue;
-        via[s] = backend_acquire_internal(p, s, c);     /* the marker is shardis's */
+        via[s] = pool_conn_acquire_internal(p, s, c);     /* the marker is shardis's */
         send_quiet_on(c, via[s], 3, wait_marker);
     }
     frag_broadcast(c, r, a, cmd->reply, via, true);
@@ -556,7 +557,7 @@ static void pin_wait(struct client *c, struct req *r, struct args *a, const stru
  * are no queue it waits in). */
 void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t server)
 {
-    struct backend *b = backend_acquire_keyless(c->pool, server, c);
+    struct backend *b = pool_conn_acquire_keyless(c->pool, server, c);
 
     backend_preconnect(b);          /* a new one: its check must be answered first */
     r->anywhere = 1;
@@ -585,7 +586,7 @@ void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_repl
     gate_hold(c, r);
     for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].active && (only == UINT32_MAX || s == only))
-            via[s] = backend_acquire_internal(p, s, c);
+            via[s] = pool_conn_acquire_internal(p, s, c);
     if (only != UINT32_MAX) {
         args_request(a, &r->out);
         route_send(c, r, keyed ? a : NULL, via[only]);
@@ -607,7 +608,7 @@ void pin_busy(struct client *c, struct req *r, struct args *a, const struct cmd 
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active || (first_only && s != p->slot[0]))
             continue;
-        via[s] = backend_acquire(p, s, c, BACKEND_ONE_OFF);
+        via[s] = pool_conn_acquire(p, s, c, BACKEND_ONE_OFF);
     }
     if (first_only) {
         args_request(a, &r->out);

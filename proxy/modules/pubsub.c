@@ -44,6 +44,7 @@
 #include "proxy/base/text.h"
 #include "proxy/modules/pin.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/modules/pubsub.h"
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
@@ -134,7 +135,7 @@ static struct backend *conn(struct client *c, uint32_t server)
     struct subs *s = subs_of(c);
 
     if (s->conns[server] == NULL) {
-        s->conns[server] = backend_acquire(c->pool, server, c, BACKEND_SUBSCRIBER);
+        s->conns[server] = pool_conn_acquire(c->pool, server, c, BACKEND_SUBSCRIBER);
     }
     return s->conns[server];
 }
@@ -614,7 +615,7 @@ void pubsub_client_gone(struct client *c)
         if (s->sending[i] != 0)
             sending(c, i, -(int)s->sending[i]);
         if (s->conns[i] != NULL)
-            backend_release(s->conns[i], false);
+            pool_conn_release(s->conns[i], false);
     }
     for (uint32_t i = 0; i < s->n; i++)
         free(s->names[i].name);
@@ -670,7 +671,7 @@ static void pubsub_server_gone(struct pool *p, uint32_t server)
         if (server < s->nconns && s->conns[server] != NULL) {
             if (s->sending[server] != 0)
                 sending(s->client, server, -(int)s->sending[server]);
-            backend_release(s->conns[server], false);
+            pool_conn_release(s->conns[server], false);
             s->conns[server] = NULL;
         }
 }

@@ -43,6 +43,7 @@
 #include "proxy/transport/backend.h"
 #include "proxy/base/log.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/transport/loop.h"
 #include "proxy/base/resp.h"
 #include "proxy/modules/sentinel.h"
@@ -466,7 +467,8 @@ void sentinel_start(struct pool *p)
          * is a master (the migration record is read next). */
         if (ps->resolved) {
             size_t len;
-            char *raw = backend_sync_raw(p, ps, 2, (const char *const[]){"HELLO", "2"}, &len);
+            char *raw = pool_conn_call_raw(p, (uint32_t)(ps - p->servers), 2,
+                                           (const char *const[]){"HELLO", "2"}, &len);
             if (raw == NULL || !sentinel_says_master(raw, len)) {
                 log_warn("pool '%s': master '%s': %s:%u does not say it is a master; its "
                          "keys get an error until the Sentinels name one that does",

@@ -40,6 +40,7 @@
 #include "proxy/modules/own.h"
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
@@ -141,7 +142,7 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now, 
     backend_send(b, q);
 }
 
-/* (info.h) With backend_sync_call's second at most per server: a server
+/* (info.h) With pool_conn_call's second at most per server: a server
  * down at start costs that second, as the migration record's read does. */
 void info_prime(struct pool *p)
 {
@@ -150,7 +151,7 @@ void info_prime(struct pool *p)
     for (uint32_t s = 0; s < p->nservers; s++) {
         size_t len;
         char *text = p->servers[s].active
-                     ? backend_sync_call(p, &p->servers[s], 2,
+                     ? pool_conn_call(p, s, 2,
                                          (const char *const[]){"INFO", "server"}, &len)
                      : NULL;
         if (text == NULL)
@@ -161,7 +162,7 @@ void info_prime(struct pool *p)
         in->servers[s].at_ms = uv_now(cur_loop->uv);
         cmdinfo_seen(p, s, text);
         if (in->modules == NULL)
-            in->modules = backend_sync_raw(p, &p->servers[s], 2,
+            in->modules = pool_conn_call_raw(p, s, 2,
                                            (const char *const[]){"MODULE", "LIST"},
                                            &in->modules_len);
     }

@@ -359,7 +359,7 @@ static int check_pool(const struct conf_pool *pc, FILE *out)
         ps->unix_socket = sv->addr.unix_socket;
         ps->label = sv->name != NULL ? sv->name : sv->addr.text;
         ps->resolved = true;    /* (with sentinels: the address written) */
-        int found = backend_check_users(&p, ps, false);
+        int found = srvuser_check(&p, ps, false);
         fprintf(out, "# %s (%s): %s\n", ps->label, ps->addr,
                 found == 0 ? "ok" : found < 0 ? "cannot tell (above)" : "not as printed (above)");
         bad += found != 0;

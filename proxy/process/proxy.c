@@ -35,16 +35,20 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/modules/genkey.h"
+#include "proxy/ops/hotkeys.h"
 #include "proxy/core/gate.h"
 #include "proxy/modules/group.h"
 #include "proxy/process/hooks.h"
 #include "proxy/base/log.h"
 #include "proxy/modules/mig.h"
+#include "proxy/modules/pin.h"
+#include "proxy/modules/pubsub.h"
 #include "proxy/ops/info.h"
 #include "proxy/ops/local.h"
 #include "proxy/ops/metrics.h"
 #include "proxy/core/module.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/process/proxy.h"
 #include "proxy/process/reload.h"
 #include "proxy/modules/sentinel.h"
@@ -102,7 +106,7 @@ static void idle_check(uint64_t now)
         cur_loop->idle_trimmed = false;
     } else if (!cur_loop->idle_trimmed && now - cur_loop->idle_since >= PROXY_IDLE_MS) {
         for (size_t i = 0; i < cur_loop->npools; i++)
-            backend_close_spares(&cur_loop->pools[i], UINT32_MAX);
+            pool_conn_close_spares(&cur_loop->pools[i], UINT32_MAX);
         mbuf_pool_trim();
         req_pool_trim();
         if (proxy_idle_hook != NULL)
@@ -459,7 +463,7 @@ static void loop_identify(void)
 
 /* Each server has ACL users of its own: every one clients reach is asked
  * (those of the ring, and those a taken-up migration empties); the
- * findings are logged (backend_check_users), a clean pool once. */
+ * findings are logged (srvuser_check), a clean pool once. */
 static void pool_check_users(struct pool *p)
 {
     size_t n = 0;
@@ -467,7 +471,7 @@ static void pool_check_users(struct pool *p)
     for (uint32_t k = 0; k < p->nservers; k++) {
         if (p->servers[k].active) {
             n++;
-            found += backend_check_users(p, &p->servers[k], true) != 0;
+            found += srvuser_check(p, &p->servers[k], true) != 0;
         }
     }
     if (n > 0 && found == 0)
@@ -502,6 +506,33 @@ static void proxy_finish(void)
     log_notice("exiting");
 }
 
+/* What a server connection calls up (backend.h says when): the one place
+ * that names, for the transport, the layers above it. */
+static const struct backend_hooks conn_hooks = {
+    .conf = pool_conn_conf,
+    .server = pool_conn_server,
+    .sign_in = srvuser_sign_in,
+    .server_failed = pool_backend_failed,
+    .replica_shun = pool_conn_shun,
+    .connecting = genkey_connecting,
+    .says_master = sentinel_says_master,
+    .doubt = sentinel_hint,
+    .frame = pubsub_frame,
+    .lost = pubsub_failed,
+    .unblocked = mig_unblocked,
+    .keep_sent = hotkeys_active,
+    .progress = pin_check,
+    .waits_on = gate_waits_on,
+    .ready = gate_kick,
+    .closed = pool_conn_closed,
+    .idle = pool_conn_idle,
+};
+
+void proxy_register(void)
+{
+    backend_set_hooks(&conn_hooks);
+}
+
 int proxy_run(struct conf *cf)
 {
     char err[CONF_ERRLEN];
@@ -513,6 +544,7 @@ int proxy_run(struct conf *cf)
     loop_init(&main_loop, uv_default_loop());
     cur_loop->conf = cf;
     loop_identify();
+    proxy_register();
     route_init();
     genkey_init();
     local_reload = reload_run;

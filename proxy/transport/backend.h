@@ -12,11 +12,11 @@
 #include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/stream.h"
+#include "proxy/base/tls.h"
 
 struct backend;
 struct client;
 struct pool;
-struct pool_server;
 struct req;
 
 enum backend_state {
@@ -28,20 +28,21 @@ enum backend_state {
 
 /* What a connection is for. A shared one is the pool's for its life. A
  * dedicated one is one client's while it holds state on a server, and
- * goes through these, backend.c making every transition:
+ * goes through these, the pool making every transition (core/pool_conn.c)
+ * but the last, a LEFT or ONE_OFF one's free once closed (hooks.closed):
  *
- *   backend_acquire --> PIN | SUBSCRIBER | ONE_OFF   (owner: its client)
+ *   pool_conn_acquire --> PIN | SUBSCRIBER | ONE_OFF   (owner: its client)
  *        ^                  |                   ^
- *        |                  |   PIN --backend_retire--+
+ *        |                  |   PIN --pool_conn_retire--+
  *        |                  |
- *        |                  +--backend_release, clean and wanted--> SPARE
+ *        |                  +--pool_conn_release, clean and wanted--> SPARE
  *        +----------------------------------------------------------+
- *                           +--backend_release, dirty or not wanted--> LEFT
- *                                (closed; freed by its close callback)
+ *                           +--pool_conn_release, dirty or not wanted--> LEFT
+ *                                (closed; freed once its handle is: hooks.closed)
  *
  * A PIN or ONE_OFF that fails stays its client's, failed, until released;
  * a SPARE or LEFT one that fails is freed. Only SPARE ones are on the head
- * of pool.dedicated (backend_acquire stops at the first that is not). */
+ * of pool.dedicated (pool_conn_acquire stops at the first that is not). */
 enum backend_role {
     BACKEND_SHARED,             /* pipelined, every client's (pool_server.conns, mover) */
     BACKEND_PIN,                /* a client's transaction, WATCH or blocking commands */
@@ -67,7 +68,11 @@ struct backend {
     union stream     h;
     uv_connect_t     creq;
     uv_write_t       wreq;
-    struct pool     *pool;
+    struct pool     *pool;      /* whose it is: handed to the hooks and read by the
+                                   layers above; never read through here */
+    const struct conf_pool *const *conf;    /* its pool's config, where the pool keeps
+                                   it (a reload swaps it): timeouts, credentials,
+                                   redis_db, TLS names (hooks.conf; borrowed) */
     uint32_t         server;    /* index in the pool's servers */
     uint32_t         replica;   /* 0: to the server's master; k: to its replica in
                                    slot k - 1 (pool_server.replicas), for reads only */
@@ -79,7 +84,7 @@ struct backend {
     TAILQ_HEAD(, req) pendq;    /* written, waiting for their replies */
     TAILQ_ENTRY(backend) dirty; /* on cur_loop->dirty_backends */
     struct rstream   in;
-    struct tls      *tls;       /* backend_tls: made once connected, freed by the close
+    struct tls      *tls;       /* made once connected, freed by the close
                                    callback (tls.h); NULL in the clear */
     struct resp_rsp  scan;
     uint64_t         framed;    /* stream offset: replies framed up to here */
@@ -101,12 +106,14 @@ struct backend {
     unsigned         resp3:1;   /* speaks RESP3 (HELLO 3 in its handshake) for RESP3 clients */
     unsigned         as:2;      /* enum backend_as: the ACL user it signs in as */
     uint32_t         creds_gen; /* the pool's creds_gen it authenticated in */
-    unsigned         retired:1; /* a ONE_OFF that was its client's PIN (backend_retire) */
+    unsigned         retired:1; /* a ONE_OFF that was its client's PIN (pool_conn_retire) */
     unsigned         checking:1;/* a pool with sentinels: its HELLO has not yet said the
                                    server is a master, so nothing queued after that
                                    HELLO is written (backend_flush): no client's
                                    request, no MIGRATE, nothing of the group's */
     unsigned         role_asked:1;/* ... and that HELLO is written */
+    unsigned         watched:1; /* a pool with sentinels, a master's: its error replies
+                                   may say the master moved (hooks.doubt) */
     unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
                                    request may be sent on it yet (gate.c): pipelined
                                    behind a failed AUTH, it would run as another user */
@@ -115,6 +122,97 @@ struct backend {
     uint64_t         rx_bytes, tx_bytes;
 };
 
+/* What a connection must know of its server to reach it and sign in:
+ * filled by its owner (hooks.server) each time it connects, so that it
+ * follows a server that moved (Sentinels) or a reload's new TLS context;
+ * and by whoever makes a blocking call (backend_sync). Every pointer is
+ * borrowed, good until the loop runs again. */
+struct backend_server {
+    const struct conf_pool *conf;   /* its pool's: credentials, redis_db, TLS names */
+    const char      *label;         /* its name in logs and errors */
+    const char      *host;          /* where it is now: host, IP address or unix path */
+    uint16_t         port;
+    bool             unix_socket;
+    bool             resolved;      /* false: where it is is not known yet (no Sentinels
+                                       agreed): not connected, not asked */
+    bool             sentinels;     /* its pool follows Sentinels: a master's connection
+                                       checks its role first (backend.checking) */
+    SSL_CTX         *tls;           /* what its TLS connections are made from; NULL: in
+                                       the clear */
+    const char      *tls_name;      /* the name its certificate must bear (and SNI, for a
+                                       host name); NULL for none */
+    uint32_t         creds_gen;     /* the pool's credentials' generation (pool.creds_gen) */
+};
+
+/* What the transport calls up: the layers above register it once, at
+ * start, before any connection is made (backend_set_hooks; process/
+ * proxy.c), and each hook's owner decides what its event means there.
+ * Every hook runs on the loop; none may free b or close it unless it says
+ * so below, and a hook left NULL is skipped (but server and conf, which
+ * every connection needs). Not one runs per request on a reply's way but
+ * unblocked (a request mig.c marked) and doubt (an error reply, in a pool
+ * with Sentinels); keep_sent runs once per write. */
+struct backend_hooks {
+    /* -- what a connection asks of its pool (core) -- */
+    /* Where p keeps its config (backend.conf): at backend_init. */
+    const struct conf_pool *const *(*conf)(const struct pool *p);
+    /* b's server, into *sv: as b connects, fails, and names it. */
+    void (*server)(const struct backend *b, struct backend_server *sv);
+    /* b, a clients' connection (BACKEND_AS_CLIENT) connecting: queue, at
+     * the front (backend_queue_own), what signs it in as its pool's
+     * clients' user, and return true; false where the pool has none (it
+     * signs in as backend_user, or redis_auth's user). Called after the
+     * rest of the handshake is queued and before its first AUTH (queued
+     * after, so sent first: as the internal user when this returned true). */
+    bool (*sign_in)(struct backend *b);
+    /* A shared connection to server's master failed, the failures-th
+     * time in a row: eject it if the pool says so (pool_backend_failed). */
+    void (*server_failed)(struct pool *p, uint32_t server, uint32_t failures);
+    /* A replica's connection got -LOADING or -MASTERDOWN: read elsewhere a while. */
+    void (*replica_shun)(struct pool *p, uint32_t server, uint32_t replica);
+    /* -- what it tells the modules -- */
+    /* b connects: queue, at the front, what else goes first (it is sent
+     * after the handshake). Any connection: the hook picks (genkey.c). */
+    void (*connecting)(struct backend *b);
+    /* HELLO's reply, len bytes at p, on a connection that checks its role:
+     * whether its server says it is a master (sentinel.c). */
+    bool (*says_master)(const char *p, size_t len);
+    /* server's master may have moved (a shared connection failed, one was
+     * told its server is a replica, a -READONLY reply): ask (sentinel.c). */
+    void (*doubt)(struct pool *p, uint32_t server, const char *why);
+    /* A frame that is not a reply, bytes [start, end) of b->in, on a
+     * SUBSCRIBER connection: a message or a confirmation (pubsub.c). */
+    void (*frame)(struct backend *b, uint64_t start, uint64_t end);
+    /* b, a SUBSCRIBER of a client, failed: its requests are answered, it is
+     * closing; the hook may release it (pubsub.c). */
+    void (*lost)(struct backend *b);
+    /* r, which mig.c marked unblocked, was answered, in r->rsp: nonzero if
+     * the hook took it back (sent again to its key's new owner). */
+    int (*unblocked)(struct req *r);
+    /* Whether clients' requests keep their bytes once written, till their
+     * replies (a HOTKEYS session reads their keys there). */
+    bool (*keep_sent)(const struct pool *p);
+    /* -- what it tells a dedicated connection's owner (its client) -- */
+    /* Something of owner's on b was written or answered: is it done? (pin.c) */
+    void (*progress)(struct client *owner);
+    /* Whether a request of owner's waits at its gate to go on b, a
+     * one-off (which is then not given back: idle is not called). */
+    bool (*waits_on)(const struct client *owner, const struct backend *b);
+    /* b's handshake is answered: owner's requests may go on it now. */
+    void (*ready)(struct client *owner);
+    /* b, dedicated, released or a failed one-off, has closed: free it
+     * (the pool's, which lists it). The one hook that frees b. */
+    void (*closed)(struct backend *b);
+    /* b, a one-off, has answered all it was sent: give it back unless
+     * something waits to go on it (pool_conn_release: kept as a spare, or
+     * closed, to be freed by closed; never freed here, b's handle is open). */
+    void (*idle)(struct backend *b);
+};
+
+void backend_set_hooks(const struct backend_hooks *hooks);
+
+/* b, owned by p (embedded in its pool, or made by pool_conn_acquire), on
+ * server; in the pool's redis_db and RESP2 until told otherwise. */
 void backend_init(struct backend *b, struct pool *p, uint32_t server);
 /* Connect now rather than on first use (preconnect: true). */
 void backend_preconnect(struct backend *b);
@@ -124,6 +222,13 @@ void backend_flush(struct backend *b);
 /* Deadline check: fail a backend whose oldest request timed out. */
 void backend_check_timeout(struct backend *b, uint64_t now);
 void backend_close(struct backend *b);
+/* Answer everything queued on b with "its ... unavailable: why", and close
+ * it: with no backoff (a dedicated connection given up). Once closed, a
+ * dedicated one goes to hooks.closed. */
+void backend_drop(struct backend *b, const char *why);
+/* Whether b's handle is closed, or was never opened: nothing will call
+ * back for it (it may be freed now). */
+bool backend_gone(const struct backend *b);
 /* b's server is now elsewhere (pool_server_move): what was written on b
  * gets an error (its outcome is unknown), what was not yet written goes
  * to the new address (within its deadline), and b reconnects there. A
@@ -135,33 +240,10 @@ void backend_move(struct backend *b, const char *why);
 void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, int argc,
                        const char *const *argv);
 const char *backend_state_name(const struct backend *b);
-
-/* Dedicated connections: a client whose commands hold state on a server
- * (MULTI ... EXEC, WATCH, a blocking pop) gets a connection of its own to
- * it while the state lasts (pin.c), in the client's database (a
- * subscriber's in redis_db: channels have none). Released clean (EXEC, DISCARD, the
- * pop answered) it waits as a spare for the next client; released dirty
- * (the client left mid-transaction or mid-pop) it is closed, so no state
- * leaks to anyone and a pop that was waiting takes nothing. The pool
- * frees them. */
-struct backend *backend_acquire(struct pool *p, uint32_t server, struct client *owner,
-                                enum backend_role role);
-/* A ONE_OFF for a script that declares no key (pin_keyless): it
- * authenticates as the pool's keyless_user, and fails unless that user is
- * refused a key write (its handshake checks). */
-struct backend *backend_acquire_keyless(struct pool *p, uint32_t server, struct client *owner);
-/* A ONE_OFF for an admin command, authenticated as the pool's
- * internal_user (pin_internal). Spares serve only their own kind, in
- * their own database (and only while the pool's creds_gen is the one
- * they were made in). */
-struct backend *backend_acquire_internal(struct pool *p, uint32_t server, struct client *owner);
-/* The AUTH a connection signing in as `as` starts with, in argv[0..n):
- * returns n (3: AUTH user password, 2: AUTH redis_auth, 0: none). The
- * keyless_user's AUTH comes after its check, which runs as internal. */
-int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3]);
+/* b's server's name (hooks.server's label), for logs and errors. */
+const char *backend_label(const struct backend *b);
 /* Whether b is one client's (any role but BACKEND_SHARED). */
 #define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
-void backend_release(struct backend *b, bool clean);
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
 /* Requests queued on b or awaiting their replies (a request being
@@ -169,41 +251,27 @@ bool backend_idle(const struct backend *b);
 uint32_t backend_queued(const struct backend *b);
 /* A blocking command is queued, in flight or waiting on b. */
 bool backend_has_blocking(const struct backend *b);
-/* b, a PIN whose client has moved on to another (pin.c), finishes what
- * was sent on it as a ONE_OFF: given back clean once idle. */
-void backend_retire(struct backend *b);
-/* At start, before the loop runs: argv on the server ps, over a blocking
- * connection of its own (AUTH and SELECT as the pool says), a second's
- * timeout at each step. The reply's bulk string, or the bulks of an array
- * reply one per line (the caller frees it); NULL: nil, an error reply, or
- * no answer. */
-/* The name a TLS server's certificate must bear (and SNI, for a host
- * name): backend_tls_server_name, else the server's host or IP address as
- * written; NULL for a unix socket. */
-const char *backend_tls_name(const struct pool *p, uint32_t server);
-char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
-                        const char *const *argv, size_t *len);
-/* The same, the reply's bytes as they came (read them with resp_rd_*);
- * NULL: no answer. */
-char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int argc,
-                       const char *const *argv, size_t *len);
+
+/* A handshake step's reply callback: AUTH, SELECT, RESET: +OK; HELLO 3:
+ * the server's map. Anything else fails b (0, else -1: b failed). */
+int backend_hello_reply(struct backend *b, struct req *r);
+/* The AUTH a connection signing in as `as` starts with, in argv[0..n):
+ * returns n (3: AUTH user password, 2: AUTH redis_auth, 0: none). The
+ * keyless_user's AUTH comes after its check, which runs as internal. */
+int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3]);
+
+/* At start, before the loop runs (backend_sync.c): argv on the server sv,
+ * over a blocking connection of its own (AUTH as the internal user and
+ * SELECT as its pool says; then pre[0..pre_argc) when pre_argc > 0, its
+ * reply not read), a second's timeout at each step. raw: the reply's
+ * bytes as they came (read them with resp_rd_*), NULL: no answer. Else
+ * the reply's bulk string, or the bulks of an array reply one per line;
+ * NULL: nil, an error reply, or no answer. The caller frees it. */
+char *backend_sync(const struct backend_server *sv, int pre_argc, const char *const *pre,
+                   int argc, const char *const *argv, bool raw, size_t *len);
 /* At start: argv on the Sentinel at host:port (AUTH password first, if
  * given), in the clear: the reply's bytes as they came, NULL if none. */
 char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
                             const char *const *argv, size_t *len);
-/* At start (and `shardis acl --check`): ask server ps (ACL DRYRUN, as the
- * internal user) whether the pool's clients' user (backend_user, or the
- * one shardis makes there first when make: srvuser.c) may touch
- * shardis's keys and channels or run admin commands, and whether the
- * internal_user may do shardis's work; each finding is a warning in the
- * log. The number of findings, -1 if it cannot tell. */
-int backend_check_users(const struct pool *p, struct pool_server *ps, bool make);
-/* Server ps did not let shardis make or sign in as the pool's clients'
- * user (srvuser.c): mark it (INFO), and say so loudly, once, with why
- * and how to mend it. */
-void backend_user_refused(const struct pool *p, struct pool_server *ps, const char *why);
-/* Close p's spare dedicated connections to server (UINT32_MAX: to every
- * server), when the proxy is idle or the server leaves. */
-void backend_close_spares(struct pool *p, uint32_t server);
 
 #endif

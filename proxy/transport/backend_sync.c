@@ -3,8 +3,9 @@
  * AUTH and SELECT as the pool's connections do, one command, its reply
  * read with the one reply reader, over TLS where the pool's servers speak
  * it (tls.c's blocking calls); every step bounded by BACKEND_SYNC_MS.
- * Nothing here touches a struct backend or the loop. Also the start's
- * check of what the pool's backend_user may do (backend_check_users). */
+ * Nothing here touches a struct backend or the loop: what it must know
+ * of the server comes as a struct backend_server, filled by the caller
+ * (pool_conn_server, or by hand for a Sentinel). */
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -18,15 +19,13 @@
 
 #include "proxy/transport/backend.h"
 #include "proxy/base/log.h"
-#include "proxy/core/pool.h"
 #include "proxy/base/resp.h"
-#include "proxy/core/srvuser.h"
 #include "proxy/base/tls.h"
 #include "proxy/base/util.h"
 
 #define BACKEND_SYNC_MS 1000
 
-static int sync_connect(const struct pool_server *ps)
+static int sync_connect(const struct backend_server *ps)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     struct sockaddr_un un = {.sun_family = AF_UNIX};
@@ -205,31 +204,27 @@ static char *sync_exchange(int fd, struct tls *t, struct msg *g, int n, bool raw
     return val;
 }
 
-/* argv (after pre, when pre_argc > 0, whose reply is not read) on ps. */
-static char *sync_call(const struct pool *p, const struct pool_server *ps, int pre_argc,
-                       const char *const *pre, int argc, const char *const *argv, bool raw,
-                       size_t *len)
+char *backend_sync(const struct backend_server *sv, int pre_argc, const char *const *pre,
+                   int argc, const char *const *argv, bool raw, size_t *len)
 {
-    if (!ps->resolved) {
+    if (!sv->resolved) {
         /* (A pool with sentinels: where the file guessed may be a replica,
          * or another shard's server. Nothing is read from a guess.) */
         log_warn("pool '%s': %s: its master's address is not known: not asked",
-                 p->conf->name, ps->label);
+                 sv->conf->name, sv->label);
         return NULL;
     }
-    const struct conf_pool *pc = p->conf;
+    const struct conf_pool *pc = sv->conf;
     struct tls *t = NULL;
     char *val, db[16];
     struct msg g = {0};
     struct mbuf *m = NULL;
     struct resp_w w = resp_w_on(&g, &m, RESP2);
-    int n = 1, rc, fd = sync_connect(ps);
+    int n = 1, rc, fd = sync_connect(sv);
 
     if (fd < 0)
         return NULL;
-    if (p->tls_client != NULL &&
-        (t = tls_sync_new(p->tls_client, fd, backend_tls_name(p, (uint32_t)(ps - p->servers))))
-            == NULL) {
+    if (sv->tls != NULL && (t = tls_sync_new(sv->tls, fd, sv->tls_name)) == NULL) {
         close(fd);
         return NULL;
     }
@@ -251,7 +246,7 @@ static char *sync_call(const struct pool *p, const struct pool_server *ps, int p
     resp_w_command(&w, argc, argv, NULL);
     val = sync_exchange(fd, t, &g, n, raw, len, &rc);
     if (rc == -2 && t != NULL)          /* (a TLS failure is said here) */
-        log_warn("pool '%s': %s: %s", pc->name, ps->label, tls_error(t));
+        log_warn("pool '%s': %s: %s", pc->name, sv->label, tls_error(t));
     msg_release(&g);
     mbuf_unref(m);
     tls_free(t);
@@ -259,22 +254,10 @@ static char *sync_call(const struct pool *p, const struct pool_server *ps, int p
     return val;
 }
 
-char *backend_sync_call(const struct pool *p, const struct pool_server *ps, int argc,
-                        const char *const *argv, size_t *len)
-{
-    return sync_call(p, ps, 0, NULL, argc, argv, false, len);
-}
-
-char *backend_sync_raw(const struct pool *p, const struct pool_server *ps, int argc,
-                       const char *const *argv, size_t *len)
-{
-    return sync_call(p, ps, 0, NULL, argc, argv, true, len);
-}
-
 char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
                             const char *const *argv, size_t *len)
 {
-    struct pool_server ps = {.host = (char *)host, .port = port};
+    struct backend_server ps = {.host = host, .port = port};
     struct msg g = {0};
     struct mbuf *m = NULL;
     struct resp_w w = resp_w_on(&g, &m, RESP2);
@@ -293,104 +276,4 @@ char *backend_sync_sentinel(const char *host, uint16_t port, const char *passwor
     mbuf_unref(m);
     close(fd);
     return val;
-}
-
-/* ---- the users shardis signs in as ------------------------------------------------ */
-
-/* What clients' user (the backend_user, or the one shardis makes:
- * srvuser.c) must not be able to do, since a client's script runs as it
- * and shardis cannot read scripts; and what the internal_user must, or
- * shardis's own work fails. Each is asked of ACL DRYRUN (Redis 7), as
- * the internal user. */
-static const struct user_probe {
-    bool internal;              /* the internal_user must be allowed it */
-    int argc;
-    const char *argv[7];
-    const char *what;
-} probes[] = {
-    {false, 3, {"SET", "__shardis:ctl:x", "1"}, "write shardis's migration record"},
-    {false, 2, {"GET", "$equence{00}"}, "read SHARD.GENKEY's sequences"},
-    {false, 3, {"PUBLISH", "__shardis:x", "1"}, "publish on shardis's channels"},
-    {false, 1, {"FLUSHALL"}, "empty a server"},
-    {false, 2, {"KEYS", "*"}, "list every key"},
-    {false, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "send keys to any host"},
-    {false, 3, {"MOVE", "k", "1"}, "move a key to another database"},
-    {false, 2, {"SELECT", "99"}, "select a database the pool does not serve"},
-    {false, 4, {"CONFIG", "SET", "dir", "/tmp"}, "reconfigure a server"},
-    {false, 3, {"ACL", "SETUSER", "x"}, "change ACL users"},
-    {false, 1, {"SHUTDOWN"}, "stop a server"},
-    {true, 3, {"SET", "__shardis:ctl:x", "1"}, "write the migration record"},
-    {true, 6, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1"}, "move keys"},
-    {true, 4, {"EVALSHA", "0000000000000000000000000000000000000000", "1", "$equence{00}"},
-     "run SHARD.GENKEY's script"},
-    {true, 2, {"INCR", "$equence{00}"}, "keep SHARD.GENKEY's sequences"},
-    {true, 4, {"CLIENT", "UNBLOCK", "1", "ERROR"}, "unblock a moving key's waiter"},
-    {true, 3, {"PUBSUB", "CHANNELS", "__shardis:*"}, "find the group's proxies"},
-    {true, 2, {"SUBSCRIBE", "__shardis:x"}, "join the group's channels"},
-    {true, 3, {"SCRIPT", "LOAD", "return 1"}, "load SHARD.GENKEY's script"},
-    {true, 2, {"INFO", "server"}, "read the server's run_id"},
-    {true, 3, {"ACL", "GETUSER", "x"}, "check the keyless_user"},
-};
-
-int backend_check_users(const struct pool *p, struct pool_server *ps, bool make)
-{
-    const struct conf_pool *pc = p->conf;
-    const char *internal = pc->internal_user != NULL ? pc->internal_user : "default";
-    const char *clients = srvuser_name(pc, p->clients_user);
-    int found = 0;
-
-    if (p->clients_user != NULL) {
-        /* Made here first, at start: its refusal is said now, not when
-         * a client's connection first goes there. On one connection:
-         * (ACL SETUSER and) AUTH as it, whose answer tells. */
-        const struct srvuser *u = p->clients_user;
-        const char *auth[3] = {"AUTH", u->name, u->password};
-        size_t len;
-        char *said = sync_call(p, ps, make ? u->argc : 0, (const char *const *)u->argv, 3, auth,
-                               true, &len);
-        if (said == NULL)
-            return -1;                  /* (down: its connections will make it) */
-        if (said[0] == '-') {
-            char why[160];
-            snprintf(why, sizeof(why), "%.*s", (int)strcspn(said + 1, "\r\n"), said + 1);
-            backend_user_refused(p, ps, why);
-        }
-        free(said);
-        if (ps->user_refused)
-            return 1;
-        /* What shardis made is what srvuser.c says: asked of the servers
-         * where an operator made users (or asks: shardis acl --check). */
-        if (make && pc->internal_user == NULL)
-            return 0;
-    }
-    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
-        const struct user_probe *pr = &probes[i];
-        const char *user = pr->internal ? internal : clients;
-        if (!pr->internal && !strcmp(pr->argv[0], "SELECT") && pc->databases > 99)
-            continue;                   /* what the pool lets clients do */
-        const char *argv[10] = {"ACL", "DRYRUN", user};
-        size_t len;
-        for (int k = 0; k < pr->argc; k++)
-            argv[3 + k] = pr->argv[k];
-        char *said = backend_sync_call(p, ps, 3 + pr->argc, argv, &len);
-        if (said == NULL) {
-            log_warn("pool '%s': cannot check what ACL user '%s' may do on %s (ACL DRYRUN, "
-                     "Redis 7, run as '%s', gave no answer or an error): see the README's "
-                     "backend users", pc->name, user, ps->label, internal);
-            return -1;
-        }
-        bool allowed = strcmp(said, "OK") == 0;
-        free(said);
-        if (allowed == pr->internal)
-            continue;
-        found++;
-        if (pr->internal)
-            log_warn("pool '%s': internal user '%s' may not %s (%s) on %s: shardis's own "
-                     "work will fail there", pc->name, user, pr->what, pr->argv[0], ps->label);
-        else
-            log_warn("pool '%s': clients' user on the servers, '%s', may %s (%s) on %s: a client's script "
-                     "could, whatever shardis allows its user", pc->name, user, pr->what,
-                     pr->argv[0], ps->label);
-    }
-    return found;
 }

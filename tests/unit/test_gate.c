@@ -13,6 +13,8 @@
 #include "proxy/modules/mig.h"
 #include "proxy/process/hooks.h"
 #include "proxy/core/pool.h"
+#include "proxy/core/pool_conn.h"
+#include "proxy/process/proxy.h"
 #include "proxy/transport/loop.h"
 #include "proxy/core/route.h"
 #include "proxy/process/modules.h"
@@ -42,6 +44,7 @@ static void setup(void)
     loop_init(&the_loop, uv_default_loop());
     hooks_register();
     modules_register();             /* as main */
+    proxy_register();
     cr_assert(eq(int, conf_parse(&cf, "test", conf_text, sizeof(conf_text) - 1, err,
                                  sizeof(err)), 0), "%s", err);
     cur_loop->conf = cf;
@@ -107,7 +110,7 @@ static struct req *request(struct client *c)
 
 static struct backend *pin(struct client *c, uint32_t server)
 {
-    struct backend *b = backend_acquire(&pool, server, c, BACKEND_PIN);
+    struct backend *b = pool_conn_acquire(&pool, server, c, BACKEND_PIN);
 
     b->state = BACKEND_UP;
     c->pin = b;
@@ -145,9 +148,9 @@ Test(gate, a_waiting_request_never_goes_to_a_connection_given_away)
      * connection goes back, clean, as a spare; d takes it. */
     TAILQ_REMOVE(&p->sendq, blpop, bq);
     blpop->queued = 0;
-    backend_release(p, true);
+    pool_conn_release(p, true);
     c->pin = NULL;
-    cr_assert(eq(ptr, backend_acquire(&pool, 0, d, BACKEND_PIN), p), "d gets c's old connection");
+    cr_assert(eq(ptr, pool_conn_acquire(&pool, 0, d, BACKEND_PIN), p), "d gets c's old connection");
     d->pin = p;
 
     req_done(blpop);                /* the BLPOP answered: the GET may go */
@@ -183,10 +186,10 @@ Test(gate, a_connection_being_unblocked_is_no_spare)
     struct backend *p = pin(c, 0);
 
     p->unblocking = 1;
-    backend_release(p, true);
+    pool_conn_release(p, true);
     c->pin = NULL;
     cr_assert(eq(u32, pool.nspare, 0), "not kept as a spare");
-    struct backend *q = backend_acquire(&pool, 0, d, BACKEND_PIN);
+    struct backend *q = pool_conn_acquire(&pool, 0, d, BACKEND_PIN);
     cr_assert(eq(int, q->state, BACKEND_DOWN), "d gets a new connection");
     cr_assert(eq(int, q->unblocking, 0));
 }

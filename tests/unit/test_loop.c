@@ -41,6 +41,7 @@
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
 #include "proxy/process/modules.h"
+#include "proxy/core/pool_conn.h"
 #include "proxy/process/proxy.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/util.h"
@@ -251,6 +252,7 @@ static void setup(void)
     cr_assert(eq(int, uv_loop_init(&loop), 0));
     loop_init(&the_loop, &loop);
     modules_register();             /* as main */
+    proxy_register();
     uv_timer_init(&loop, &guard);
 }
 
@@ -529,7 +531,7 @@ static void loop_finish(void)
             end_close(&ends[i]);
     RUN_UNTIL(cur_loop->nclients == 0, "the proxy to close its clients");
     cur_loop->stopping = true;
-    backend_close_spares(&pool, UINT32_MAX);
+    pool_conn_close_spares(&pool, UINT32_MAX);
     for (uint32_t s = 0; s < pool.nservers; s++) {
         for (uint32_t k = 0; k < pool_nconns(&pool); k++)   /* shardis's own two too */
             backend_close(&pool.servers[s].conns[k]);
