@@ -52,7 +52,7 @@ void log_write(int lvl, const char *fmt, ...)
 {
     static const char tag[] = "   EWNID";
     /* One write per line, so that lines never mix; long enough for the
-     * ACL SETUSER a warning asks the operator to run (backend.c). */
+     * ACL SETUSER a warning asks the operator to run (srvuser.c). */
     char buf[4096];
     struct timeval tv;
     struct tm tm;

@@ -488,7 +488,7 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
     if (old != NULL && (!conf_str_eq(old->keyless_user, pc->keyless_user) ||
                         !conf_str_eq(old->keyless_password, pc->keyless_password) ||
                         !conf_str_eq(old->redis_auth, pc->redis_auth)))
-        p->creds_gen++;             /* spares of the old ones are not used again (backend.c) */
+        p->creds_gen++;             /* spares of the old ones are not used again (pool_conn.c) */
     /* Its rules and name depend on what a reload may not change
      * (databases, redis_db: reload.c), its password on redis_auth. */
     if (pc->backend_user == NULL &&

@@ -247,7 +247,7 @@ void srvuser_free(struct srvuser *u)
  * own user, then AUTH as it. A refusal of the SETUSER is
  * the AUTH's to judge (the operator may have made the user); a refused
  * AUTH leaves the connection signed in as clients' connections were
- * before (redis_auth's default user: backend_connect), which works but
+ * before (redis_auth's default user: srvuser_sign_in), which works but
  * lets a client's script do what that user may: srvuser_refused. */
 static int made_reply(struct backend *b, struct req *r)
 {

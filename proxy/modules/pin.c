@@ -2,7 +2,7 @@
  * state lives on one connection to one server.
  *
  * While such state lasts, a client is pinned to a dedicated connection
- * (backend_acquire) to the server that holds it:
+ * (pool_conn_acquire) to the server that holds it:
  *
  *   MULTI      is answered here: no server is known yet. The transaction's
  *              first keyed command picks the server, and MULTI goes there

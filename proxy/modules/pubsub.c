@@ -3,7 +3,7 @@
  * PUBLISH and SPUBLISH go to the server that owns the channel's name on the
  * ring (the hash tag applies), like a key. A subscriber needs connections
  * of its own in subscriber mode, at most one to each server (dedicated
- * connections, backend_acquire): SSUBSCRIBE goes to the channel's owner;
+ * connections, pool_conn_acquire): SSUBSCRIBE goes to the channel's owner;
  * SUBSCRIBE and PSUBSCRIBE go to every server, so that a reload that gives
  * a channel another owner (and its PUBLISHes another server) leaves its
  * subscribers listening, and a pattern matches a channel anywhere; a

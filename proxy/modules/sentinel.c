@@ -13,7 +13,7 @@
  * stale or false answer is outvoted), at a config epoch not below the one
  * followed so far, is the master's. The server there must then say it is
  * a master: every connection to it asks first (HELLO's role, which any
- * ACL user may read, where ROLE is an admin command; backend.c), and one
+ * ACL user may read, where ROLE is an admin command; backend_hello.c), and one
  * that says otherwise fails before any request is written on it, and
  * asks for another round. Rounds are started by:
  *

@@ -38,7 +38,7 @@ bool sentinel_close_handle(struct pool *p, void *h);
 void sentinel_free(struct pool *p);
 /* HELLO's reply (len bytes at p): whether the server says it is a master
  * (its "role"). Every connection to a server of a pool with sentinels
- * asks, before anything else is written on it (backend.c). */
+ * asks, before anything else is written on it (backend_hello.c). */
 bool sentinel_says_master(const char *p, size_t len);
 /* INFO's: ",master=host:port,config_epoch=E,switches=N,read_replicas=R"
  * for server (R: the replicas its reads may go to). */

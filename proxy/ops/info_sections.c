@@ -551,7 +551,7 @@ static void section_shardis(FILE *f, uint64_t now)
                     p->servers[s].addr, backend_state_name(&p->servers[s].conns[0]),
                     (unsigned long long)t.requests, (unsigned long long)t.errors,
                     (unsigned long long)t.timeouts, age);
-            if (p->servers[s].user_refused)  /* (backend.c says why in the log) */
+            if (p->servers[s].user_refused)  /* (srvuser.c says why in the log) */
                 fprintf(f, ",clients_user=missing");
             if (p->sentinel != NULL)        /* where its master is now */
                 sentinel_info(p, s, f);

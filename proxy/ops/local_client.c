@@ -219,7 +219,7 @@ static int unblock_landed(struct backend *b, struct req *u)
  *
  * Until the server has read it, nothing new goes to that pin (unblocking,
  * as gate.c holds for mig.c), and the pin is not handed to another client
- * once idle (backend_release closes it): a command sent there meanwhile,
+ * once idle (pool_conn_release closes it): a command sent there meanwhile,
  * the client's own or another's, would be the one unblocked. A PING
  * behind it on the same connection says when it has been read, whatever
  * became of the client that asked. True if r was sent (it is answered

@@ -5,7 +5,7 @@
  * they print is what the proxy does. locate answers from the ring
  * directly; diff prints the exact arcs' shares from ring_diff; acl
  * prints the users srvuser.c makes (and --check asks the servers, as the
- * proxy's start does: backend_check_users). */
+ * proxy's start does: srvuser_check). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>

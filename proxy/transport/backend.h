@@ -1,5 +1,9 @@
-/* backend.h -- connections to the redis-servers (backend.c): shared
- * pipelined ones, and dedicated ones of one client each. */
+/* backend.h -- a connection to a redis-server: shared and pipelined, or
+ * dedicated to one client (backend.c its life, backend_hello.c its
+ * handshake, backend_read.c its replies; backend_sync.c a blocking call
+ * before the loop runs). It knows its server only by what its pool tells
+ * it (struct backend_server), and tells the layers above what befalls it
+ * only through the hooks they registered (struct backend_hooks). */
 #ifndef SHARDIS_BACKEND_H
 #define SHARDIS_BACKEND_H
 
@@ -64,6 +68,12 @@ enum backend_as {
     BACKEND_AS_KEYLESS,
 };
 
+/* Who keeps a connection alive: a shared one is embedded in its pool's
+ * arrays (pool_server.conns, dbconns, a replica's conns) or made by a
+ * module for itself (the mover, the group's), and lives as long as they
+ * do; a dedicated one is made by pool_conn_acquire, listed on
+ * pool.dedicated, and freed once closed (hooks.closed: pool_conn_closed).
+ * Requests on its queues are kept by their marks (req.h). */
 struct backend {
     union stream     h;
     uv_connect_t     creq;
