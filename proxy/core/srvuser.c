@@ -26,10 +26,11 @@
  *
  * How it gets to the servers: every connection that signs in as it
  * first signs in as shardis's own user and sends the ACL SETUSER
- * (srvuser_sign_in, in every clients' connection's handshake): a server that restarted, a replica promoted
- * by a failover, a replica read from, each has the user before the first
- * client command. ACL SETUSER of rules a user already has changes
- * nothing (no client of it is disconnected).
+ * (srvuser_sign_in, in every clients' connection's handshake): a server
+ * that restarted, a replica promoted by a failover, a replica read from,
+ * each has the user before the first client command. ACL SETUSER of
+ * rules a user already has changes nothing (no client of it is
+ * disconnected).
  *
  * Several shardis in front of the same servers never undo each other:
  * the name is the hash of the rules, and the password is derived from

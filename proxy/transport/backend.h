@@ -157,11 +157,14 @@ struct backend_server {
 /* What the transport calls up: the layers above register it once, at
  * start, before any connection is made (backend_set_hooks; process/
  * proxy.c), and each hook's owner decides what its event means there.
- * Every hook runs on the loop; none may free b or close it unless it says
- * so below, and a hook left NULL is skipped (but server and conf, which
- * every connection needs). Not one runs per request on a reply's way but
- * unblocked (a request mig.c marked) and doubt (an error reply, in a pool
- * with Sentinels); keep_sent runs once per write. */
+ * Every hook runs on the loop, from b's callbacks, while b's handle is
+ * open: only closed frees b; progress, lost and idle may give a dedicated
+ * b back (pool_conn_release), which may close it; doubt may move b's
+ * server (backend_move). A hook left NULL is skipped (but conf and server,
+ * which every connection needs). On a request's way only these run:
+ * keep_sent once per write, progress once per read or write of a
+ * dedicated connection, unblocked for a request mig.c marked, and doubt
+ * or replica_shun for an error reply in a pool with Sentinels. */
 struct backend_hooks {
     /* -- what a connection asks of its pool (core) -- */
     /* Where p keeps its config (backend.conf): at backend_init. */
