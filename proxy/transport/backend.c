@@ -98,6 +98,8 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     TAILQ_INIT(&b->pendq);
 }
 
+/* ---- failing and closing ------------------------------------------------------- */
+
 /* Answer r with the backend's failure; the proxy's own requests are told
  * with an empty reply. */
 static void answer_failed(struct backend *b, struct req *r)
@@ -126,7 +128,6 @@ static void fail_req(struct backend *b, struct req *r)
     msg_release(&r->out);
     answer_failed(b, r);
 }
-
 
 static void backend_close_cb(uv_handle_t *h)
 {
@@ -253,7 +254,6 @@ bool backend_gone(const struct backend *b)
 {
     return b->h.handle.loop == NULL || (uv_is_closing(&b->h.handle) && !b->closing);
 }
-
 
 /* ---- writing ------------------------------------------------------------------- */
 
@@ -451,6 +451,8 @@ static void backend_connect(struct backend *b)
     if (rc < 0)
         backend_fail(b, uv_strerror(rc));
 }
+
+/* ---- requests ------------------------------------------------------------------ */
 
 void backend_send(struct backend *b, struct req *r)
 {

@@ -19,7 +19,6 @@
 #include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
 
-
 /* AUTH or SELECT: +OK; HELLO 3: the server's map (the connection speaks
  * RESP3 from here on). Anything else: the connection is no good. */
 int backend_hello_reply(struct backend *b, struct req *r)
@@ -132,7 +131,6 @@ static int keyless_auth_reply(struct backend *b, struct req *r)
     return 0;
 }
 
-
 /* CLIENT ID of a dedicated connection (mig.c aims CLIENT UNBLOCK by it). */
 static int client_id_reply(struct backend *b, struct req *r)
 {
@@ -144,7 +142,6 @@ static int client_id_reply(struct backend *b, struct req *r)
         b->client_id = (uint64_t)v.n;
     return 0;
 }
-
 
 /* The handshake goes first, ahead of anything already queued; each goes
  * to the front, so the last queued is the first sent. */
@@ -213,7 +210,6 @@ void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, in
     else
         TAILQ_INSERT_TAIL(&b->sendq, r, bq);
 }
-
 
 int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3])
 {
