@@ -25,7 +25,7 @@
 
 #define BACKEND_SYNC_MS 1000
 
-static int sync_connect(const struct backend_server *ps)
+static int sync_connect(const struct backend_server *sv)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     struct sockaddr_un un = {.sun_family = AF_UNIX};
@@ -34,13 +34,13 @@ static int sync_connect(const struct backend_server *ps)
     int fd, rc, soerr = 0;
     socklen_t sl = sizeof(soerr);
 
-    if (ps->unix_socket) {
-        snprintf(un.sun_path, sizeof(un.sun_path), "%s", ps->host);
+    if (sv->unix_socket) {
+        snprintf(un.sun_path, sizeof(un.sun_path), "%s", sv->host);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
     } else {
-        snprintf(port, sizeof(port), "%u", ps->port);
-        if (getaddrinfo(ps->host, port, &hints, &ai) != 0 || ai == NULL)
+        snprintf(port, sizeof(port), "%u", sv->port);
+        if (getaddrinfo(sv->host, port, &hints, &ai) != 0 || ai == NULL)
             return -1;
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
@@ -257,12 +257,12 @@ char *backend_sync(const struct backend_server *sv, int pre_argc, const char *co
 char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
                             const char *const *argv, size_t *len)
 {
-    struct backend_server ps = {.host = host, .port = port};
+    struct backend_server sv = {.host = host, .port = port};
     struct msg g = {0};
     struct mbuf *m = NULL;
     struct resp_w w = resp_w_on(&g, &m, RESP2);
     char *val;
-    int n = 1, rc, fd = sync_connect(&ps);
+    int n = 1, rc, fd = sync_connect(&sv);
 
     if (fd < 0)
         return NULL;
