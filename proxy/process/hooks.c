@@ -1,11 +1,18 @@
 /* hooks.c -- the wiring of the layers above to the transport: what a
  * client's turns set going (transport/client.h's struct client_hooks) and
  * what frees what a module hung on a request (transport/req.h's struct
- * req_release). The transport calls these and nothing above it by name;
+ * req_release), and what a server connection's turns set going
+ * (transport/backend.h's struct backend_hooks). The transport calls these and nothing above it by name;
  * which layer does what at each turn is decided here, and only here. */
 #include <stdint.h>
 
 #include "proxy/core/acl.h"
+#include "proxy/transport/backend.h"
+#include "proxy/modules/genkey.h"
+#include "proxy/modules/mig.h"
+#include "proxy/core/pool_conn.h"
+#include "proxy/modules/sentinel.h"
+#include "proxy/core/srvuser.h"
 #include "proxy/transport/client.h"
 #include "proxy/modules/frag.h"
 #include "proxy/core/gate.h"
@@ -66,8 +73,30 @@ static const struct req_release hooks_release = {
     .minified = minify_req_free,
 };
 
+/* What a server connection calls up (backend.h says when). */
+static const struct backend_hooks conn_hooks = {
+    .conf = pool_conn_conf,
+    .server = pool_conn_server,
+    .sign_in = srvuser_sign_in,
+    .server_failed = pool_backend_failed,
+    .replica_shun = pool_conn_shun,
+    .connecting = genkey_connecting,
+    .says_master = sentinel_says_master,
+    .doubt = sentinel_hint,
+    .frame = pubsub_frame,
+    .lost = pubsub_failed,
+    .unblocked = mig_unblocked,
+    .keep_sent = hotkeys_active,
+    .progress = pin_check,
+    .waits_on = gate_waits_on,
+    .ready = gate_kick,
+    .closed = pool_conn_closed,
+    .idle = pool_conn_idle,
+};
+
 void hooks_register(void)
 {
     client_set_hooks(&hooks_client);
     req_set_release(&hooks_release);
+    backend_set_hooks(&conn_hooks);
 }

@@ -4,7 +4,7 @@
 #define SHARDIS_HOOKS_H
 
 /* Register every layer's hooks with the transport (client_set_hooks,
- * req_set_release): before the first client is accepted or request made.
+ * req_set_release, backend_set_hooks): before the first client is accepted or request made.
  * proxy_loop_start does; a unit test that makes clients of its own
  * without it calls this. Calling it again changes nothing. */
 void hooks_register(void);

@@ -506,33 +506,6 @@ static void proxy_finish(void)
     log_notice("exiting");
 }
 
-/* What a server connection calls up (backend.h says when): the one place
- * that names, for the transport, the layers above it. */
-static const struct backend_hooks conn_hooks = {
-    .conf = pool_conn_conf,
-    .server = pool_conn_server,
-    .sign_in = srvuser_sign_in,
-    .server_failed = pool_backend_failed,
-    .replica_shun = pool_conn_shun,
-    .connecting = genkey_connecting,
-    .says_master = sentinel_says_master,
-    .doubt = sentinel_hint,
-    .frame = pubsub_frame,
-    .lost = pubsub_failed,
-    .unblocked = mig_unblocked,
-    .keep_sent = hotkeys_active,
-    .progress = pin_check,
-    .waits_on = gate_waits_on,
-    .ready = gate_kick,
-    .closed = pool_conn_closed,
-    .idle = pool_conn_idle,
-};
-
-void proxy_register(void)
-{
-    backend_set_hooks(&conn_hooks);
-}
-
 int proxy_run(struct conf *cf)
 {
     char err[CONF_ERRLEN];
@@ -544,7 +517,7 @@ int proxy_run(struct conf *cf)
     loop_init(&main_loop, uv_default_loop());
     cur_loop->conf = cf;
     loop_identify();
-    proxy_register();
+    hooks_register();
     route_init();
     genkey_init();
     local_reload = reload_run;

@@ -25,10 +25,6 @@ struct proxy {
 
 extern struct proxy proxy;
 
-/* Register with the lower layers what they call up (backend_set_hooks):
- * proxy_run does, first, and so does a unit test that makes connections
- * of its own. */
-void proxy_register(void);
 /* Start the loop's flush and tick handles (cur_loop->flusher, cur_loop->ticker),
  * with the layers' hooks registered (hooks_register): proxy_run does, and
  * so does a unit test that runs pools of its own on cur_loop->uv. */

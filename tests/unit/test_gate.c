@@ -44,7 +44,6 @@ static void setup(void)
     loop_init(&the_loop, uv_default_loop());
     hooks_register();
     modules_register();             /* as main */
-    proxy_register();
     cr_assert(eq(int, conf_parse(&cf, "test", conf_text, sizeof(conf_text) - 1, err,
                                  sizeof(err)), 0), "%s", err);
     cur_loop->conf = cf;

@@ -40,6 +40,7 @@
 #include "proxy/transport/client.h"
 #include "proxy/modules/mig.h"
 #include "proxy/core/pool.h"
+#include "proxy/process/hooks.h"
 #include "proxy/process/modules.h"
 #include "proxy/core/pool_conn.h"
 #include "proxy/process/proxy.h"
@@ -252,7 +253,7 @@ static void setup(void)
     cr_assert(eq(int, uv_loop_init(&loop), 0));
     loop_init(&the_loop, &loop);
     modules_register();             /* as main */
-    proxy_register();
+    hooks_register();
     uv_timer_init(&loop, &guard);
 }
 
