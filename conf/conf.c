@@ -258,7 +258,7 @@ int conf_each_pair(struct parser *p, yaml_node_t *map, const char *what,
 
 /* ---- entry points ------------------------------------------------------- */
 
-static void pool_free(struct conf_pool *pool)
+static void conf_pool_free(struct conf_pool *pool)
 {
     free(pool->name);
     conf_addr_free(&pool->listen);
@@ -325,7 +325,7 @@ void conf_unref(struct conf *cf)
     if (cf == NULL || --cf->refs > 0)
         return;
     for (size_t i = 0; i < cf->npools; i++)
-        pool_free(&cf->pools[i]);
+        conf_pool_free(&cf->pools[i]);
     free(cf->pools);
     free(cf->path);
     free(cf->text);

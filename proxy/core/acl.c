@@ -48,7 +48,7 @@ static size_t ncmd_bits(size_t *nredis)
     uint32_t acl;
 
     *nredis = CMD_MAX;
-    while (module_role.local_shard_command(n, &acl) != NULL)
+    while (module_role.shard_command(n, &acl) != NULL)
         n++;
     return *nredis + n;
 }
@@ -268,7 +268,7 @@ static int category(struct build *b, struct acl_user *u, const char *name, bool 
     for (size_t i = 0; i < n; i++)
         if (t[i].acl & (1u << ci))
             set_bit(u->cmds, i, on);
-    for (size_t i = 0; module_role.local_shard_command(i, &acl) != NULL; i++)
+    for (size_t i = 0; module_role.shard_command(i, &acl) != NULL; i++)
         if (acl & (1u << ci))
             set_bit(u->cmds, CMD_MAX + i, on);
     return 0;
@@ -283,7 +283,7 @@ static int command(struct build *b, struct acl_user *u, const char *name, bool o
     uint32_t acl;
     const char *s;
 
-    for (size_t i = 0; (s = module_role.local_shard_command(i, &acl)) != NULL; i++)
+    for (size_t i = 0; (s = module_role.shard_command(i, &acl)) != NULL; i++)
         if (!strcasecmp(s, name)) {
             set_bit(u->cmds, CMD_MAX + i, on);
             return 0;
@@ -542,7 +542,7 @@ static const char *row(size_t i, size_t nredis, uint32_t *acl)
         *acl = i < n ? t[i].acl : 0;
         return i < n ? t[i].name : NULL;
     }
-    return module_role.local_shard_command(i - nredis, acl);
+    return module_role.shard_command(i - nredis, acl);
 }
 
 /* A bitmap described as redis-server 6.2 describes one (its

@@ -321,7 +321,7 @@ void gate_tryagain(struct client *c, struct req *r)
 {
     if (c != NULL && !c->closing) {
         client_reply_error(c, r, "TRYAGAIN resharding, retry");
-        module_role.mig_told_tryagain(c->pool);     /* (mig.c's count) */
+        module_role.told_tryagain(c->pool);     /* (mig.c's count) */
         if (r->in_tx)               /* a command queued in the open transaction */
             c->tx_abort = 1;
     }
@@ -400,7 +400,7 @@ void gate_kick(struct client *c)
     c->kicking = 0;
     if (TAILQ_EMPTY(&rare->gate) && rare->hold_waits == 0) {
         c->gated = 0;
-        module_role.pin_check(c);   /* (pin.c: its pin goes back if nothing holds it) */
+        module_role.gate_emptied(c);   /* (pin.c: its pin goes back if nothing holds it) */
     }
 }
 

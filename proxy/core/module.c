@@ -16,14 +16,14 @@ size_t module_ntake;
 
 /* Every role of struct module_roles, once: merged and checked by it. */
 #define ROLES(X)                                                                \
-    X(pin_send) X(pin_internal) X(pin_keyless) X(pin_busy) X(pin_check)         \
-    X(frag_splits) X(frag_route) X(frag_broadcast)                              \
-    X(minify_route) X(minify_request)                                           \
-    X(mig_send) X(mig_told_tryagain)                                            \
-    X(group_changing)                                                           \
-    X(local_has) X(local_exec) X(local_shard_command)                           \
-    X(monitor_feed)                                                             \
-    X(stats_reset)
+    X(send_pinned) X(send_as_own) X(send_keyless) X(send_dedicated) X(gate_emptied) \
+    X(splits) X(split) X(broadcast)                                                 \
+    X(map_fields) X(map_request)                                                    \
+    X(send_moving) X(told_tryagain)                                                 \
+    X(ring_changing)                                                                \
+    X(answers_itself) X(answer) X(shard_command)                                    \
+    X(to_monitors)                                                                  \
+    X(reset_stats)
 
 /* Role f of r, if it plays it: one module per role. (CHECK, not ASSERT,
  * here and below: once, at start, and a table that breaks it must not

@@ -47,39 +47,39 @@ struct req;
  * header's. A new role is a field here and its name in module.c's ROLES. */
 struct module_roles {
     /* pin.c: connections of a client's own */
-    void (*pin_send)(struct client *c, struct req *r, struct args *a, uint32_t server,
+    void (*send_pinned)(struct client *c, struct req *r, struct args *a, uint32_t server,
                      bool blocking);
-    void (*pin_internal)(struct client *c, struct req *r, struct args *a,
+    void (*send_as_own)(struct client *c, struct req *r, struct args *a,
                          enum cmd_reply reply, uint32_t only, bool keyed, bool no_deadline);
-    void (*pin_keyless)(struct client *c, struct req *r, struct args *a, uint32_t server);
-    void (*pin_busy)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
+    void (*send_keyless)(struct client *c, struct req *r, struct args *a, uint32_t server);
+    void (*send_dedicated)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                      bool first_only);
     /* gate.c: c's gate emptied; its pin goes back if nothing holds it */
-    void (*pin_check)(struct client *c);
+    void (*gate_emptied)(struct client *c);
     /* frag.c: split per server, and sent to every server */
-    bool (*frag_splits)(const struct cmd *cmd);
-    int (*frag_route)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
-    void (*frag_broadcast)(struct client *c, struct req *r, struct args *a,
+    bool (*splits)(const struct cmd *cmd);
+    int (*split)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+    void (*broadcast)(struct client *c, struct req *r, struct args *a,
                            enum cmd_reply reply, struct backend **via, bool blocking);
     /* minify.c: hash fields' names mapped */
-    bool (*minify_route)(struct client *c, struct req *r, struct args *a,
+    bool (*map_fields)(struct client *c, struct req *r, struct args *a,
                          const struct cmd *cmd);
-    void (*minify_request)(struct args *a, struct msg *g);
+    void (*map_request)(struct args *a, struct msg *g);
     /* mig.c: send r to b while keys move (p->mig set): its keys (a->keys,
      * a may be NULL) moved to b's server first; told: a request was told
      * -TRYAGAIN because of a reload */
-    void (*mig_send)(struct client *c, struct req *r, struct args *a, struct backend *b);
-    void (*mig_told_tryagain)(struct pool *p);
+    void (*send_moving)(struct client *c, struct req *r, struct args *a, struct backend *b);
+    void (*told_tryagain)(struct pool *p);
     /* group.c: the group is changing the ring (route.c db_ok) */
-    bool (*group_changing)(const struct pool *p);
+    bool (*ring_changing)(const struct pool *p);
     /* local.c: the commands shardis answers itself */
-    bool (*local_has)(const char *name);
-    int (*local_exec)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
-    const char *(*local_shard_command)(size_t i, uint32_t *acl);
+    bool (*answers_itself)(const char *name);
+    int (*answer)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+    const char *(*shard_command)(size_t i, uint32_t *acl);
     /* monitor.c: c's request a goes to the pool's monitors (p->nmonitors > 0) */
-    void (*monitor_feed)(struct client *c, struct args *a);
+    void (*to_monitors)(struct client *c, struct args *a);
     /* stats.c: CONFIG RESETSTAT of the pool's commandstats */
-    void (*stats_reset)(struct pool *p);
+    void (*reset_stats)(struct pool *p);
 };
 
 /* A request of a route kind a module answers whole (module_route). It

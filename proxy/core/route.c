@@ -282,7 +282,7 @@ int route_reissue(struct client *c, struct req *r)
     a.av = k->av;
     a.avlen = k->avlen;
     if ((owner = route_owner(c, r, &a, k->cmd)) >= 0)
-        module_role.pin_send(c, r, &a, (uint32_t)owner, true);
+        module_role.send_pinned(c, r, &a, (uint32_t)owner, true);
     args_release(&a);
     return 1;
 }
@@ -295,7 +295,7 @@ void route_send(struct client *c, struct req *r, struct args *a, struct backend 
     if (c->pool->mig == NULL)
         gate_send(c, r, b);
     else
-        module_role.mig_send(c, r, a, b);   /* its keys moved to b's server first */
+        module_role.send_moving(c, r, a, b);   /* its keys moved to b's server first */
 }
 
 /* ---- databases ---------------------------------------------------------------------- */
@@ -345,7 +345,7 @@ static bool db_ok(struct client *c, struct req *r, struct args *a, const struct 
     if (c->pool->mig == NULL && cmd != move && cmd != copy && cmd != swapdb &&
         c->db == pc->redis_db)
         return true;
-    moving = c->pool->mig != NULL || module_role.group_changing(c->pool);
+    moving = c->pool->mig != NULL || module_role.ring_changing(c->pool);
     if (moving && (cmd == swapdb || (c->db != pc->redis_db &&
                                      keys_any(cmd))))
         goto tryagain;
@@ -423,7 +423,7 @@ void args_request(struct args *a, struct msg *g)
         return;
     }
     if (a->minify != 0) {
-        module_role.minify_request(a, g);
+        module_role.map_request(a, g);
         return;
     }
     /* Inline: the arguments are already unquoted, and a backend pipelines
@@ -489,11 +489,11 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         return;
     if (!strcmp(cmd->name, "config|resetstat")) {
         /* shardis's own counters, as the servers' */
-        module_role.stats_reset(c->pool);
+        module_role.reset_stats(c->pool);
         c->pool->requests = c->pool->accepted = c->pool->errors = 0;
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
-        module_role.pin_busy(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
+        module_role.send_dedicated(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);
     } else if ((kind == ROUTE_EVERY_ADMIN || kind == ROUTE_FIRST_ADMIN ||
                 (cmd->flags & CMD_DANGEROUS) || route_broadcast_reply(cmd) == CMD_REPLY_DBSIZE ||
                 route_broadcast_reply(cmd) == CMD_REPLY_RANDOMKEY)) {
@@ -504,7 +504,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
          * may not touch, and RANDOMKEY's script (own.h) must see them to
          * pass them over. */
         bool first = kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST;
-        module_role.pin_internal(c, r, a, route_broadcast_reply(cmd),
+        module_role.send_as_own(c, r, a, route_broadcast_reply(cmd),
                                  first ? pool_first_up(c->pool) : UINT32_MAX, false,
                                  kind == ROUTE_EVERY_ADMIN);
     } else if (kind == ROUTE_FIRST_ADMIN || kind == ROUTE_FIRST) {
@@ -514,7 +514,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         /* SAVE and BGREWRITEAOF take as long as the data: no deadline for
          * an admin's broadcast, which would fail every server's shared
          * connection at once. */
-        module_role.frag_broadcast(c, r, a, route_broadcast_reply(cmd), NULL,
+        module_role.broadcast(c, r, a, route_broadcast_reply(cmd), NULL,
                                    kind == ROUTE_EVERY_ADMIN);
     }
 }
@@ -714,7 +714,7 @@ static const struct cmd *lookup(struct client *c, struct req *r, struct args *a,
     if (cmd == NULL) {
         /* SHARD.*: not in Redis's table, nor for a transaction or a subscriber. */
         if ((len > 6 && !strncasecmp(name, "shard.", 6) && taken(c, r, a, NULL)) ||
-            module_role.local_exec(c, r, a, NULL))
+            module_role.answer(c, r, a, NULL))
             return NULL;
         reply_unknown(c, r, a);
         *refuse = true;
@@ -774,16 +774,16 @@ static bool admitted(struct client *c, struct req *r, struct args *a, const stru
 static bool forward(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                     uint32_t owner)
 {
-    if (c->pool->minify != NULL && !module_role.minify_route(c, r, a, cmd))
+    if (c->pool->minify != NULL && !module_role.map_fields(c, r, a, cmd))
         return true;                        /* (refused) */
     if (r->keyless) {
-        module_role.pin_keyless(c, r, a, owner);
+        module_role.send_keyless(c, r, a, owner);
     } else if (r->as_own) {
-        module_role.pin_internal(c, r, a, CMD_REPLY_DEFAULT, owner, true, false);
+        module_role.send_as_own(c, r, a, CMD_REPLY_DEFAULT, owner, true, false);
     } else if (client_in_multi(c) || (cmd->flags & CMD_BLOCKING)) {
         if (!client_in_multi(c) && (cmd->flags & CMD_BLOCKING))
             keep(r, a, cmd);
-        module_role.pin_send(c, r, a, owner, cmd->flags & CMD_BLOCKING);
+        module_role.send_pinned(c, r, a, owner, cmd->flags & CMD_BLOCKING);
     } else {
         struct backend *b = pool_backend_read(c->pool, owner, c, cmd, c->resp3, c->db);
         if (b == NULL) {
@@ -821,12 +821,12 @@ void route_request(struct client *c, struct req *r)
     if ((refuse = !admitted(c, r, &a, cmd)))
         goto out;
     if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
-        module_role.monitor_feed(c, &a);
+        module_role.to_monitors(c, &a);
     if (head_wanted(c->pool))
         head_keep(r, c);
     /* RESET ends whatever state the client is in: before those states' rules. */
     if ((cmd->flags & CMD_NO_AUTH) && !strcmp(cmd->name, "reset")) {
-        module_role.local_exec(c, r, &a, cmd);
+        module_role.answer(c, r, &a, cmd);
         goto out;
     }
     if ((db_matters(c, cmd) && !db_ok(c, r, &a, cmd)) || taken(c, r, &a, cmd))
@@ -862,7 +862,7 @@ void route_request(struct client *c, struct req *r)
         goto out;
     case ROUTE_SPLIT:
         /* In a transaction every key must be on its server: nothing is split. */
-        if (!client_in_multi(c) && (owner = module_role.frag_route(c, r, &a, cmd)) != -2) {
+        if (!client_in_multi(c) && (owner = module_role.split(c, r, &a, cmd)) != -2) {
             if (owner < 0)
                 goto out;                   /* split and sent, or refused */
             a.keys.n = 1;                   /* (what frag_route read: route_send) */

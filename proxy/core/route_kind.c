@@ -126,7 +126,7 @@ static enum route_kind classify(const struct cmd *cmd)
         return ROUTE_FIRST;
     if (!strcmp(cmd->name, "module|list"))
         return ROUTE_LOCAL;     /* (first_server_informs says why) */
-    if (module_role.local_has(parent))
+    if (module_role.answers_itself(parent))
         return ROUTE_LOCAL;
     if (strlen(cmd->name) > 5 && !strcmp(cmd->name + strlen(cmd->name) - 5, "|help"))
         return ROUTE_FIRST;     /* OBJECT HELP, PUBSUB HELP ...: the server's own text */
@@ -158,7 +158,7 @@ static enum route_kind classify(const struct cmd *cmd)
         return ROUTE_UNSUPPORTED;
     if (!keys_any(cmd))
         return ROUTE_KEYLESS;
-    if (module_role.frag_splits(cmd))
+    if (module_role.splits(cmd))
         return ROUTE_SPLIT;
     if (cmd->flags & CMD_BLOCKING)
         return ROUTE_BLOCKING;

@@ -822,8 +822,8 @@ void frag_done(struct req *fr)
 const struct module frag_module = {
     .name = "frag",
     .roles = &(const struct module_roles){
-        .frag_splits = frag_splits,
-        .frag_route = frag_route,
-        .frag_broadcast = frag_broadcast,
+        .splits = frag_splits,
+        .split = frag_route,
+        .broadcast = frag_broadcast,
     },
 };

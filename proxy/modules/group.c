@@ -572,5 +572,5 @@ const struct module group_module = {
     .server_gone = group_server_gone,
     .server_moved = group_server_moved,
     .tick = group_tick_hook,
-    .roles = &(const struct module_roles){.group_changing = group_changing},
+    .roles = &(const struct module_roles){.ring_changing = group_changing},
 };

@@ -548,7 +548,7 @@ const struct module mig_module = {
     .server_moved = mig_moved_hook,
     .tick = mig_tick_hook,
     .roles = &(const struct module_roles){
-        .mig_send = mig_route_send,
-        .mig_told_tryagain = mig_told_tryagain,
+        .send_moving = mig_route_send,
+        .told_tryagain = mig_told_tryagain,
     },
 };

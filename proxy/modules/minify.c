@@ -666,7 +666,7 @@ const struct module minify_module = {
     .pool_free = minify_pool_free,
     .conf_set = minify_conf_set,
     .roles = &(const struct module_roles){
-        .minify_route = minify_route,
-        .minify_request = minify_request,
+        .map_fields = minify_route,
+        .map_request = minify_request,
     },
 };

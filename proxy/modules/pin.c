@@ -137,7 +137,7 @@ static void send_quiet(struct client *c, const char *verb)
     route_send(c, r, NULL, c->pin);
 }
 
-static void reply_ok(struct client *c, struct req *r)
+static void pin_reply_ok(struct client *c, struct req *r)
 {
     struct resp_w w = client_w(c, &r->rsp);
 
@@ -274,7 +274,7 @@ static void tx_multi(struct client *c, struct req *r, struct args *a)
     if (c->tx == TX_NONE) {         /* the first key will choose the server */
         client_rare(c)->tx_epoch = c->pool->epoch;
         c->tx = TX_MULTI;
-        reply_ok(c, r);
+        pin_reply_ok(c, r);
         return;
     }
     c->tx = TX_QUEUED_WATCHED;      /* WATCH chose it */
@@ -345,7 +345,7 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
         forward(c, r, a);
         return;
     }
-    reply_ok(c, r);
+    pin_reply_ok(c, r);
 }
 
 /* RESET's reply, in place of the DISCARD's or UNWATCH's it went as: the
@@ -436,7 +436,7 @@ static void tx_unwatch(struct client *c, struct req *r, struct args *a)
         forward(c, r, a);
         return;
     case TX_NONE:
-        reply_ok(c, r);
+        pin_reply_ok(c, r);
         return;
     }
 }
@@ -627,10 +627,10 @@ const struct module pin_module = {
     .routes = 1u << ROUTE_WAIT,
     .route = pin_wait,
     .roles = &(const struct module_roles){
-        .pin_send = pin_send,
-        .pin_internal = pin_internal,
-        .pin_keyless = pin_keyless,
-        .pin_busy = pin_busy,
-        .pin_check = pin_check,
+        .send_pinned = pin_send,
+        .send_as_own = pin_internal,
+        .send_keyless = pin_keyless,
+        .send_dedicated = pin_busy,
+        .gate_emptied = pin_check,
     },
 };

@@ -52,7 +52,7 @@
 static void cmd_ping(struct client *c, struct req *r, struct args *a)
 {
     if (a->argc > 2) {
-        reply_arity(c, r, "ping");
+        local_reply_arity(c, r, "ping");
         req_done(r);
         return;
     }
@@ -65,17 +65,17 @@ static void cmd_echo(struct client *c, struct req *r, struct args *a)
     size_t len;
     const char *s;
     if (a->argc != 2) {
-        reply_arity(c, r, "echo");
+        local_reply_arity(c, r, "echo");
         return;
     }
     s = args_get(a, 1, &len);
-    reply_bulk(c, r, s, len);
+    local_reply_bulk(c, r, s, len);
 }
 
 static void cmd_quit(struct client *c, struct req *r, struct args *a)
 {
     (void)a;
-    reply_ok(c, r);
+    local_reply_ok(c, r);
     r->quit = 1;
     c->quitting = 1;
 }
@@ -93,7 +93,7 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
 {
     long long db;
     if (a->argc != 2) {
-        reply_arity(c, r, "select");
+        local_reply_arity(c, r, "select");
         return;
     }
     if (!args_ll(a, 1, &db))
@@ -110,7 +110,7 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
         if (db != c->db)
             gate_hold(c, r);
         c->db = (uint16_t)db;       /* (CONF_DATABASES_MAX fits: gate.c) */
-        reply_ok(c, r);
+        local_reply_ok(c, r);
     }
 }
 
@@ -133,7 +133,7 @@ static bool sign_in(struct client *c, struct args *a, uint32_t user_at, uint32_t
 static void cmd_auth(struct client *c, struct req *r, struct args *a)
 {
     if (a->argc < 2) {
-        reply_arity(c, r, "auth");
+        local_reply_arity(c, r, "auth");
         return;
     }
     if (a->argc > 3) {
@@ -147,7 +147,7 @@ static void cmd_auth(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (sign_in(c, a, a->argc == 3 ? 1 : 0, a->argc - 1))
-        reply_ok(c, r);
+        local_reply_ok(c, r);
     else
         client_reply_error(c, r, ACL_WRONGPASS);
 }
@@ -209,7 +209,7 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
     if (change)
         gate_hold(c, r);
     c->resp3 = ver == 3;
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     struct info_version v;
     info_servers_version(c->pool, &v);      /* (as INFO says them) */
     resp_w_map(&w, 7);
@@ -255,14 +255,14 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     c->db = (uint16_t)c->pool->conf->redis_db;
     if (pin_reset(c, r))
         return;                     /* answered by its pin */
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     resp_w_simple(&w, "RESET");
     req_done(r);
 }
 
 void local_module_list(struct client *c, struct req *r)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
 
     info_modules(c->pool, &w);      /* (as HELLO says them) */
     req_done(r);
@@ -270,7 +270,7 @@ void local_module_list(struct client *c, struct req *r)
 
 static void cmd_time(struct client *c, struct req *r, struct args *a)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     struct timeval tv;
 
     (void)a;
@@ -288,7 +288,7 @@ static void cmd_time(struct client *c, struct req *r, struct args *a)
  * for what it cannot read. */
 static void command_getkeys(struct client *c, struct req *r, struct args *a)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     uint32_t argc = a->argc - 2;
     char **av = xmalloc(argc * sizeof(*av)), err[KEYS_ERR_MAX];
     size_t *avlen = xmalloc(argc * sizeof(*avlen)), len;
@@ -350,7 +350,7 @@ static void cmd_command(struct client *c, struct req *r, struct args *a)
  * and shardis raises none, as a server with latency-monitor-threshold 0. */
 static void cmd_latency(struct client *c, struct req *r, struct args *a)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
 
     if (args_is(a, 1, "histogram")) {
         uint32_t n = a->argc - 2;
@@ -401,7 +401,7 @@ static void cmd_whereis(struct client *c, struct req *r, struct args *a)
     const char *key;
 
     if (a->argc != 2) {
-        reply_arity(c, r, "shard.whereis");
+        local_reply_arity(c, r, "shard.whereis");
         return;
     }
     key = args_get(a, 1, &len);
@@ -409,16 +409,16 @@ static void cmd_whereis(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR distribution random gives keys no fixed server");
         return;
     }
-    reply_str(c, r, ring_server_label(c->pool->ring, ring_lookup(c->pool->ring, key, len)));
+    local_reply_str(c, r, ring_server_label(c->pool->ring, ring_lookup(c->pool->ring, key, len)));
 }
 
 static void cmd_nodes(struct client *c, struct req *r, struct args *a)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     struct pool *p = c->pool;
 
     if (a->argc != 1) {
-        reply_arity(c, r, "shard.nodes");
+        local_reply_arity(c, r, "shard.nodes");
         return;
     }
     /* The servers of the ring keys are routed by, in the config's order. */
@@ -460,10 +460,10 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
  * dictionary does not name comes back as it is. */
 static void map_fields(struct client *c, struct req *r, struct args *a, bool maxify)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
 
     if (a->argc < 2) {
-        reply_arity(c, r, maxify ? "shard.maxify" : "shard.minify");
+        local_reply_arity(c, r, maxify ? "shard.maxify" : "shard.minify");
         return;
     }
     resp_w_array(&w, a->argc - 1);
@@ -646,8 +646,8 @@ const struct module local_module = {
     .routes = 1u << ROUTE_LOCAL,
     .route = local_route,
     .roles = &(const struct module_roles){
-        .local_has = local_has,
-        .local_exec = local_exec,
-        .local_shard_command = local_shard_command,
+        .answers_itself = local_has,
+        .answer = local_exec,
+        .shard_command = local_shard_command,
     },
 };

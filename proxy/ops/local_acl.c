@@ -88,7 +88,7 @@ static void acl_getuser(struct client *c, struct req *r, struct args *a)
     size_t len;
     const char *name = args_get(a, 2, &len);
     const struct acl_user *u = acl_find(c->pool->acl, name, len);
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     char hex[65];
 
     if (u == NULL) {
@@ -148,11 +148,11 @@ static void acl_dryrun(struct client *c, struct req *r, struct args *a)
         for (size_t i = 0; (s = local_shard_command(i, &shard_acl)) != NULL; i++)
             if (strlen(s) == nlen && !strncasecmp(s, name, nlen)) {
                 if (u->all || acl_shard_ok(u, i)) {
-                    reply_ok(c, r);
+                    local_reply_ok(c, r);
                 } else {
                     snprintf(msg, sizeof(msg), "This user has no permissions to run the "
                              "'%s' command", s);
-                    reply_str(c, r, msg);
+                    local_reply_str(c, r, msg);
                 }
                 return;
             }
@@ -161,7 +161,7 @@ static void acl_dryrun(struct client *c, struct req *r, struct args *a)
         return;
     }
     if (!cmd_arity_ok(cmd, argc)) {
-        reply_arity(c, r, cmd->name);
+        local_reply_arity(c, r, cmd->name);
         return;
     }
     /* The request as its own arguments: copies, as args_get's may not all
@@ -177,7 +177,7 @@ static void acl_dryrun(struct client *c, struct req *r, struct args *a)
     struct args req = {.c = c, .argc = argc, .av = av, .avlen = avlen};
     k = route_dryrun(u, &req, cmd, &at);
     if (k == 0) {
-        reply_ok(c, r);
+        local_reply_ok(c, r);
     } else {
         if (k == 1)
             snprintf(msg, sizeof(msg), "This user has no permissions to run the '%s' command",
@@ -185,7 +185,7 @@ static void acl_dryrun(struct client *c, struct req *r, struct args *a)
         else
             snprintf(msg, sizeof(msg), "This user has no permissions to access the '%.*s' %s",
                      (int)(avlen[at] < 128 ? avlen[at] : 128), av[at], k == 2 ? "key" : "channel");
-        reply_str(c, r, msg);
+        local_reply_str(c, r, msg);
     }
     args_release(&req);
     for (uint32_t i = 0; i < argc; i++)
@@ -210,7 +210,7 @@ static void acl_genpass_cmd(struct client *c, struct req *r, struct args *a)
                            "the output password, a positive number up to 4096");
     } else {
         acl_genpass(pass, (size_t)(bits + 3) / 4);
-        reply_str(c, r, pass);
+        local_reply_str(c, r, pass);
     }
 }
 
@@ -236,7 +236,7 @@ static void acl_cat(struct client *c, struct req *r, struct args *a)
     }
     for (size_t i = 0; i < n; i++)
         count += (t[i].acl >> ci) & 1;
-    w = out(c, r);
+    w = local_w(c, r);
     resp_w_array(&w, (uint32_t)count);
     for (size_t i = 0; i < n; i++)
         if ((t[i].acl >> ci) & 1)
@@ -248,7 +248,7 @@ static void acl_cat(struct client *c, struct req *r, struct args *a)
 static void acl_list(struct client *c, struct req *r)
 {
     const struct acl *acl = c->pool->acl;
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
 
     resp_w_array(&w, (uint32_t)acl->n);
     const struct acl_user **order = xcalloc(acl->n, sizeof(*order));
@@ -278,15 +278,15 @@ void local_acl_command(struct client *c, struct req *r, struct args *a)
     const char *sub = args_get(a, 1, &len);
 
     if (args_is(a, 1, "whoami")) {
-        w = out(c, r);
+        w = local_w(c, r);
         resp_w_bulk_str(&w, c->user->name);
     } else if (args_is(a, 1, "users")) {
-        w = out(c, r);
+        w = local_w(c, r);
         resp_w_array(&w, (uint32_t)acl->n);
         for (size_t i = 0; i < acl->n; i++)
             resp_w_bulk_str(&w, acl->users[i].name);
     } else if (args_is(a, 1, "cat") && a->argc == 2) {
-        w = out(c, r);
+        w = local_w(c, r);
         resp_w_array(&w, (uint32_t)cmd_acl_count);
         for (size_t i = 0; i < cmd_acl_count; i++)
             resp_w_bulk_str(&w, cmd_acl_names[i]);

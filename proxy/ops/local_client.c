@@ -42,7 +42,7 @@ static void client_lines(struct client *c, struct req *r, const struct client_fi
     size_t len = 0;
     FILE *fp = xopen_memstream(&buf, &len);
     struct pool *p = c->pool;
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
 
     for (uint32_t i = 0; i < p->nclients && f != NULL; i++) {
         if (!client_matches(p->clients[i], f))
@@ -101,7 +101,7 @@ static void client_list(struct client *c, struct req *r, struct args *a)
         }
     }
     if (type == 2) {                /* (shardis has no replicas of its own) */
-        struct resp_w w = out(c, r);
+        struct resp_w w = local_w(c, r);
         resp_w_verbatim(&w, "txt", "", 0);
     } else {
         client_lines(c, r, &(struct client_filter){.ids = ids, .nids = nids, .type = type});
@@ -191,7 +191,7 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
     if (old && n == 0) {
         client_reply_error(c, r, "ERR No such client");
     } else {
-        struct resp_w w = out(c, r);
+        struct resp_w w = local_w(c, r);
         if (old)
             resp_w_simple(&w, "OK");
         else
@@ -246,7 +246,7 @@ static bool client_unblock(struct client *c, struct req *r, struct args *a)
         if (c->pool->clients[i]->id == (uint64_t)id)
             b = c->pool->clients[i]->pin;
     if (b == NULL || b->client_id == 0 || b->unblocking || !backend_has_blocking(b)) {
-        struct resp_w w = out(c, r);
+        struct resp_w w = local_w(c, r);
         resp_w_int(&w, 0);
         return false;
     }
@@ -276,7 +276,7 @@ static bool client_unblock(struct client *c, struct req *r, struct args *a)
  * True if r was sent on (UNBLOCK): answered from there. */
 static bool client_sub(struct client *c, struct req *r, struct args *a)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     size_t len;
 
     if (args_is(a, 1, "unblock")) {
@@ -284,12 +284,12 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
     } else if (args_is(a, 1, "setname")) {
         const char *n = args_get(a, 2, &len);
         if (local_set_name(c, r, n, len))
-            reply_ok(c, r);
+            local_reply_ok(c, r);
     } else if (args_is(a, 1, "getname")) {
         if (client_name(c) == NULL)
             resp_w_null(&w);
         else
-            reply_str(c, r, client_name(c));
+            local_reply_str(c, r, client_name(c));
     } else if (args_is(a, 1, "id")) {
         resp_w_int(&w, (long long)c->id);
     } else if (args_is(a, 1, "reply")) {
@@ -297,14 +297,14 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
         if (args_is(a, 2, "on")) {
             c->reply = CLIENT_REPLY_ON;
             r->silent = 0;
-            reply_ok(c, r);
+            local_reply_ok(c, r);
         } else if (args_is(a, 2, "off") || args_is(a, 2, "skip")) {
             if (args_is(a, 2, "off"))
                 c->reply = CLIENT_REPLY_OFF;
             else if (c->reply != CLIENT_REPLY_OFF)
                 c->reply = CLIENT_REPLY_SKIP;
             r->silent = 1;
-            reply_ok(c, r);                 /* dropped */
+            local_reply_ok(c, r);                 /* dropped */
         } else {
             client_reply_error(c, r, "ERR syntax error");
         }
@@ -312,7 +312,7 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
         /* Redis 7.0's: shardis evicts no client for memory, so either
          * setting is what it does already. */
         if (args_is(a, 2, "on") || args_is(a, 2, "off"))
-            reply_ok(c, r);
+            local_reply_ok(c, r);
         else
             client_reply_error(c, r, "ERR syntax error");
     } else if (args_is(a, 1, "no-touch")) {
@@ -320,7 +320,7 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
          * each of its requests (gate.c go), the connections being shared. */
         if (args_is(a, 2, "on") || args_is(a, 2, "off")) {
             c->notouch = args_is(a, 2, "on");
-            reply_ok(c, r);
+            local_reply_ok(c, r);
         } else {
             client_reply_error(c, r, "ERR syntax error");
         }
@@ -328,10 +328,10 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
         /* Valkey 8's: a client says what it can take (redirect: -REDIRECT
          * replies, which a server sends to replica readers). shardis sends
          * none, so any is taken as Valkey takes them, and changes nothing. */
-        reply_ok(c, r);
+        local_reply_ok(c, r);
     } else if (args_is(a, 1, "setinfo")) {
         if (args_is(a, 2, "lib-name") || args_is(a, 2, "lib-ver"))
-            reply_ok(c, r);
+            local_reply_ok(c, r);
         else {
             const char *o = args_get(a, 2, &len);
             client_reply_error(c, r, "ERR Unrecognized option '%.*s'", (int)(len < 64 ? len : 64), o);
@@ -351,11 +351,11 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
             client_reply_error(c, r, "ERR syntax error");
         } else {
             pool_pause(c->pool, ms > 0 ? (uint64_t)ms : 1, all);
-            reply_ok(c, r);
+            local_reply_ok(c, r);
         }
     } else if (args_is(a, 1, "unpause") && a->argc == 2) {
         pool_pause(c->pool, 0, false);
-        reply_ok(c, r);
+        local_reply_ok(c, r);
     } else {
         const char *sub = args_get(a, 1, &len);
         client_reply_error(c, r, "ERR CLIENT %.*s is not supported by shardis",

@@ -16,29 +16,29 @@ struct args;
 struct req;
 
 /* Every value goes through the encoder, in the client's protocol. */
-static inline struct resp_w out(struct client *c, struct req *r)
+static inline struct resp_w local_w(struct client *c, struct req *r)
 {
     return client_w(c, &r->rsp);
 }
 
-static inline void reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
+static inline void local_reply_bulk(struct client *c, struct req *r, const char *s, size_t len)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     resp_w_bulk(&w, s, len);
 }
 
-static inline void reply_str(struct client *c, struct req *r, const char *s)
+static inline void local_reply_str(struct client *c, struct req *r, const char *s)
 {
-    reply_bulk(c, r, s, strlen(s));
+    local_reply_bulk(c, r, s, strlen(s));
 }
 
-static inline void reply_ok(struct client *c, struct req *r)
+static inline void local_reply_ok(struct client *c, struct req *r)
 {
-    struct resp_w w = out(c, r);
+    struct resp_w w = local_w(c, r);
     resp_w_simple(&w, "OK");
 }
 
-static inline void reply_arity(struct client *c, struct req *r, const char *name)
+static inline void local_reply_arity(struct client *c, struct req *r, const char *name)
 {
     client_reply_error(c, r, "ERR wrong number of arguments for '%s' command", name);
 }

@@ -128,5 +128,5 @@ void monitor_gone(struct client *c)
 
 const struct module monitor_module = {
     .name = "monitor",
-    .roles = &(const struct module_roles){.monitor_feed = monitor_feed},
+    .roles = &(const struct module_roles){.to_monitors = monitor_feed},
 };

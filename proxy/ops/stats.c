@@ -323,5 +323,5 @@ const struct module stats_module = {
     .name = "stats",
     .pool_init = stats_pool_init,
     .pool_free = stats_pool_free,
-    .roles = &(const struct module_roles){.stats_reset = stats_pool_reset},
+    .roles = &(const struct module_roles){.reset_stats = stats_pool_reset},
 };
