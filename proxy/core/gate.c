@@ -461,7 +461,7 @@ void gate_kick_publishers(struct pool *p)
     p->publish_held = false;        /* (set again by a PUBLISH that still waits) */
     /* From the end: a client closed by what it sends leaves its slot to
      * the last one, already kicked. */
-    for (uint32_t i = p->nclients; i-- > 0; )
-        if (i < p->nclients && p->clients[i]->gated)
-            gate_kick(p->clients[i]);
+    for (uint32_t i = p->front.nclients; i-- > 0; )
+        if (i < p->front.nclients && p->front.clients[i]->gated)
+            gate_kick(p->front.clients[i]);
 }

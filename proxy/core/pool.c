@@ -499,6 +499,8 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
     }
     conf_ref(pc->owner);            /* a pool holds the config it routes by (conf.h) */
     p->conf = pc;
+    p->front.pool = p;              /* (what its clients' c->pool is) */
+    p->front.conf = pc;
     MODULE_EACH(conf_set, p);       /* (minify.c's names: a reload may only add some) */
     if (old != NULL)
         conf_unref(old->owner);     /* the last pool off a replaced config frees it */
@@ -590,8 +592,8 @@ static void pool_retire_idle(struct pool *p)
 void pool_set_acl(struct pool *p, struct acl *acl)
 {
     /* From the end: closing one moves the last (seen already) into its slot. */
-    for (uint32_t i = p->nclients; i-- > 0; ) {
-        struct client *c = p->clients[i];
+    for (uint32_t i = p->front.nclients; i-- > 0; ) {
+        struct client *c = p->front.clients[i];
         const struct acl_user *u;
         if (c->user == NULL)
             continue;
@@ -626,9 +628,9 @@ void pool_set_acl(struct pool *p, struct acl *acl)
 
 void pool_set_tls(struct pool *p, SSL_CTX *server, SSL_CTX *client)
 {
-    tls_ctx_free(p->tls_server);
+    tls_ctx_free(p->front.tls_server);
     tls_ctx_free(p->tls_client);
-    p->tls_server = server;
+    p->front.tls_server = server;
     p->tls_client = client;
 }
 
@@ -636,7 +638,7 @@ void pool_free(struct pool *p)
 {
     pool_set_tls(p, NULL, NULL);
     acl_free(p->acl);
-    free(p->clients);
+    free(p->front.clients);
     MODULE_EACH(pool_free, p);
     srvuser_free(p->clients_user);
     cmdinfo_free(p);
@@ -677,9 +679,9 @@ void pool_pause(struct pool *p, uint64_t ms, bool all)
     p->paused_until = 0;
     p->pause_all = false;
     /* From the end: a kick may close a client, which moves the last here. */
-    for (uint32_t i = p->nclients; i-- > 0; )
-        if (i < p->nclients && p->clients[i]->gated)
-            gate_kick(p->clients[i]);
+    for (uint32_t i = p->front.nclients; i-- > 0; )
+        if (i < p->front.nclients && p->front.clients[i]->gated)
+            gate_kick(p->front.clients[i]);
 }
 
 void pool_tick(struct pool *p, uint64_t now)

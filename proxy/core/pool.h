@@ -10,6 +10,7 @@
 #include "conf/conf.h"
 #include "proxy/base/stream.h"
 #include "proxy/base/tls.h"
+#include "proxy/transport/client.h"
 #include "ring/ring.h"
 
 struct acl;
@@ -119,16 +120,16 @@ struct pool {
     uint32_t         *live_map;     /* live ring index -> server */
     union stream      listener;
     union stream      tls_listener; /* tls_listen's (handle.loop NULL without one) */
-    SSL_CTX          *tls_server;   /* what TLS clients' connections are made from, and */
-    SSL_CTX          *tls_client;   /* connections to servers (backend_tls): owned, NULL
-                                       without; swapped by pool_set_tls (tls.h) */
+    SSL_CTX          *tls_client;   /* what connections to servers are made from
+                                       (backend_tls), and front.tls_server what TLS
+                                       clients' are: owned, NULL without; swapped by
+                                       pool_set_tls (tls.h) */
     struct pool_server *servers;    /* [nservers]: every server ever in a ring */
     uint32_t          nservers;
     uint32_t          nconns;       /* server_connections (of each protocol) */
     uint32_t          ndbs;         /* databases (fixed at start, as nconns) */
-    uint32_t          nclients;
-    struct client   **clients;      /* [nclients]: every client, a client's slot its index */
-    uint32_t          clients_cap;
+    struct front      front;        /* its clients, as the transport keeps them (client.h;
+                                       front.conf is conf, set by pool_set_conf) */
     struct acl       *acl;          /* who may do what (acl.c); owned, swapped by
                                        pool_set_acl */
     TAILQ_HEAD(backend_list, backend) dedicated;/* spares first, then those in use */
@@ -163,21 +164,7 @@ struct pool {
     struct srvuser   *clients_user; /* what clients' connections sign in as where the
                                        pool names no backend_user (srvuser.c): made by
                                        pool_set_conf, owned; NULL with a backend_user */
-    /* What its clients make shardis hold, all together (client_hold) */
-    uint64_t          clients_mem;
-    /* stats */
-    uint64_t          accepted, rejected, requests, errors;
-    uint64_t          evicted_clients;    /* closed for maxmemory_clients */
-    uint64_t          obl_disconnections; /* closed for client_output_buffer_limit */
-    /* The most one client held, of input (a request being read) and of
-     * everything, in this period and the one before (INFO's
-     * client_recent_max_*_buffer; the tick turns the periods) */
-    uint64_t          peak_in[2], peak_out[2];
-    uint64_t          peak_period;  /* loop ms / CLIENT_PEAK_MS of peak_*[0] */
-    /* client.c: below these, no limit applies (for conf quiet_conf) */
-    const struct conf_pool *quiet_conf;
-    size_t            quiet_held;
-    uint64_t          quiet_total;
+    uint64_t          errors;
     struct stats     *stats;        /* INFO commandstats, errorstats (stats.c): made
                                        when the pool gets its first ring (its module's
                                        pool_init), freed by pool_free */

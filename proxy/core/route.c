@@ -490,7 +490,7 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
     if (!strcmp(cmd->name, "config|resetstat")) {
         /* shardis's own counters, as the servers' */
         module_role.reset_stats(c->pool);
-        c->pool->requests = c->pool->accepted = c->pool->errors = 0;
+        c->front->requests = c->front->accepted = c->pool->errors = 0;
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
         module_role.send_dedicated(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);

@@ -217,10 +217,10 @@ void info_tick(struct pool *p, uint64_t now)
     if (now >= in->sample_ms + INFO_SAMPLE_MS) {
         if (in->sample_ms != 0)
             in->samples[in->nsample++ % INFO_SAMPLES] =
-                (double)(p->requests - in->sample_requests) * 1000.0 /
+                (double)(p->front.requests - in->sample_requests) * 1000.0 /
                 (double)(now - in->sample_ms);
         in->sample_ms = now;
-        in->sample_requests = p->requests;
+        in->sample_requests = p->front.requests;
     }
     if (cur_loop->stopping)
         return;

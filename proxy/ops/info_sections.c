@@ -534,8 +534,8 @@ static void section_shardis(FILE *f, uint64_t now)
                 "clients=%u,requests=%llu,errors=%llu,slowlog_skipped=%llu,clients_user=%s\r\n",
                 i, p->conf->name, p->conf->listen.text,
                 ring_dist_name(ring_distribution(p->ring)),
-                ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->nclients,
-                (unsigned long long)p->requests, (unsigned long long)p->errors,
+                ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->front.nclients,
+                (unsigned long long)p->front.requests, (unsigned long long)p->errors,
                 (unsigned long long)slowlog_skipped(p),
                 srvuser_name(p->conf, p->clients_user));
         for (uint32_t s = 0; s < p->nservers; s++) {
@@ -581,7 +581,7 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
         section_server(p, f, now);
     if (WANT(mask, S_CLIENTS)) {
         uint64_t in, out;
-        client_peaks(p, now, &in, &out);
+        client_peaks(&p->front, now, &in, &out);
         fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
                 "maxclients:%d\r\nclient_recent_max_input_buffer:%llu\r\n"
                 "client_recent_max_output_buffer:%llu\r\nblocked_clients:%u\r\n"
@@ -589,7 +589,7 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
                 "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", cur_loop->nclients,
                 p->conf->client_connections > 0 ? p->conf->client_connections : 10000,
                 (unsigned long long)in, (unsigned long long)out, blocked_clients(),
-                (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
+                (unsigned long long)p->front.clients_mem, p->conf->maxmemory_clients);
     }
     if (WANT(mask, S_MEMORY))
         section_memory(p, f);
@@ -605,11 +605,11 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
                 "unexpected_error_replies:0\r\nevicted_clients:%llu\r\n"
                 "client_output_buffer_limit_disconnections:%llu\r\n"
                 "chunks_allocated:%zu\r\nchunks_free:%zu\r\n",
-                (unsigned long long)p->accepted, (unsigned long long)p->requests,
-                ops_per_sec(p), (unsigned long long)p->rejected,
+                (unsigned long long)p->front.accepted, (unsigned long long)p->front.requests,
+                ops_per_sec(p), (unsigned long long)p->front.rejected,
                 (unsigned long long)p->stats->error_replies,
-                (unsigned long long)p->evicted_clients,
-                (unsigned long long)p->obl_disconnections, mbuf_nalloc(), mbuf_nfree());
+                (unsigned long long)p->front.evicted_clients,
+                (unsigned long long)p->front.obl_disconnections, mbuf_nalloc(), mbuf_nfree());
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }

@@ -44,10 +44,10 @@ static void client_lines(struct client *c, struct req *r, const struct client_fi
     struct pool *p = c->pool;
     struct resp_w w = local_w(c, r);
 
-    for (uint32_t i = 0; i < p->nclients && f != NULL; i++) {
-        if (!client_matches(p->clients[i], f))
+    for (uint32_t i = 0; i < p->front.nclients && f != NULL; i++) {
+        if (!client_matches(p->front.clients[i], f))
             continue;
-        client_describe(p->clients[i], fp);
+        client_describe(p->front.clients[i], fp);
         fputc('\n', fp);
     }
     if (f == NULL) {
@@ -174,8 +174,8 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
     }
     /* From the end: closing one moves the last (seen already) into its slot. */
     if (flt.type != 2 && !none)
-        for (uint32_t i = c->pool->nclients; i-- > 0; ) {
-            struct client *x = c->pool->clients[i];
+        for (uint32_t i = c->front->nclients; i-- > 0; ) {
+            struct client *x = c->front->clients[i];
             if (!client_matches(x, &flt) || (x == c && skipme))
                 continue;
             n++;
@@ -242,9 +242,9 @@ static bool client_unblock(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR value is not an integer or out of range");
         return false;
     }
-    for (uint32_t i = 0; i < c->pool->nclients && b == NULL; i++)
-        if (c->pool->clients[i]->id == (uint64_t)id)
-            b = c->pool->clients[i]->pin;
+    for (uint32_t i = 0; i < c->front->nclients && b == NULL; i++)
+        if (c->front->clients[i]->id == (uint64_t)id)
+            b = c->front->clients[i]->pin;
     if (b == NULL || b->client_id == 0 || b->unblocking || !backend_has_blocking(b)) {
         struct resp_w w = local_w(c, r);
         resp_w_int(&w, 0);

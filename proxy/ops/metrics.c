@@ -203,13 +203,13 @@ void metrics_write(const struct pool *p, FILE *f)
                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
     }
     pool_family(f, "shardis_clients", "gauge", "Clients connected to the pool", pool,
-                p->nclients);
+                p->front.nclients);
     pool_family(f, "shardis_connections_received_total", "counter",
-                "Client connections accepted", pool, p->accepted);
+                "Client connections accepted", pool, p->front.accepted);
     pool_family(f, "shardis_connections_rejected_total", "counter",
-                "Client connections refused (client_connections)", pool, p->rejected);
+                "Client connections refused (client_connections)", pool, p->front.rejected);
     pool_family(f, "shardis_requests_total", "counter", "Requests read from clients", pool,
-                p->requests);
+                p->front.requests);
     pool_family(f, "shardis_error_replies_total", "counter", "Error replies sent to clients",
                 pool, p->stats->error_replies);
     mig_progress(p, &mp);

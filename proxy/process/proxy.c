@@ -128,7 +128,7 @@ static void tick_cb(uv_timer_t *t)
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
         pool_tick(p, now);
-        client_tick(p, now);
+        client_tick(&p->front, now);
         gate_kick_publishers(p);    /* (one waiting GATE_SUBSCRIBING_MS goes) */
         module_tick(p, now);        /* the group's rounds, the migration's, Sentinels ... */
         /* (MIGRATE and the mover's commands have deadlines of their own,
@@ -158,7 +158,7 @@ static void accept_cb(uv_stream_t *listener, int status)
         log_warn("pool '%s': accept: %s", p->conf->name, uv_strerror(status));
         return;
     }
-    client_accept(p, listener);
+    client_accept(&p->front, listener, listener == &p->tls_listener.stream);
 }
 
 static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
@@ -252,7 +252,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
         log_notice("pool '%s': auto_eject_hosts is set but eject_mode is fail: a failing "
                    "server keeps its keys and its requests fail fast; set eject_mode: "
                    "rehash for twemproxy's ejection", pc->name);
-    if ((rc = tls_ctx_build(pc, &p->tls_server, &p->tls_client, err, errlen)) < 0) {
+    if ((rc = tls_ctx_build(pc, &p->front.tls_server, &p->tls_client, err, errlen)) < 0) {
         ring_free(ring);
         return rc;
     }

@@ -175,8 +175,8 @@ static void client_read_held(struct client *c)
 
     client_hold(c, (int64_t)q - (int64_t)c->qbuf);
     c->qbuf = q;
-    if (q > c->pool->peak_in[0])
-        c->pool->peak_in[0] = q;
+    if (q > c->front->peak_in[0])
+        c->front->peak_in[0] = q;
     if (grew > 0)
         client_limit(c, grew, false);
 }
@@ -219,7 +219,7 @@ static void client_consume(struct client *c, size_t nread)
         client_hold(c, (int64_t)held - (int64_t)c->qbuf);  /* (what was read of it before) */
         c->qbuf = 0;
         cur_loop->total_commands++;
-        c->pool->requests++;
+        c->front->requests++;
         client_on.request(c, r);        /* may close c: then c->closing is set; r may be
                                        answered and gone */
         resp_req_reset(&c->scan);
@@ -324,8 +324,8 @@ static void sock_name(const struct client *c, bool peer, char *buf, size_t len)
     char ip[64];
 
     if (c->h.handle.type != UV_TCP) {       /* a unix socket's, as redis-server: path:0 */
-        snprintf(buf, len, "%s:0", c->pool->conf->listen.unix_socket
-                                       ? c->pool->conf->listen.host : "?");
+        snprintf(buf, len, "%s:0", c->front->conf->listen.unix_socket
+                                       ? c->front->conf->listen.host : "?");
         return;
     }
     snprintf(buf, len, "?");
@@ -351,27 +351,27 @@ void client_local(const struct client *c, char *buf, size_t len)
     sock_name(c, false, buf, len);
 }
 
-/* Every client of p is on p->clients, its slot its index there: listed
+/* Every client of p is on f->clients, its slot its index there: listed
  * as it starts, unlisted as it closes (the last takes its slot). */
-static void client_list(struct pool *p, struct client *c)
+static void client_list(struct front *f, struct client *c)
 {
-    if (p->nclients == p->clients_cap) {
-        p->clients_cap = p->clients_cap ? 2 * p->clients_cap : 16;
-        p->clients = xrealloc(p->clients, p->clients_cap * sizeof(*p->clients));
+    if (f->nclients == f->clients_cap) {
+        f->clients_cap = f->clients_cap ? 2 * f->clients_cap : 16;
+        f->clients = xrealloc(f->clients, f->clients_cap * sizeof(*f->clients));
     }
-    c->slot = p->nclients;
-    p->clients[p->nclients++] = c;
+    c->slot = f->nclients;
+    f->clients[f->nclients++] = c;
 }
 
 static void client_unlist(struct client *c)
 {
-    struct pool *p = c->pool;
-    struct client *last = p->clients[p->nclients - 1];
+    struct front *f = c->front;
+    struct client *last = f->clients[f->nclients - 1];
 
-    ASSERT(p->clients[c->slot] == c);
-    p->clients[c->slot] = last;
+    ASSERT(f->clients[c->slot] == c);
+    f->clients[c->slot] = last;
     last->slot = c->slot;
-    p->nclients--;
+    f->nclients--;
 }
 
 void client_close(struct client *c)
@@ -387,7 +387,7 @@ void client_close(struct client *c)
     }
     client_unlist(c);
     cur_loop->nclients--;
-    c->pool->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
+    c->front->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
     c->mem = c->qbuf = 0;
     client_unwatch(c);
     for (size_t i = 0; i < client_on.ngone; i++)
@@ -397,7 +397,7 @@ void client_close(struct client *c)
 
 /* A client of p over a handle of its own kind (pipe: a uv_pipe_t, else a
  * uv_tcp_t), initialised but not connected yet; NULL if it cannot be. */
-static struct client *client_new(struct pool *p, bool pipe)
+static struct client *client_new(struct front *f, bool pipe)
 {
     struct client *c = xcalloc(1, offsetof(struct client, h) +
                                   (pipe ? sizeof(uv_pipe_t) : sizeof(uv_tcp_t)));
@@ -411,8 +411,9 @@ static struct client *client_new(struct pool *p, bool pipe)
         free(c);
         return NULL;
     }
-    c->pool = p;
-    c->db = (uint16_t)p->conf->redis_db;
+    c->front = f;
+    c->pool = f->pool;
+    c->db = (uint16_t)f->conf->redis_db;
     TAILQ_INIT(&c->reqs);
     resp_req_reset(&c->scan);
     return c;
@@ -420,25 +421,25 @@ static struct client *client_new(struct pool *p, bool pipe)
 
 /* c is connected: count it, and read it (or refuse it, over the pool's
  * client_connections). */
-static void client_start(struct pool *p, struct client *c)
+static void client_start(struct front *f, struct client *c)
 {
     c->id = ++cur_loop->next_client_id;
     c->born_s = c->last_s = loop_seconds();
     client_on.session(c);
-    client_list(p, c);
-    p->accepted++;
+    client_list(f, c);
+    f->accepted++;
     cur_loop->nclients++;
     cur_loop->total_connections++;
     if (c->h.handle.type == UV_TCP) {
         uv_tcp_nodelay(&c->h.tcp, 1);
-        if (p->conf->tcpkeepalive)
+        if (f->conf->tcpkeepalive)
             uv_tcp_keepalive(&c->h.tcp, 1, 60);
     }
-    if (p->conf->client_connections > 0 &&
-        p->nclients > (uint32_t)p->conf->client_connections) {
+    if (f->conf->client_connections > 0 &&
+        f->nclients > (uint32_t)f->conf->client_connections) {
         /* Say why, then close, as redis-server does at maxclients. */
         struct req *r = req_get();
-        p->rejected++;
+        f->rejected++;
         client_queue(c, r);
         client_reply_error(c, r, "ERR max number of clients reached");
         r->quit = 1;
@@ -452,9 +453,9 @@ static void client_start(struct pool *p, struct client *c)
         client_close(c);
 }
 
-void client_accept(struct pool *p, uv_stream_t *listener)
+void client_accept(struct front *f, uv_stream_t *listener, bool tls)
 {
-    struct client *c = client_new(p, listener->type == UV_NAMED_PIPE);
+    struct client *c = client_new(f, listener->type == UV_NAMED_PIPE);
 
     if (c == NULL)
         return;
@@ -463,14 +464,14 @@ void client_accept(struct pool *p, uv_stream_t *listener)
         uv_close(&c->h.handle, client_close_cb);
         return;
     }
-    if (listener == &p->tls_listener.stream) {
+    if (tls) {
         /* Its handshake runs as it is read; no request is read before
          * the handshake is over, so none is answered in the clear. */
-        struct tls *t = tls_new(p->tls_server, &c->h.stream, true, NULL,
-                                uv_now(cur_loop->uv) + (uint64_t)p->conf->tls.handshake_timeout,
+        struct tls *t = tls_new(f->tls_server, &c->h.stream, true, NULL,
+                                uv_now(cur_loop->uv) + (uint64_t)f->conf->tls.handshake_timeout,
                                 client_tls_sent, client_tls_expired, c);
         if (t == NULL) {
-            log_warn("pool '%s': no TLS for a new client (out of memory)", p->conf->name);
+            log_warn("pool '%s': no TLS for a new client (out of memory)", f->conf->name);
             c->closing = 1;
             uv_close(&c->h.handle, client_close_cb);
             return;
@@ -478,12 +479,12 @@ void client_accept(struct pool *p, uv_stream_t *listener)
         client_rare(c)->tls = t;
         c->tls = 1;
     }
-    client_start(p, c);
+    client_start(f, c);
 }
 
-struct client *client_open(struct pool *p, uv_file fd)
+struct client *client_open(struct front *f, uv_file fd)
 {
-    struct client *c = client_new(p, true);
+    struct client *c = client_new(f, true);
 
     if (c == NULL)
         return NULL;
@@ -492,6 +493,6 @@ struct client *client_open(struct pool *p, uv_file fd)
         uv_close(&c->h.handle, client_close_cb);
         return NULL;
     }
-    client_start(p, c);
+    client_start(f, c);
     return c;
 }

@@ -14,6 +14,7 @@
 #include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/stream.h"
+#include "proxy/base/tls.h"
 
 struct acl_user;
 struct backend;
@@ -66,6 +67,37 @@ enum client_reply {
 /* MULTI has been sent to the pin. */
 #define client_tx_queued(c) ((c)->tx >= TX_QUEUED)
 
+/* What the clients of one pool share, as the transport keeps them: the
+ * list, what they hold, their limits and counters. A pool (core/pool.h)
+ * embeds one and keeps conf and tls_server in step with its own
+ * (pool_set_conf, pool_set_tls); the transport reads and writes these and
+ * nothing else of the pool, which it holds only as an opaque owner (a
+ * client's c->pool, for the layers above). Lifetime: the pool's. */
+struct front {
+    struct pool            *pool;       /* the owner (opaque here) */
+    const struct conf_pool *conf;       /* the owner's config */
+    SSL_CTX                *tls_server; /* TLS clients' connections are made from it,
+                                           or NULL without tls_listen */
+    uint32_t                nclients;
+    struct client         **clients;    /* [nclients]: every client, a client's slot its
+                                           index */
+    uint32_t                clients_cap;
+    /* What its clients make shardis hold, all together (client_hold) */
+    uint64_t                clients_mem;
+    uint64_t                accepted, rejected, requests;
+    uint64_t                evicted_clients;    /* closed for maxmemory_clients */
+    uint64_t                obl_disconnections; /* closed for client_output_buffer_limit */
+    /* The most one client held, of input (a request being read) and of
+     * everything, in this period and the one before (INFO's
+     * client_recent_max_*_buffer; the tick turns the periods) */
+    uint64_t                peak_in[2], peak_out[2];
+    uint64_t                peak_period;  /* loop ms / CLIENT_PEAK_MS of peak_*[0] */
+    /* client_limits.c: below these, no limit applies (for conf quiet_conf) */
+    const struct conf_pool *quiet_conf;
+    size_t                  quiet_held;
+    uint64_t                quiet_total;
+};
+
 /* A client's lifetime: made as it is accepted (client_accept, or
  * client_open), listed on its pool's clients (c->slot), and kept by its
  * handle: client_close (a read error or EOF, QUIT once its reply is
@@ -85,7 +117,8 @@ enum client_reply {
  * idle and last command took it past 512; below, the assertion keeps it
  * from the next class). */
 struct client {
-    struct pool     *pool;
+    struct pool     *pool;     /* its front's owner: what the layers above read */
+    struct front    *front;    /* the clients it is one of (its pool's) */
     struct rstream   in;
     struct resp_req  scan;
     struct req_list  reqs;      /* requests whose replies are not written yet, in order */
@@ -214,20 +247,20 @@ void client_peer(const struct client *c, char *buf, size_t len);
 /* c's own address, as client_peer: CLIENT LIST's laddr. */
 void client_local(const struct client *c, char *buf, size_t len);
 
-void client_accept(struct pool *p, uv_stream_t *listener);
+void client_accept(struct front *f, uv_stream_t *listener, bool tls);
 /* A client of p over fd, a connected stream socket of the process's own
  * (one end of a unit test's socketpair), as if accepted: the client owns
  * fd from then on. NULL if it cannot be read (fd is left open). */
-struct client *client_open(struct pool *p, uv_file fd);
+struct client *client_open(struct front *f, uv_file fd);
 /* Close the clients over their soft limit for too long (client_limits.c's
  * limits), from the proxy's tick. */
 void client_check_stalled(uint64_t now);
 /* Each tick, for each pool: turns the periods of INFO's recent peaks. */
-void client_tick(struct pool *p, uint64_t now);
+void client_tick(struct front *f, uint64_t now);
 /* The most one client of p held lately: of a request being read (*in),
  * and of everything (*out): client_recent_max_input_buffer and
  * client_recent_max_output_buffer. */
-void client_peaks(const struct pool *p, uint64_t now, uint64_t *in, uint64_t *out);
+void client_peaks(const struct front *f, uint64_t now, uint64_t *in, uint64_t *out);
 /* Append r to c's requests, in flight until req_done. */
 void client_queue(struct client *c, struct req *r);
 /* r's reply is complete in r->rsp: account for it and write when its turn

@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include "proxy/transport/client.h"
-#include "proxy/core/pool.h"
 
 /* The layers above's hooks (client_set_hooks): set once, before any
  * client, read on every request and reply. */
@@ -28,13 +27,13 @@ static inline void client_hold(struct client *c, int64_t delta)
 {
     if (!c->closing && !c->doomed) {
         c->mem += (size_t)delta;
-        c->pool->clients_mem += (uint64_t)delta;
+        c->front->clients_mem += (uint64_t)delta;
     }
 }
 
 /* client_limits.c: client_limit's slow path, and the pool's quiet bounds. */
 int client_limit_slow(struct client *c, size_t added, bool reply);
-void client_quiet_of(struct pool *p);
+void client_quiet_of(struct front *f);
 
 /* c's holding grew, by added (a reply's bytes, or a request's): apply the
  * limits. Returns -1 if c is doomed (client_doom: closed at the loop's
@@ -42,14 +41,14 @@ void client_quiet_of(struct pool *p);
  * before any limit has a word to say, two tests (client_limits.c). */
 static inline int client_limit(struct client *c, size_t added, bool reply)
 {
-    struct pool *p = c->pool;
+    struct front *f = c->front;
     size_t held = c->mem - c->qbuf;
 
-    if (held > p->peak_out[0])
-        p->peak_out[0] = held;
-    if (p->quiet_conf != p->conf)
-        client_quiet_of(p);
-    if (held <= p->quiet_held && p->clients_mem <= p->quiet_total && !c->doomed)
+    if (held > f->peak_out[0])
+        f->peak_out[0] = held;
+    if (f->quiet_conf != f->conf)
+        client_quiet_of(f);
+    if (held <= f->quiet_held && f->clients_mem <= f->quiet_total && !c->doomed)
         return 0;
     return client_limit_slow(c, added, reply);
 }

@@ -38,7 +38,7 @@
 
 static const struct conf_client_limit *client_limits(const struct client *c)
 {
-    return &c->pool->conf->client_limits[c->subscribed ? CONF_CLIENT_PUBSUB
+    return &c->front->conf->client_limits[c->subscribed ? CONF_CLIENT_PUBSUB
                                                        : CONF_CLIENT_NORMAL];
 }
 
@@ -81,13 +81,13 @@ void client_unwatch(struct client *c)
     }
 }
 
-static void client_evict(struct pool *p);
+static void client_evict(struct front *f);
 
 /* c is to be closed for a limit: it counts as gone from the pool's sum
  * now, and is closed at the loop's next flush (see the top). */
 static void client_doom(struct client *c)
 {
-    c->pool->clients_mem -= c->mem;
+    c->front->clients_mem -= c->mem;
     c->mem = c->qbuf = 0;
     c->doomed = 1;
     client_pause(c);
@@ -102,7 +102,7 @@ static void client_over(struct client *c, const char *which, const struct conf_c
              (unsigned long long)c->id, c->mem, c->rsp_bytes,
              c->subscribed ? "pubsub" : "normal", which, which[0] == 'h' ? l->hard : l->soft,
              which[0] == 'h' ? "" : " for longer than its seconds");
-    c->pool->obl_disconnections++;
+    c->front->obl_disconnections++;
     client_doom(c);
 }
 
@@ -115,7 +115,7 @@ static void client_over(struct client *c, const char *which, const struct conf_c
 int client_limit_slow(struct client *c, size_t added, bool reply)
 {
     const struct conf_client_limit *l = client_limits(c);
-    struct pool *p = c->pool;
+    struct front *f = c->front;
     size_t held = c->mem - c->qbuf;
     uint64_t now;
 
@@ -139,8 +139,8 @@ int client_limit_slow(struct client *c, size_t added, bool reply)
     if (!c->subscribed && held > client_stall_at(l) &&
         (c->rare == NULL || c->rare->stalled_ms == 0))
         client_stall(c);
-    if (p->conf->maxmemory_clients > 0 && p->clients_mem > (uint64_t)p->conf->maxmemory_clients) {
-        client_evict(p);
+    if (f->conf->maxmemory_clients > 0 && f->clients_mem > (uint64_t)f->conf->maxmemory_clients) {
+        client_evict(f);
         if (c->doomed)
             return -1;
     }
@@ -150,12 +150,12 @@ int client_limit_slow(struct client *c, size_t added, bool reply)
 /* Below what a client and all clients may hold before any limit has a
  * word to say (the pool's conf's, worked out again when a reload swaps
  * it), a request or reply costs client_limit two tests. */
-void client_quiet_of(struct pool *p)
+void client_quiet_of(struct front *f)
 {
     size_t held = SIZE_MAX;
 
     for (int k = 0; k < CONF_CLIENT_CLASSES; k++) {
-        const struct conf_client_limit *l = &p->conf->client_limits[k];
+        const struct conf_client_limit *l = &f->conf->client_limits[k];
         if (l->soft > 0 && (size_t)l->soft < held)
             held = (size_t)l->soft;
         if (l->hard > 0 && (size_t)l->hard < held)
@@ -163,10 +163,10 @@ void client_quiet_of(struct pool *p)
         if (client_stall_at(l) < held)
             held = client_stall_at(l);
     }
-    p->quiet_held = held;
-    p->quiet_total = p->conf->maxmemory_clients > 0 ? (uint64_t)p->conf->maxmemory_clients
+    f->quiet_held = held;
+    f->quiet_total = f->conf->maxmemory_clients > 0 ? (uint64_t)f->conf->maxmemory_clients
                                                     : UINT64_MAX;
-    p->quiet_conf = p->conf;
+    f->quiet_conf = f->conf;
 }
 
 /* c's holding fell: under half the point where it stopped being read, it
@@ -193,12 +193,12 @@ void client_relieved(struct client *c)
 
 /* The pool's clients hold more than maxmemory_clients: close the one that
  * holds most, as redis-server 7 evicts clients. */
-static void client_evict(struct pool *p)
+static void client_evict(struct front *f)
 {
     struct client *worst = NULL;
 
-    for (uint32_t i = 0; i < p->nclients; i++) {
-        struct client *c = p->clients[i];
+    for (uint32_t i = 0; i < f->nclients; i++) {
+        struct client *c = f->clients[i];
         if (!c->closing && !c->doomed && (worst == NULL || c->mem > worst->mem))
             worst = c;
     }
@@ -206,9 +206,9 @@ static void client_evict(struct pool *p)
         return;
     log_warn("client %llu: evicted, holding %zu bytes, the most of any client, while all "
              "of pool '%s''s hold %llu, over maxmemory_clients (%lld)",
-             (unsigned long long)worst->id, worst->mem, p->conf->name,
-             (unsigned long long)p->clients_mem, p->conf->maxmemory_clients);
-    p->evicted_clients++;
+             (unsigned long long)worst->id, worst->mem, f->conf->name,
+             (unsigned long long)f->clients_mem, f->conf->maxmemory_clients);
+    f->evicted_clients++;
     client_doom(worst);
 }
 
@@ -234,24 +234,24 @@ static inline uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-void client_peaks(const struct pool *p, uint64_t now, uint64_t *in, uint64_t *out)
+void client_peaks(const struct front *f, uint64_t now, uint64_t *in, uint64_t *out)
 {
-    bool turned = now / CLIENT_PEAK_MS != p->peak_period;
-    bool last = now / CLIENT_PEAK_MS == p->peak_period + 1;
+    bool turned = now / CLIENT_PEAK_MS != f->peak_period;
+    bool last = now / CLIENT_PEAK_MS == f->peak_period + 1;
 
     /* (periods are turned by the tick: one may have ended since) */
-    *in = turned ? (last ? p->peak_in[0] : 0) : max_u64(p->peak_in[0], p->peak_in[1]);
-    *out = turned ? (last ? p->peak_out[0] : 0) : max_u64(p->peak_out[0], p->peak_out[1]);
+    *in = turned ? (last ? f->peak_in[0] : 0) : max_u64(f->peak_in[0], f->peak_in[1]);
+    *out = turned ? (last ? f->peak_out[0] : 0) : max_u64(f->peak_out[0], f->peak_out[1]);
 }
 
-void client_tick(struct pool *p, uint64_t now)
+void client_tick(struct front *f, uint64_t now)
 {
     uint64_t period = now / CLIENT_PEAK_MS;
 
-    if (period == p->peak_period)
+    if (period == f->peak_period)
         return;
-    p->peak_in[1] = period == p->peak_period + 1 ? p->peak_in[0] : 0;
-    p->peak_out[1] = period == p->peak_period + 1 ? p->peak_out[0] : 0;
-    p->peak_in[0] = p->peak_out[0] = 0;
-    p->peak_period = period;
+    f->peak_in[1] = period == f->peak_period + 1 ? f->peak_in[0] : 0;
+    f->peak_out[1] = period == f->peak_period + 1 ? f->peak_out[0] : 0;
+    f->peak_in[0] = f->peak_out[0] = 0;
+    f->peak_period = period;
 }

@@ -89,6 +89,7 @@ static struct client *client_new(uint64_t id)
     struct client *c = xcalloc(1, sizeof(*c));
 
     c->pool = &pool;
+    c->front = &pool.front;
     c->id = id;
     c->user = &pool.acl->users[0];
     c->reading = 1;                 /* (it has no socket: nothing to start reading) */

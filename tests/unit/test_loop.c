@@ -386,7 +386,7 @@ static struct end *end_open(size_t i)
     int sv[2];
 
     cr_assert(eq(int, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0));
-    e->c = client_open(&pool, sv[0]);
+    e->c = client_open(&pool.front, sv[0]);
     cr_assert(e->c != NULL);
     cr_assert(eq(int, uv_pipe_init(&loop, &e->h.pipe, 0), 0));
     cr_assert(eq(int, uv_pipe_open(&e->h.pipe, sv[1]), 0));
@@ -757,7 +757,7 @@ Test(loop, a_client_gone_while_its_requests_are_queued_leaves_the_others_be)
     cr_assert(eq(sz, y->len, 0), "y's SET on the other server waits for its INCR");
 
     end_close(x);
-    RUN_UNTIL(pool.nclients == 1, "the proxy to close x");
+    RUN_UNTIL(pool.front.nclients == 1, "the proxy to close x");
     uv_run(&loop, UV_RUN_NOWAIT);           /* (x's close callback has run: it is freed) */
     cr_assert(eq(sz, pending(b0), 51), "x's requests are still owed by the server");
     server_signal(0, SIGCONT);
