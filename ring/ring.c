@@ -455,16 +455,14 @@ void ring_free(struct ring *r)
     free(r);
 }
 
-int ring_create(struct ring **out, const struct ring_options *opt,
-                const struct ring_server *servers, size_t n,
-                char *err, size_t errlen)
+/* What ring_create refuses, before it allocates anything: 0 or a
+ * negative errno with why in err. */
+static int ring_check(const struct ring_options *opt, const struct ring_server *servers,
+                      size_t n, char *err, size_t errlen)
 {
-    struct ring *r;
-    uint32_t *order;
     uint64_t total = 0;
     int rc;
 
-    *out = NULL;
     if (n == 0 || n > UINT32_MAX / 2) {
         snprintf(err, errlen, "a ring needs at least one server");
         return -EINVAL;
@@ -503,7 +501,20 @@ int ring_create(struct ring **out, const struct ring_options *opt,
                  (unsigned long long)total, JEDIS_TOTAL_MAX);
         return -EINVAL;
     }
+    return 0;
+}
 
+int ring_create(struct ring **out, const struct ring_options *opt,
+                const struct ring_server *servers, size_t n,
+                char *err, size_t errlen)
+{
+    struct ring *r;
+    uint32_t *order;
+    int rc;
+
+    *out = NULL;
+    if ((rc = ring_check(opt, servers, n, err, errlen)) < 0)
+        return rc;
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
