@@ -149,8 +149,6 @@ void mig_op_send(struct mig *m, struct mig_op *op);
  * (or get -TRYAGAIN); op is freed. */
 void mig_op_done(struct mig *m, struct mig_op *op, bool ok);
 void mig_op_free(struct mig_op *op);
-/* Send r to b with a deadline of ms of its own rather than the pool's. */
-void mig_send_by(struct backend *b, struct req *r, uint64_t ms);
 
 /* ---- mig_mover.c: the background walk ---- */
 

@@ -68,7 +68,7 @@ static void scan_page(struct pool *p, struct mig *m, struct mig_source *src)
     src->resume = src->cursor;          /* every earlier page is done (ops == 0) */
     src->walk = WALK_PAGE;              /* until the page's keys are sized and queued */
     src->sent_ms = uv_now(cur_loop->uv);
-    mig_send_by(mig_mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
+    backend_send_by(mig_mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
 /* Move a source's walk on: the next SCAN as soon as the last one's batches
@@ -138,7 +138,7 @@ static void send_sizing(struct pool *p, struct mig *m, struct mig_source *src)
     r->u.mig.mv.epoch = p->epoch;
     r->u.mig.mv.sizing = 1;
     src->sent_ms = uv_now(cur_loop->uv);
-    mig_send_by(mig_mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
+    backend_send_by(mig_mover_conn(p, src->server), r, (uint64_t)p->conf->migrate_timeout + 1000);
 }
 
 /* A server's SCAN cursor, the bulk v: decimal digits, within 64 bits. */

@@ -162,17 +162,6 @@ void mig_told_tryagain(struct pool *p)
 
 /* ---- MIGRATE ------------------------------------------------------------------------ */
 
-/* Send r with a deadline of its own (MIGRATE has its own timeout, longer
- * than the pool's, and the mover's commands need one even when the pool
- * has none): a server that stops answering fails them, not hangs them. */
-void mig_send_by(struct backend *b, struct req *r, uint64_t ms)
-{
-    r->blocking = 1;                    /* no pool deadline: this one instead */
-    backend_send(b, r);
-    if (r->queued)
-        r->deadline = uv_now(cur_loop->uv) + ms;
-}
-
 void mig_op_send(struct mig *m, struct mig_op *op)
 {
     struct pool *p = op->pool;
@@ -183,7 +172,7 @@ void mig_op_send(struct mig *m, struct mig_op *op)
     r->on_reply = migrate_reply;
     r->u.mig.op = op;
     m->inflight++;
-    mig_send_by(op->src >= 0 ? mig_mover_conn(p, op->from) : pool_own(p, op->from, false), r,
+    backend_send_by(op->src >= 0 ? mig_mover_conn(p, op->from) : pool_own(p, op->from, false), r,
             op->timeout + 1000);
 }
 

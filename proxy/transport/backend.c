@@ -454,10 +454,29 @@ static void backend_connect(struct backend *b)
 
 /* ---- requests ------------------------------------------------------------------ */
 
+/* When r's server must have answered, decided here and only here, as r
+ * is queued (0: never): own_ms after now for a request sent with a
+ * deadline of its own (backend_send_by: MIGRATE and the mover's commands,
+ * which need one longer than the pool's, or one where the pool has none);
+ * none for a blocking one (r->blocking: a blocking command, or SAVE and
+ * DEBUG RELOAD, which take as long as the data); else the pool's timeout,
+ * if it has one. backend_check_timeout enforces it. */
+uint64_t backend_deadline(const struct req *r, int timeout, uint64_t own_ms, uint64_t now)
+{
+    if (own_ms != 0)
+        return now + own_ms;
+    if (r->blocking || timeout <= 0)
+        return 0;
+    return now + (uint64_t)timeout;
+}
+
 void backend_send(struct backend *b, struct req *r)
 {
-    const struct conf_pool *pc = *b->conf;
+    backend_send_by(b, r, 0);
+}
 
+void backend_send_by(struct backend *b, struct req *r, uint64_t own_ms)
+{
     r->backend = b;
     r->server = (uint16_t)b->server;    /* (slowlog.c names it) */
     b->requests++;
@@ -468,8 +487,7 @@ void backend_send(struct backend *b, struct req *r)
         }
         b->state = BACKEND_DOWN;
     }
-    r->deadline = pc->timeout > 0 && !r->blocking ? uv_now(cur_loop->uv) + (uint64_t)pc->timeout
-                                                  : 0;
+    r->deadline = backend_deadline(r, (*b->conf)->timeout, own_ms, uv_now(cur_loop->uv));
     r->queued = 1;
     TAILQ_INSERT_TAIL(&b->sendq, r, bq);
     if (b->state == BACKEND_DOWN && !b->closing)

@@ -229,8 +229,14 @@ void backend_set_hooks(const struct backend_hooks *hooks);
 void backend_init(struct backend *b, struct pool *p, uint32_t server);
 /* Connect now rather than on first use (preconnect: true). */
 void backend_preconnect(struct backend *b);
-/* Queue r to b, or fail it at once if b is failed. */
+/* Queue r to b, or fail it at once if b is failed; its deadline is the
+ * pool's (backend_deadline: the one rule) ... */
 void backend_send(struct backend *b, struct req *r);
+/* ... or own_ms after now, where it is not 0 (MIGRATE and the mover). */
+void backend_send_by(struct backend *b, struct req *r, uint64_t own_ms);
+/* When r must be answered by if queued now (loop ms; 0: never), for a
+ * pool whose timeout is timeout and a sender's own_ms (0: none). */
+uint64_t backend_deadline(const struct req *r, int timeout, uint64_t own_ms, uint64_t now);
 void backend_flush(struct backend *b);
 /* Deadline check: fail a backend whose oldest request timed out. */
 void backend_check_timeout(struct backend *b, uint64_t now);
