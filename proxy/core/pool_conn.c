@@ -1,5 +1,5 @@
 /* pool_conn.c -- what a pool tells its connections (the transport asks,
- * through the hooks proxy.c registers): where each server is now and how
+ * through the hooks process/hooks.c registers): where each server is now and how
  * to sign in there, and which dedicated connections exist (one client's
  * pin, subscriber or one-off; the spares kept for the next client). The
  * connection itself (backend.c) knows neither the pool nor its servers:
