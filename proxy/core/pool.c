@@ -501,6 +501,7 @@ void pool_set_conf(struct pool *p, const struct conf_pool *pc)
     p->conf = pc;
     p->front.pool = p;              /* (what its clients' c->pool is) */
     p->front.conf = pc;
+    p->front.conf_gen++;            /* (from 1: a quiet_gen of 0 is none worked out) */
     MODULE_EACH(conf_set, p);       /* (minify.c's names: a reload may only add some) */
     if (old != NULL)
         conf_unref(old->owner);     /* the last pool off a replaced config frees it */

@@ -76,6 +76,7 @@ enum client_reply {
 struct front {
     struct pool            *pool;       /* the owner (opaque here) */
     const struct conf_pool *conf;       /* the owner's config */
+    uint32_t                conf_gen;   /* bumped with each conf (pool_set_conf) */
     SSL_CTX                *tls_server; /* TLS clients' connections are made from it,
                                            or NULL without tls_listen */
     uint32_t                nclients;
@@ -92,8 +93,10 @@ struct front {
      * client_recent_max_*_buffer; the tick turns the periods) */
     uint64_t                peak_in[2], peak_out[2];
     uint64_t                peak_period;  /* loop ms / CLIENT_PEAK_MS of peak_*[0] */
-    /* client_limits.c: below these, no limit applies (for conf quiet_conf) */
-    const struct conf_pool *quiet_conf;
+    /* client_limits.c: below these, no limit applies (for the conf of
+     * generation quiet_gen: by generation, not by address, which a freed
+     * config's successor may be given again) */
+    uint32_t                quiet_gen;
     size_t                  quiet_held;
     uint64_t                quiet_total;
 };

@@ -46,7 +46,7 @@ static inline int client_limit(struct client *c, size_t added, bool reply)
 
     if (held > f->peak_out[0])
         f->peak_out[0] = held;
-    if (f->quiet_conf != f->conf)
+    if (f->quiet_gen != f->conf_gen)
         client_quiet_of(f);
     if (held <= f->quiet_held && f->clients_mem <= f->quiet_total && !c->doomed)
         return 0;

@@ -166,7 +166,7 @@ void client_quiet_of(struct front *f)
     f->quiet_held = held;
     f->quiet_total = f->conf->maxmemory_clients > 0 ? (uint64_t)f->conf->maxmemory_clients
                                                     : UINT64_MAX;
-    f->quiet_conf = f->conf;
+    f->quiet_gen = f->conf_gen;
 }
 
 /* c's holding fell: under half the point where it stopped being read, it

@@ -23,8 +23,10 @@ What it proves:
 
 Run: /usr/bin/python3 tests/integration/test_faults.py --shardis build/shardis
 """
+import os
 import random
 import re
+import signal
 import socket
 import struct
 import sys
@@ -604,6 +606,38 @@ def t_bulk_loader(rs):
     return "%d replies, %.0f MB of requests" % (n, len(data) / MB)
 
 
+def t_limit_after_reloads(rs):
+    """A client limit a reload sets holds even when reloads came one after
+    the other with no request between them (the limits' quick bounds,
+    client_quiet_of, are worked out again for each config the pool is
+    given: by its generation, not its address, which a config freed by
+    the first reload could pass on to the second's)."""
+    px = Shardis("hog3", rs[:1], client_output_buffer_limit='"normal 0 0 0"', timeout=20000,
+                 admin_commands="true")
+    rs[0].client.set("big", b"b" * (4 * MB))
+    expect_eq(px.client.get("big"), b"b" * (4 * MB), "a request under the first config")
+    text = open(px.conf).read()
+    for i, limit in enumerate(('"normal 0 0 0"', '"normal 1mb 0 0"')):
+        with open(px.conf, "w") as f:
+            f.write(text.replace('"normal 0 0 0"', limit))
+        os.kill(px.pid, signal.SIGHUP)
+        until("reload %d applied" % (i + 1),
+              lambda: log_text(px).count("reload applied") == i + 1)
+    hog = Hog(px, enc("GET", "big") * 16, repeat=False)
+    closed = False
+    t0 = time.monotonic()
+    while not closed and time.monotonic() - t0 < 10:
+        closed = not hog.push()
+        time.sleep(0.05)
+    hog.close()
+    expect(closed, "a client holding 16 replies of 4 MB, never read, not closed past the "
+           "1 MB limit the last reload set")
+    expect("over the limit: client_output_buffer_limit normal hard" in log_text(px),
+           "no log line")
+    harness.t_exit_clean(px)
+    return "closed past the limit of the second reload"
+
+
 def body():
     run = harness.run_with_servers
     run("a faulty server's replies: healthy keys exact, its keys a value or an error",
@@ -611,6 +645,7 @@ def body():
     run("a client that never reads is closed past the soft limit", t_one_hog, 3)
     run("four 100 MB replies never read: closed at the hard limit", t_big_values_hog, 1)
     run("eight clients that never read stay within maxmemory_clients", t_eight_hogs, 3)
+    run("a limit set by the second of two reloads in a row holds", t_limit_after_reloads, 1)
     run("a client evicted by its own request, while it is routed, is closed after it",
         t_evicted_while_routed, 3)
     run("a subscriber that does not read is closed past the pubsub limit", t_slow_subscriber, 3)
