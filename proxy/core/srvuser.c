@@ -400,8 +400,8 @@ int srvuser_check(const struct pool *p, struct pool_server *ps, bool make)
         char *said = backend_sync(&sv, 0, NULL, 3 + pr->argc, argv, false, &len);
         if (said == NULL) {
             log_warn("pool '%s': cannot check what ACL user '%s' may do on %s (ACL DRYRUN, "
-                     "Redis 7, run as '%s', gave no answer or an error): see the README's "
-                     "backend users", pc->name, user, ps->label, internal);
+                     "Redis 7, run as '%s', gave no answer or an error): see doc/security.md, "
+                     "backend_user and internal_user", pc->name, user, ps->label, internal);
             return -1;
         }
         bool allowed = strcmp(said, "OK") == 0;
