@@ -258,6 +258,13 @@ int conf_each_pair(struct parser *p, yaml_node_t *map, const char *what,
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* An address's strings (a config's parts are freed with it). */
+void conf_addr_free(struct conf_addr *a)
+{
+    free(a->text);
+    free(a->host);
+}
+
 static void conf_pool_free(struct conf_pool *pool)
 {
     free(pool->name);

@@ -67,12 +67,6 @@ static int parse_addr(struct parser *p, const yaml_node_t *n, const char *what,
     return a->host != NULL ? 0 : conf_oom(p);
 }
 
-void conf_addr_free(struct conf_addr *a)
-{
-    free(a->text);
-    free(a->host);
-}
-
 /* listen: "host:port" or "/path [permissions]". */
 int conf_set_listen(struct parser *p, const yaml_node_t *n, const char *what,
                     struct conf_addr *addr)
