@@ -612,14 +612,18 @@ def t_limit_after_reloads(rs):
     client_quiet_of, are worked out again for each config the pool is
     given: by its generation, not its address, which a config freed by
     the first reload could pass on to the second's)."""
-    px = Shardis("hog3", rs[:1], client_output_buffer_limit='"normal 0 0 0"', timeout=20000,
+    px = Shardis("hog3", rs[:1], client_output_buffer_limit='"normal 0 0 0 pubsub 0 0 0"',
+                 timeout=20000,
                  admin_commands="true")
     rs[0].client.set("big", b"b" * (4 * MB))
     expect_eq(px.client.get("big"), b"b" * (4 * MB), "a request under the first config")
     text = open(px.conf).read()
-    for i, limit in enumerate(('"normal 0 0 0"', '"normal 1mb 0 0"')):
+    # (No limit in any class at first: the bounds worked out for that
+    # config are 256 MB, where a client is stalled; kept for the last
+    # config, its 1 MB would not be looked at below them.)
+    for i, limit in enumerate(('"normal 0 0 0 pubsub 0 0 0"', '"normal 1mb 0 0 pubsub 0 0 0"')):
         with open(px.conf, "w") as f:
-            f.write(text.replace('"normal 0 0 0"', limit))
+            f.write(text.replace('"normal 0 0 0 pubsub 0 0 0"', limit))
         os.kill(px.pid, signal.SIGHUP)
         until("reload %d applied" % (i + 1),
               lambda: log_text(px).count("reload applied") == i + 1)
