@@ -4,9 +4,9 @@
 #define SHARDIS_HOOKS_H
 
 /* Register every layer's hooks with the transport (client_set_hooks,
- * req_set_release, backend_set_hooks): before the first client is accepted or request made.
- * proxy_loop_start does; a unit test that makes clients of its own
- * without it calls this. Calling it again changes nothing. */
+ * req_set_release, backend_set_hooks): once, before the first connection
+ * is made, client accepted or request sent. proxy_run does, first; so
+ * does a unit test's setup that makes any of those itself. */
 void hooks_register(void);
 
 #endif

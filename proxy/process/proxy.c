@@ -432,7 +432,6 @@ void proxy_hold_sighup(bool hold)
 
 void proxy_loop_start(void)
 {
-    hooks_register();
     uv_check_init(cur_loop->uv, &cur_loop->flusher);
     uv_check_start(&cur_loop->flusher, flush_cb);
     uv_timer_init(cur_loop->uv, &cur_loop->ticker);

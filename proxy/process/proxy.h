@@ -25,9 +25,9 @@ struct proxy {
 
 extern struct proxy proxy;
 
-/* Start the loop's flush and tick handles (cur_loop->flusher, cur_loop->ticker),
- * with the layers' hooks registered (hooks_register): proxy_run does, and
- * so does a unit test that runs pools of its own on cur_loop->uv. */
+/* Start the loop's flush and tick handles (cur_loop->flusher, cur_loop->ticker):
+ * proxy_run does, and so does a unit test that runs pools of its own on
+ * cur_loop->uv (the hooks registered first: hooks_register). */
 void proxy_loop_start(void);
 
 void loop_mark_client(struct client *c);
