@@ -316,21 +316,22 @@ static void conf_pool_free(struct conf_pool *pool)
     free(pool->idgen.minify_types);
 }
 
-/* Configs allocated and not freed: conf_held. (A process has one loop,
- * conf_ref's callers are all on it.) */
-static size_t nheld;
+/* Configs allocated and not freed: conf_held. */
+static atomic_size_t nheld;
 
 struct conf *conf_ref(struct conf *cf)
 {
     if (cf != NULL)
-        cf->refs++;
+        atomic_fetch_add_explicit(&cf->refs, 1, memory_order_relaxed);
     return cf;
 }
 
+/* (As ring_unref: release by each holder, acquire before the free.) */
 void conf_unref(struct conf *cf)
 {
-    if (cf == NULL || --cf->refs > 0)
+    if (cf == NULL || atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_release) != 1)
         return;
+    atomic_thread_fence(memory_order_acquire);
     for (size_t i = 0; i < cf->npools; i++)
         conf_pool_free(&cf->pools[i]);
     free(cf->pools);
@@ -342,7 +343,7 @@ void conf_unref(struct conf *cf)
 
 void conf_free(struct conf *cf)
 {
-    if (cf != NULL && cf->refs != 1)
+    if (cf != NULL && atomic_load(&cf->refs) != 1)
         abort();                        /* shared: its holders conf_unref it */
     conf_unref(cf);
 }
@@ -384,7 +385,7 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
         free(cf);
         return conf_oom(&p);
     }
-    cf->refs = 1;
+    atomic_init(&cf->refs, 1);
     nheld++;
     memcpy(cf->text, buf, len);
     cf->text[len] = '\0';

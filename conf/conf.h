@@ -15,6 +15,7 @@
 #ifndef SHARDIS_CONF_H
 #define SHARDIS_CONF_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -234,7 +235,7 @@ struct conf {
     size_t   textlen;
     struct conf_pool *pools;
     size_t   npools;
-    unsigned refs;                  /* its holders (conf_ref) */
+    atomic_uint refs;               /* its holders (conf_ref) */
 };
 
 /* Parse a config held in memory. `path` names it in error messages. On
@@ -252,7 +253,9 @@ int conf_load(struct conf **out, const char *path, char *err, size_t errlen);
  * last one frees it. In the proxy the loop holds the running config
  * (cur_loop->conf) and each pool the one it routes by (pool_set_conf), so
  * one a reload replaced lives until the last pool has switched off it
- * (group.c), however many reloads came meanwhile. conf_free: the same as
+ * (group.c), however many reloads came meanwhile. The count is atomic and
+ * nothing in a parsed config changes, so holders on different threads
+ * share one without a lock. conf_free: the same as
  * conf_unref, for a config no one else holds (it aborts if one does).
  * NULL: nothing. */
 struct conf *conf_ref(struct conf *cf);

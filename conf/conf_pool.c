@@ -471,7 +471,7 @@ int conf_parse_pool(struct parser *p, yaml_node_t *k, const char *name,
     struct ring *r;
     if ((rc = conf_pool_ring(pool, &r, why, sizeof(why))) < 0)
         return rc == -ENOMEM ? conf_oom(p) : conf_fail(p, given(&st, "servers"), "%s", why);
-    ring_free(r);
+    ring_unref(r);
     return check_listeners(p, cf, &st, pool);
 }
 

@@ -23,6 +23,7 @@
  *   hash_ring  "<id>-<k>", id = name, else "host:port" */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ struct ring_node {
 };
 
 struct ring {
+    atomic_uint       refs;     /* ring_ref's holders */
     struct ring_options opt;
     uint32_t          nservers;
     struct ring_node *nodes;    /* [nservers] */
@@ -441,10 +443,9 @@ static void compute_shares(struct ring *r)
     }
 }
 
-void ring_free(struct ring *r)
+/* Free r, held by no one. */
+static void ring_destroy(struct ring *r)
 {
-    if (r == NULL)
-        return;
     for (uint32_t i = 0; r->nodes != NULL && i < r->nservers; i++) {
         free(r->nodes[i].label);
         free(r->nodes[i].addr);
@@ -453,6 +454,23 @@ void ring_free(struct ring *r)
     free(r->values);
     free(r->owners);
     free(r);
+}
+
+struct ring *ring_ref(struct ring *r)
+{
+    if (r != NULL)
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+    return r;
+}
+
+/* (The release order makes every holder's reads happen before the free;
+ * the last holder's acquire fence sees them all.) */
+void ring_unref(struct ring *r)
+{
+    if (r == NULL || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_release) != 1)
+        return;
+    atomic_thread_fence(memory_order_acquire);
+    ring_destroy(r);
 }
 
 /* What ring_create refuses, before it allocates anything: 0 or a
@@ -518,11 +536,12 @@ int ring_create(struct ring **out, const struct ring_options *opt,
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
+    atomic_init(&r->refs, 1);
     r->opt = *opt;
     r->nservers = (uint32_t)n;
     r->nodes = calloc(n, sizeof(*r->nodes));
     if (r->nodes == NULL) {
-        ring_free(r);
+        ring_destroy(r);
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
@@ -531,14 +550,14 @@ int ring_create(struct ring **out, const struct ring_options *opt,
         r->nodes[i].label = strdup(servers[i].name != NULL ? servers[i].name
                                                            : servers[i].addr);
         if (r->nodes[i].addr == NULL || r->nodes[i].label == NULL) {
-            ring_free(r);
+            ring_destroy(r);
             return -ENOMEM;
         }
     }
 
     order = malloc(n * sizeof(*order));
     if (order == NULL) {
-        ring_free(r);
+        ring_destroy(r);
         return -ENOMEM;
     }
     rc = server_order(r, servers, order, err, errlen);
@@ -560,7 +579,7 @@ int ring_create(struct ring **out, const struct ring_options *opt,
     if (rc < 0) {
         if (rc == -ENOMEM)
             snprintf(err, errlen, "out of memory building the ring");
-        ring_free(r);
+        ring_destroy(r);
         return rc;
     }
     compute_shares(r);

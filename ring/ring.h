@@ -98,13 +98,22 @@ struct ring_options {
 
 struct ring;
 
-/* Build a ring over servers[0..n-1]. On success *out is a new ring that the
- * caller frees with ring_free. Returns -EINVAL (bad options or servers) or
- * -ENOMEM, with the reason in err. */
+/* Build a ring over servers[0..n-1]. On success *out is a new ring, held
+ * once by the caller. Returns -EINVAL (bad options or servers) or -ENOMEM,
+ * with the reason in err. */
 int ring_create(struct ring **out, const struct ring_options *opt,
                 const struct ring_server *servers, size_t n,
                 char *err, size_t errlen);
-void ring_free(struct ring *r);
+
+/* A ring is shared by whoever routes by it or keeps it (a pool, a reload
+ * in flight, a migration's prior rings, and later a pool on each event
+ * loop): each holder has one reference, ring_ref takes another (and
+ * returns r), ring_unref gives one back, and the last frees the ring.
+ * The count is atomic, so holders on different threads need no lock;
+ * nothing else in a ring changes after ring_create, so reading it needs
+ * none either. ring_unref(NULL) does nothing. */
+struct ring *ring_ref(struct ring *r);
+void ring_unref(struct ring *r);
 
 /* The key's position in ring order: hash tag applied, then the hash. An
  * empty key (or empty hashed part) is at 0, as in twemproxy. twemproxy

@@ -452,6 +452,7 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
     struct acl *acl = xcalloc(1, sizeof(*acl));
     int rc = 0;
 
+    atomic_init(&acl->refs, 1);
     b.nbits = ncmd_bits(&b.nredis);
     acl->users = xcalloc(pc->nusers + 1, sizeof(*acl->users));
     acl->n = 1;                             /* [0]: default, filled below if not listed */
@@ -475,7 +476,7 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
         user_finish(&b, d);
     }
     if (rc < 0) {
-        acl_free(acl);
+        acl_unref(acl);
         *out = NULL;
         return rc;
     }
@@ -483,46 +484,26 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
     return 0;
 }
 
-/* (acl.h) Each user's command bits from nothing, by the command rules
- * of its line in order ("reset" clears them); the default user that
- * redis_auth makes may run everything. A rule naming a command the table
- * no longer has (it never loses one) cannot fail here. */
-void acl_relearn(struct acl *acl, const struct conf_pool *pc)
+struct acl *acl_relearn(const struct conf_pool *pc, char *err, size_t errlen)
 {
-    struct build b = {.path = "", .err = NULL, .errlen = 0};
-    char err[8];
+    struct acl *acl;
 
-    b.err = err;
-    b.errlen = sizeof(err);
-    b.nbits = ncmd_bits(&b.nredis);
-    for (size_t i = 0; acl != NULL && i < acl->n; i++) {
-        struct acl_user *u = &acl->users[i];
-        char *text = NULL, *save = NULL;
-        const char *tok = NULL;
-        /* its line, read as user_line reads it (blanks before the name) */
-        for (size_t j = 0; j < pc->nusers; j++) {
-            free(text);
-            text = xstrdup(pc->users[j].rule);
-            if ((tok = strtok_r(text, " \t", &save)) != NULL && !strcmp(tok, u->name))
-                break;
-            tok = NULL;
-        }
-        /* no line: the default user redis_auth makes, who may run everything */
-        all_cmds(&b, u, tok == NULL && i == 0);
-        while (tok != NULL && (tok = strtok_r(NULL, " \t", &save)) != NULL)
-            if (!strcasecmp(tok, "reset"))
-                all_cmds(&b, u, false);
-            else
-                cmd_rule(&b, u, tok);
-        free(text);
-        user_finish(&b, u);
-    }
+    return acl_build(pc, "", &acl, err, errlen) < 0 ? NULL : acl;
 }
 
-void acl_free(struct acl *acl)
+struct acl *acl_ref(struct acl *acl)
 {
-    if (acl == NULL)
+    if (acl != NULL)
+        atomic_fetch_add_explicit(&acl->refs, 1, memory_order_relaxed);
+    return acl;
+}
+
+/* (As ring_unref: release by each holder, acquire before the free.) */
+void acl_unref(struct acl *acl)
+{
+    if (acl == NULL || atomic_fetch_sub_explicit(&acl->refs, 1, memory_order_release) != 1)
         return;
+    atomic_thread_fence(memory_order_acquire);
     for (size_t i = 0; i < acl->n; i++)
         user_free(&acl->users[i]);
     free(acl->users);
@@ -640,7 +621,7 @@ int acl_check(const struct conf *cf, char *err, size_t errlen)
         int rc = acl_build(&cf->pools[i], cf->path, &acl, err, errlen);
         if (rc < 0)
             return rc;
-        acl_free(acl);
+        acl_unref(acl);
     }
     return 0;
 }

@@ -1,16 +1,20 @@
 /* acl.h -- client users and what each may do (acl.c): Redis's ACL, as the
  * config file's `users:` lines say it in ACL SETUSER's terms.
  *
- * A pool's users are built from its config (acl_build) and live as long
- * as that config is the pool's: a reload builds new ones, moves every
- * signed-in client over to its user of the same name (or closes it, if
- * that user is gone or off, or may no longer use a channel it is
- * subscribed to), and only then frees the old (reload.c). So a
- * client's user pointer is valid for as long as the client is its pool's,
- * and across a reload only as pool_set_acl moves it. */
+ * A pool's users are built from its config (acl_build) and never change
+ * after: what would change them (a reload, a command table the servers
+ * taught shardis) builds new ones, and pool_set_acl swaps them whole: it
+ * moves every signed-in client over to its user of the same name (or
+ * closes it, if that user is gone or off, or may no longer use a channel
+ * it is subscribed to), then gives the old ones back. A struct acl is
+ * reference-counted (acl_ref, acl_unref; atomic, so pools on different
+ * loops may share one): the pool holds one reference, a reload in flight
+ * another. A client's user pointer is valid for as long as the client is
+ * its pool's, and across a swap only as pool_set_acl moves it. */
 #ifndef SHARDIS_ACL_H
 #define SHARDIS_ACL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,18 +43,23 @@ struct acl_user {
 struct acl {
     struct acl_user *users;     /* users[0] is "default" */
     size_t           n;
+    atomic_uint      refs;      /* its holders (acl_ref) */
 };
 
 /* The pool's users: its `users:` lines, and "default" (if no line names
- * it: on, every permission, password redis_auth or none). On failure the
- * return is -EINVAL and err holds "path:line:col: what is wrong". */
+ * it: on, every permission, password redis_auth or none), held once by
+ * the caller. On failure the return is -EINVAL and err holds
+ * "path:line:col: what is wrong". */
 int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
               char *err, size_t errlen);
-/* The command table changed (cmd.h): every user's commands are made
- * again from its line's rules, as redis-server does when a module adds
- * commands (+@read takes the new read commands, allcommands all). */
-void acl_relearn(struct acl *acl, const struct conf_pool *pc);
-void acl_free(struct acl *acl);
+/* The command table changed (cmd.h): the same users, built again from
+ * pc's lines against the table as it is now, as redis-server re-reads its
+ * rules when a module adds commands (+@read takes the new read commands,
+ * allcommands all); for pool_set_acl. NULL, with why in err, if they no
+ * longer build (they did once, and the table only grows: not expected). */
+struct acl *acl_relearn(const struct conf_pool *pc, char *err, size_t errlen);
+struct acl *acl_ref(struct acl *acl);
+void acl_unref(struct acl *acl);
 /* Build and free every pool's users: whether the config's users lines are
  * good (shardis -t). */
 int acl_check(const struct conf *cf, char *err, size_t errlen);

@@ -15,8 +15,9 @@
  * Each kind is read once: a second server of the same kind adds nothing
  * new, so its COMMAND is not asked (only its kind noted). A new kind's
  * rows may add commands or change ones known (ZRANK's arity in Redis
- * 7.2); users' command bits are then made again from their rules
- * (acl_relearn), as redis-server does when a module adds commands. */
+ * 7.2); users are then built again from their rules and swapped whole
+ * (acl_relearn, pool_set_acl), as redis-server re-reads its rules when a
+ * module adds commands. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +362,19 @@ static void ask_again(uint8_t k)
     assign_kind(k);
 }
 
+/* Users' command bits follow the table: p's users built again and
+ * swapped whole (they are shared, so never changed in place). */
+static void relearn(struct pool *p)
+{
+    char err[256];
+    struct acl *acl = acl_relearn(p->conf, err, sizeof(err));
+
+    if (acl != NULL)
+        pool_set_acl(p, acl);
+    else
+        log_warn("pool '%s': its users keep the commands they had: %s", p->conf->name, err);
+}
+
 static int command_reply(struct backend *b, struct req *r)
 {
     struct cmdinfo *ci = b->pool->cmdinfo;
@@ -401,7 +415,7 @@ static int command_reply(struct backend *b, struct req *r)
                "shardis)", b->pool->conf->name, b->pool->servers[b->server].label,
                cmd_kind_name(cs->kind), rows.n, added);
     for (size_t i = 0; i < cur_loop->npools; i++)
-        acl_relearn(cur_loop->pools[i].acl, cur_loop->pools[i].conf);
+        relearn(&cur_loop->pools[i]);
     free(rows.v);
     kinds_done |= 1u << cs->kind;
     kinds_merged |= 1u << cs->kind;

@@ -345,7 +345,7 @@ static void pool_rebuild(struct pool *p)
     }
     if (n > 0 && n < nring && ring_create(&live, &opt, sv, n, err, sizeof(err)) < 0)
         log_error("pool '%s': cannot rebuild the ring: %s", pc->name, err);
-    ring_free(p->live);
+    ring_unref(p->live);
     free(p->live_map);
     p->live = live;
     p->live_map = live != NULL ? map : NULL;
@@ -545,7 +545,7 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
     /* Ejections belong to the old ring. */
     for (uint32_t s = 0; s < p->nservers; s++)
         p->servers[s].ejected_until = 0;
-    ring_free(p->live);
+    ring_unref(p->live);
     free(p->live_map);
     p->live = NULL;
     p->live_map = NULL;
@@ -623,7 +623,7 @@ void pool_set_acl(struct pool *p, struct acl *acl)
         }
         c->user = u;
     }
-    acl_free(p->acl);
+    acl_unref(p->acl);
     p->acl = acl;
 }
 
@@ -638,14 +638,14 @@ void pool_set_tls(struct pool *p, SSL_CTX *server, SSL_CTX *client)
 void pool_free(struct pool *p)
 {
     pool_set_tls(p, NULL, NULL);
-    acl_free(p->acl);
+    acl_unref(p->acl);
     free(p->front.clients);
     MODULE_EACH(pool_free, p);
     srvuser_free(p->clients_user);
     cmdinfo_free(p);
     free(p->monitors);
-    ring_free(p->ring);
-    ring_free(p->live);
+    ring_unref(p->ring);
+    ring_unref(p->live);
     free(p->live_map);
     free(p->slot);
     for (uint32_t s = 0; s < p->nservers; s++) {

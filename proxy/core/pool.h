@@ -130,8 +130,8 @@ struct pool {
     uint32_t          ndbs;         /* databases (fixed at start, as nconns) */
     struct front      front;        /* its clients, as the transport keeps them (client.h;
                                        front.conf is conf, set by pool_set_conf) */
-    struct acl       *acl;          /* who may do what (acl.c); owned, swapped by
-                                       pool_set_acl */
+    struct acl       *acl;          /* who may do what (acl.c): one reference,
+                                       swapped whole by pool_set_acl */
     TAILQ_HEAD(backend_list, backend) dedicated;/* spares first, then those in use */
     TAILQ_HEAD(, subs) subscribers; /* clients with subscriptions (pubsub.c) */
     uint32_t          ndedicated, nspare;
@@ -254,9 +254,9 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv);
  * resolved. */
 void pool_server_move(struct pool *p, uint32_t server, const char *host, uint16_t port);
 /* Route by ring (built from pc, which becomes p->conf): the pool takes
- * ring; the one it had is returned, and its ring index -> server map in
- * *old_slot (or freed, with old_slot NULL), for the caller to keep or
- * free. Servers of ring become active; others stay as they were (mig.c
+ * the caller's reference to ring; its reference to the one it had is
+ * returned, with that ring's index -> server map in *old_slot (or freed,
+ * with old_slot NULL), for the caller to keep or give back (ring_unref). Servers of ring become active; others stay as they were (mig.c
  * retires them once their keys have moved). */
 struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ring *ring,
                            uint32_t **old_slot);
@@ -286,10 +286,12 @@ struct backend *pool_backend(struct pool *p, uint32_t server, const struct clien
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
                                 bool resp3, uint32_t db);
 
-/* Users from a reload: every signed-in client moves to its user of the
+/* New users (a reload's, or the same lines built against a grown command
+ * table: acl_relearn): every signed-in client moves to its user of the
  * same name in acl, or is closed if that user is gone or off, or may no
  * longer use a channel or pattern the client is subscribed to; then the
- * old users are freed. p owns acl from here on. */
+ * pool gives its reference to the old users back. p takes the caller's
+ * reference to acl. */
 void pool_set_acl(struct pool *p, struct acl *acl);
 /* New TLS contexts (a reload read the files again): connections made from
  * now on use them; open ones go on with the ones they were made from. */

@@ -133,7 +133,7 @@ void group_free(struct pool *p)
 
     if (g == NULL)
         return;
-    ring_free(g->ring);
+    ring_unref(g->ring);
     free(g->from_text);
     free(g->to_text);
     free(g->seen);
@@ -511,7 +511,7 @@ void group_cancel(struct pool *p)
 
     if (g == NULL || g->phase != GROUP_PREPARED)
         return;
-    ring_free(g->ring);
+    ring_unref(g->ring);
     g->ring = NULL;
     free(g->from_text);
     g->from_text = NULL;
@@ -530,7 +530,7 @@ void group_prepare(struct pool *p, const struct conf_pool *pc, struct ring *ring
 
     free(g->to_text);
     g->to_text = xstrdup(to_text);
-    ring_free(g->ring);
+    ring_unref(g->ring);
     g->ring = ring;
     g->pc = pc;
     if (g->from_text == NULL)           /* a reload replacing a waiting one: */

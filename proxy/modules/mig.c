@@ -283,7 +283,7 @@ void mig_free(struct pool *p)
         mig_op_free(op);
     }
     for (uint32_t i = 0; i < m->nprior; i++) {
-        ring_free(m->prior[i].ring);
+        ring_unref(m->prior[i].ring);
         free(m->prior[i].slot);
         free(m->prior[i].text);
     }

@@ -182,10 +182,10 @@ struct recovery {
 static void recovery_free(struct recovery *rv)
 {
     for (uint32_t i = 0; i < MIG_MAX_PRIOR; i++) {
-        ring_free(rv->prior_ring[i]);
+        ring_unref(rv->prior_ring[i]);
         conf_free(rv->prior_cf[i]);
     }
-    ring_free(rv->ring);
+    ring_unref(rv->ring);
     conf_free(rv->cf);
     free(rv->text);
     memset(rv, 0, sizeof(*rv));
@@ -342,7 +342,7 @@ static void recovery_follow(struct pool *p, struct recovery *rv)
                "it up again", p->conf->name, rec->epoch, rec->nprior,
                rec->nprior > 1 ? "s" : "");
     /* The target ring: the record's, whatever the file says now. */
-    ring_free(pool_set_ring(p, rv->pc, rv->ring, NULL));
+    ring_unref(pool_set_ring(p, rv->pc, rv->ring, NULL));
     rv->ring = NULL;
     p->epoch = rec->epoch - rec->nprior;
     for (uint32_t i = rec->nprior; i-- > 0; ) {     /* oldest first */

@@ -66,7 +66,7 @@ int cli_test_conf(const char *path)
         const struct conf_pool *pool;
         struct ring *r = pool_ring(cf, cf->pools[i].name, &pool);
         ok = r != NULL;
-        ring_free(r);
+        ring_unref(r);
     }
     conf_free(cf);
     if (!ok) {
@@ -116,7 +116,7 @@ int cli_locate(const char *path, const char *poolname, bool hex, FILE *in, FILE 
     if (ring_distribution(r) == RING_DIST_RANDOM) {
         fprintf(stderr, "shardis: pool '%s' uses distribution random: its keys "
                 "have no fixed server to locate\n", pool->name);
-        ring_free(r);
+        ring_unref(r);
         conf_free(cf);
         return 1;
     }
@@ -156,7 +156,7 @@ int cli_locate(const char *path, const char *poolname, bool hex, FILE *in, FILE 
     }
     free(line);
     free(key);
-    ring_free(r);
+    ring_unref(r);
     conf_free(cf);
     return rc;
 }
@@ -241,8 +241,8 @@ int cli_diff(const char *oldpath, const char *newpath, const char *poolname, FIL
     rc = fflush(out) == 0 ? 0 : 1;
 done:
     ring_diff_free(d);
-    ring_free(ra);
-    ring_free(rb);
+    ring_unref(ra);
+    ring_unref(rb);
     conf_free(ca);
     conf_free(cb);
     return rc;

@@ -250,7 +250,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
                    "server keeps its keys and its requests fail fast; set eject_mode: "
                    "rehash for twemproxy's ejection", pc->name);
     if ((rc = tls_ctx_build(pc, &p->front.tls_server, &p->tls_client, err, errlen)) < 0) {
-        ring_free(ring);
+        ring_unref(ring);
         return rc;
     }
     rc = listen_on(p, &p->listener, &pc->listen, err, errlen);

@@ -205,11 +205,11 @@ static void reload_free(struct reload *rl)
 
     if (rl->rings != NULL)
         for (size_t i = 0; i < cf->npools; i++)
-            ring_free(rl->rings[i]);
+            ring_unref(rl->rings[i]);
     free(rl->rings);
     if (rl->acls != NULL)
         for (size_t i = 0; i < cf->npools; i++)
-            acl_free(rl->acls[i]);
+            acl_unref(rl->acls[i]);
     free(rl->acls);
     if (rl->tls != NULL)
         for (size_t i = 0; i < 2 * cf->npools; i++)
@@ -309,7 +309,7 @@ static void reload_apply(struct reload *rl)
         if (ring_distribution(rl->rings[i]) == RING_DIST_RANDOM) {
             /* No key has an owner: nothing moves, nobody need agree. Servers
              * that left are retired by the pool. */
-            ring_free(pool_set_ring(p, &cf->pools[i], rl->rings[i], &old_slot));
+            ring_unref(pool_set_ring(p, &cf->pools[i], rl->rings[i], &old_slot));
             free(old_slot);
             continue;
         }

@@ -8,6 +8,19 @@
  * layer reads cur_loop and never a global of its own, so the loop's state
  * has one owner and one way in.
  *
+ * What a loop owns and what it shares. Everything a request writes is the
+ * loop's: clients, server connections, request objects, buffers, timers,
+ * counters, and the pools that hold them. What the process parsed or
+ * built once is shared and never changed after it is built, so any
+ * number of loops may read it without a lock: the config (conf_ref), a
+ * pool's ring (ring_ref) and its users (acl_ref), each reference-counted
+ * with an atomic count and replaced whole (a reload or a ring change
+ * builds new ones; each holder swaps its pointer and gives the old one
+ * back; the last frees it). One thing the process shares is still
+ * written after the start: the command table (base/cmd.h), which the
+ * servers' COMMAND replies extend (core/cmdinfo.c); its rows never move,
+ * and with one loop nothing else reads it meanwhile.
+ *
  * Lifetime: the struct lives as long as the process's run (proxy_run);
  * its handles (flusher, ticker) are closed with every other handle at the
  * stop, and loop_free gives back what it allocated. Pools, their server

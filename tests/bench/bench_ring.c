@@ -71,7 +71,7 @@ int main(int argc, char **argv)
             } while ((t2 = now()) - t1 < budget);
             printf("%-10s %-14s %8zu %14.0f %14.0f\n", ring_dist_name(d), ring_hash_name(h),
                    ring_npoints(r), (double)n / (t1 - t0), (double)m / (t2 - t1));
-            ring_free(r);
+            ring_unref(r);
         }
     }
     return 0;

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct ring *r;
         if (conf_pool_ring(&cf->pools[i], &r, err, sizeof(err)) == 0) {
             (void)ring_lookup(r, "fuzz", 4);
-            ring_free(r);
+            ring_unref(r);
         }
     }
     conf_free(cf);

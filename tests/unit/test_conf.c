@@ -181,10 +181,10 @@ Test(conf, pools_and_their_rings)
     cr_assert(eq(int, conf_pool_ring(conf_pool(cf, "a"), &r, err, sizeof(err)), 0));
     /* The ketama golden placement from twemproxy. */
     cr_assert(eq(str, (char *)ring_server_label(r, ring_lookup(r, "foo", 3)), "127.0.0.1:6381"));
-    ring_free(r);
+    ring_unref(r);
     cr_assert(eq(int, conf_pool_ring(conf_pool(cf, "b"), &r, err, sizeof(err)), 0));
     cr_assert(eq(str, (char *)ring_server_label(r, 0), "x"));
-    ring_free(r);
+    ring_unref(r);
     conf_free(cf);
 }
 

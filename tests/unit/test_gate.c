@@ -78,7 +78,7 @@ static void teardown(void)
         free(c);
     }
     nclients = 0;
-    acl_free(pool.acl);
+    acl_unref(pool.acl);
     pool.acl = NULL;
 }
 

@@ -7,6 +7,7 @@
 #include <criterion/new/assert.h>
 #include <criterion/parameterized.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,49 @@ Test(hash, hash_and_distribution_compatibility)
     cr_assert(eq(int, ring_default_hash(RING_DIST_KETAMA), RING_HASH_FNV1A_64));
 }
 
+/* ---- sharing --------------------------------------------------------------- */
+
+/* Holders on several threads take and give back references while they
+ * look keys up: the ring outlives all of them and the last unref frees it
+ * (ASan's leak and use-after-free checks, TSan's race check, watch). */
+static void *hold_and_look(void *arg)
+{
+    struct ring *r = arg;
+    uint32_t seen = 0;
+
+    for (int i = 0; i < 20000; i++) {
+        struct ring *mine = ring_ref(r);
+        seen |= 1u << ring_lookup(mine, &i, sizeof(i));
+        ring_unref(mine);
+    }
+    return (void *)(uintptr_t)seen;
+}
+
+static const struct ring_server shared3[] = {
+    {NULL, "127.0.0.1:6379", 6379, 1},
+    {NULL, "127.0.0.1:6380", 6380, 1},
+    {NULL, "127.0.0.1:6381", 6381, 1},
+};
+
+Test(ring, shared_by_reference_across_threads)
+{
+    struct ring *r = make(RING_DIST_KETAMA, RING_HASH_FNV1A_64, NULL, shared3, 3);
+    pthread_t t[4];
+    void *seen;
+
+    cr_assert(eq(ptr, ring_ref(r), r));
+    for (int i = 0; i < 4; i++)
+        cr_assert(eq(int, pthread_create(&t[i], NULL, hold_and_look, r), 0));
+    ring_unref(r);                      /* the threads and the first holder remain */
+    for (int i = 0; i < 4; i++) {
+        cr_assert(eq(int, pthread_join(t[i], &seen), 0));
+        cr_assert(eq(u32, (uint32_t)(uintptr_t)seen, 7u), "every server owns some keys");
+    }
+    cr_assert(eq(str, (char *)ring_server_addr(r, 2), "127.0.0.1:6381"));
+    ring_unref(r);
+    ring_unref(NULL);
+}
+
 /* ---- ketama -------------------------------------------------------------- */
 
 static const struct ring_server three[] = {
@@ -178,7 +222,7 @@ Test(ketama, twemproxy_golden_placement)
     cr_assert(eq(u64, ring_point(r, 1, &o), 23409604u)); cr_assert(eq(u32, o, 1));
     cr_assert(eq(u64, ring_point(r, 2, &o), 29345296u)); cr_assert(eq(u32, o, 1));
     cr_assert(eq(u64, ring_point(r, 3, &o), 38654231u)); cr_assert(eq(u32, o, 0));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ketama, weighted_golden_placement)
@@ -191,7 +235,7 @@ Test(ketama, weighted_golden_placement)
     cr_assert(eq(str, (char *)owner(r, "bar"), "127.0.0.1:6381"));
     cr_assert(eq(str, (char *)owner(r, "user:1000"), "127.0.0.1:6381"));
     cr_assert(eq(str, (char *)owner(r, "hello"), "127.0.0.1:6379"));
-    ring_free(r);
+    ring_unref(r);
 }
 
 struct points_case {
@@ -223,7 +267,7 @@ ParameterizedTest(struct points_case *pc, ketama, float_point_counts)
     struct ring *r = make(RING_DIST_KETAMA, RING_HASH_FNV1A_64, NULL, sv, pc->n);
     for (size_t i = 0; i < pc->n; i++)
         cr_assert(eq(u32, ring_server_points(r, (uint32_t)i), pc->points[i]), "server %zu", i);
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ketama, identity_is_name_else_addr_else_host_for_11211)
@@ -235,8 +279,8 @@ Test(ketama, identity_is_name_else_addr_else_host_for_11211)
     struct ring *rb = make(RING_DIST_KETAMA, RING_HASH_MD5, NULL, b, 2);
     for (size_t i = 0; i < ring_npoints(ra); i++)
         cr_assert(eq(u64, ring_point(ra, i, NULL), ring_point(rb, i, NULL)));
-    ring_free(ra);
-    ring_free(rb);
+    ring_unref(ra);
+    ring_unref(rb);
 
     /* Port 11211: the host alone is hashed, so host:11211 == a server named
      * after the host. */
@@ -246,8 +290,8 @@ Test(ketama, identity_is_name_else_addr_else_host_for_11211)
     rb = make(RING_DIST_KETAMA, RING_HASH_MD5, NULL, d, 2);
     for (size_t i = 0; i < ring_npoints(ra); i++)
         cr_assert(eq(u64, ring_point(ra, i, NULL), ring_point(rb, i, NULL)));
-    ring_free(ra);
-    ring_free(rb);
+    ring_unref(ra);
+    ring_unref(rb);
 
     /* An unnamed unix socket hashes "<path>:" as twemproxy's parser leaves it. */
     struct ring_server e[] = {{NULL, "/tmp/r1.sock", 0, 1}, {NULL, "/tmp/r2.sock", 0, 1}};
@@ -256,8 +300,8 @@ Test(ketama, identity_is_name_else_addr_else_host_for_11211)
     rb = make(RING_DIST_KETAMA, RING_HASH_MD5, NULL, f, 2);
     for (size_t i = 0; i < ring_npoints(ra); i++)
         cr_assert(eq(u64, ring_point(ra, i, NULL), ring_point(rb, i, NULL)));
-    ring_free(ra);
-    ring_free(rb);
+    ring_unref(ra);
+    ring_unref(rb);
 }
 
 Test(ketama, empty_key_hashes_to_zero)
@@ -267,7 +311,7 @@ Test(ketama, empty_key_hashes_to_zero)
     cr_assert(eq(u32, ring_lookup(r, "", 0), ring_lookup_hash(r, 0)));
     /* An empty tag falls back to the whole key, not to the empty string. */
     cr_assert(eq(u64, ring_key_hash(r, "a{}b", 4), H(RING_HASH_FNV1A_64, "a{}b")));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ketama, lookup_is_lower_bound_with_wrap)
@@ -285,7 +329,7 @@ Test(ketama, lookup_is_lower_bound_with_wrap)
     cr_assert(eq(u32, ring_lookup_hash(r, plast), olast));
     cr_assert(eq(u32, ring_lookup_hash(r, plast + 1), o0));
     cr_assert(eq(u32, ring_lookup_hash(r, UINT32_MAX), o0));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ketama, shares_sum_to_one_and_follow_weights)
@@ -300,7 +344,7 @@ Test(ketama, shares_sum_to_one_and_follow_weights)
     cr_assert(ieee_ulp_eq(dbl, sum, 1.0, 64));
     cr_assert(gt(dbl, ring_server_share(r, 2), 0.4));
     cr_assert(lt(dbl, ring_server_share(r, 0), 0.32));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ring, twemproxy_hash_tag_rule)
@@ -324,7 +368,7 @@ Test(ring, twemproxy_hash_tag_rule)
         cr_assert(memcmp(part, v[i].part, len) == 0, "%s", v[i].key);
         cr_assert(eq(str, (char *)owner(r, v[i].key), (char *)owner(r, v[i].part)));
     }
-    ring_free(r);
+    ring_unref(r);
 }
 
 /* ---- jedis --------------------------------------------------------------- */
@@ -337,7 +381,7 @@ Test(jedis, golden_unnamed)
     cr_assert(eq(u32, ring_lookup(r, "user:1000", 9), 2));
     cr_assert(eq(u32, ring_lookup(r, "hello", 5), 1));
     cr_assert(eq(sz, ring_npoints(r), 480));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(jedis, golden_named_with_tags)
@@ -352,7 +396,7 @@ Test(jedis, golden_named_with_tags)
     cr_assert(eq(str, (char *)owner(r, "bar"), "shard0"));
     cr_assert(eq(str, (char *)owner(r, "{user1000}.following"), "shard0"));
     cr_assert(eq(str, (char *)owner(r, "a{b}c"), "shard2"));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(jedis, java_regex_tag_semantics)
@@ -378,7 +422,7 @@ Test(jedis, java_regex_tag_semantics)
         cr_assert(eq(int, (int)len, (int)strlen(v[i].part)), "case %zu", i);
         cr_assert(memcmp(part, v[i].part, len) == 0, "case %zu", i);
     }
-    ring_free(r);
+    ring_unref(r);
 }
 
 /* The tag ring_tag gives key under tag chars tag, as a string. */
@@ -393,7 +437,7 @@ static void tag_of(const char *tag, const char *key, size_t klen, char *out, siz
     cr_assert(lt(sz, len, outlen));
     memcpy(out, part, len);
     out[len] = '\0';
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(jedis, tricky_tags)
@@ -470,7 +514,7 @@ Test(jedis, one_pass_tag_agrees_with_the_regex_rule)
                       "tag %zu, key %zu bytes: got [%td, +%zu), want [%zu, +%zu)", t, n,
                       part - key, plen, at, len);
         }
-        ring_free(r);
+        ring_unref(r);
     }
 }
 
@@ -495,7 +539,7 @@ Test(jedis, long_run_of_open_chars_is_linear, .timeout = 20)
     tag_of("{}", key, n, got, sizeof(got));
     cr_assert(eq(str, got, "x"));
     ring_lookup(r, key, n);
-    ring_free(r);
+    ring_unref(r);
     free(key);
 }
 
@@ -514,7 +558,7 @@ Test(jedis, version2_named_points_include_weight)
     cr_assert(eq(u32, ring_lookup_hash(r, pa), 0));
     cr_assert(eq(u32, ring_lookup_hash(r, pb), 1));
     cr_assert(eq(u32, ring_server_points(r, 1), 320));
-    ring_free(r);
+    ring_unref(r);
 
     o.jedis_version = 4;
     cr_assert(eq(int, ring_create(&r, &o, sv, 2, err, sizeof(err)), -EINVAL));
@@ -525,7 +569,7 @@ Test(jedis, md5_variant_uses_first_four_bytes)
     struct ring *r = make(RING_DIST_JEDIS, RING_HASH_MD5, NULL, three, 3);
     uint64_t h = ring_key_hash(r, "foo", 3);
     cr_assert(eq(u64, h ^ (UINT64_C(1) << 63), H(RING_HASH_MD5, "foo")));
-    ring_free(r);
+    ring_unref(r);
 }
 
 /* ---- hash_ring, modula, random ------------------------------------------- */
@@ -545,7 +589,7 @@ Test(hash_ring, readme_golden_value)
     cr_assert(eq(u32, ring_server_points(r, 2), 272));
     /* It hashed a C string: bytes after a NUL do not count. */
     cr_assert(eq(u64, ring_key_hash(r, "ab\0cd", 5), ring_key_hash(r, "ab", 2)));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(modula, slots_follow_twemproxys_sorted_server_order)
@@ -559,7 +603,7 @@ Test(modula, slots_follow_twemproxys_sorted_server_order)
     struct ring *r = make(RING_DIST_MODULA, RING_HASH_FNV1A_64, NULL, sv, 3);
     for (uint64_t h = 0; h < 8; h++)
         cr_assert(eq(u32, ring_lookup_hash(r, h), slots[h % 4]), "h=%llu", (unsigned long long)h);
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ring, same_twemproxy_identity_refused)
@@ -577,7 +621,7 @@ Test(ring, same_twemproxy_identity_refused)
     o.hash = RING_HASH_MURMUR64A;
     o.jedis_version = 3;
     cr_assert(eq(int, ring_create(&r, &o, sv, 2, err, sizeof(err)), 0), "%s", err);
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(modula, hash_mod_total_weight)
@@ -594,7 +638,7 @@ Test(modula, hash_mod_total_weight)
     }
     cr_assert(eq(u32, ring_lookup(r, "", 0), 0));
     cr_assert(ieee_ulp_eq(dbl, ring_server_share(r, 1), 0.5, 4));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(random, picks_every_server)
@@ -605,7 +649,7 @@ Test(random, picks_every_server)
         seen[ring_lookup(r, "foo", 3)]++;
     cr_assert(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
     cr_assert(eq(sz, ring_npoints(r), 0));
-    ring_free(r);
+    ring_unref(r);
 }
 
 Test(ring, bad_servers_refused)
@@ -700,8 +744,8 @@ Test(diff, ketama_add_a_server_moves_about_a_quarter)
         for (uint32_t j = 0; j < 3; j++)
             cr_assert(eq(dbl, ring_diff_share(d, i, j), 0.0));
     ring_diff_free(d);
-    ring_free(a);
-    ring_free(b);
+    ring_unref(a);
+    ring_unref(b);
 }
 
 Test(diff, ketama_remove_and_reweight)
@@ -715,9 +759,9 @@ Test(diff, ketama_remove_and_reweight)
     check_diff(a, b, UINT32_MAX, 0.25);
     check_diff(a, c, UINT32_MAX, -1);
     check_diff(a, a, UINT32_MAX, 0.0);
-    ring_free(a);
-    ring_free(b);
-    ring_free(c);
+    ring_unref(a);
+    ring_unref(b);
+    ring_unref(c);
 }
 
 Test(diff, same_address_renamed_is_not_a_move_by_itself)
@@ -735,8 +779,8 @@ Test(diff, same_address_renamed_is_not_a_move_by_itself)
     cr_assert(eq(dbl, ring_diff_share(d, 0, 0), 0.0));
     ring_diff_free(d);
     check_diff(a, b, UINT32_MAX, -1);
-    ring_free(a);
-    ring_free(b);
+    ring_unref(a);
+    ring_unref(b);
 }
 
 Test(diff, jedis_signed_space)
@@ -744,8 +788,8 @@ Test(diff, jedis_signed_space)
     struct ring *a = make(RING_DIST_JEDIS, RING_HASH_MURMUR64A, NULL, four, 3);
     struct ring *b = make(RING_DIST_JEDIS, RING_HASH_MURMUR64A, NULL, four, 4);
     check_diff(a, b, UINT64_MAX, 0.25);
-    ring_free(a);
-    ring_free(b);
+    ring_unref(a);
+    ring_unref(b);
 }
 
 Test(diff, hash_ring_and_modula)
@@ -753,16 +797,16 @@ Test(diff, hash_ring_and_modula)
     struct ring *a = make(RING_DIST_HASH_RING, RING_HASH_MD5, NULL, four, 3);
     struct ring *b = make(RING_DIST_HASH_RING, RING_HASH_MD5, NULL, four, 4);
     check_diff(a, b, UINT32_MAX, 0.25);
-    ring_free(a);
-    ring_free(b);
+    ring_unref(a);
+    ring_unref(b);
 
     /* modula 3 -> 4 servers: a key stays only where h%3 and h%4 pick the
      * same address: residues 0,1,2 of 12 -> 3/12 stay, 75% move. */
     a = make(RING_DIST_MODULA, RING_HASH_FNV1A_64, NULL, four, 3);
     b = make(RING_DIST_MODULA, RING_HASH_FNV1A_64, NULL, four, 4);
     check_diff(a, b, UINT32_MAX, 0.75);
-    ring_free(a);
-    ring_free(b);
+    ring_unref(a);
+    ring_unref(b);
 }
 
 Test(diff, refuses_rings_that_hash_differently)
@@ -778,8 +822,8 @@ Test(diff, refuses_rings_that_hash_differently)
     cr_assert(eq(int, ring_diff_create(&d, a, c, err, sizeof(err)), -EINVAL));
     cr_assert(eq(int, ring_diff_create(&d, rnd, rnd, err, sizeof(err)), -EINVAL));
     cr_assert(zero(ptr, d));
-    ring_free(a);
-    ring_free(b);
-    ring_free(c);
-    ring_free(rnd);
+    ring_unref(a);
+    ring_unref(b);
+    ring_unref(c);
+    ring_unref(rnd);
 }
