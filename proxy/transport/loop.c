@@ -8,7 +8,7 @@
 #include "proxy/transport/loop.h"
 #include "proxy/base/util.h"
 
-struct loop *cur_loop;
+_Thread_local struct loop *cur_loop __attribute__((tls_model("initial-exec")));
 
 void loop_init(struct loop *l, uv_loop_t *uv)
 {

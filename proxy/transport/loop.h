@@ -80,8 +80,12 @@ struct loop {
     char              executable[256];  /* INFO's: /proc/self/exe, or "" */
 };
 
-/* The loop the calling code runs in. */
-extern struct loop *cur_loop;
+/* The loop the calling code runs in: one per thread, each thread running
+ * at most one loop, so code reaches its own loop's state with no lock and
+ * no argument. (initial-exec: the variable is the executable's own, so an
+ * access is a load at a fixed offset from the thread pointer, as cheap as
+ * a global's, even in the position-independent static library.) */
+extern _Thread_local struct loop *cur_loop __attribute__((tls_model("initial-exec")));
 
 /* Make l empty on uv, and the current loop. */
 void loop_init(struct loop *l, uv_loop_t *uv);
