@@ -28,13 +28,20 @@
  * master get an error (their outcome is unknown), those not yet written
  * wait for the new one (within their deadline: backend_move), dedicated
  * connections (transactions, blocking commands, subscribers) fail so
- * their clients retry. Each link is a small state machine:
+ * their clients retry. Each link is a connection of the transport's to
+ * its Sentinel (struct link), whose states are backend.h's:
  *
- *   DOWN --connect--> CONNECTING --HELLO 3 sent--> UP --error, EOF--> DOWN
- *     ^                                                                |
- *     +------------------ SENTINEL_RETRY_MS later ---------------------+
- */
-#include <netdb.h>
+ *   DOWN --tick--> CONNECTING --connected: HELLO 3, SUBSCRIBE--> UP
+ *                      ^                                          |
+ *                      |       error, EOF, HELLO refused,         |
+ *    tick, its backoff over     a question past its deadline      |
+ *                      |                                          v
+ *                      +---------------------------------------FAILED
+ *
+ * (the tick: sentinel_tick's backend_keep_up).
+ *
+ * The backoff is the connection's (backend_fail: 100 ms doubling to 2 s
+ * over consecutive failures, counted afresh from a HELLO answered). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +52,7 @@
 #include "proxy/core/pool.h"
 #include "proxy/core/pool_conn.h"
 #include "proxy/transport/loop.h"
+#include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/modules/sentinel.h"
 #include "proxy/base/util.h"
@@ -52,10 +60,8 @@
 
 #define SENTINEL_CHECK_MS   1000    /* each master asked about this often */
 #define SENTINEL_ROUND_MS   500     /* a round waits this long for answers */
-#define SENTINEL_RETRY_MS   1000    /* a link down is tried again after */
+#define SENTINEL_ANSWER_MS  3000    /* a question unanswered this long fails its link */
 #define SENTINEL_ADDR_MAX   256
-
-enum link_state { LINK_DOWN, LINK_CONNECTING, LINK_UP };
 
 /* A replica a Sentinel lists, up and linked to the master it names. */
 struct replica {
@@ -100,28 +106,25 @@ static void answers_free(struct answer *answers, uint32_t n)
     free(answers);
 }
 
-/* A reply a link still owes: to which round of which master, and which
- * question (SENTINEL MASTER, or REPLICAS). */
-struct owed {
-    uint32_t server;        /* UINT32_MAX: the link's HELLO */
-    uint32_t round;
-    bool     replicas;
-};
-
+/* A link to one Sentinel: a connection of the transport's, made for it
+ * (backend_init_sentinel), so that connecting, the handshake, framing,
+ * the deadline of each question and the backoff after a failure are
+ * every server connection's code; this file hears of it through
+ * link_ops. Its states are the connection's (backend.h, enum
+ * backend_state; backend.c draws them): DOWN until the tick connects
+ * it (backend_keep_up), UP once connected (HELLO 3 and SUBSCRIBE queued, then its rounds'
+ * questions), FAILED on an error, EOF, a refused HELLO or a question
+ * unanswered by its deadline (SENTINEL_ANSWER_MS), until its backoff is
+ * over and the tick connects it again. Kept in set->links (not moved:
+ * its handle is libuv's), for the pool's life; closed by the stop's walk
+ * (sentinel_close_handle) before sentinel_free. */
 struct link {
     struct sentinel *set;
-    uint32_t    idx;
-    uv_tcp_t    tcp;
-    uv_connect_t creq;
-    enum link_state state;
-    bool        open;       /* tcp is initialized and not yet closed */
-    uint64_t    retry_at;
-    char       *rbuf;       /* bytes read: [at, len) not yet used */
-    size_t      at, fed, len, cap;
-    struct resp_rsp scan;
-    struct owed *owed;      /* a FIFO: [head, n) */
-    uint32_t    head, n, cap_owed;
+    uint32_t    idx;        /* its Sentinel in the pool's config */
+    struct backend b;
 };
+
+static const struct backend_sentinel link_ops;     /* (the links' section) */
 
 struct master {
     uint32_t round;         /* the round in flight, 0: none */
@@ -139,8 +142,9 @@ struct master {
 
 struct sentinel {
     struct pool   *p;
-    struct link   *links;
+    struct link   *links;   /* [nlinks], one per configured Sentinel */
     uint32_t       nlinks;
+    struct mbuf   *buf;     /* where the links' questions are written */
     struct master *masters; /* [nmasters], by server index */
     uint32_t       nmasters;
     uint32_t       round_seq;
@@ -426,6 +430,7 @@ void sentinel_start(struct pool *p)
     for (uint32_t i = 0; i < set->nlinks; i++) {
         set->links[i].set = set;
         set->links[i].idx = i;
+        backend_init_sentinel(&set->links[i].b, p, &link_ops);
     }
     p->sentinel = set;
     for (uint32_t s = 0; s < p->nservers; s++) {
@@ -483,68 +488,104 @@ void sentinel_start(struct pool *p)
 
 /* ---- links ---------------------------------------------------------------------- */
 
-static void link_send(struct link *l, int argc, const char *const *argv);
 static void round_start(struct sentinel *set, uint32_t server, const char *why);
 
-struct link_write {
-    uv_write_t w;
-    char       data[];
-};
-
-static void link_write_cb(uv_write_t *w, int status)
+static struct link *link_of(const struct backend *b)
 {
-    (void)status;                   /* (a failed write shows as a failed read) */
-    free(container_of(w, struct link_write, w));
+    return container_of((struct backend *)b, struct link, b);
 }
 
-static void link_close_cb(uv_handle_t *h)
+/* Where l's connection goes: the Sentinel at its index in the pool's
+ * config (as a reload keeps them: the same ones, maybe reordered, since
+ * any other change needs a restart). */
+static void link_server(const struct backend *b, struct backend_server *sv)
 {
-    struct link *l = container_of((uv_tcp_t *)h, struct link, tcp);
+    const struct link *l = link_of(b);
+    const struct conf_pool *pc = l->set->p->conf;
+    const struct conf_addr *at = &pc->sentinels[l->idx];
 
-    l->open = false;
+    *sv = (struct backend_server){
+        .conf = pc,
+        .label = at->text,
+        .host = at->host,
+        .port = at->port,
+        .resolved = true,
+    };
 }
 
-/* The link failed or closed: every master it owed an answer counts it
- * as given (without an address), and it is tried again later. */
-static void link_down(struct link *l, const char *why)
+/* The proxy's own command argv[0..argc) on l, its reply to on_reply; for
+ * a round, which master's and which question (SENTINEL MASTER, or
+ * REPLICAS). Its deadline is SENTINEL_ANSWER_MS, whatever the pool's. */
+static void link_send(struct link *l, req_reply_cb *on_reply, uint32_t server, uint32_t round,
+                      bool replicas, int argc, const char *const *argv)
 {
+    struct req *r = req_get();
+    struct resp_w w = resp_w_on(&r->out, &l->set->buf, RESP2);
+
+    resp_w_command(&w, argc, argv, NULL);
+    r->on_reply = on_reply;
+    r->u.sentinel.server = server;
+    r->u.sentinel.round = round;
+    r->u.sentinel.replicas = replicas;
+    backend_send_by(&l->b, r, SENTINEL_ANSWER_MS);
+}
+
+/* SUBSCRIBE's reply (RESP3: a push, link_push says so): nothing to read;
+ * none: the link failed, and it subscribes again as it reconnects. */
+static int link_subscribed(struct backend *b, struct req *r)
+{
+    (void)b, (void)r;
+    return 0;
+}
+
+/* l is connected, its HELLO queued: the event's pushes and the rounds'
+ * replies share the link (RESP3), so it subscribes on each connection. */
+static void link_up(struct backend *b)
+{
+    struct link *l = link_of(b);
+    const struct conf_pool *pc = l->set->p->conf;
+
+    link_send(l, link_subscribed, 0, 0, false, 2,
+              (const char *const[]){"SUBSCRIBE", "+switch-master"});
+    log_info("pool '%s': Sentinel %s linked", pc->name, pc->sentinels[l->idx].text);
+}
+
+/* The link fails (the connection's own failure: an error, EOF, a refused
+ * HELLO, a request unanswered by its deadline): said once, if it was up.
+ * Each answer it owed then comes with no reply (link_answer): counted as
+ * given, without an address; the connection backs off and the tick
+ * reconnects it (sentinel_tick). */
+static void link_failed(struct backend *b, const char *why)
+{
+    struct link *l = link_of(b);
     struct sentinel *set = l->set;
-    const struct conf_addr *at = &set->p->conf->sentinels[l->idx];
 
-    if (l->state == LINK_UP)
-        log_warn("pool '%s': Sentinel %s: %s", set->p->conf->name, at->text, why);
-    while (l->head < l->n) {
-        struct owed o = l->owed[l->head++];
-        if (o.server == UINT32_MAX)
-            continue;
-        struct master *m = master_of(set, o.server);
-        if (m->round == o.round && m->waiting > 0)
-            m->waiting--;
-    }
-    l->head = l->n = 0;
-    l->at = l->fed = l->len = 0;
-    l->state = LINK_DOWN;
-    l->retry_at = uv_now(cur_loop->uv) + SENTINEL_RETRY_MS;
-    if (l->open && !uv_is_closing((uv_handle_t *)&l->tcp))
-        uv_close((uv_handle_t *)&l->tcp, link_close_cb);
+    if (b->state == BACKEND_UP && !cur_loop->stopping)
+        log_warn("pool '%s': Sentinel %s: %s", set->p->conf->name,
+                 set->p->conf->sentinels[l->idx].text, why);
 }
 
 /* A push: "+switch-master <name> <old ip> <old port> <new ip> <new port>"
- * on the channel: a round for that master. */
-static void link_push(struct link *l, const char *p, size_t len)
+ * on the channel: a round for that master. SUBSCRIBE's confirmation is
+ * that command's reply (true). */
+static bool link_push(struct backend *b, const struct msg *frame)
 {
+    struct link *l = link_of(b);
     struct sentinel *set = l->set;
     struct resp_rd rd;
     struct resp_val top, kind, chan, msg;
     char text[512], why[96];
     const char *s;
 
-    resp_rd_init_flat(&rd, p, len);
-    if (resp_rd_next(&rd, &top) < 0 || top.elems != 3 || resp_rd_next(&rd, &kind) < 0 ||
-        !resp_rd_is(&rd, &kind, "message", 7, false) || resp_rd_next(&rd, &chan) < 0 ||
+    resp_rd_init(&rd, frame);
+    if (resp_rd_next(&rd, &top) < 0 || top.elems != 3 || resp_rd_next(&rd, &kind) < 0)
+        return false;
+    if (resp_rd_is(&rd, &kind, "subscribe", 9, false))
+        return true;
+    if (!resp_rd_is(&rd, &kind, "message", 7, false) || resp_rd_next(&rd, &chan) < 0 ||
         resp_rd_next(&rd, &msg) < 0 || msg.type != RESP_BULK || msg.len >= sizeof(text) ||
         (s = resp_rd_str(&rd, &msg, text, sizeof(text))) == NULL)
-        return;
+        return false;
     size_t nlen = strcspn(s, " ");
     if (nlen > msg.len)
         nlen = msg.len;
@@ -556,187 +597,51 @@ static void link_push(struct link *l, const char *p, size_t len)
             round_start(set, server, why);
         }
     }
+    return false;
 }
 
-/* One whole reply (or push) from l: what it answers. */
-static void link_reply(struct link *l, const char *p, size_t len, char type)
+/* A round's answer from l, SENTINEL MASTER's or REPLICAS's; none (an
+ * empty reply): l failed, and the answer counts as given, without an
+ * address (the round ends at its deadline, or with the others'). */
+static int link_answer(struct backend *b, struct req *r)
 {
+    struct link *l = link_of(b);
     struct sentinel *set = l->set;
-    struct owed o;
+    uint32_t server = r->u.sentinel.server;
+    struct master *m = master_of(set, server);
     struct resp_rd rd;
 
-    if (type == RESP_PUSH) {
-        link_push(l, p, len);
-        return;
+    if (m->round != r->u.sentinel.round)
+        return 0;                           /* (a round that timed out) */
+    if (r->rsp.len == 0) {
+        if (m->waiting > 0)
+            m->waiting--;
+        return 0;
     }
-    if (l->head == l->n) {
-        link_down(l, "a reply to nothing asked");
-        return;
-    }
-    o = l->owed[l->head++];
-    if (o.server == UINT32_MAX) {           /* HELLO 3 [AUTH ...] */
-        if (type == RESP_ERROR || type == RESP_BLOBERR) {
-            log_warn("pool '%s': Sentinel %s refused HELLO: %.*s", set->p->conf->name,
-                     set->p->conf->sentinels[l->idx].text, (int)(len > 80 ? 80 : len), p);
-            link_down(l, "HELLO refused");
-        }
-        return;
-    }
-    struct master *m = master_of(set, o.server);
-    if (m->round != o.round)
-        return;                             /* (a round that timed out) */
-    resp_rd_init_flat(&rd, p, len);
-    if (o.replicas)
+    resp_rd_init(&rd, &r->rsp);
+    if (r->u.sentinel.replicas)
         read_replicas(&rd, &m->answers[l->idx]);
     else
         read_master(&rd, &m->answers[l->idx]);
     if (m->waiting > 0 && --m->waiting == 0) {
         m->round = 0;
-        conclude(set, o.server, m->answers, m->why);
+        conclude(set, server, m->answers, m->why);
     }
+    return 0;
 }
 
-static void link_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    struct link *l = container_of((uv_tcp_t *)h, struct link, tcp);
-
-    (void)suggested;
-    if (l->cap - l->len < 4096) {
-        l->cap = l->cap ? 2 * l->cap : 16384;
-        l->rbuf = xrealloc(l->rbuf, l->cap);
-    }
-    *buf = uv_buf_init(l->rbuf + l->len, (unsigned)(l->cap - l->len));
-}
-
-#define LINK_READ_MAX (1 << 20)     /* a reply longer than this is no Sentinel's */
-
-static void link_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    struct link *l = container_of((uv_tcp_t *)s, struct link, tcp);
-
-    (void)buf;
-    if (nread < 0) {
-        link_down(l, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
-        return;
-    }
-    l->len += (size_t)nread;
-    while (l->state == LINK_UP && l->fed < l->len) {
-        size_t used;
-        int rc = resp_rsp_feed(&l->scan, l->rbuf + l->fed, l->len - l->fed, &used);
-        if (rc < 0) {
-            link_down(l, "protocol error");
-            return;
-        }
-        l->fed += used;
-        if (rc == 0)
-            break;
-        char type = l->scan.type;
-        size_t at = l->at;
-        l->at = l->fed;
-        resp_rsp_reset(&l->scan);
-        link_reply(l, l->rbuf + at, l->fed - at, type);
-    }
-    if (l->state != LINK_UP)
-        return;
-    if (l->len - l->at > LINK_READ_MAX) {
-        link_down(l, "a reply too long");
-        return;
-    }
-    memmove(l->rbuf, l->rbuf + l->at, l->len - l->at);
-    l->len -= l->at;
-    l->fed -= l->at;
-    l->at = 0;
-}
-
-static void link_owe(struct link *l, uint32_t server, uint32_t round, bool replicas)
-{
-    if (l->head > 0 && l->head == l->n)
-        l->head = l->n = 0;
-    if (l->n == l->cap_owed) {
-        l->cap_owed = l->cap_owed ? 2 * l->cap_owed : 16;
-        l->owed = xrealloc(l->owed, l->cap_owed * sizeof(*l->owed));
-    }
-    l->owed[l->n++] = (struct owed){server, round, replicas};
-}
-
-static void link_send(struct link *l, int argc, const char *const *argv)
-{
-    struct msg g = {0};
-    struct mbuf *m = NULL;
-    struct resp_w w = resp_w_on(&g, &m, RESP2);
-    struct link_write *lw;
-    uv_buf_t b;
-
-    resp_w_command(&w, argc, argv, NULL);
-    lw = xmalloc(sizeof(*lw) + g.len);
-    msg_copy(&g, 0, g.len, lw->data);
-    b = uv_buf_init(lw->data, (unsigned)g.len);
-    msg_release(&g);
-    mbuf_unref(m);
-    if (uv_write(&lw->w, (uv_stream_t *)&l->tcp, &b, 1, link_write_cb) < 0) {
-        free(lw);
-        link_down(l, "cannot write");
-    }
-}
-
-static void link_connect_cb(uv_connect_t *creq, int status)
-{
-    struct link *l = container_of(creq, struct link, creq);
-    const struct conf_pool *pc = l->set->p->conf;
-
-    if (status == UV_ECANCELED)
-        return;
-    if (status < 0 || uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb) < 0) {
-        link_down(l, status < 0 ? uv_strerror(status) : "cannot read");
-        return;
-    }
-    l->state = LINK_UP;
-    resp_rsp_init(&l->scan, true);    /* it says HELLO 3 first */
-    /* RESP3: the event's pushes and the rounds' replies share the link. */
-    if (pc->sentinel_auth != NULL)
-        link_send(l, 5, (const char *const[]){"HELLO", "3", "AUTH", "default",
-                                              pc->sentinel_auth});
-    else
-        link_send(l, 2, (const char *const[]){"HELLO", "3"});
-    link_owe(l, UINT32_MAX, 0, false);
-    if (l->state == LINK_UP)
-        link_send(l, 2, (const char *const[]){"SUBSCRIBE", "+switch-master"});
-    log_info("pool '%s': Sentinel %s linked", pc->name, pc->sentinels[l->idx].text);
-}
-
-static void link_connect(struct link *l)
-{
-    const struct conf_addr *at = &l->set->p->conf->sentinels[l->idx];
-    struct sockaddr_storage ss;
-
-    if (l->open)
-        return;                     /* (still closing) */
-    if (uv_ip4_addr(at->host, at->port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(at->host, at->port, (struct sockaddr_in6 *)&ss) != 0) {
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-        char port[8];
-        snprintf(port, sizeof(port), "%u", at->port);
-        if (getaddrinfo(at->host, port, &hints, &ai) != 0 || ai == NULL) {
-            l->retry_at = uv_now(cur_loop->uv) + SENTINEL_RETRY_MS;
-            return;
-        }
-        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-        freeaddrinfo(ai);
-    }
-    uv_tcp_init(cur_loop->uv, &l->tcp);
-    l->open = true;
-    l->state = LINK_CONNECTING;
-    if (uv_tcp_connect(&l->creq, &l->tcp, (struct sockaddr *)&ss, link_connect_cb) < 0)
-        link_down(l, "cannot connect");
-}
-
+static const struct backend_sentinel link_ops = {
+    .server = link_server,
+    .up = link_up,
+    .push = link_push,
+    .failed = link_failed,
+};
 /* ---- rounds --------------------------------------------------------------------- */
 
 static void round_start(struct sentinel *set, uint32_t server, const char *why)
 {
     struct master *m = master_of(set, server);
     const char *name = set->p->servers[server].label;
-    uint32_t asks = set->p->conf->read_from == CONF_READ_MASTER ? 1 : 2;   /* per round */
 
     if (m->round != 0)
         return;                     /* one at a time */
@@ -748,21 +653,15 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
     answers_clear(m->answers, set->nlinks);
     for (uint32_t i = 0; i < set->nlinks; i++) {
         struct link *l = &set->links[i];
-        if (l->state == LINK_UP && l->n - l->head > (asks + 1) * set->p->nservers + 2)
-            link_down(l, "does not answer");    /* its rounds ended without it */
-        if (l->state != LINK_UP)
-            continue;
-        link_send(l, 3, (const char *const[]){"SENTINEL", "MASTER", name});
-        if (l->state != LINK_UP)
-            continue;
-        link_owe(l, server, m->round, false);
+        if (l->b.state != BACKEND_UP)
+            continue;               /* (its answer counts as given, without an address) */
+        link_send(l, link_answer, server, m->round, false, 3,
+                  (const char *const[]){"SENTINEL", "MASTER", name});
         m->waiting++;
         if (set->p->conf->read_from == CONF_READ_MASTER)
             continue;
-        link_send(l, 3, (const char *const[]){"SENTINEL", "REPLICAS", name});
-        if (l->state != LINK_UP)
-            continue;
-        link_owe(l, server, m->round, true);
+        link_send(l, link_answer, server, m->round, true, 3,
+                  (const char *const[]){"SENTINEL", "REPLICAS", name});
         m->waiting++;
     }
     if (m->waiting == 0)
@@ -782,9 +681,10 @@ void sentinel_tick(struct pool *p, uint64_t now)
 
     if (set == NULL || cur_loop->stopping)
         return;
-    for (uint32_t i = 0; i < set->nlinks; i++)
-        if (set->links[i].state == LINK_DOWN && now >= set->links[i].retry_at)
-            link_connect(&set->links[i]);
+    for (uint32_t i = 0; i < set->nlinks; i++) {
+        backend_check_timeout(&set->links[i].b, now);   /* a Sentinel that does not answer */
+        backend_keep_up(&set->links[i].b);              /* its backoff over */
+    }
     for (uint32_t s = 0; s < p->nservers; s++) {
         struct master *m;
         if (!p->servers[s].active)
@@ -805,9 +705,8 @@ bool sentinel_close_handle(struct pool *p, void *h)
 
     for (uint32_t i = 0; set != NULL && i < set->nlinks; i++) {
         struct link *l = &set->links[i];
-        if (h == (void *)&l->tcp) {
-            if (!uv_is_closing((uv_handle_t *)&l->tcp))
-                uv_close((uv_handle_t *)&l->tcp, link_close_cb);
+        if (h == (void *)&l->b.h.handle) {
+            backend_close(&l->b);
             return true;
         }
     }
@@ -820,10 +719,8 @@ void sentinel_free(struct pool *p)
 
     if (set == NULL)
         return;
-    for (uint32_t i = 0; i < set->nlinks; i++) {
-        free(set->links[i].rbuf);
-        free(set->links[i].owed);
-    }
+    if (set->buf != NULL)
+        mbuf_unref(set->buf);
     for (uint32_t s = 0; s < set->nmasters; s++)
         answers_free(set->masters[s].answers, set->nlinks);
     free(set->masters);

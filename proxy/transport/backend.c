@@ -65,12 +65,22 @@ void backend_set_hooks(const struct backend_hooks *hooks)
     backend_above = hooks;
 }
 
+/* Where b goes: its owner's word for a Sentinel's connection, else its
+ * pool's. */
+static void server_of(const struct backend *b, struct backend_server *sv)
+{
+    if (b->sentinel != NULL)
+        b->sentinel->server(b, sv);
+    else
+        backend_above->server(b, sv);
+}
+
 const char *backend_addr(const struct backend *b)
 {
     static char buf[300];
     struct backend_server sv;
 
-    backend_above->server(b, &sv);
+    server_of(b, &sv);
     if (sv.unix_socket)
         return sv.host;
     snprintf(buf, sizeof(buf), strchr(sv.host, ':') ? "[%s]:%u" : "%s:%u", sv.host, sv.port);
@@ -81,7 +91,7 @@ const char *backend_label(const struct backend *b)
 {
     struct backend_server sv;
 
-    backend_above->server(b, &sv);
+    server_of(b, &sv);
     return sv.label;
 }
 
@@ -96,6 +106,15 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     TAILQ_INIT(&b->sendq);
     TAILQ_INIT(&b->writeq);
     TAILQ_INIT(&b->pendq);
+}
+
+void backend_init_sentinel(struct backend *b, struct pool *p,
+                           const struct backend_sentinel *ops)
+{
+    backend_init(b, p, 0);
+    b->sentinel = ops;
+    b->db = 0;
+    b->resp3 = 1;               /* its pushes and its replies share it */
 }
 
 /* ---- failing and closing ------------------------------------------------------- */
@@ -219,13 +238,15 @@ void backend_fail(struct backend *b, const char *reason)
 
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
     b->run_id[0] = '\0';       /* the next connection may meet another server */
-    if (b->state != BACKEND_FAILED)
+    if (b->sentinel != NULL)
+        b->sentinel->failed(b, reason);     /* (its owner logs it) */
+    else if (b->state != BACKEND_FAILED)
         log_warn("backend %s (%s)%s failed: %s", backend_label(b), backend_addr(b),
                  backend_dedicated(b) ? ", a dedicated connection," : "", reason);
     if (!backend_dedicated(b)) {
         b->failures++;
-        /* (a replica's failure ejects no master) */
-        if (b->replica == 0 && backend_above->server_failed != NULL)
+        /* (a replica's failure ejects no master; a Sentinel's is no server's) */
+        if (b->replica == 0 && b->sentinel == NULL && backend_above->server_failed != NULL)
             backend_above->server_failed(b->pool, b->server, b->failures);
         backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
         b->retry_at = uv_now(cur_loop->uv) +
@@ -235,9 +256,9 @@ void backend_fail(struct backend *b, const char *reason)
     backend_abort(b);
     if (b->role == BACKEND_SUBSCRIBER && b->owner != NULL && backend_above->lost != NULL)
         backend_above->lost(b);
-    if (!backend_dedicated(b) && backend_above->doubt != NULL) {
+    if (!backend_dedicated(b) && b->sentinel == NULL && backend_above->doubt != NULL) {
         struct backend_server sv;
-        backend_above->server(b, &sv);
+        server_of(b, &sv);
         if (sv.resolved)            /* (a pool with Sentinels: they are asked) */
             backend_above->doubt(b->pool, b->server, reason);
     }
@@ -379,7 +400,7 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
     if (b->h.handle.type == UV_TCP)
         uv_tcp_nodelay(&b->h.tcp, 1);
     struct backend_server sv;
-    backend_above->server(b, &sv);
+    server_of(b, &sv);
     if (sv.tls != NULL) {
         /* Connecting until the handshake is over (backend_read_tls). */
         b->tls = tls_new(sv.tls, &b->h.stream, false, sv.tls_name,
@@ -399,8 +420,16 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
             backend_fail(b, tls_error(b->tls));
         return;
     }
+    backend_up(b);
+}
+
+void backend_up(struct backend *b)
+{
     b->state = BACKEND_UP;
-    log_info("backend %s connected", sv.label);
+    if (b->sentinel != NULL)
+        b->sentinel->up(b);             /* (its owner logs it) */
+    else
+        log_info("backend %s connected%s", backend_label(b), b->tls != NULL ? " (TLS)" : "");
     loop_mark_backend(b);
 }
 
@@ -409,7 +438,7 @@ static void backend_connect(struct backend *b)
     struct backend_server sv;
     int rc;
 
-    backend_above->server(b, &sv);
+    server_of(b, &sv);
     if (!sv.resolved && b->replica == 0) {
         /* A pool with sentinels: none has said where this master is yet. */
         uv_tcp_init(cur_loop->uv, &b->h.tcp);
@@ -521,6 +550,16 @@ void backend_check_timeout(struct backend *b, uint64_t now)
 
 void backend_preconnect(struct backend *b)
 {
+    if (b->state == BACKEND_DOWN)
+        backend_connect(b);
+}
+
+void backend_keep_up(struct backend *b)
+{
+    if (b->closing)
+        return;                     /* (the next call, once closed) */
+    if (b->state == BACKEND_FAILED && uv_now(cur_loop->uv) >= b->retry_at)
+        b->state = BACKEND_DOWN;
     if (b->state == BACKEND_DOWN)
         backend_connect(b);
 }

@@ -1,7 +1,8 @@
 /* backend.h -- a connection to a redis-server: shared and pipelined, or
  * dedicated to one client (backend.c its life, backend_hello.c its
  * handshake, backend_read.c its replies; backend_sync.c a blocking call
- * before the loop runs). It knows its server only by what its pool tells
+ * before the loop runs); or to a Sentinel, for its owner (struct
+ * backend_sentinel). It knows its server only by what its pool tells
  * it (struct backend_server), and tells the layers above what befalls it
  * only through the hooks they registered (struct backend_hooks). */
 #ifndef SHARDIS_BACKEND_H
@@ -19,6 +20,7 @@
 #include "proxy/base/tls.h"
 
 struct backend;
+struct backend_sentinel;
 struct client;
 struct pool;
 struct req;
@@ -70,8 +72,8 @@ enum backend_as {
 
 /* Who keeps a connection alive: a shared one is embedded in its pool's
  * arrays (pool_server.conns, dbconns, a replica's conns) or made by a
- * module for itself (the mover, the group's), and lives as long as they
- * do; a dedicated one is made by pool_conn_acquire, listed on
+ * module for itself (the mover, the group's, a Sentinel's link), and lives
+ * as long as they do; a dedicated one is made by pool_conn_acquire, listed on
  * pool.dedicated, and freed once closed (hooks.closed: pool_conn_closed).
  * Requests on its queues are kept by their marks (req.h). */
 struct backend {
@@ -105,6 +107,9 @@ struct backend {
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
     uint64_t         client_id; /* dedicated: its CLIENT ID on the server; 0 unknown */
     struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
+    const struct backend_sentinel *sentinel;/* a Sentinel's connection: what its owner
+                                   hears, in place of the pool's hooks (and server is
+                                   no pool server); NULL: a pool's server's */
     TAILQ_ENTRY(backend) link;  /* dedicated: on pool.dedicated */
     unsigned         writing:1;
     unsigned         is_dirty:1;
@@ -224,11 +229,48 @@ struct backend_hooks {
 
 void backend_set_hooks(const struct backend_hooks *hooks);
 
+/* A connection to a Sentinel, not to a pool's server: its owner
+ * (modules/sentinel.c) hears of it through these, in place of the pool's
+ * hooks, which know only the pool's servers (none of them is called for
+ * it: no server_failed, no doubt, no connecting). Its handshake is a
+ * Sentinel's (backend_hello.c): HELLO 3, with AUTH default <sentinel_auth>
+ * where the pool has one; no SELECT, no ACL user, no role check. It speaks
+ * RESP3, so the pushes of what it subscribes to arrive between its
+ * replies. Its requests are the owner's own (req.on_reply); a failure
+ * answers each with no reply, backs off as a shared connection's does
+ * (backend_fail), and is retried by backend_keep_up. Every callback runs
+ * on the loop, from b's callbacks, while b's handle is open; none may free
+ * b. */
+struct backend_sentinel {
+    /* Where b goes, into *sv, as hooks.server does for a pool's server
+     * (conf: its pool's, whose sentinel_auth it signs in with). */
+    void (*server)(const struct backend *b, struct backend_server *sv);
+    /* b is connected, its handshake queued: queue what follows it on
+     * each connection (backend_send: the SUBSCRIBE). */
+    void (*up)(struct backend *b);
+    /* A push frame, in *frame (borrowed for the call): true if it is the
+     * reply of the oldest request unanswered (RESP3 confirms a SUBSCRIBE
+     * with a push), which then gets it; false: a message, read here. May
+     * fail b (backend_fail, through the owner's other links' checks). */
+    bool (*push)(struct backend *b, const struct msg *frame);
+    /* b fails for why: called first, b->state still what it was (UP: it
+     * was linked); its requests are answered after, each with no reply. */
+    void (*failed)(struct backend *b, const char *why);
+};
+
 /* b, owned by p (embedded in its pool, or made by pool_conn_acquire), on
  * server; in the pool's redis_db and RESP2 until told otherwise. */
 void backend_init(struct backend *b, struct pool *p, uint32_t server);
 /* Connect now rather than on first use (preconnect: true). */
 void backend_preconnect(struct backend *b);
+/* b, p's connection to a Sentinel, whose owner hears of it through ops
+ * (kept: static); down until backend_keep_up. */
+void backend_init_sentinel(struct backend *b, struct pool *p,
+                           const struct backend_sentinel *ops);
+/* A connection that must be up though nothing waits to go on it (a
+ * Sentinel's, for its pushes): connect it if it is down, or failed and
+ * its backoff is over. From its owner's tick. */
+void backend_keep_up(struct backend *b);
 /* Queue r to b, or fail it at once if b is failed; its deadline is the
  * pool's (backend_deadline: the one rule) ... */
 void backend_send(struct backend *b, struct req *r);

@@ -1,4 +1,5 @@
-/* backend_hello.c -- the handshake a server connection starts with,
+/* backend_hello.c -- the handshake a server connection starts with (a
+ * Sentinel's connection has one of its own: hello_sentinel),
  * queued ahead of everything as the proxy's own requests
  * (backend_queue_own), each with the reply callback that judges it: AUTH
  * as the user its enum backend_as names (backend_auth_args, the one place
@@ -143,6 +144,33 @@ static int client_id_reply(struct backend *b, struct req *r)
     return 0;
 }
 
+/* A Sentinel's HELLO 3 [AUTH ...]: its map, as any HELLO's; answered,
+ * the link is good, and a later failure backs off from the start. */
+static int sentinel_hello_reply(struct backend *b, struct req *r)
+{
+    if (r->rsp.len == 0)
+        return 0;                   /* failed: the connection has failed already */
+    if (backend_hello_reply(b, r) < 0)
+        return -1;
+    b->failures = 0;
+    return 0;
+}
+
+/* A Sentinel's handshake: HELLO 3, signed in as its default user where
+ * the pool has a sentinel_auth. Nothing of a server's: no ACL user, no
+ * SELECT, no role to check, nothing of the modules'. */
+static void hello_sentinel(struct backend *b, const struct backend_server *sv)
+{
+    const char *password = sv->conf->sentinel_auth;
+
+    b->verifying = b->watched = b->checking = b->role_asked = 0;
+    if (password != NULL)
+        backend_queue_own(b, sentinel_hello_reply, true, 5,
+                          (const char *const[]){"HELLO", "3", "AUTH", "default", password});
+    else
+        backend_queue_own(b, sentinel_hello_reply, true, 2, (const char *const[]){"HELLO", "3"});
+}
+
 /* The handshake goes first, ahead of anything already queued; each goes
  * to the front, so the last queued is the first sent. */
 void backend_hello(struct backend *b, const struct backend_server *sv)
@@ -151,6 +179,10 @@ void backend_hello(struct backend *b, const struct backend_server *sv)
 
     b->client_id = 0;
     b->creds_gen = sv->creds_gen;           /* the credentials it authenticates with */
+    if (b->sentinel != NULL) {
+        hello_sentinel(b, sv);
+        return;
+    }
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
     if (backend_above->connecting != NULL)

@@ -16,6 +16,8 @@ extern const struct backend_hooks *backend_above;
 
 /* Fail b: answer every request with reason, close, back off (backend.c). */
 void backend_fail(struct backend *b, const char *reason);
+/* b is connected (and its TLS handshake over): it may write. */
+void backend_up(struct backend *b);
 /* b's server's address now, for logs ("host:port", or a unix path): good
  * until the next call. */
 const char *backend_addr(const struct backend *b);

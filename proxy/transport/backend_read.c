@@ -52,6 +52,33 @@ static void answered(struct backend *b, struct req *r)
         req_maybe_free(r);
 }
 
+/* A push frame, bytes [b->framed, off) of b->in. A Sentinel's connection
+ * hands it to its owner, which says whether it is the reply of the oldest
+ * request (RESP3 confirms a SUBSCRIBE with a push): 1, it goes to that
+ * request; else it was a message, read there: 0 (-1: b failed meanwhile).
+ * Any other connection gets one only for what shardis does not ask of it
+ * (CLIENT TRACKING is refused, subscriber connections speak RESP2): out of
+ * band, dropped. */
+static int pushed(struct backend *b, uint64_t off)
+{
+    if (b->sentinel != NULL) {
+        struct msg frame = {0};
+        rstream_slice(&b->in, b->framed, off, &frame);
+        bool reply = b->sentinel->push(b, &frame);
+        msg_release(&frame);
+        if (b->state == BACKEND_FAILED)
+            return -1;
+        if (reply)
+            return 1;
+    } else {
+        log_warn("backend %s: a push frame on a connection that asked for none: dropped",
+                 backend_label(b));
+    }
+    b->framed = off;
+    resp_rsp_reset(&b->scan);
+    return 0;
+}
+
 /* nread bytes were read into the tail chunk of b->in: frame each reply
  * they complete and hand it on. -1 if b failed meanwhile. */
 static int backend_consume(struct backend *b, size_t nread)
@@ -84,14 +111,11 @@ static int backend_consume(struct backend *b, size_t nread)
 
         struct req *r = TAILQ_FIRST(&b->pendq);
         if (b->scan.type == RESP_PUSH) {
-            /* Out of band, never a reply: a RESP3 connection gets one only
-             * for what shardis does not ask of it (CLIENT TRACKING is
-             * refused, subscriber connections speak RESP2). */
-            log_warn("backend %s: a push frame on a connection that asked for none: "
-                     "dropped", backend_label(b));
-            b->framed = off;
-            resp_rsp_reset(&b->scan);
-            continue;
+            int rc = pushed(b, off);
+            if (rc < 0)
+                return -1;
+            if (rc == 0)
+                continue;
         }
         if (b->role == BACKEND_SUBSCRIBER && (r == NULL || r->on_reply == NULL) &&
             backend_above->frame != NULL) {
@@ -161,11 +185,8 @@ static void backend_read_tls(struct backend *b, const char *p, size_t nread)
         backend_fail(b, n == UV_EOF ? "connection closed" : tls_error(b->tls));
         return;
     }
-    if (b->state == BACKEND_CONNECTING && tls_ready(b->tls)) {
-        b->state = BACKEND_UP;
-        log_info("backend %s connected (TLS)", backend_label(b));
-        loop_mark_backend(b);
-    }
+    if (b->state == BACKEND_CONNECTING && tls_ready(b->tls))
+        backend_up(b);
 }
 
 void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)

@@ -117,6 +117,10 @@ struct req {
         } sub;
         struct req_kept *kept;  /* a blocking command's arguments (route.c) */
         uint64_t scan;          /* scan.c: the walk's cursor, but the server's position */
+        struct {                /* sentinel.c: the round of which master it answers */
+            uint32_t server, round;
+            uint8_t  replicas;  /* SENTINEL REPLICAS, not MASTER */
+        } sentinel;
         uint64_t clean;         /* info.c's INFO: when no request in a database other
                                    than redis_db lived as it was asked, 1 + how many
                                    had been routed (cur_loop->other_db_routed); else 0 */
