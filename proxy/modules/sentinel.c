@@ -32,11 +32,10 @@
  * its Sentinel (struct link), whose states are backend.h's:
  *
  *   DOWN --tick--> CONNECTING --connected: HELLO 3, SUBSCRIBE--> UP
- *                      ^                                          |
- *                      |       error, EOF, HELLO refused,         |
- *    tick, its backoff over     a question past its deadline      |
- *                      |                                          v
- *                      +---------------------------------------FAILED
+ *                    ^     |                                       |
+ *                    |     | refused          error, EOF, HELLO    |
+ *   tick, its backoff|     v                  refused, a question  |
+ *   over             +-- FAILED <----------- past its deadline ----+
  *
  * (the tick: sentinel_tick's backend_keep_up).
  *
