@@ -22,7 +22,9 @@
  * What a connection knows of its server it asks of its pool as it
  * connects (hooks.server); what befalls it (a failure, a frame that is no
  * reply, a one-off gone idle) it tells the layers above through the
- * hooks they registered (struct backend_hooks), never by name. Which
+ * hooks they registered (struct backend_hooks), never by name. A
+ * connection to a Sentinel asks and tells its owner instead (struct
+ * backend_sentinel), and is otherwise the same connection. Which
  * dedicated connections (a pin, a subscriber, a one-off) exist is the
  * pool's (core/pool_conn.c). A blocking request made before the loop
  * runs is backend_sync.c's. */
