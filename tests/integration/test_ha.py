@@ -40,7 +40,7 @@ DOWN_AFTER = 300
 class Sentinel:
     """A redis-server --sentinel of our own, watching masters {name: port}."""
 
-    def __init__(self, name, masters, quorum=2):
+    def __init__(self, name, masters, quorum=2, password=None):
         self.port = harness.free_port()
         self.dir = os.path.join(harness.TMP, name)
         os.mkdir(self.dir)
@@ -50,13 +50,15 @@ class Sentinel:
             lines += ["sentinel monitor %s %s %d %d" % (m, harness.HOST, port, quorum),
                       "sentinel down-after-milliseconds %s %d" % (m, DOWN_AFTER),
                       "sentinel failover-timeout %s 3000" % m]
+        if password is not None:
+            lines.append("requirepass %s" % password)
         with open(conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         log = os.path.join(self.dir, "log")
         self.proc = harness.start([harness.ARGS.redis_server, conf, "--sentinel"], log)
         harness.wait_port(self.port, self.proc, "sentinel " + name, [log])
         self.client = redis.Redis(harness.HOST, self.port, socket_timeout=5,
-                                  decode_responses=True)
+                                  password=password, decode_responses=True)
 
     def master(self, name):
         addr = self.client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
@@ -357,6 +359,52 @@ def t_unknown_master(masters, sentinels):
     d = dict(zip(nodes[2][::2], nodes[2][1::2]))
     expect_eq((d[b"state"], d[b"master"]), (b"unresolved", b"unknown"), "SHARD.NODES")
     harness.stop(proc)
+
+
+def t_sentinel_auth():
+    """Sentinels with a password: with sentinel_auth, shardis finds the
+    master where the file's guess is a dead port (the start's question)
+    and its link to each Sentinel signs in and stays up (HELLO 3 AUTH);
+    with a wrong password, nothing is followed, the master stays
+    unresolved, and the log says the Sentinel refused."""
+    master = RedisServer("authm")
+    sents = [Sentinel("auths%d" % i, {"redis1": master.port}, quorum=1, password="s3nt")
+             for i in range(2)]
+    conf = sentinel_conf(sents)
+    good = Shardis("sauth", [Addr(harness.free_port())], sentinels=conf, sentinel_auth="s3nt")
+    node = good.client.execute_command("SHARD.NODES")[0]
+    d = dict(zip(node[::2], node[1::2]))
+    expect_eq(d[b"master"], ("%s:%d" % (harness.HOST, master.port)).encode(),
+              "the master, from Sentinels that want a password")
+    k = good.keys_on("sauth", 0)[0]
+    good.client.set(k, "v")
+    expect_eq(master.client.get(k), b"v", "written on the master")
+
+    def linked():
+        with open(good.log) as f:
+            text = f.read()
+        return all(("Sentinel %s:%d linked" % (harness.HOST, s.port)) in text for s in sents)
+    until("both links signed in", linked, timeout=10)
+    # Signed in and subscribed: each Sentinel lists a client with a
+    # subscription (shardis's link, on +switch-master).
+    until("the links subscribed", lambda: all(
+        any(int(c.get("sub", 0)) >= 1 for c in s.client.client_list()) for s in sents),
+        timeout=10)
+    t_exit_clean(good)
+    bad = Shardis("sauthbad", [Addr(harness.free_port())], sentinels=conf,
+                  sentinel_auth="wrong")
+    node = bad.client.execute_command("SHARD.NODES")[0]
+    d = dict(zip(node[::2], node[1::2]))
+    expect_eq(d[b"state"], b"unresolved", "no master followed with a wrong password")
+
+    def refused():
+        with open(bad.log) as f:
+            text = f.read()
+        return "WRONGPASS" in text or "invalid password" in text
+    until("the log says the Sentinel refused", refused, timeout=10)
+    t_exit_clean(bad)
+    for p in [master.proc] + [s.proc for s in sents]:
+        harness.stop(p)
 
 
 def t_replica_named():
@@ -679,6 +727,7 @@ def body():
     check("ha_unknown_master_errors_others_work", t_unknown_master, masters, sentinels)
     check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
     check("ha_replica_named_nothing_written", t_replica_named)
+    check("ha_sentinel_auth", t_sentinel_auth)
     check("ha_kill_master", t_kill, px, masters, replicas, sentinels)
     check("ha_manual_failover_old_masters_unwritten", t_manual, px, masters, replicas,
           sentinels)
