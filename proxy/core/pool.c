@@ -107,7 +107,7 @@ static bool usable(const struct pool_replica *rp, const struct backend *b)
 {
     uint64_t now = uv_now(cur_loop->uv);
 
-    return (b->state != BACKEND_FAILED || now >= b->retry_at) && now >= rp->shunned_until;
+    return !backend_held_off(b, now) && now >= rp->shunned_until;
 }
 
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
@@ -207,7 +207,7 @@ void pool_server_replicas(struct pool *p, uint32_t server, const struct pool_add
         }
         for (uint32_t k = 0; k < 2 * p->nconns; k++) {
             rp->conns[k].state = BACKEND_DOWN;      /* (a new server: no backoff) */
-            rp->conns[k].failures = 0;
+            holdoff_lift(&rp->conns[k].hold);
         }
         free(rp->host);
         rp->host = xstrdup(list[j].host);
@@ -386,7 +386,7 @@ static void pool_retry_ejected(struct pool *p, uint64_t now)
             p->servers[s].ejected_until = 0;
             for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
                 if (b->replica == 0)
-                    b->failures = 0;
+                    holdoff_ok(&b->hold);   /* (their failures count again from 0) */
             changed = true;
         }
     if (changed)

@@ -4,7 +4,7 @@
  *
  *   DOWN --first request--> CONNECTING --connected--> UP
  *     ^                          |                      |
- *     +---- retry_at passed -- FAILED <--- error, EOF, timeout, bad reply
+ *     +--- backoff is over --- FAILED <--- error, EOF, timeout, bad reply
  *
  * Every client's requests for a server share its connection: requests are
  * queued (sendq), written together once per loop turn (writeq while the
@@ -16,8 +16,9 @@
  *
  * A failure answers every queued request with
  * "-ERR backend <server> unavailable: <reason>" and closes the connection
- * (its pipeline cannot be resynchronised); until retry_at new requests
- * fail at once, so one dead server never stalls the others' clients.
+ * (its pipeline cannot be resynchronised); during its backoff (b->hold:
+ * backend_held_off) new requests fail at once, so one dead server never
+ * stalls the others' clients.
  *
  * What a connection knows of its server it asks of its pool as it
  * connects (hooks.server); what befalls it (a failure, a frame that is no
@@ -45,8 +46,6 @@
 #include "proxy/base/util.h"
 
 #define BACKEND_IOV_MAX     1024
-#define BACKEND_RETRY_MIN   100         /* ms */
-#define BACKEND_RETRY_MAX   2000
 
 static void backend_connect(struct backend *b);
 
@@ -183,7 +182,7 @@ static void backend_close_cb(uv_handle_t *h)
     }
     /* Requests that arrived while closing go to a new connection. */
     if (!TAILQ_EMPTY(&b->sendq) && !cur_loop->stopping) {
-        if (b->state == BACKEND_FAILED && uv_now(cur_loop->uv) < b->retry_at) {
+        if (backend_held_off(b, uv_now(cur_loop->uv))) {
             while ((r = TAILQ_FIRST(&b->sendq)) != NULL) {
                 TAILQ_REMOVE(&b->sendq, r, bq);
                 r->queued = 0;
@@ -236,8 +235,6 @@ static void backend_abort(struct backend *b)
  * (a new connection would not have its transaction) until released. */
 void backend_fail(struct backend *b, const char *reason)
 {
-    uint64_t backoff;
-
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
     b->run_id[0] = '\0';       /* the next connection may meet another server */
     if (b->sentinel != NULL)
@@ -246,13 +243,10 @@ void backend_fail(struct backend *b, const char *reason)
         log_warn("backend %s (%s)%s failed: %s", backend_label(b), backend_addr(b),
                  backend_dedicated(b) ? ", a dedicated connection," : "", reason);
     if (!backend_dedicated(b)) {
-        b->failures++;
+        holdoff_fail(&b->hold, uv_now(cur_loop->uv));
         /* (a replica's failure ejects no master; a Sentinel's is no server's) */
         if (b->replica == 0 && b->sentinel == NULL && backend_above->server_failed != NULL)
-            backend_above->server_failed(b->pool, b->server, b->failures);
-        backoff = BACKEND_RETRY_MIN << (b->failures < 6 ? b->failures - 1 : 5);
-        b->retry_at = uv_now(cur_loop->uv) +
-                      (backoff < BACKEND_RETRY_MAX ? backoff : BACKEND_RETRY_MAX);
+            backend_above->server_failed(b->pool, b->server, b->hold.failures);
     }
     b->state = BACKEND_FAILED;
     backend_abort(b);
@@ -512,7 +506,7 @@ void backend_send_by(struct backend *b, struct req *r, uint64_t own_ms)
     r->server = (uint16_t)b->server;    /* (slowlog.c names it) */
     b->requests++;
     if (b->state == BACKEND_FAILED) {
-        if (backend_dedicated(b) || uv_now(cur_loop->uv) < b->retry_at || b->closing) {
+        if (backend_dedicated(b) || backend_held_off(b, uv_now(cur_loop->uv)) || b->closing) {
             fail_req(b, r);
             return;
         }
@@ -560,7 +554,7 @@ void backend_keep_up(struct backend *b)
 {
     if (b->closing)
         return;                     /* (the next call, once closed) */
-    if (b->state == BACKEND_FAILED && uv_now(cur_loop->uv) >= b->retry_at)
+    if (b->state == BACKEND_FAILED && !backend_held_off(b, uv_now(cur_loop->uv)))
         b->state = BACKEND_DOWN;
     if (b->state == BACKEND_DOWN)
         backend_connect(b);
@@ -586,8 +580,7 @@ void backend_move(struct backend *b, const char *why)
             fail_req(b, r);
         }
     }
-    b->failures = 0;
-    b->retry_at = 0;
+    holdoff_lift(&b->hold);            /* a new address: no backoff */
     b->run_id[0] = '\0';
     b->state = BACKEND_DOWN;
     if (b->h.handle.loop != NULL && !b->closing && !uv_is_closing(&b->h.handle)) {

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "proxy/transport/holdoff.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/resp.h"
 #include "proxy/base/stream.h"
@@ -29,7 +30,7 @@ enum backend_state {
     BACKEND_DOWN,               /* not connected; connects on first use */
     BACKEND_CONNECTING,
     BACKEND_UP,
-    BACKEND_FAILED,             /* failed recently: fail fast until retry_at */
+    BACKEND_FAILED,             /* failed recently: fail fast while backend_held_off */
 };
 
 /* What a connection is for. A shared one is the pool's for its life. A
@@ -100,9 +101,9 @@ struct backend {
                                    callback (tls.h); NULL in the clear */
     struct resp_rsp  scan;
     uint64_t         framed;    /* stream offset: replies framed up to here */
-    uint64_t         retry_at;  /* loop ms */
+    struct holdoff   hold;      /* shared: its reconnect backoff and failures in a
+                                   row (holdoff.h; backend_held_off) */
     uint64_t         rx_ms;     /* loop ms of the last byte read; 0 none yet */
-    uint32_t         failures;  /* consecutive */
     char             reason[96];/* why it last failed */
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
     uint64_t         client_id; /* dedicated: its CLIENT ID on the server; 0 unknown */
@@ -305,6 +306,14 @@ const char *backend_state_name(const struct backend *b);
 const char *backend_label(const struct backend *b);
 /* Whether b is one client's (any role but BACKEND_SHARED). */
 #define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
+/* Whether b is kept away from at now: failed, and its reconnect backoff
+ * (b->hold, holdoff.h) not over, so a request for it fails at once. The
+ * one place that is read: backend_send's fail-fast, a connection closed
+ * with requests still queued, a pool's choice of replica. */
+static inline bool backend_held_off(const struct backend *b, uint64_t now)
+{
+    return b->state == BACKEND_FAILED && holdoff_on(&b->hold, now);
+}
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
 /* Requests queued on b or awaiting their replies (a request being

@@ -152,7 +152,7 @@ static int sentinel_hello_reply(struct backend *b, struct req *r)
         return 0;                   /* failed: the connection has failed already */
     if (backend_hello_reply(b, r) < 0)
         return -1;
-    b->failures = 0;
+    holdoff_ok(&b->hold);
     return 0;
 }
 

@@ -32,7 +32,7 @@ static void answered(struct backend *b, struct req *r)
 {
     const struct backend_hooks *h = backend_above;
 
-    b->failures = 0;
+    holdoff_ok(&b->hold);
     /* A master demoted while connected: its Sentinels know where to. */
     if (b->watched && msg_first(&r->rsp) == RESP_ERROR) {
         if (resp_rd_error_is(&r->rsp, "READONLY")) {
