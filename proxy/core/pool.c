@@ -10,9 +10,14 @@
  * connection, a pin, a subscription or a SCAN cursor naming one stays
  * valid across reloads.
  *
- * Ejection (auto_eject_hosts with eject_mode: rehash): a server failing
- * server_failure_limit times in a row leaves the ring keys are hashed by
- * (p->live) until server_retry_timeout; pool_tick brings it back. */
+ * Keeping away from a server (struct holdoff, transport/holdoff.h) is
+ * decided here for the pool, and read through pool_held_off alone:
+ * ejection (auto_eject_hosts with eject_mode: rehash), where a server
+ * failing server_failure_limit times in a row leaves the ring keys are
+ * hashed by (p->live) until server_retry_timeout, and pool_tick brings it
+ * back; and a replica that said -LOADING or -MASTERDOWN, passed over for
+ * reads a while (pool_shun). A connection's own backoff is the
+ * transport's (backend_held_off). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,11 +108,13 @@ static bool replica_can(const struct cmd *cmd)
     return cmd != use[0] && cmd != use[1] && cmd != use[2];
 }
 
-static bool usable(const struct pool_replica *rp, const struct backend *b)
+/* Whether a replica's connection b may be read from now: it is not in
+ * its backoff, nor is its replica shunned. */
+static bool usable(const struct pool *p, const struct backend *b)
 {
     uint64_t now = uv_now(cur_loop->uv);
 
-    return !backend_held_off(b, now) && now >= rp->shunned_until;
+    return !backend_held_off(b, now) && !pool_held_off(p, b->server, b->replica, now);
 }
 
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
@@ -136,7 +143,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
         if (!rp->listed || n++ < pick)
             continue;
         struct backend *b = &rp->conns[conn];
-        if (usable(rp, b))
+        if (usable(p, b))
             return b;
         if (first == NULL)
             first = b;
@@ -213,7 +220,7 @@ void pool_server_replicas(struct pool *p, uint32_t server, const struct pool_add
         rp->host = xstrdup(list[j].host);
         rp->port = list[j].port;
         rp->listed = true;
-        rp->shunned_until = 0;
+        holdoff_lift(&rp->hold);
         log_notice("pool '%s': master '%s': reads may go to its replica %s:%u",
                    p->conf->name, ps->label, rp->host, rp->port);
     }
@@ -296,19 +303,33 @@ struct backend *pool_own(struct pool *p, uint32_t server, bool resp3)
 uint32_t pool_first_up(const struct pool *p)
 {
     size_t n = ring_nservers(p->ring);
+    uint64_t now = uv_now(cur_loop->uv);
 
     for (size_t i = 0; i < n; i++) {
         const struct pool_server *ps = &p->servers[p->slot[i]];
         bool failed = false;
         for (uint32_t k = 0; k < p->nconns; k++)        /* the RESP2 set: preconnected */
             failed |= ps->conns[k].state == BACKEND_FAILED;
-        if (ps->ejected_until == 0 && !failed)
+        if (!pool_held_off(p, p->slot[i], 0, now) && !failed)
             return p->slot[i];
     }
     return p->slot[0];          /* none up: the first, whose error says so */
 }
 
-/* ---- ejection (eject_mode: rehash) ------------------------------------------------ */
+/* ---- keeping away: ejection (eject_mode: rehash) and shunned replicas --------------- */
+
+bool pool_held_off(const struct pool *p, uint32_t server, uint32_t replica, uint64_t now)
+{
+    const struct pool_server *ps = &p->servers[server];
+
+    return holdoff_on(replica == 0 ? &ps->hold : &ps->replicas[replica - 1].hold, now);
+}
+
+void pool_shun(struct pool *p, uint32_t server, uint32_t replica)
+{
+    holdoff_for(&p->servers[server].replicas[replica - 1].hold, HOLDOFF_SHUNNED,
+                uv_now(cur_loop->uv) + POOL_REPLICA_SHUN_MS);
+}
 
 uint32_t pool_owner(const struct pool *p, const void *key, size_t len)
 {
@@ -333,11 +354,12 @@ static void pool_rebuild(struct pool *p)
     struct ring_server *sv = xcalloc(nring, sizeof(*sv));
     uint32_t *map = xcalloc(nring, sizeof(*map)), n = 0;
     struct ring *live = NULL;
+    uint64_t now = uv_now(cur_loop->uv);
     char err[256];
 
     /* Ring index i is the config's server i (conf_pool_ring). */
     for (uint32_t i = 0; i < nring; i++) {
-        if (p->servers[p->slot[i]].ejected_until != 0)
+        if (pool_held_off(p, p->slot[i], 0, now))
             continue;
         sv[n] = (struct ring_server){pc->servers[i].name, pc->servers[i].addr.text,
                                      pc->servers[i].addr.port, pc->servers[i].weight};
@@ -363,12 +385,13 @@ static void pool_rebuild(struct pool *p)
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
 {
     struct pool_server *ps = &p->servers[server];
+    uint64_t now = uv_now(cur_loop->uv);
 
     /* Never while keys move: the ring is what they move by. */
-    if (!rehashes(p) || ps->ejected_until != 0 || p->mig != NULL || !pool_in_ring(p, server) ||
-        failures < (uint32_t)p->conf->server_failure_limit)
+    if (!rehashes(p) || pool_held_off(p, server, 0, now) || p->mig != NULL ||
+        !pool_in_ring(p, server) || failures < (uint32_t)p->conf->server_failure_limit)
         return;
-    ps->ejected_until = uv_now(cur_loop->uv) + (uint64_t)p->conf->server_retry_timeout;
+    holdoff_for(&ps->hold, HOLDOFF_EJECTED, now + (uint64_t)p->conf->server_retry_timeout);
     ps->ejections++;
     log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
              "other servers meanwhile", p->conf->name, ps->label,
@@ -381,9 +404,9 @@ static void pool_retry_ejected(struct pool *p, uint64_t now)
     bool changed = false;
 
     for (uint32_t s = 0; s < p->nservers; s++)
-        if (p->servers[s].ejected_until != 0 && now >= p->servers[s].ejected_until) {
+        if (holdoff_due(&p->servers[s].hold, now)) {
             struct backend *b;
-            p->servers[s].ejected_until = 0;
+            holdoff_lift(&p->servers[s].hold);
             for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
                 if (b->replica == 0)
                     holdoff_ok(&b->hold);   /* (their failures count again from 0) */
@@ -544,7 +567,7 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
         pool_mark_gains(p, old, ring);
     /* Ejections belong to the old ring. */
     for (uint32_t s = 0; s < p->nservers; s++)
-        p->servers[s].ejected_until = 0;
+        holdoff_lift(&p->servers[s].hold);
     ring_unref(p->live);
     free(p->live_map);
     p->live = NULL;

@@ -11,6 +11,7 @@
 #include "proxy/base/stream.h"
 #include "proxy/base/tls.h"
 #include "proxy/transport/client.h"
+#include "proxy/transport/holdoff.h"
 #include "ring/ring.h"
 
 struct acl;
@@ -44,8 +45,8 @@ struct pool_replica {
     char            *host;          /* an IP address (owned); NULL: a free slot */
     uint16_t         port;
     bool             listed;        /* the Sentinels list it, up, replicating the master */
-    uint64_t         shunned_until; /* loop ms: no read before (it said -LOADING or
-                                       -MASTERDOWN: POOL_REPLICA_SHUN_MS) */
+    struct holdoff   hold;          /* passed over for reads a while: it said -LOADING
+                                       or -MASTERDOWN (pool_shun; pool_held_off) */
     struct backend  *conns;         /* [2 * pool.nconns]: RESP2's, then RESP3's (owned) */
 };
 
@@ -82,7 +83,8 @@ struct pool_server {
                                        first use; NULL until a client SELECTs one (owned) */
     struct backend  *mover;         /* mig.c's own connection, so that clients' requests
                                        never queue behind its batches; or NULL (owned) */
-    uint64_t         ejected_until; /* loop ms; 0 when in the ring */
+    struct holdoff   hold;          /* ejected: out of the ring keys are hashed by
+                                       (pool_backend_failed, pool_tick; pool_held_off) */
     uint32_t         gained;        /* pool.ring_changes when a ring change last gave it
                                        keys (scan.c walks it again) */
     bool             resolved;      /* host:port is where it is: always, but in a pool
@@ -239,8 +241,23 @@ uint32_t pool_owner(const struct pool *p, const void *key, size_t len);
  * a keyless script, DEBUG HELP): the first of the ring's servers that is
  * neither ejected nor failed, else the first. */
 uint32_t pool_first_up(const struct pool *p);
-/* Backend b failed again: eject its server if the pool says so. */
+/* Whether the pool keeps away from server at now (the loop's clock):
+ * replica 0 asks of its master, ejected (eject_mode: rehash) from the
+ * ring keys are hashed by until pool_tick re-admits it; replica k of its
+ * replica in slot k - 1, passed over for reads a while after -LOADING or
+ * -MASTERDOWN. The one place either is read (routing's ring, the choice
+ * of a replica, pool_first_up, SHARD.NODES, /metrics, SHARD.GENKEY's
+ * shares); a connection's own backoff is backend_held_off's. Both are
+ * struct holdoff's (transport/holdoff.h). */
+bool pool_held_off(const struct pool *p, uint32_t server, uint32_t replica, uint64_t now);
+/* A shared connection to server's master failed, the failures-th time in
+ * a row (hooks.server_failed): eject the server if the pool says so
+ * (auto_eject_hosts, eject_mode: rehash, server_failure_limit), for
+ * server_retry_timeout. */
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures);
+/* Server's replica in slot replica - 1 answered -LOADING or -MASTERDOWN:
+ * no read goes to it for POOL_REPLICA_SHUN_MS (hooks.replica_shun). */
+void pool_shun(struct pool *p, uint32_t server, uint32_t replica);
 /* Whether server is in the ring keys are routed by. */
 static inline bool pool_in_ring(const struct pool *p, uint32_t server)
 {

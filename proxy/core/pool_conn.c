@@ -59,12 +59,6 @@ void pool_conn_server(const struct backend *b, struct backend_server *sv)
     pool_conn_server_of(b->pool, b->server, b->replica, sv);
 }
 
-void pool_conn_shun(struct pool *p, uint32_t server, uint32_t replica)
-{
-    p->servers[server].replicas[replica - 1].shunned_until =
-        uv_now(cur_loop->uv) + POOL_REPLICA_SHUN_MS;
-}
-
 static char *call(const struct pool *p, uint32_t s, int argc, const char *const *argv,
                   bool raw, size_t *len)
 {

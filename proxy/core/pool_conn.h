@@ -21,12 +21,12 @@ void pool_conn_server_of(const struct pool *p, uint32_t server, uint32_t replica
                          struct backend_server *sv);
 
 /* The hooks of the pool's (struct backend_hooks): where p keeps its
- * config; b's server; a replica that said -LOADING or -MASTERDOWN gets no
- * read for POOL_REPLICA_SHUN_MS; a dedicated connection closed (freed
- * here) or a one-off gone idle (given back, pool_conn_release). */
+ * config; b's server; a dedicated connection closed (freed here) or a
+ * one-off gone idle (given back, pool_conn_release). (A server that fails
+ * and a replica that says -LOADING are pool.c's: pool_backend_failed,
+ * pool_shun.) */
 const struct conf_pool *const *pool_conn_conf(const struct pool *p);
 void pool_conn_server(const struct backend *b, struct backend_server *sv);
-void pool_conn_shun(struct pool *p, uint32_t server, uint32_t replica);
 void pool_conn_closed(struct backend *b);
 void pool_conn_idle(struct backend *b);
 

@@ -129,10 +129,10 @@ static void genkey_pool_free(struct pool *p)
 }
 
 /* A server's share of new ids: none while it is ejected (eject_mode
- * rehash), unless every server is. */
-static double id_share(const struct pool *p, uint32_t s, bool all_out)
+ * rehash: pool_held_off), unless every server is. */
+static double id_share(const struct pool *p, uint32_t s, bool all_out, uint64_t now)
 {
-    return all_out || p->servers[s].ejected_until == 0 ? p->shards->share[s] : 0;
+    return all_out || !pool_held_off(p, s, 0, now) ? p->shards->share[s] : 0;
 }
 
 static uint32_t random_shard(const struct pool *p)
@@ -141,18 +141,19 @@ static uint32_t random_shard(const struct pool *p)
     double total = 0, u;
     bool all_out = false;
     uint32_t s, last = 0;
+    uint64_t now = uv_now(cur_loop->uv);
 
     for (s = 0; s < g->nservers; s++)
-        total += id_share(p, s, false);
+        total += id_share(p, s, false, now);
     if (total == 0) {
         all_out = true;
         for (s = 0; s < g->nservers; s++)
-            total += id_share(p, s, true);
+            total += id_share(p, s, true, now);
     }
     u = (double)(loop_random() >> 11) / (double)(1ULL << 53) * total;
     /* The last server with a share takes what rounding leaves over. */
     for (s = 0; s < g->nservers; s++) {
-        double share = id_share(p, s, all_out);
+        double share = id_share(p, s, all_out, now);
         if (share == 0)
             continue;
         last = s;

@@ -416,6 +416,7 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
 {
     struct resp_w w = local_w(c, r);
     struct pool *p = c->pool;
+    uint64_t now = uv_now(cur_loop->uv);
 
     if (a->argc != 1) {
         local_reply_arity(c, r, "shard.nodes");
@@ -431,7 +432,7 @@ static void cmd_nodes(struct client *c, struct req *r, struct args *a)
         for (uint32_t k = 0; k < 2 * p->nconns; k++)   /* clients' (not pool_own's) */
             if (ps->conns[k].state == BACKEND_FAILED)
                 state = "down";
-        if (ps->ejected_until != 0)
+        if (pool_held_off(p, p->slot[i], 0, now))
             state = "ejected";      /* eject_mode rehash: out of the routing ring */
         snprintf(share, sizeof(share), "%.4f", ring_server_share(p->ring, i) * 100);
         if (!ps->resolved)

@@ -164,7 +164,7 @@ static long long server_fig(const struct pool *p, uint32_t s, enum server_fig fi
     struct pool_server_totals t;
 
     switch (fig) {
-    case FIG_EJECTED:   return ps->ejected_until != 0;
+    case FIG_EJECTED:   return pool_held_off(p, s, 0, uv_now(cur_loop->uv));
     case FIG_EJECTIONS: return (long long)ps->ejections;
     case FIG_SWITCHES:  return p->sentinel != NULL ? sentinel_switches(p, s) : 0;
     default:            break;
