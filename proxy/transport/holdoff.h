@@ -17,9 +17,10 @@
  * A hold lapses by itself at its `until` (BACKOFF, SHUNNED), or lasts
  * until its owner lifts it (EJECTED: routing's ring must be rebuilt with
  * the server again, which pool_tick does from `until` on, so that the
- * ring and whatever says "ejected" agree until then). Nothing else reads
- * the fields: each use asks its one function (backend_held_off,
- * pool_held_off), which asks holdoff_on.
+ * ring and whatever says "ejected" agree until then). Whether a hold is
+ * on is asked of nothing else than each use's one function
+ * (backend_held_off, pool_held_off), which asks holdoff_on; only the
+ * count of failures is read as it is (the server_failed hook's).
  *
  *   NONE --holdoff_fail--> BACKOFF --(until passes: lapsed)
  *     ^  --holdoff_for --> EJECTED --holdoff_lift (pool_tick, a new ring)--> NONE
