@@ -453,6 +453,8 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
     int rc = 0;
 
     atomic_init(&acl->refs, 1);
+    acl->pc = pc;
+    conf_ref(pc->owner);                    /* (NULL: a config of no file, in tests) */
     b.nbits = ncmd_bits(&b.nredis);
     acl->users = xcalloc(pc->nusers + 1, sizeof(*acl->users));
     acl->n = 1;                             /* [0]: default, filled below if not listed */
@@ -484,11 +486,11 @@ int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
     return 0;
 }
 
-struct acl *acl_relearn(const struct conf_pool *pc, char *err, size_t errlen)
+struct acl *acl_relearn(const struct acl *acl, char *err, size_t errlen)
 {
-    struct acl *acl;
+    struct acl *again;
 
-    return acl_build(pc, "", &acl, err, errlen) < 0 ? NULL : acl;
+    return acl_build(acl->pc, "", &again, err, errlen) < 0 ? NULL : again;
 }
 
 struct acl *acl_ref(struct acl *acl)
@@ -507,6 +509,7 @@ void acl_unref(struct acl *acl)
     for (size_t i = 0; i < acl->n; i++)
         user_free(&acl->users[i]);
     free(acl->users);
+    conf_unref(acl->pc->owner);
     free(acl);
 }
 

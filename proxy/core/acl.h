@@ -43,6 +43,8 @@ struct acl_user {
 struct acl {
     struct acl_user *users;     /* users[0] is "default" */
     size_t           n;
+    const struct conf_pool *pc; /* the lines they were built from (acl_relearn): its
+                                   config held by a reference while the users are */
     atomic_uint      refs;      /* its holders (acl_ref) */
 };
 
@@ -53,11 +55,13 @@ struct acl {
 int acl_build(const struct conf_pool *pc, const char *path, struct acl **out,
               char *err, size_t errlen);
 /* The command table changed (cmd.h): the same users, built again from
- * pc's lines against the table as it is now, as redis-server re-reads its
+ * the lines acl was built from (not the pool's config of the moment: a
+ * reload swaps users at once, and its servers only once every proxy
+ * agrees) against the table as it is now, as redis-server re-reads its
  * rules when a module adds commands (+@read takes the new read commands,
  * allcommands all); for pool_set_acl. NULL, with why in err, if they no
  * longer build (they did once, and the table only grows: not expected). */
-struct acl *acl_relearn(const struct conf_pool *pc, char *err, size_t errlen);
+struct acl *acl_relearn(const struct acl *acl, char *err, size_t errlen);
 struct acl *acl_ref(struct acl *acl);
 void acl_unref(struct acl *acl);
 /* Build and free every pool's users: whether the config's users lines are

@@ -367,7 +367,7 @@ static void ask_again(uint8_t k)
 static void relearn(struct pool *p)
 {
     char err[256];
-    struct acl *acl = acl_relearn(p->conf, err, sizeof(err));
+    struct acl *acl = acl_relearn(p->acl, err, sizeof(err));
 
     if (acl != NULL)
         pool_set_acl(p, acl);

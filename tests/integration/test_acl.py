@@ -686,6 +686,50 @@ def t_refused_subscription(rs):
     return "5 PUBLISHes in %.3f s" % took
 
 
+def t_relearn_keeps_reloaded_users(rs):
+    """A reload that changes the users and adds a server: the users change
+    at once, the servers only once every proxy has them (here a second
+    proxy that never agrees holds the switch). A server met for the first
+    time in between (it starts only now: its COMMAND reply extends the
+    command table) has the users built again against the grown table:
+    from the reload's lines, so the user it added stays signed in and the
+    one it removed stays out."""
+    first, added = rs
+    first.kill()
+    added.kill()
+    px = Shardis("relearn", [first], admin_commands="true",
+                 users=users_yaml(["default on nopass ~* &* +@all", "old on >oldpw ~* &* +@all"]))
+    text = open(px.conf).read()
+    text = text.replace('"old on >oldpw ~* &* +@all"', '"newu on >newpw ~* &* +@all"')
+    line = "    - %s:%d:1 redis1\n" % (HOST, first.port)
+    text = text.replace(line, line + "    - %s:%d:1 redis2\n" % (HOST, added.port))
+    with open(px.conf, "w") as f:
+        f.write(text)
+    out = reload(px)
+    expect(b"servers_added:1" in out, "the reload adds a server: %r" % out)
+    until("the servers wait for the group",
+          lambda: "switching once every proxy has them" in open(px.log).read())
+    newu = Raw(px.port)
+    expect_eq(newu.cmd("AUTH", "newu", "newpw"), b"+OK\r\n", "the reload's new user signs in")
+    first.launch()
+    # A proxy of the group that has not got the new servers: the switch waits.
+    fake = first.client.pubsub()
+    fake.subscribe("__shardis:group:alpha:fake:S:0:0")
+    until("shardis reads the first server's commands",
+          lambda: (px.client.get("k"), "commands and subcommands" in open(px.log).read())[1],
+          timeout=15)
+    expect_eq(newu.cmd("ACL", "WHOAMI"), b"$4\r\nnewu\r\n",
+              "the reload's user still signed in after the users were built again")
+    again = Raw(px.port)
+    expect_eq(again.cmd("AUTH", "newu", "newpw"), b"+OK\r\n", "and it signs in anew")
+    old = Raw(px.port)
+    expect(old.cmd("AUTH", "old", "oldpw").startswith(b"-WRONGPASS"),
+           "the user the reload removed stays out")
+    expect("its user 'newu' is gone" not in open(px.log).read(), "no client closed")
+    fake.close()
+    harness.t_exit_clean(px)
+
+
 def body():
     run = harness.run_with_servers
     run("a subscription a server refuses holds no PUBLISH", t_refused_subscription, 0)
@@ -697,6 +741,8 @@ def body():
         "keeps them; a bad line changes nothing", t_reload, 2)
     run("ACL LIST, GETUSER, DRYRUN, GENPASS, HELP as redis-server for the same users; "
         "NOPERM and admin_commands for LIST, GETUSER, DRYRUN", t_acl_read, 2)
+    run("users built again for a grown command table keep a reload's lines while its "
+        "servers wait for the group", t_relearn_keeps_reloaded_users, 2)
     run("shardis -t names a bad users line", t_conf_errors, 1)
     run("before AUTH: a multibulk over 10 or a bulk over 16 KiB is refused at its header "
         "(redis-server's text), RSS stays flat", t_preauth, 1)
