@@ -59,7 +59,9 @@
 
 #define SENTINEL_CHECK_MS   1000    /* each master asked about this often */
 #define SENTINEL_ROUND_MS   500     /* a round waits this long for answers */
-#define SENTINEL_ANSWER_MS  3000    /* a question unanswered this long fails its link */
+#define SENTINEL_ANSWER_MS  3000    /* a question (or HELLO) unanswered this long fails
+                                       its link */
+#define SENTINEL_REPLY_MAX  (1 << 20)   /* a reply longer fails its link */
 #define SENTINEL_ADDR_MAX   256
 
 /* A replica a Sentinel lists, up and linked to the master it names. */
@@ -526,7 +528,7 @@ static void link_send(struct link *l, req_reply_cb *on_reply, uint32_t server, u
     r->u.sentinel.server = server;
     r->u.sentinel.round = round;
     r->u.sentinel.replicas = replicas;
-    backend_send_by(&l->b, r, SENTINEL_ANSWER_MS);
+    backend_send(&l->b, r);              /* (within link_ops.answer_ms) */
 }
 
 /* SUBSCRIBE's reply (RESP3: a push, link_push says so): nothing to read;
@@ -634,6 +636,8 @@ static const struct backend_sentinel link_ops = {
     .up = link_up,
     .push = link_push,
     .failed = link_failed,
+    .answer_ms = SENTINEL_ANSWER_MS,
+    .reply_max = SENTINEL_REPLY_MAX,
 };
 /* ---- rounds --------------------------------------------------------------------- */
 

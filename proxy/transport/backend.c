@@ -485,9 +485,16 @@ static void backend_connect(struct backend *b)
  * which need one longer than the pool's, or one where the pool has none);
  * none for a blocking one (r->blocking: a blocking command, or SAVE and
  * DEBUG RELOAD, which take as long as the data); else the pool's timeout,
- * if it has one. backend_check_timeout enforces it. */
-uint64_t backend_deadline(const struct req *r, int timeout, uint64_t own_ms, uint64_t now)
+ * if it has one. (A Sentinel's connection sends every request, its
+ * handshake's too, with its owner's answer_ms.) backend_check_timeout
+ * enforces it. */
+uint64_t backend_deadline(const struct backend *b, const struct req *r, uint64_t own_ms,
+                          uint64_t now)
 {
+    int timeout = (*b->conf)->timeout;
+
+    if (own_ms == 0 && b->sentinel != NULL)
+        own_ms = b->sentinel->answer_ms;
     if (own_ms != 0)
         return now + own_ms;
     if (r->blocking || timeout <= 0)
@@ -512,7 +519,7 @@ void backend_send_by(struct backend *b, struct req *r, uint64_t own_ms)
         }
         b->state = BACKEND_DOWN;
     }
-    r->deadline = backend_deadline(r, (*b->conf)->timeout, own_ms, uv_now(cur_loop->uv));
+    r->deadline = backend_deadline(b, r, own_ms, uv_now(cur_loop->uv));
     r->queued = 1;
     TAILQ_INSERT_TAIL(&b->sendq, r, bq);
     if (b->state == BACKEND_DOWN && !b->closing)

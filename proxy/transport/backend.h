@@ -257,6 +257,13 @@ struct backend_sentinel {
     /* b fails for why: called first, b->state still what it was (UP: it
      * was linked); its requests are answered after, each with no reply. */
     void (*failed)(struct backend *b, const char *why);
+    /* How long each of its requests may wait for its answer, its
+     * handshake's too (backend_deadline), whatever the pool's timeout: a
+     * Sentinel that takes the connection and never answers fails it. */
+    uint32_t answer_ms;
+    /* The longest reply it may send: past it, b fails ("a reply too
+     * long") instead of holding what a Sentinel has no reason to send. */
+    size_t reply_max;
 };
 
 /* b, owned by p (embedded in its pool, or made by pool_conn_acquire), on
@@ -277,9 +284,10 @@ void backend_keep_up(struct backend *b);
 void backend_send(struct backend *b, struct req *r);
 /* ... or own_ms after now, where it is not 0 (MIGRATE and the mover). */
 void backend_send_by(struct backend *b, struct req *r, uint64_t own_ms);
-/* When r must be answered by if queued now (loop ms; 0: never), for a
- * pool whose timeout is timeout and a sender's own_ms (0: none). */
-uint64_t backend_deadline(const struct req *r, int timeout, uint64_t own_ms, uint64_t now);
+/* When r must be answered by if queued on b now (loop ms; 0: never), with
+ * a sender's own_ms (0: none); the rule is written in backend.c. */
+uint64_t backend_deadline(const struct backend *b, const struct req *r, uint64_t own_ms,
+                          uint64_t now);
 void backend_flush(struct backend *b);
 /* Deadline check: fail a backend whose oldest request timed out. */
 void backend_check_timeout(struct backend *b, uint64_t now);

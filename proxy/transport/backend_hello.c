@@ -235,7 +235,7 @@ void backend_queue_own(struct backend *b, req_reply_cb *on_reply, bool front, in
     r->on_reply = on_reply;
     r->queued = 1;
     r->backend = b;
-    r->deadline = backend_deadline(r, (*b->conf)->timeout, 0, uv_now(cur_loop->uv));
+    r->deadline = backend_deadline(b, r, 0, uv_now(cur_loop->uv));
     if (front)
         TAILQ_INSERT_HEAD(&b->sendq, r, bq);
     else

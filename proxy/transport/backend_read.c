@@ -144,6 +144,10 @@ static int backend_consume(struct backend *b, size_t nread)
         }
         answered(b, r);
     }
+    if (b->sentinel != NULL && b->in.rx - b->framed > b->sentinel->reply_max) {
+        backend_fail(b, "a reply too long");
+        return -1;
+    }
     rstream_trim(&b->in, b->framed);
     /* Its one request is answered, or is not sent yet: it waits at its
      * client's gate for this connection (pin_keyless's, while the

@@ -25,6 +25,8 @@ Debian's redis-sentinel runs), all real processes on loopback ports:
 Run: /usr/bin/python3 tests/integration/test_ha.py --shardis build/shardis
 """
 import os
+import signal
+import socket
 import sys
 import threading
 import time
@@ -407,6 +409,130 @@ def t_sentinel_auth():
         harness.stop(p)
 
 
+def sentinel_failures(px, sentinel):
+    """How many times px's log says its link to sentinel failed."""
+    with open(px.log) as f:
+        text = f.read()
+    return text.count("Sentinel %s:%d: " % (harness.HOST, sentinel.port))
+
+
+def t_sentinel_stopped():
+    """A Sentinel that stops answering (SIGSTOP: the kernel still takes
+    new connections for it) fails its link by the questions' deadline,
+    and again each time the link is made anew, since the new connection's
+    HELLO is not answered either: the link is never held by a Sentinel
+    that took the connection and went quiet."""
+    master = RedisServer("stopm")
+    sent = Sentinel("stops", {"redis1": master.port}, quorum=1)
+    px = Shardis("sstop", [Addr(master.port)], sentinels=sentinel_conf([sent]))
+
+    def linked():
+        with open(px.log) as f:
+            return ("Sentinel %s:%d linked" % (harness.HOST, sent.port)) in f.read()
+    until("the link is made", linked, timeout=10)
+    before = sentinel_failures(px, sent)
+    os.kill(sent.proc.pid, signal.SIGSTOP)
+    try:
+        until("the link fails twice: its questions, then the next connection's HELLO",
+              lambda: sentinel_failures(px, sent) >= before + 2, timeout=15)
+        k = px.keys_on("sstop", 0)[0]
+        expect(px.client.set(k, "v"), "the pool serves by the master it followed")
+    finally:
+        os.kill(sent.proc.pid, signal.SIGCONT)
+    t_exit_clean(px)
+    for p in (master.proc, sent.proc):
+        harness.stop(p)
+
+
+class FloodRelay:
+    """A relay in front of a real Sentinel, for a fault no Sentinel makes:
+    once flood() is called, what it sends shardis is one bulk string's
+    header and then bytes without end (up to `cap`), as a broken or hostile
+    Sentinel might. sent counts the flood's bytes that were taken."""
+
+    def __init__(self, target, cap=48 << 20):
+        self.target, self.cap, self.sent = target, cap, 0
+        self.flooding = threading.Event()
+        self.lsock = socket.socket()
+        self.lsock.bind((harness.HOST, 0))
+        self.lsock.listen(8)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            up = socket.create_connection((harness.HOST, self.target))
+            self.conns.append(c)
+            threading.Thread(target=self.pump, args=(c, up, False), daemon=True).start()
+            threading.Thread(target=self.pump, args=(up, c, True), daemon=True).start()
+
+    def pump(self, src, dst, to_shardis):
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data or (to_shardis and self.flooding.is_set()):
+                return
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def flood(self):
+        self.flooding.set()
+        c = self.conns[-1]
+        chunk = b"x" * 65536
+        try:
+            c.sendall(b"$%d\r\n" % (self.cap * 2))
+            while self.sent < self.cap:
+                c.sendall(chunk)
+                self.sent += len(chunk)
+        except OSError:
+            pass        # shardis closed it
+
+    def close(self):
+        self.lsock.close()
+        for c in self.conns:
+            c.close()
+
+
+def t_sentinel_reply_too_long():
+    """A Sentinel's link takes no reply longer than a Sentinel has reason
+    to send (1 MiB): one that sends a bulk without end has its link
+    failed ("a reply too long"), and shardis holds nothing of it."""
+    master = RedisServer("floodm")
+    sent = Sentinel("floods", {"redis1": master.port}, quorum=1)
+    relay = FloodRelay(sent.port)
+    px = Shardis("sflood", [Addr(master.port)],
+                 sentinels="[%s:%d]" % (harness.HOST, relay.port))
+
+    def linked():
+        with open(px.log) as f:
+            return ("Sentinel %s:%d linked" % (harness.HOST, relay.port)) in f.read()
+    until("the link is made", linked, timeout=10)
+    rss = harness.rss(px.pid)
+    flooder = threading.Thread(target=relay.flood, daemon=True)
+    flooder.start()
+    flooder.join(timeout=30)
+    with open(px.log) as f:
+        text = f.read()
+    expect("Sentinel %s:%d: a reply too long" % (harness.HOST, relay.port) in text,
+           "the link failed for its reply's length (%d bytes taken)" % relay.sent)
+    expect(relay.sent < 24 << 20, "shardis stopped taking the flood: %d bytes" % relay.sent)
+    grew = harness.rss(px.pid) - rss
+    expect(grew < 16 << 20, "RSS grew %d KiB" % (grew >> 10))
+    t_exit_clean(px)
+    relay.close()
+    for p in (master.proc, sent.proc):
+        harness.stop(p)
+
+
 def t_replica_named():
     """A majority of Sentinels naming a replica (they watch it as a
     master): nothing of a client's is written there, though the replica
@@ -728,6 +854,8 @@ def body():
     check("ha_liar_outvoted", t_liar, masters, replicas, sentinels)
     check("ha_replica_named_nothing_written", t_replica_named)
     check("ha_sentinel_auth", t_sentinel_auth)
+    check("ha_sentinel_stopped_link_fails_again", t_sentinel_stopped)
+    check("ha_sentinel_reply_too_long", t_sentinel_reply_too_long)
     check("ha_kill_master", t_kill, px, masters, replicas, sentinels)
     check("ha_manual_failover_old_masters_unwritten", t_manual, px, masters, replicas,
           sentinels)
