@@ -108,7 +108,7 @@ static void answers_free(struct answer *answers, uint32_t n)
 }
 
 /* A link to one Sentinel: a connection of the transport's, made for it
- * (backend_init_sentinel), so that connecting, the handshake, framing,
+ * (backend_init_owned), so that connecting, the handshake, framing,
  * the deadline of each question and the backoff after a failure are
  * every server connection's code; this file hears of it through
  * link_ops. Its states are the connection's (backend.h, enum
@@ -125,7 +125,7 @@ struct link {
     struct backend b;
 };
 
-static const struct backend_sentinel link_ops;     /* (the links' section) */
+static const struct backend_owner link_ops;     /* (the links' section) */
 
 struct master {
     uint32_t round;         /* the round in flight, 0: none */
@@ -431,7 +431,7 @@ void sentinel_start(struct pool *p)
     for (uint32_t i = 0; i < set->nlinks; i++) {
         set->links[i].set = set;
         set->links[i].idx = i;
-        backend_init_sentinel(&set->links[i].b, p, &link_ops);
+        backend_init_owned(&set->links[i].b, p, &p->conf, &link_ops);
     }
     p->sentinel = set;
     for (uint32_t s = 0; s < p->nservers; s++) {
@@ -631,7 +631,9 @@ static int link_answer(struct backend *b, struct req *r)
     return 0;
 }
 
-static const struct backend_sentinel link_ops = {
+static const struct backend_owner link_ops = {
+    .greeting = BACKEND_GREET_SENTINEL,
+    .resp3 = true,          /* its pushes and its replies share it */
     .server = link_server,
     .up = link_up,
     .push = link_push,

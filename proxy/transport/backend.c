@@ -23,9 +23,10 @@
  * What a connection knows of its server it asks of its pool as it
  * connects (hooks.server); what befalls it (a failure, a frame that is no
  * reply, a one-off gone idle) it tells the layers above through the
- * hooks they registered (struct backend_hooks), never by name. A
- * connection to a Sentinel asks and tells its owner instead (struct
- * backend_sentinel), and is otherwise the same connection. Which
+ * hooks they registered (struct backend_hooks), never by name. An owned
+ * connection (a Sentinel's link, a blocking call) asks and tells its
+ * owner instead (struct backend_owner), and is otherwise the same
+ * connection. Which
  * dedicated connections (a pin, a subscriber, a one-off) exist is the
  * pool's (core/pool_conn.c). A blocking request made before the loop
  * runs is backend_sync.c's. */
@@ -66,12 +67,12 @@ void backend_set_hooks(const struct backend_hooks *hooks)
     backend_above = hooks;
 }
 
-/* Where b goes: its owner's word for a Sentinel's connection, else its
+/* Where b goes: its owner's word for an owned connection, else its
  * pool's. */
 static void server_of(const struct backend *b, struct backend_server *sv)
 {
-    if (b->sentinel != NULL)
-        b->sentinel->server(b, sv);
+    if (b->own != NULL)
+        b->own->server(b, sv);
     else
         backend_above->server(b, sv);
 }
@@ -96,11 +97,12 @@ const char *backend_label(const struct backend *b)
     return sv.label;
 }
 
-void backend_init(struct backend *b, struct pool *p, uint32_t server)
+static void init(struct backend *b, struct pool *p, const struct conf_pool *const *conf,
+                 uint32_t server)
 {
     memset(b, 0, sizeof(*b));
     b->pool = p;
-    b->conf = backend_above->conf(p);
+    b->conf = conf;
     b->server = server;
     b->db = (uint32_t)(*b->conf)->redis_db;
     b->state = BACKEND_DOWN;
@@ -109,13 +111,19 @@ void backend_init(struct backend *b, struct pool *p, uint32_t server)
     TAILQ_INIT(&b->pendq);
 }
 
-void backend_init_sentinel(struct backend *b, struct pool *p,
-                           const struct backend_sentinel *ops)
+void backend_init(struct backend *b, struct pool *p, uint32_t server)
 {
-    backend_init(b, p, 0);
-    b->sentinel = ops;
-    b->db = 0;
-    b->resp3 = 1;               /* its pushes and its replies share it */
+    init(b, p, backend_above->conf(p), server);
+}
+
+void backend_init_owned(struct backend *b, struct pool *p, const struct conf_pool *const *conf,
+                        const struct backend_owner *own)
+{
+    init(b, p, conf, 0);
+    b->own = own;
+    if (own->greeting == BACKEND_GREET_SENTINEL)
+        b->db = 0;              /* (a Sentinel has no databases) */
+    b->resp3 = own->resp3;
 }
 
 /* ---- failing and closing ------------------------------------------------------- */
@@ -237,22 +245,22 @@ void backend_fail(struct backend *b, const char *reason)
 {
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
     b->run_id[0] = '\0';       /* the next connection may meet another server */
-    if (b->sentinel != NULL)
-        b->sentinel->failed(b, reason);     /* (its owner logs it) */
+    if (b->own != NULL)
+        b->own->failed(b, reason);          /* (its owner says it, or not) */
     else if (b->state != BACKEND_FAILED)
         log_warn("backend %s (%s)%s failed: %s", backend_label(b), backend_addr(b),
                  backend_dedicated(b) ? ", a dedicated connection," : "", reason);
     if (!backend_dedicated(b)) {
         holdoff_fail(&b->hold, uv_now(cur_loop->uv));
-        /* (a replica's failure ejects no master; a Sentinel's is no server's) */
-        if (b->replica == 0 && b->sentinel == NULL && backend_above->server_failed != NULL)
+        /* (a replica's failure ejects no master; an owned one is no server's) */
+        if (b->replica == 0 && b->own == NULL && backend_above->server_failed != NULL)
             backend_above->server_failed(b->pool, b->server, b->hold.failures);
     }
     b->state = BACKEND_FAILED;
     backend_abort(b);
     if (b->role == BACKEND_SUBSCRIBER && b->owner != NULL && backend_above->lost != NULL)
         backend_above->lost(b);
-    if (!backend_dedicated(b) && b->sentinel == NULL && backend_above->doubt != NULL) {
+    if (!backend_dedicated(b) && b->own == NULL && backend_above->doubt != NULL) {
         struct backend_server sv;
         server_of(b, &sv);
         if (sv.resolved)            /* (a pool with Sentinels: they are asked) */
@@ -281,7 +289,8 @@ static void backend_written(struct backend *b, int status)
 
     /* (HOTKEYS reads a request's key at its reply: while a session runs,
      * a client's request keeps its bytes until then.) */
-    bool keep = backend_above->keep_sent != NULL && backend_above->keep_sent(b->pool);
+    bool keep = b->own == NULL && backend_above->keep_sent != NULL &&
+                backend_above->keep_sent(b->pool);
 
     b->writing = 0;
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
@@ -422,10 +431,12 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
 void backend_up(struct backend *b)
 {
     b->state = BACKEND_UP;
-    if (b->sentinel != NULL)
-        b->sentinel->up(b);             /* (its owner logs it) */
-    else
+    if (b->own == NULL)
         log_info("backend %s connected%s", backend_label(b), b->tls != NULL ? " (TLS)" : "");
+    else if (b->own->up != NULL)
+        b->own->up(b);                  /* (its owner says it, or not) */
+    else
+        log_debug("backend %s connected%s", backend_label(b), b->tls != NULL ? " (TLS)" : "");
     loop_mark_backend(b);
 }
 

@@ -1,8 +1,8 @@
 /* backend.h -- a connection to a redis-server: shared and pipelined, or
  * dedicated to one client (backend.c its life, backend_hello.c its
  * handshake, backend_read.c its replies; backend_sync.c a blocking call
- * before the loop runs); or to a Sentinel, for its owner (struct
- * backend_sentinel). It knows its server only by what its pool tells
+ * before the loop runs); or its owner's, a Sentinel's link or a
+ * blocking call (struct backend_owner). It knows its server only by what its pool tells
  * it (struct backend_server), and tells the layers above what befalls it
  * only through the hooks they registered (struct backend_hooks). */
 #ifndef SHARDIS_BACKEND_H
@@ -21,7 +21,7 @@
 #include "proxy/base/tls.h"
 
 struct backend;
-struct backend_sentinel;
+struct backend_owner;
 struct client;
 struct pool;
 struct req;
@@ -108,9 +108,10 @@ struct backend {
     char             run_id[41];/* the server's INFO run_id on this connection; "" unknown */
     uint64_t         client_id; /* dedicated: its CLIENT ID on the server; 0 unknown */
     struct client   *owner;     /* dedicated: the client it serves, NULL when spare */
-    const struct backend_sentinel *sentinel;/* a Sentinel's connection: what its owner
-                                   hears, in place of the pool's hooks (and server is
-                                   no pool server); NULL: a pool's server's */
+    const struct backend_owner *own;/* an owned connection (a Sentinel's link, a
+                                   blocking call): what its owner hears, in place of
+                                   the pool's hooks (and server is no pool server's
+                                   index); NULL: a pool's server's */
     TAILQ_ENTRY(backend) link;  /* dedicated: on pool.dedicated */
     unsigned         writing:1;
     unsigned         is_dirty:1;
@@ -230,32 +231,50 @@ struct backend_hooks {
 
 void backend_set_hooks(const struct backend_hooks *hooks);
 
-/* A connection to a Sentinel, not to a pool's server: its owner
- * (modules/sentinel.c) hears of it through these, in place of the pool's
- * hooks, which know only the pool's servers (none of them is called for
- * it: no server_failed, no doubt, no connecting). Its handshake is a
- * Sentinel's (backend_hello.c): HELLO 3, with AUTH default <sentinel_auth>
- * where the pool has one; no SELECT, no ACL user, no role check. It speaks
- * RESP3, so the pushes of what it subscribes to arrive between its
- * replies. Its requests are the owner's own (req.on_reply); a failure
- * answers each with no reply, backs off as a shared connection's does
- * (backend_fail), and is retried by backend_keep_up. Every callback runs
- * on the loop, from b's callbacks, while b's handle is open; none may free
- * b. */
-struct backend_sentinel {
+/* How an owned connection signs in (backend_hello.c): never as a pool's
+ * clients' connection, so nothing of the modules' (hooks.connecting), no
+ * clients' user (hooks.sign_in), no role check, no CLIENT ID. */
+enum backend_greeting {
+    BACKEND_GREET_SENTINEL,     /* a Sentinel's: HELLO 3, with AUTH default
+                                   <sentinel_auth> where the pool has one; in RESP2
+                                   (own.resp3 false): AUTH <sentinel_auth> alone */
+    BACKEND_GREET_INTERNAL,     /* shardis's own call on a pool's server: AUTH as
+                                   its internal user (backend_auth_args), SELECT its
+                                   redis_db; RESP2 */
+};
+
+/* A connection that is not one of a pool's to its servers, but its
+ * owner's: a link to a Sentinel (modules/sentinel.c), or a blocking call
+ * (backend_sync.c). Its owner hears of it through these, in place of the
+ * pool's hooks, which know only the pool's servers and which a process
+ * that runs no pool may never have registered (shardis acl --check): none
+ * of them is called for it (no conf, no server_failed, no doubt, no
+ * connecting, no keep_sent). It signs in as greeting says. Its requests
+ * are the owner's own (req.on_reply); a failure answers each with no
+ * reply, backs off as a shared connection's does (backend_fail), and is
+ * retried by backend_keep_up or the next request. Every callback runs on
+ * the loop, from b's callbacks, while b's handle is open; none may free
+ * b. Kept (static) by the owner for as long as b lives. */
+struct backend_owner {
+    enum backend_greeting greeting;
+    bool resp3;                 /* speaks RESP3 (HELLO 3): a Sentinel's link, whose
+                                   pushes arrive between its replies */
     /* Where b goes, into *sv, as hooks.server does for a pool's server
-     * (conf: its pool's, whose sentinel_auth it signs in with). */
+     * (conf: whose credentials and sentinel_auth it signs in with). */
     void (*server)(const struct backend *b, struct backend_server *sv);
-    /* b is connected, its handshake queued: queue what follows it on
-     * each connection (backend_send: the SUBSCRIBE). */
+    /* b is connected (its TLS handshake over), its handshake queued:
+     * queue what follows it on each connection (a link's SUBSCRIBE), and
+     * say so if it must be said. NULL: nothing, said at debug level. */
     void (*up)(struct backend *b);
     /* A push frame, in *frame (borrowed for the call): true if it is the
      * reply of the oldest request unanswered (RESP3 confirms a SUBSCRIBE
      * with a push), which then gets it; false: a message, read here. May
-     * fail b (backend_fail, through the owner's other links' checks). */
+     * fail b (backend_fail, through the owner's other links' checks).
+     * NULL: a push is dropped, with a warning. */
     bool (*push)(struct backend *b, const struct msg *frame);
     /* b fails for why: called first, b->state still what it was (UP: it
-     * was linked); its requests are answered after, each with no reply. */
+     * was linked); its requests are answered after, each with no reply.
+     * The owner says it, or not: the transport logs nothing of it. */
     void (*failed)(struct backend *b, const char *why);
     /* How long each of its requests may wait for its answer, its
      * handshake's too (backend_deadline), whatever the pool's timeout: a
@@ -271,10 +290,12 @@ struct backend_sentinel {
 void backend_init(struct backend *b, struct pool *p, uint32_t server);
 /* Connect now rather than on first use (preconnect: true). */
 void backend_preconnect(struct backend *b);
-/* b, p's connection to a Sentinel, whose owner hears of it through ops
- * (kept: static); down until backend_keep_up. */
-void backend_init_sentinel(struct backend *b, struct pool *p,
-                           const struct backend_sentinel *ops);
+/* b, an owned connection (struct backend_owner own, kept by its owner),
+ * whose config is where conf says (its pool's, which a reload swaps: its
+ * timeout, TLS and credentials); p is only kept (b->pool), NULL for none.
+ * Down until backend_keep_up, backend_preconnect or a request. */
+void backend_init_owned(struct backend *b, struct pool *p, const struct conf_pool *const *conf,
+                        const struct backend_owner *own);
 /* A connection that must be up though nothing waits to go on it (a
  * Sentinel's, for its pushes): connect it if it is down, or failed and
  * its backoff is over. From its owner's tick. */

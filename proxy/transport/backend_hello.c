@@ -1,5 +1,5 @@
-/* backend_hello.c -- the handshake a server connection starts with (a
- * Sentinel's connection has one of its own: hello_sentinel),
+/* backend_hello.c -- the handshake a server connection starts with (an
+ * owned one has its owner's kind: hello_sentinel, hello_internal),
  * queued ahead of everything as the proxy's own requests
  * (backend_queue_own), each with the reply callback that judges it: AUTH
  * as the user its enum backend_as names (backend_auth_args, the one place
@@ -157,18 +157,41 @@ static int sentinel_hello_reply(struct backend *b, struct req *r)
 }
 
 /* A Sentinel's handshake: HELLO 3, signed in as its default user where
- * the pool has a sentinel_auth. Nothing of a server's: no ACL user, no
- * SELECT, no role to check, nothing of the modules'. */
+ * the pool has a sentinel_auth (in RESP2, a blocking call's: that AUTH
+ * alone). Nothing of a server's: no ACL user, no SELECT, no role to
+ * check, nothing of the modules'. */
 static void hello_sentinel(struct backend *b, const struct backend_server *sv)
 {
     const char *password = sv->conf->sentinel_auth;
 
-    b->verifying = b->watched = b->checking = b->role_asked = 0;
-    if (password != NULL)
+    if (!b->resp3) {
+        if (password != NULL)
+            backend_queue_own(b, sentinel_hello_reply, true, 2,
+                              (const char *const[]){"AUTH", password});
+    } else if (password != NULL) {
         backend_queue_own(b, sentinel_hello_reply, true, 5,
                           (const char *const[]){"HELLO", "3", "AUTH", "default", password});
-    else
+    } else {
         backend_queue_own(b, sentinel_hello_reply, true, 2, (const char *const[]){"HELLO", "3"});
+    }
+}
+
+/* shardis's own call on a pool's server (a blocking one, backend_sync.c):
+ * signed in as its internal user, in its redis_db, in RESP2. Nothing of
+ * a clients' connection's: no clients' user, no role to check (the caller
+ * asks, sentinel.c), nothing of the modules'. */
+static void hello_internal(struct backend *b, const struct backend_server *sv)
+{
+    const char *auth[3];
+    int nauth;
+
+    if (b->db != 0) {
+        char db[16];
+        snprintf(db, sizeof(db), "%u", b->db);
+        backend_queue_own(b, backend_hello_reply, true, 2, (const char *const[]){"SELECT", db});
+    }
+    if ((nauth = backend_auth_args(sv->conf, BACKEND_AS_INTERNAL, auth)) > 0)
+        backend_queue_own(b, backend_hello_reply, true, nauth, auth);
 }
 
 /* The handshake goes first, ahead of anything already queued; each goes
@@ -179,8 +202,12 @@ void backend_hello(struct backend *b, const struct backend_server *sv)
 
     b->client_id = 0;
     b->creds_gen = sv->creds_gen;           /* the credentials it authenticates with */
-    if (b->sentinel != NULL) {
-        hello_sentinel(b, sv);
+    if (b->own != NULL) {
+        b->verifying = b->watched = b->checking = b->role_asked = 0;
+        if (b->own->greeting == BACKEND_GREET_SENTINEL)
+            hello_sentinel(b, sv);
+        else
+            hello_internal(b, sv);
         return;
     }
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */

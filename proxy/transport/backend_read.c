@@ -52,8 +52,8 @@ static void answered(struct backend *b, struct req *r)
         req_maybe_free(r);
 }
 
-/* A push frame, bytes [b->framed, off) of b->in. A Sentinel's connection
- * hands it to its owner, which says whether it is the reply of the oldest
+/* A push frame, bytes [b->framed, off) of b->in. An owned connection
+ * that hears pushes (a Sentinel's link) hands it to its owner, which says whether it is the reply of the oldest
  * request (RESP3 confirms a SUBSCRIBE with a push): 1, it goes to that
  * request; else it was a message, read there: 0 (-1: b failed meanwhile).
  * Any other connection gets one only for what shardis does not ask of it
@@ -61,10 +61,10 @@ static void answered(struct backend *b, struct req *r)
  * band, dropped. */
 static int pushed(struct backend *b, uint64_t off)
 {
-    if (b->sentinel != NULL) {
+    if (b->own != NULL && b->own->push != NULL) {
         struct msg frame = {0};
         rstream_slice(&b->in, b->framed, off, &frame);
-        bool reply = b->sentinel->push(b, &frame);
+        bool reply = b->own->push(b, &frame);
         msg_release(&frame);
         if (b->state == BACKEND_FAILED)
             return -1;
