@@ -64,7 +64,6 @@ void (*proxy_idle_hook)(void);
 
 static void flush_cb(uv_check_t *h)
 {
-    struct backend *b;
     struct client *c;
 
     (void)h;
@@ -83,11 +82,7 @@ static void flush_cb(uv_check_t *h)
             client_flush(c);
         }
         cur_loop->ndirty = 0;
-        while ((b = TAILQ_FIRST(&cur_loop->dirty_backends)) != NULL) {
-            TAILQ_REMOVE(&cur_loop->dirty_backends, b, dirty);
-            b->is_dirty = 0;
-            backend_flush(b);
-        }
+        loop_flush_backends();
     } while (cur_loop->ndirty > 0);
 }
 

@@ -6,6 +6,8 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/transport/loop.h"
+#include "proxy/transport/req.h"
+#include "proxy/base/log.h"
 #include "proxy/base/util.h"
 
 _Thread_local struct loop *cur_loop __attribute__((tls_model("initial-exec")));
@@ -27,6 +29,30 @@ void loop_free(struct loop *l)
     free(l->dirty);
     l->dirty = NULL;
     l->ndirty = l->dirty_cap = 0;
+    req_pool_trim();            /* (cur_loop's: l) */
+}
+
+int loop_enter(struct loop *l, uv_loop_t *uv, struct loop **prev)
+{
+    int rc = uv_loop_init(uv);
+
+    if (rc < 0)
+        return rc;
+    *prev = cur_loop;
+    loop_init(l, uv);
+    return 0;
+}
+
+void loop_leave(struct loop *l, struct loop *prev)
+{
+    int rc;
+
+    uv_run(l->uv, UV_RUN_DEFAULT);  /* (only close callbacks are left to run) */
+    loop_free(l);
+    if ((rc = uv_loop_close(l->uv)) != 0)
+        log_warn("a blocking call's event loop closed with handles open: %s",
+                 uv_strerror(rc));
+    cur_loop = prev;
 }
 
 void loop_mark_client(struct client *c)
@@ -48,5 +74,16 @@ void loop_mark_backend(struct backend *b)
     if (!b->is_dirty && !b->closing) {
         TAILQ_INSERT_TAIL(&cur_loop->dirty_backends, b, dirty);
         b->is_dirty = 1;
+    }
+}
+
+void loop_flush_backends(void)
+{
+    struct backend *b;
+
+    while ((b = TAILQ_FIRST(&cur_loop->dirty_backends)) != NULL) {
+        TAILQ_REMOVE(&cur_loop->dirty_backends, b, dirty);
+        b->is_dirty = 0;
+        backend_flush(b);
     }
 }

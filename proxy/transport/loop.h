@@ -25,7 +25,14 @@
  * its handles (flusher, ticker) are closed with every other handle at the
  * stop, and loop_free gives back what it allocated. Pools, their server
  * connections and clients hang off it but are owned by the pools
- * (core/pool.h). */
+ * (core/pool.h).
+ *
+ * A blocking call (transport/backend_sync.c) runs on a loop of its own,
+ * for as long as the call: loop_enter makes it current on a fresh
+ * uv_loop_t (where no loop runs yet, at start, or at all: shardis acl
+ * --check), loop_leave closes it and makes current again the loop that
+ * was. It has no pools, no clients, no flusher and no ticker: its one
+ * connection is written by the call itself (loop_flush_backends). */
 #ifndef SHARDIS_LOOP_H
 #define SHARDIS_LOOP_H
 
@@ -89,8 +96,17 @@ extern _Thread_local struct loop *cur_loop __attribute__((tls_model("initial-exe
 
 /* Make l empty on uv, and the current loop. */
 void loop_init(struct loop *l, uv_loop_t *uv);
-/* Give back what l allocated (not its pools: their owner frees them). */
+/* Give back what l, the current loop, allocated (its request objects kept
+ * for reuse too; not its pools: their owner frees them). */
 void loop_free(struct loop *l);
+/* A loop of one's own (see the top): l, on uv (uv_loop_init here), made
+ * current. 0, and the loop that was current (NULL: none) into *prev; or
+ * uv_loop_init's error, and nothing changed. */
+int loop_enter(struct loop *l, uv_loop_t *uv, struct loop **prev);
+/* Close l, entered by loop_enter, every handle on it closed or closing:
+ * run until each is closed, give back what l allocated, close its
+ * uv_loop_t, and make prev current again. */
+void loop_leave(struct loop *l, struct loop *prev);
 
 /* Whole seconds since the loop started, by its clock as of the last tick
  * (a request reads it: no division on its path). */
@@ -115,5 +131,9 @@ static inline uint64_t loop_random(void)
 /* Queue a connection's writes for the loop's flush, once per turn. */
 void loop_mark_client(struct client *c);
 void loop_mark_backend(struct backend *b);
+/* Write what each server connection marked has queued (backend_flush),
+ * in the order they were marked: the flush's, once per turn (the
+ * process's flusher, a blocking call's turns). */
+void loop_flush_backends(void);
 
 #endif
