@@ -13,7 +13,7 @@
  * shared by every reply it makes; so the common reply costs no allocation
  * and one memcpy. The price: a writer cannot take back what it wrote (so
  * an error's length is known before it is written), and a caller that
- * needs contiguous bytes (backend_sync) copies the msg out once.
+ * needs contiguous bytes copies the msg out once (msg_copy).
  *
  * Every header line is resp_header's: printf costs more than the rest of
  * a split request. */

@@ -26,7 +26,6 @@
  * that never answers fails its connection. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,68 +529,6 @@ int tls_connect(struct tls *t)
     }
     rc = flush(t);
     return rc < 0 ? rc : 0;
-}
-
-/* ---- blocking, before the loop -------------------------------------------------- */
-
-struct tls *tls_sync_new(SSL_CTX *ctx, int fd, const char *server_name)
-{
-    struct tls *t = tls_new(ctx, NULL, false, server_name, 0, NULL, NULL, NULL);
-
-    /* (A socket BIO in place of the loop's, which SSL_set_fd frees.) */
-    if (t != NULL && SSL_set_fd(t->ssl, fd) != 1) {
-        tls_free(t);
-        ERR_clear_error();
-        return NULL;
-    }
-    return t;
-}
-
-/* Wait up to ms for what OpenSSL asked for after rc: 0, or -1. */
-static int sync_wait(struct tls *t, int rc, int ms)
-{
-    struct pollfd pfd = {.fd = SSL_get_fd(t->ssl)};
-
-    switch (SSL_get_error(t->ssl, rc)) {
-    case SSL_ERROR_WANT_READ:
-        pfd.events = POLLIN;
-        break;
-    case SSL_ERROR_WANT_WRITE:
-        pfd.events = POLLOUT;
-        break;
-    default:
-        note_error(t);
-        return -1;
-    }
-    if (poll(&pfd, 1, ms) != 1) {
-        snprintf(t->err, sizeof(t->err), "TLS: no answer in %d ms", ms);
-        return -1;
-    }
-    return 0;
-}
-
-int tls_sync_write(struct tls *t, const char *p, size_t len, int ms)
-{
-    size_t n;
-    int rc;
-
-    ERR_clear_error();
-    while ((rc = SSL_write_ex(t->ssl, p, len, &n)) != 1)
-        if (sync_wait(t, rc, ms) < 0)
-            return -1;
-    return n == len ? 0 : -1;
-}
-
-ssize_t tls_sync_read(struct tls *t, char *p, size_t len, int ms)
-{
-    size_t n;
-    int rc;
-
-    ERR_clear_error();
-    while ((rc = SSL_read_ex(t->ssl, p, len, &n)) != 1)
-        if (sync_wait(t, rc, ms) < 0)
-            return -1;
-    return (ssize_t)n;
 }
 
 /* ---- reading ---------------------------------------------------------------------- */

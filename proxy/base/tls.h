@@ -79,16 +79,6 @@ const char *tls_error(const struct tls *t);
  * negative error (on_sent will not run for it). */
 int tls_send(struct tls *t, const uv_buf_t *iov, unsigned niov);
 
-/* Blocking use, before the loop runs (backend_sync.c): TLS as a client on
- * fd, a connected non-blocking socket, each step waiting at most ms. The
- * handshake is part of the first write. Free with tls_free (fd stays
- * open). NULL if OpenSSL cannot. */
-struct tls *tls_sync_new(SSL_CTX *ctx, int fd, const char *server_name);
-/* 0 when all of p went out, or -1 (tls_error says why). */
-int tls_sync_write(struct tls *t, const char *p, size_t len, int ms);
-/* Bytes read into p (at least 1), or -1. */
-ssize_t tls_sync_read(struct tls *t, char *p, size_t len, int ms);
-
 /* Call on_expired of each connection whose handshake is past its deadline
  * (the loop's tick; it is taken off the watch first, so on_expired may
  * close the owner). */

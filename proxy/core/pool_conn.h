@@ -30,8 +30,9 @@ void pool_conn_server(const struct backend *b, struct backend_server *sv);
 void pool_conn_closed(struct backend *b);
 void pool_conn_idle(struct backend *b);
 
-/* At start: argv on server s over a blocking connection of its own
- * (backend_sync): the reply's value, or (raw) its bytes; NULL: none. */
+/* At start, or where no loop runs: argv on server s, a blocking call
+ * (backend_sync: a connection of its own, run to its reply on a loop of
+ * its own): the reply's value, or (raw) its bytes; NULL: none. */
 char *pool_conn_call(const struct pool *p, uint32_t s, int argc, const char *const *argv,
                      size_t *len);
 char *pool_conn_call_raw(const struct pool *p, uint32_t s, int argc, const char *const *argv,

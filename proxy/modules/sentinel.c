@@ -126,6 +126,7 @@ struct link {
 };
 
 static const struct backend_owner link_ops;     /* (the links' section) */
+static void link_server(const struct backend *b, struct backend_server *sv);
 
 struct master {
     uint32_t round;         /* the round in flight, 0: none */
@@ -442,10 +443,11 @@ void sentinel_start(struct pool *p)
         answers = answers_new(set->nlinks);
         for (uint32_t i = 0; i < set->nlinks; i++) {
             const struct conf_addr *at = &pc->sentinels[i];
+            struct backend_server sv;
             size_t len;
-            char *raw = backend_sync_sentinel(at->host, at->port, pc->sentinel_auth, 3,
-                                              (const char *const[]){"SENTINEL", "MASTER",
-                                                                    ps->label}, &len);
+            link_server(&set->links[i].b, &sv);
+            char *raw = backend_sync_sentinel(
+                &sv, 3, (const char *const[]){"SENTINEL", "MASTER", ps->label}, &len);
             struct resp_rd rd;
             if (raw == NULL) {
                 log_warn("pool '%s': Sentinel %s does not answer", pc->name, at->text);
@@ -458,9 +460,8 @@ void sentinel_start(struct pool *p)
             free(raw);
             if (pc->read_from == CONF_READ_MASTER || !answers[i].valid)
                 continue;
-            raw = backend_sync_sentinel(at->host, at->port, pc->sentinel_auth, 3,
-                                        (const char *const[]){"SENTINEL", "REPLICAS",
-                                                              ps->label}, &len);
+            raw = backend_sync_sentinel(
+                &sv, 3, (const char *const[]){"SENTINEL", "REPLICAS", ps->label}, &len);
             if (raw == NULL)
                 continue;
             resp_rd_init_flat(&rd, raw, len);

@@ -412,10 +412,8 @@ static void hup_cb(uv_signal_t *s, int signum)
 
 /* A SIGHUP before the loop runs (the pid file is written, then the
  * start's checks on the servers take up to a second each) would end the
- * process, SIGHUP's default; a handler of ours would cut those checks'
- * poll() short (EINTR: no restart for poll) and skip a server's record.
- * So it is blocked until libuv's handler is in place: one that came
- * meanwhile is then a reload, once the loop runs. */
+ * process, SIGHUP's default. So it is blocked until libuv's handler is in
+ * place: one that came meanwhile is then a reload, once the loop runs. */
 void proxy_hold_sighup(bool hold)
 {
     sigset_t set;

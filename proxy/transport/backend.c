@@ -28,8 +28,8 @@
  * owner instead (struct backend_owner), and is otherwise the same
  * connection. Which
  * dedicated connections (a pin, a subscriber, a one-off) exist is the
- * pool's (core/pool_conn.c). A blocking request made before the loop
- * runs is backend_sync.c's. */
+ * pool's (core/pool_conn.c). A blocking call, where no loop runs, is
+ * one of these run to its reply on a loop of its own (backend_sync.c). */
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>

@@ -1,9 +1,10 @@
 /* backend.h -- a connection to a redis-server: shared and pipelined, or
- * dedicated to one client (backend.c its life, backend_hello.c its
- * handshake, backend_read.c its replies; backend_sync.c a blocking call
- * before the loop runs); or its owner's, a Sentinel's link or a
- * blocking call (struct backend_owner). It knows its server only by what its pool tells
- * it (struct backend_server), and tells the layers above what befalls it
+ * dedicated to one client; or its owner's, a Sentinel's link or a
+ * blocking call (struct backend_owner). backend.c is its life,
+ * backend_hello.c its handshake, backend_read.c its replies, and
+ * backend_sync.c a blocking call: one run to its reply on a loop of its
+ * own. It knows its server only by what its pool (or owner) tells it
+ * (struct backend_server), and tells the layers above what befalls it
  * only through the hooks they registered (struct backend_hooks). */
 #ifndef SHARDIS_BACKEND_H
 #define SHARDIS_BACKEND_H
@@ -142,8 +143,8 @@ struct backend {
 /* What a connection must know of its server to reach it and sign in:
  * filled by its owner (hooks.server) each time it connects, so that it
  * follows a server that moved (Sentinels) or a reload's new TLS context;
- * and by whoever makes a blocking call (backend_sync). Every pointer is
- * borrowed, good until the loop runs again. */
+ * and by whoever makes a blocking call (backend_sync), for the call. Every
+ * pointer is borrowed, good until the loop runs again. */
 struct backend_server {
     const struct conf_pool *conf;   /* its pool's: credentials, redis_db, TLS names */
     const char      *label;         /* its name in logs and errors */
@@ -259,6 +260,10 @@ struct backend_owner {
     enum backend_greeting greeting;
     bool resp3;                 /* speaks RESP3 (HELLO 3): a Sentinel's link, whose
                                    pushes arrive between its replies */
+    bool lenient;               /* its handshake's replies are not judged: a refused
+                                   step does not fail it (a raw blocking call, whose
+                                   caller reads what its command got, signed in or
+                                   not) */
     /* Where b goes, into *sv, as hooks.server does for a pool's server
      * (conf: whose credentials and sentinel_auth it signs in with). */
     void (*server)(const struct backend *b, struct backend_server *sv);
@@ -359,18 +364,22 @@ int backend_hello_reply(struct backend *b, struct req *r);
  * keyless_user's AUTH comes after its check, which runs as internal. */
 int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char *argv[3]);
 
-/* At start, before the loop runs (backend_sync.c): argv on the server sv,
- * over a blocking connection of its own (AUTH as the internal user and
- * SELECT as its pool says; then pre[0..pre_argc) when pre_argc > 0, its
- * reply not read), a second's timeout at each step. raw: the reply's
- * bytes as they came (read them with resp_rd_*), NULL: no answer. Else
- * the reply's bulk string, or the bulks of an array reply one per line;
- * NULL: nil, an error reply, or no answer. The caller frees it. */
+/* A blocking call (backend_sync.c), where no loop runs (at start, or in
+ * shardis acl --check): argv on the server sv, on a connection of its own
+ * run to its reply on a loop of its own (AUTH as the internal user and
+ * SELECT as its pool says; then pre[0..pre_argc) when pre_argc > 0); a
+ * second to connect (two over TLS), three more for the replies. raw: the
+ * reply's bytes as they came (read them with resp_rd_*), whatever the
+ * replies before it were; NULL: no answer. Else the reply's bulk string,
+ * or the bulks of an array reply one per line; NULL: nil, an error reply
+ * (to the command or to any step before it), or no answer. The caller
+ * frees it. A failure is said only where TLS says why (a warning). */
 char *backend_sync(const struct backend_server *sv, int pre_argc, const char *const *pre,
                    int argc, const char *const *argv, bool raw, size_t *len);
-/* At start: argv on the Sentinel at host:port (AUTH password first, if
- * given), in the clear: the reply's bytes as they came, NULL if none. */
-char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
-                            const char *const *argv, size_t *len);
+/* The same on the Sentinel sv names (sv->conf: its pool's, whose
+ * sentinel_auth it signs in with, AUTH alone; RESP2, in the clear): the
+ * reply's bytes as they came, NULL if none. */
+char *backend_sync_sentinel(const struct backend_server *sv, int argc, const char *const *argv,
+                            size_t *len);
 
 #endif

@@ -156,6 +156,14 @@ static int sentinel_hello_reply(struct backend *b, struct req *r)
     return 0;
 }
 
+/* A lenient owner's handshake step (backend_owner.lenient): whatever it
+ * got, its owner reads what the command after it gets. */
+static int unjudged_reply(struct backend *b, struct req *r)
+{
+    (void)b, (void)r;
+    return 0;
+}
+
 /* A Sentinel's handshake: HELLO 3, signed in as its default user where
  * the pool has a sentinel_auth (in RESP2, a blocking call's: that AUTH
  * alone). Nothing of a server's: no ACL user, no SELECT, no role to
@@ -163,16 +171,16 @@ static int sentinel_hello_reply(struct backend *b, struct req *r)
 static void hello_sentinel(struct backend *b, const struct backend_server *sv)
 {
     const char *password = sv->conf->sentinel_auth;
+    req_reply_cb *judge = b->own->lenient ? unjudged_reply : sentinel_hello_reply;
 
     if (!b->resp3) {
         if (password != NULL)
-            backend_queue_own(b, sentinel_hello_reply, true, 2,
-                              (const char *const[]){"AUTH", password});
+            backend_queue_own(b, judge, true, 2, (const char *const[]){"AUTH", password});
     } else if (password != NULL) {
-        backend_queue_own(b, sentinel_hello_reply, true, 5,
+        backend_queue_own(b, judge, true, 5,
                           (const char *const[]){"HELLO", "3", "AUTH", "default", password});
     } else {
-        backend_queue_own(b, sentinel_hello_reply, true, 2, (const char *const[]){"HELLO", "3"});
+        backend_queue_own(b, judge, true, 2, (const char *const[]){"HELLO", "3"});
     }
 }
 
@@ -182,16 +190,17 @@ static void hello_sentinel(struct backend *b, const struct backend_server *sv)
  * asks, sentinel.c), nothing of the modules'. */
 static void hello_internal(struct backend *b, const struct backend_server *sv)
 {
+    req_reply_cb *judge = b->own->lenient ? unjudged_reply : backend_hello_reply;
     const char *auth[3];
     int nauth;
 
     if (b->db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%u", b->db);
-        backend_queue_own(b, backend_hello_reply, true, 2, (const char *const[]){"SELECT", db});
+        backend_queue_own(b, judge, true, 2, (const char *const[]){"SELECT", db});
     }
     if ((nauth = backend_auth_args(sv->conf, BACKEND_AS_INTERNAL, auth)) > 0)
-        backend_queue_own(b, backend_hello_reply, true, nauth, auth);
+        backend_queue_own(b, judge, true, nauth, auth);
 }
 
 /* The handshake goes first, ahead of anything already queued; each goes

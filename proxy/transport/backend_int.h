@@ -1,7 +1,8 @@
 /* backend_int.h -- what the files of a server connection share and no one
  * else calls: backend.c (its life: connect, write, fail, close),
- * backend_hello.c (the handshake it starts with) and backend_read.c (its
- * replies). backend.h is the connection's interface. */
+ * backend_hello.c (the handshake it starts with), backend_read.c (its
+ * replies) and backend_sync.c (one run to its reply: a blocking call).
+ * backend.h is the connection's interface. */
 #ifndef SHARDIS_BACKEND_INT_H
 #define SHARDIS_BACKEND_INT_H
 

@@ -1,63 +1,50 @@
-/* backend_sync.c -- blocking requests to a server, for use before the
- * loop runs (mig_record.c reads the migration record at start): connect,
- * AUTH and SELECT as the pool's connections do, one command, its reply
- * read with the one reply reader, over TLS where the pool's servers speak
- * it (tls.c's blocking calls); every step bounded by BACKEND_SYNC_MS.
- * Nothing here touches a struct backend or the loop: what it must know
- * of the server comes as a struct backend_server, filled by the caller
- * (pool_conn_server, or by hand for a Sentinel). */
-#include <errno.h>
-#include <netdb.h>
-#include <poll.h>
+/* backend_sync.c -- blocking calls: one command on a server or a Sentinel
+ * and its reply, where no loop runs: at start, before the process's loop
+ * does (the migration record, INFO, the group's channels, the Sentinels'
+ * first answers, the ACL users' check), or at all (shardis acl --check).
+ *
+ * A call is an ordinary connection (struct backend), owned (struct
+ * backend_owner: it never reaches the pool's hooks, which such a process
+ * may not have registered), run to its reply on a loop of its own
+ * (loop_enter): connecting, TLS, the handshake (its greeting: AUTH as the
+ * pool's internal user and SELECT, or a Sentinel's AUTH; RESP2), the
+ * deadlines' failures and the reply reader are every connection's code.
+ * What is the call's own is its turns of the loop and its deadline:
+ *
+ *   connecting --connected (TLS handshake over)--> up --the reply--> done
+ *        |      within BACKEND_SYNC_MS (x2 over TLS)  |   within 3 x BACKEND_SYNC_MS
+ *        +--------------------------------------------+--> failed (no reply) --> done
+ *
+ * then the connection and the timer are closed, and the loop with them.
+ * Everything lives on the caller's stack for the call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "proxy/transport/backend.h"
+#include "proxy/transport/backend_int.h"
+#include "proxy/transport/loop.h"
 #include "proxy/base/log.h"
 #include "proxy/base/resp.h"
-#include "proxy/base/tls.h"
 #include "proxy/base/util.h"
 
-#define BACKEND_SYNC_MS 1000
+#define BACKEND_SYNC_MS  1000           /* a step: connecting, a TLS handshake */
+#define BACKEND_SYNC_MAX (64u << 20)    /* the most a blocking call reads */
 
-static int sync_connect(const struct backend_server *sv)
+/* One call, on the caller's stack (backend_call). */
+struct sync_call {
+    struct backend b;
+    struct backend_server sv;   /* where, as the caller said (its pointers borrowed) */
+    uv_timer_t     timer;       /* the deadline of the step under way */
+    bool           raw;         /* the reply's bytes as they came, not its value */
+    bool           done;        /* the command's reply came, or b failed */
+    char          *val;         /* what the call gives back (the caller frees it), or NULL */
+    size_t         len;
+};
+
+static struct sync_call *call_of(const struct backend *b)
 {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    struct pollfd pfd;
-    char port[8];
-    int fd, rc, soerr = 0;
-    socklen_t sl = sizeof(soerr);
-
-    if (sv->unix_socket) {
-        snprintf(un.sun_path, sizeof(un.sun_path), "%s", sv->host);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&un, sizeof(un));
-    } else {
-        snprintf(port, sizeof(port), "%u", sv->port);
-        if (getaddrinfo(sv->host, port, &hints, &ai) != 0 || ai == NULL)
-            return -1;
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
-        freeaddrinfo(ai);
-    }
-    if (fd < 0)
-        return -1;
-    if (rc < 0 && errno != EINPROGRESS)
-        goto fail;
-    pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
-    if (poll(&pfd, 1, BACKEND_SYNC_MS) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0)
-        goto fail;
-    return fd;
-fail:
-    close(fd);
-    return -1;
+    return container_of((struct backend *)b, struct sync_call, b);
 }
 
 /* The value of one whole reply, the len bytes at p: 0, and into *out
@@ -105,103 +92,154 @@ static int sync_value(const char *p, size_t len, char **out, size_t *outlen)
     return 0;
 }
 
-/* Read n replies, each framed as it arrives; the last one's value
- * (sync_value; raw: its bytes as they came) into *out, or NULL. 0; -1 for
- * a reply of no use; -2 when reading failed (no answer in time, closed,
- * TLS). */
-#define BACKEND_SYNC_MAX (64u << 20)     /* the most a blocking call reads */
-
-static int sync_replies(int fd, struct tls *t, int n, bool raw, char **out, size_t *outlen)
+/* r's reply, its bytes in one buffer (the caller frees it). */
+static char *flat(const struct req *r)
 {
-    size_t cap = 4096, len = 0, at = 0, fed = 0, used;
-    char *buf = xmalloc(cap);
-    int got = 0, rc = -1;
-    struct resp_rsp scan;
-    struct timespec now;
-    int64_t end;
+    char *p = xmalloc(r->rsp.len);
 
-    /* The whole call, not each read, is bounded: a server that drips a
-     * byte at a time must not hold the start for ever. */
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    end = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 3 * BACKEND_SYNC_MS;
-
-    *out = NULL;
-    resp_rsp_init(&scan, true);    /* read here, never forwarded: any type */
-    while (got < n) {
-        if (fed < len) {
-            if ((rc = resp_rsp_feed(&scan, buf + fed, len - fed, &used)) < 0)
-                goto fail;
-            fed += used;
-            if (rc == 1) {
-                if (raw && got == n - 1) {
-                    *out = xmalloc(fed - at);
-                    memcpy(*out, buf + at, fed - at);
-                    *outlen = fed - at;
-                } else if (!raw &&
-                           sync_value(buf + at, fed - at, got == n - 1 ? out : NULL, outlen) < 0) {
-                    goto fail;
-                }
-                at = fed;
-                got++;
-                resp_rsp_reset(&scan);
-                continue;
-            }
-        }
-        if (len == cap) {
-            if (cap >= BACKEND_SYNC_MAX) {
-                rc = -2;
-                goto out;
-            }
-            buf = xrealloc(buf, cap *= 2);
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        ssize_t r;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t left = end - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
-        int wait = left <= 0 ? 0 : left < BACKEND_SYNC_MS ? (int)left : BACKEND_SYNC_MS;
-        if (wait == 0)
-            r = -1;
-        else if (t != NULL)
-            r = tls_sync_read(t, buf + len, cap - len, wait);
-        else if (poll(&pfd, 1, wait) != 1)
-            r = -1;
-        else
-            r = read(fd, buf + len, cap - len);
-        if (r <= 0) {
-            rc = -2;
-            goto out;
-        }
-        len += (size_t)r;
-    }
-    free(buf);
-    return 0;
-fail:
-    rc = -1;
-out:
-    free(buf);
-    free(*out);
-    *out = NULL;
-    return rc;
+    msg_copy(&r->rsp, 0, r->rsp.len, p);
+    return p;
 }
 
-/* Send what w holds (n commands) on fd (over t if given) and read their
- * replies: the last one's, as sync_replies gives it. The request is
- * written as every other (resp_w, into chunks), then copied out once:
- * write(2) on this socket wants one buffer. */
-static char *sync_exchange(int fd, struct tls *t, struct msg *g, int n, bool raw,
-                           size_t *len, int *rc)
+/* The reply of what the caller sends before its command (pre): where the
+ * call gives a value, of no use if it is an error (as sync_value judges),
+ * which fails the call; where it gives bytes (raw), not judged. */
+static int sync_step_reply(struct backend *b, struct req *r)
 {
-    char *req = xmalloc(g->len), *val = NULL;
+    if (r->rsp.len == 0 || call_of(b)->raw)
+        return 0;                       /* (failed: the command is answered so too) */
+    char *p = flat(r);
+    int rc = sync_value(p, r->rsp.len, NULL, NULL);
+    free(p);
+    if (rc < 0) {
+        backend_fail(b, "a reply of no use");
+        return -1;
+    }
+    return 0;
+}
 
-    msg_copy(g, 0, g->len, req);
-    /* (An error reply is the caller's to judge.) */
-    if (t != NULL ? tls_sync_write(t, req, g->len, BACKEND_SYNC_MS) < 0
-                  : write(fd, req, g->len) != (ssize_t)g->len)
-        *rc = -2;
+/* The command's reply: the call is done, with its bytes (raw) or value,
+ * or with nothing (none came: b failed). */
+static int sync_reply(struct backend *b, struct req *r)
+{
+    struct sync_call *c = call_of(b);
+
+    c->done = true;
+    if (r->rsp.len == 0)
+        return 0;
+    char *p = flat(r);
+    if (c->raw) {
+        c->val = p;
+        c->len = r->rsp.len;
+        return 0;
+    }
+    if (sync_value(p, r->rsp.len, &c->val, &c->len) < 0)
+        c->val = NULL;
+    free(p);
+    return 0;
+}
+
+static void sync_expired(uv_timer_t *t)
+{
+    struct sync_call *c = container_of(t, struct sync_call, timer);
+    char why[64];
+
+    snprintf(why, sizeof(why), "%sno answer in time", c->b.tls != NULL ? "TLS: " : "");
+    backend_fail(&c->b, why);
+}
+
+static void sync_server(const struct backend *b, struct backend_server *sv)
+{
+    *sv = call_of(b)->sv;
+}
+
+/* Connected (its TLS handshake over): its handshake and the command are
+ * written next; all their replies are due within 3 steps. */
+static void sync_up(struct backend *b)
+{
+    struct sync_call *c = call_of(b);
+
+    log_debug("backend %s connected for a blocking call%s", c->sv.label,
+              b->tls != NULL ? " (TLS)" : "");
+    uv_timer_start(&c->timer, sync_expired, 3 * BACKEND_SYNC_MS, 0);
+}
+
+/* Its caller says nothing of a failure (the call gives NULL), but of TLS's,
+ * whose text says what is wrong with a certificate or a server: what
+ * tls_error says (its texts start so, as the deadline's does over TLS), or
+ * a connection closed under TLS. A refused reply is not TLS's. */
+static void sync_failed(struct backend *b, const char *why)
+{
+    struct sync_call *c = call_of(b);
+
+    if (b->tls != NULL && (strncmp(why, "TLS", 3) == 0 || strcmp(why, "connection closed") == 0))
+        log_warn("pool '%s': %s: %s", c->sv.conf->name, c->sv.label, why);
     else
-        *rc = sync_replies(fd, t, n, raw, &val, len);
-    free(req);
-    return val;
+        log_debug("pool '%s': %s: a blocking call failed: %s", c->sv.conf->name, c->sv.label,
+                  why);
+}
+
+/* A call for a value judges every reply (a refused AUTH or SELECT fails
+ * it); one for bytes (raw) gives its command's reply, whatever the
+ * handshake got: its caller reads it. */
+static const struct backend_owner sync_internal = {
+    .greeting = BACKEND_GREET_INTERNAL,
+    .server = sync_server,
+    .up = sync_up,
+    .failed = sync_failed,
+};
+
+static const struct backend_owner sync_internal_raw = {
+    .greeting = BACKEND_GREET_INTERNAL,
+    .lenient = true,
+    .server = sync_server,
+    .up = sync_up,
+    .failed = sync_failed,
+};
+
+static const struct backend_owner sync_sentinel = {
+    .greeting = BACKEND_GREET_SENTINEL,
+    .lenient = true,
+    .server = sync_server,
+    .up = sync_up,
+    .failed = sync_failed,
+};
+
+/* Run the call on a loop of its own: connect, queue pre (if pre_argc > 0)
+ * and the command behind the handshake, and turn the loop, writing what
+ * is queued after each turn as the process's flush does, until the reply
+ * or the deadline; then close everything it opened. */
+static char *backend_call(const struct backend_server *sv, const struct backend_owner *own,
+                          int pre_argc, const char *const *pre, int argc,
+                          const char *const *argv, bool raw, size_t *len)
+{
+    struct sync_call c = {.sv = *sv, .raw = raw};
+    struct loop l, *prev;
+    uv_loop_t uv;
+
+    if (loop_enter(&l, &uv, &prev) < 0)
+        return NULL;
+    backend_init_owned(&c.b, NULL, &c.sv.conf, own);
+    uv_timer_init(&uv, &c.timer);
+    uv_timer_start(&c.timer, sync_expired,
+                   (sv->tls != NULL ? 2 : 1) * BACKEND_SYNC_MS, 0);
+    backend_preconnect(&c.b);           /* (its handshake queued) */
+    if (c.b.state == BACKEND_CONNECTING) {
+        if (pre_argc > 0)
+            backend_queue_own(&c.b, sync_step_reply, false, pre_argc, pre);
+        backend_queue_own(&c.b, sync_reply, false, argc, argv);
+    }
+    while (c.b.state == BACKEND_CONNECTING || (c.b.state == BACKEND_UP && !c.done)) {
+        loop_flush_backends();
+        uv_run(&uv, UV_RUN_ONCE);
+        if (!c.done && c.b.in.rx - c.b.framed > BACKEND_SYNC_MAX)
+            backend_fail(&c.b, "a reply too long");
+    }
+    backend_close(&c.b);
+    uv_close((uv_handle_t *)&c.timer, NULL);
+    loop_leave(&l, prev);
+    *len = c.len;
+    return c.val;
 }
 
 char *backend_sync(const struct backend_server *sv, int pre_argc, const char *const *pre,
@@ -214,66 +252,12 @@ char *backend_sync(const struct backend_server *sv, int pre_argc, const char *co
                  sv->conf->name, sv->label);
         return NULL;
     }
-    const struct conf_pool *pc = sv->conf;
-    struct tls *t = NULL;
-    char *val, db[16];
-    struct msg g = {0};
-    struct mbuf *m = NULL;
-    struct resp_w w = resp_w_on(&g, &m, RESP2);
-    int n = 1, rc, fd = sync_connect(sv);
-
-    if (fd < 0)
-        return NULL;
-    if (sv->tls != NULL && (t = tls_sync_new(sv->tls, fd, sv->tls_name)) == NULL) {
-        close(fd);
-        return NULL;
-    }
-    const char *auth[3];
-    int nauth = backend_auth_args(pc, BACKEND_AS_INTERNAL, auth);
-    if (nauth > 0) {
-        resp_w_command(&w, nauth, auth, NULL);
-        n++;
-    }
-    if (pc->redis_db != 0) {
-        snprintf(db, sizeof(db), "%d", pc->redis_db);
-        resp_w_command(&w, 2, (const char *const[]){"SELECT", db}, NULL);
-        n++;
-    }
-    if (pre_argc > 0) {
-        resp_w_command(&w, pre_argc, pre, NULL);
-        n++;
-    }
-    resp_w_command(&w, argc, argv, NULL);
-    val = sync_exchange(fd, t, &g, n, raw, len, &rc);
-    if (rc == -2 && t != NULL)          /* (a TLS failure is said here) */
-        log_warn("pool '%s': %s: %s", pc->name, sv->label, tls_error(t));
-    msg_release(&g);
-    mbuf_unref(m);
-    tls_free(t);
-    close(fd);
-    return val;
+    return backend_call(sv, raw ? &sync_internal_raw : &sync_internal, pre_argc, pre, argc,
+                        argv, raw, len);
 }
 
-char *backend_sync_sentinel(const char *host, uint16_t port, const char *password, int argc,
-                            const char *const *argv, size_t *len)
+char *backend_sync_sentinel(const struct backend_server *sv, int argc, const char *const *argv,
+                            size_t *len)
 {
-    struct backend_server sv = {.host = host, .port = port};
-    struct msg g = {0};
-    struct mbuf *m = NULL;
-    struct resp_w w = resp_w_on(&g, &m, RESP2);
-    char *val;
-    int n = 1, rc, fd = sync_connect(&sv);
-
-    if (fd < 0)
-        return NULL;
-    if (password != NULL) {
-        resp_w_command(&w, 2, (const char *const[]){"AUTH", password}, NULL);
-        n++;
-    }
-    resp_w_command(&w, argc, argv, NULL);
-    val = sync_exchange(fd, NULL, &g, n, true, len, &rc);
-    msg_release(&g);
-    mbuf_unref(m);
-    close(fd);
-    return val;
+    return backend_call(sv, &sync_sentinel, 0, NULL, argc, argv, true, len);
 }

@@ -10,8 +10,9 @@
  * The cases: the order of replies (a pipeline, two clients interleaved),
  * split commands' merged replies, a client gone while its requests wait
  * at a server, a server refusing or killed, the ordering gate behind a
- * BLPOP, and a request for a key moving after a reload (mig.c's switch,
- * done directly as group.c does it, without the reload's coordination).
+ * BLPOP, a request for a key moving after a reload (mig.c's switch,
+ * done directly as group.c does it, without the reload's coordination),
+ * and a blocking call on a loop of its own beside the pool's.
  *
  * Every wait on the loop is bounded (LOOP_WAIT_MS, by a uv_timer): a case
  * that would hang fails instead. A server is held still with SIGSTOP
@@ -794,6 +795,43 @@ Test(loop, a_server_that_refuses_fails_only_its_own_requests)
     end_send(e, "GET %s", kb);              /* failing fast, or refused again */
     end_send(e, "INCR %s", ka);
     expect(e, DOWN("connection refused") ":2\r\n");
+    loop_finish();
+}
+
+/* A blocking call (pool_conn_call: backend_sync) is a connection run to
+ * its reply on a loop of its own: the pool's loop is current again after
+ * it, with nothing of the call left on it (loop_finish: every handle
+ * closed, nothing leaked); a value, raw bytes, or NULL for nil, an error
+ * and a server that refuses (at once, not at the deadline). */
+Test(loop, a_blocking_call_runs_on_a_loop_of_its_own)
+{
+    server_start(0, NULL);
+    uint16_t ports[2] = {servers[0].port, refusing_port()};
+    pool_up(2, ports);
+    struct loop *was = cur_loop;
+    size_t len = 0;
+    char *v;
+
+    v = pool_conn_call(&pool, 0, 3, (const char *const[]){"SET", "sync:k", "v1"}, &len);
+    cr_assert(holds(v != NULL && strcmp(v, "OK") == 0), "SET: %s", v ? v : "NULL");
+    free(v);
+    v = pool_conn_call(&pool, 0, 2, (const char *const[]){"GET", "sync:k"}, &len);
+    cr_assert(holds(v != NULL && len == 2 && strcmp(v, "v1") == 0), "GET: %s", v ? v : "NULL");
+    free(v);
+    v = pool_conn_call_raw(&pool, 0, 2, (const char *const[]){"GET", "sync:k"}, &len);
+    cr_assert(holds(v != NULL && len == 8 && memcmp(v, "$2\r\nv1\r\n", 8) == 0), "raw GET");
+    free(v);
+    v = pool_conn_call(&pool, 0, 2, (const char *const[]){"GET", "sync:none"}, &len);
+    cr_assert(holds(v == NULL), "GET of no key: NULL");
+    v = pool_conn_call(&pool, 0, 1, (const char *const[]){"NOSUCHCOMMAND"}, &len);
+    cr_assert(holds(v == NULL), "an error reply: NULL");
+    v = pool_conn_call_raw(&pool, 0, 1, (const char *const[]){"NOSUCHCOMMAND"}, &len);
+    cr_assert(holds(v != NULL && v[0] == '-'), "an error reply, raw: its bytes");
+    free(v);
+    uint64_t t0 = wall_ms();
+    v = pool_conn_call(&pool, 1, 1, (const char *const[]){"PING"}, &len);
+    cr_assert(holds(v == NULL && wall_ms() - t0 < 500), "a refusing server: NULL at once");
+    cr_assert(holds(cur_loop == was), "the pool's loop is current again");
     loop_finish();
 }
 
