@@ -31,7 +31,7 @@
 #define BACKEND_SYNC_MS  1000           /* a step: connecting, a TLS handshake */
 #define BACKEND_SYNC_MAX (64u << 20)    /* the most a blocking call reads */
 
-/* One call, on the caller's stack (backend_call). */
+/* One call, on the caller's stack (sync_run). */
 struct sync_call {
     struct backend b;
     struct backend_server sv;   /* where, as the caller said (its pointers borrowed) */
@@ -209,9 +209,9 @@ static const struct backend_owner sync_sentinel = {
  * and the command behind the handshake, and turn the loop, writing what
  * is queued after each turn as the process's flush does, until the reply
  * or the deadline; then close everything it opened. */
-static char *backend_call(const struct backend_server *sv, const struct backend_owner *own,
-                          int pre_argc, const char *const *pre, int argc,
-                          const char *const *argv, bool raw, size_t *len)
+static char *sync_run(const struct backend_server *sv, const struct backend_owner *own,
+                      int pre_argc, const char *const *pre, int argc, const char *const *argv,
+                      bool raw, size_t *len)
 {
     struct sync_call c = {.sv = *sv, .raw = raw};
     struct loop l, *prev;
@@ -221,8 +221,7 @@ static char *backend_call(const struct backend_server *sv, const struct backend_
         return NULL;
     backend_init_owned(&c.b, NULL, &c.sv.conf, own);
     uv_timer_init(&uv, &c.timer);
-    uv_timer_start(&c.timer, sync_expired,
-                   (sv->tls != NULL ? 2 : 1) * BACKEND_SYNC_MS, 0);
+    uv_timer_start(&c.timer, sync_expired, (sv->tls != NULL ? 2 : 1) * BACKEND_SYNC_MS, 0);
     backend_preconnect(&c.b);           /* (its handshake queued) */
     if (c.b.state == BACKEND_CONNECTING) {
         if (pre_argc > 0)
@@ -232,7 +231,7 @@ static char *backend_call(const struct backend_server *sv, const struct backend_
     while (c.b.state == BACKEND_CONNECTING || (c.b.state == BACKEND_UP && !c.done)) {
         loop_flush_backends();
         uv_run(&uv, UV_RUN_ONCE);
-        if (!c.done && c.b.in.rx - c.b.framed > BACKEND_SYNC_MAX)
+        if (!c.done && c.b.state == BACKEND_UP && c.b.in.rx - c.b.framed > BACKEND_SYNC_MAX)
             backend_fail(&c.b, "a reply too long");
     }
     backend_close(&c.b);
@@ -252,12 +251,12 @@ char *backend_sync(const struct backend_server *sv, int pre_argc, const char *co
                  sv->conf->name, sv->label);
         return NULL;
     }
-    return backend_call(sv, raw ? &sync_internal_raw : &sync_internal, pre_argc, pre, argc,
-                        argv, raw, len);
+    return sync_run(sv, raw ? &sync_internal_raw : &sync_internal, pre_argc, pre, argc, argv,
+                    raw, len);
 }
 
 char *backend_sync_sentinel(const struct backend_server *sv, int argc, const char *const *argv,
                             size_t *len)
 {
-    return backend_call(sv, &sync_sentinel, 0, NULL, argc, argv, true, len);
+    return sync_run(sv, &sync_sentinel, 0, NULL, argc, argv, true, len);
 }
