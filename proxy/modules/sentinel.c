@@ -642,6 +642,7 @@ static const struct backend_owner link_ops = {
     .answer_ms = SENTINEL_ANSWER_MS,
     .reply_max = SENTINEL_REPLY_MAX,
 };
+
 /* ---- rounds --------------------------------------------------------------------- */
 
 static void round_start(struct sentinel *set, uint32_t server, const char *why)

@@ -496,16 +496,17 @@ static void backend_connect(struct backend *b)
  * which need one longer than the pool's, or one where the pool has none);
  * none for a blocking one (r->blocking: a blocking command, or SAVE and
  * DEBUG RELOAD, which take as long as the data); else the pool's timeout,
- * if it has one. (A Sentinel's connection sends every request, its
- * handshake's too, with its owner's answer_ms.) backend_check_timeout
+ * if it has one. (An owned connection sends every request, its
+ * handshake's too, with its owner's answer_ms where it has one: a
+ * Sentinel's link.) backend_check_timeout
  * enforces it. */
 uint64_t backend_deadline(const struct backend *b, const struct req *r, uint64_t own_ms,
                           uint64_t now)
 {
     int timeout = (*b->conf)->timeout;
 
-    if (own_ms == 0 && b->sentinel != NULL)
-        own_ms = b->sentinel->answer_ms;
+    if (own_ms == 0 && b->own != NULL)
+        own_ms = b->own->answer_ms;     /* (0: none of its own) */
     if (own_ms != 0)
         return now + own_ms;
     if (r->blocking || timeout <= 0)

@@ -283,10 +283,12 @@ struct backend_owner {
     void (*failed)(struct backend *b, const char *why);
     /* How long each of its requests may wait for its answer, its
      * handshake's too (backend_deadline), whatever the pool's timeout: a
-     * Sentinel that takes the connection and never answers fails it. */
+     * Sentinel that takes the connection and never answers fails it. 0:
+     * the pool's (a blocking call keeps its own clock). */
     uint32_t answer_ms;
     /* The longest reply it may send: past it, b fails ("a reply too
-     * long") instead of holding what a Sentinel has no reason to send. */
+     * long") instead of holding what its server has no reason to send. 0:
+     * no bound. */
     size_t reply_max;
 };
 

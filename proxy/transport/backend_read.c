@@ -144,7 +144,7 @@ static int backend_consume(struct backend *b, size_t nread)
         }
         answered(b, r);
     }
-    if (b->sentinel != NULL && b->in.rx - b->framed > b->sentinel->reply_max) {
+    if (b->own != NULL && b->own->reply_max != 0 && b->in.rx - b->framed > b->own->reply_max) {
         backend_fail(b, "a reply too long");
         return -1;
     }

@@ -187,6 +187,7 @@ static const struct backend_owner sync_internal = {
     .server = sync_server,
     .up = sync_up,
     .failed = sync_failed,
+    .reply_max = BACKEND_SYNC_MAX,
 };
 
 static const struct backend_owner sync_internal_raw = {
@@ -195,6 +196,7 @@ static const struct backend_owner sync_internal_raw = {
     .server = sync_server,
     .up = sync_up,
     .failed = sync_failed,
+    .reply_max = BACKEND_SYNC_MAX,
 };
 
 static const struct backend_owner sync_sentinel = {
@@ -203,6 +205,7 @@ static const struct backend_owner sync_sentinel = {
     .server = sync_server,
     .up = sync_up,
     .failed = sync_failed,
+    .reply_max = BACKEND_SYNC_MAX,
 };
 
 /* Run the call on a loop of its own: connect, queue pre (if pre_argc > 0)
@@ -231,8 +234,6 @@ static char *sync_run(const struct backend_server *sv, const struct backend_owne
     while (c.b.state == BACKEND_CONNECTING || (c.b.state == BACKEND_UP && !c.done)) {
         loop_flush_backends();
         uv_run(&uv, UV_RUN_ONCE);
-        if (!c.done && c.b.state == BACKEND_UP && c.b.in.rx - c.b.framed > BACKEND_SYNC_MAX)
-            backend_fail(&c.b, "a reply too long");
     }
     backend_close(&c.b);
     uv_close((uv_handle_t *)&c.timer, NULL);
