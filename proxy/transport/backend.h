@@ -370,7 +370,8 @@ int backend_auth_args(const struct conf_pool *pc, enum backend_as as, const char
  * shardis acl --check): argv on the server sv, on a connection of its own
  * run to its reply on a loop of its own (AUTH as the internal user and
  * SELECT as its pool says; then pre[0..pre_argc) when pre_argc > 0); a
- * second to connect (two over TLS), three more for the replies. raw: the
+ * second at most without a byte (connecting, TLS, each reply), and three
+ * for the replies in all. raw: the
  * reply's bytes as they came (read them with resp_rd_*), whatever the
  * replies before it were; NULL: no answer. Else the reply's bulk string,
  * or the bulks of an array reply one per line; NULL: nil, an error reply

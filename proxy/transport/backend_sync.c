@@ -9,11 +9,17 @@
  * (loop_enter): connecting, TLS, the handshake (its greeting: AUTH as the
  * pool's internal user and SELECT, or a Sentinel's AUTH; RESP2), the
  * deadlines' failures and the reply reader are every connection's code.
- * What is the call's own is its turns of the loop and its deadline:
+ * What is the call's own is its turns of the loop and its clock: no step
+ * waits more than BACKEND_SYNC_MS for a byte (connecting, each part of a
+ * TLS handshake, each part of a reply), so a server that took the
+ * connection and went quiet costs a second, as the callers count on (a
+ * server stopped at start: ops/info.c, mig_record.c); and the replies,
+ * once connected, come within 3 x BACKEND_SYNC_MS in all, so one that
+ * drips a byte at a time cannot hold the start either:
  *
  *   connecting --connected (TLS handshake over)--> up --the reply--> done
- *        |      within BACKEND_SYNC_MS (x2 over TLS)  |   within 3 x BACKEND_SYNC_MS
- *        +--------------------------------------------+--> failed (no reply) --> done
+ *        |   a second without a byte              |  the same, or 3 s in all
+ *        +----------------------------------------+--> failed (no reply) --> done
  *
  * then the connection and the timer are closed, and the loop with them.
  * Everything lives on the caller's stack for the call. */
@@ -28,7 +34,7 @@
 #include "proxy/base/resp.h"
 #include "proxy/base/util.h"
 
-#define BACKEND_SYNC_MS  1000           /* a step: connecting, a TLS handshake */
+#define BACKEND_SYNC_MS  1000           /* the most a step waits for a byte */
 #define BACKEND_SYNC_MAX (64u << 20)    /* the most a blocking call reads */
 
 /* One call, on the caller's stack (sync_run). */
@@ -36,6 +42,9 @@ struct sync_call {
     struct backend b;
     struct backend_server sv;   /* where, as the caller said (its pointers borrowed) */
     uv_timer_t     timer;       /* the deadline of the step under way */
+    uint64_t       end;         /* loop ms: the replies' deadline, once up; 0 before */
+    uint64_t       seen;        /* b.rx_ms when the step's clock last started */
+    uint64_t       wait;        /* ... and for how long (ms) */
     bool           raw;         /* the reply's bytes as they came, not its value */
     bool           done;        /* the command's reply came, or b failed */
     char          *val;         /* what the call gives back (the caller frees it), or NULL */
@@ -144,7 +153,10 @@ static void sync_expired(uv_timer_t *t)
     struct sync_call *c = container_of(t, struct sync_call, timer);
     char why[64];
 
-    snprintf(why, sizeof(why), "%sno answer in time", c->b.tls != NULL ? "TLS: " : "");
+    if (c->done)
+        return;                         /* (the reply came in the same turn) */
+    snprintf(why, sizeof(why), "%sno answer in %llu ms", c->b.tls != NULL ? "TLS: " : "",
+             (unsigned long long)c->wait);
     backend_fail(&c->b, why);
 }
 
@@ -153,15 +165,29 @@ static void sync_server(const struct backend *b, struct backend_server *sv)
     *sv = call_of(b)->sv;
 }
 
+/* The step's clock starts (again): BACKEND_SYNC_MS for the next byte, but
+ * never past the replies' deadline. */
+static void sync_step(struct sync_call *c)
+{
+    uint64_t now = uv_now(cur_loop->uv), wait = BACKEND_SYNC_MS;
+
+    if (c->end != 0)
+        wait = c->end > now ? (c->end - now < wait ? c->end - now : wait) : 0;
+    c->seen = c->b.rx_ms;
+    c->wait = wait;
+    uv_timer_start(&c->timer, sync_expired, wait, 0);
+}
+
 /* Connected (its TLS handshake over): its handshake and the command are
- * written next; all their replies are due within 3 steps. */
+ * written next; all their replies are due within 3 steps' time. */
 static void sync_up(struct backend *b)
 {
     struct sync_call *c = call_of(b);
 
     log_debug("backend %s connected for a blocking call%s", c->sv.label,
               b->tls != NULL ? " (TLS)" : "");
-    uv_timer_start(&c->timer, sync_expired, 3 * BACKEND_SYNC_MS, 0);
+    c->end = uv_now(cur_loop->uv) + 3 * BACKEND_SYNC_MS;
+    sync_step(c);
 }
 
 /* Its caller says nothing of a failure (the call gives NULL), but of TLS's,
@@ -224,7 +250,7 @@ static char *sync_run(const struct backend_server *sv, const struct backend_owne
         return NULL;
     backend_init_owned(&c.b, NULL, &c.sv.conf, own);
     uv_timer_init(&uv, &c.timer);
-    uv_timer_start(&c.timer, sync_expired, (sv->tls != NULL ? 2 : 1) * BACKEND_SYNC_MS, 0);
+    sync_step(&c);
     backend_preconnect(&c.b);           /* (its handshake queued) */
     if (c.b.state == BACKEND_CONNECTING) {
         if (pre_argc > 0)
@@ -234,6 +260,8 @@ static char *sync_run(const struct backend_server *sv, const struct backend_owne
     while (c.b.state == BACKEND_CONNECTING || (c.b.state == BACKEND_UP && !c.done)) {
         loop_flush_backends();
         uv_run(&uv, UV_RUN_ONCE);
+        if (!c.done && c.b.rx_ms != c.seen && c.b.state != BACKEND_FAILED)
+            sync_step(&c);              /* a byte came: the step starts again */
     }
     backend_close(&c.b);
     uv_close((uv_handle_t *)&c.timer, NULL);

@@ -32,6 +32,7 @@ Run: /usr/bin/python3 tests/integration/test_secure.py --shardis build/shardis
 import os
 import random
 import re
+import signal
 import sys
 import time
 import urllib.request
@@ -827,6 +828,35 @@ def t_acl_cli(servers):
     fresh.kill()
 
 
+def t_acl_check_quiet_server(servers):
+    """A server that took the connection and went quiet (SIGSTOP: the
+    kernel still accepts for it) costs a blocking call a second, as the
+    start counts on (the same calls read INFO and the migration record
+    there): shardis acl --check says it cannot tell about it, and ok about
+    the other, within 2.5 s (3 s would be the replies' bound, not a
+    step's)."""
+    import subprocess
+    px = Shardis("aclquiet", servers[:2])
+    expect_eq(px.client.ping(), True, "PING")
+    harness.t_exit_clean(px)
+    subprocess.run([harness.ARGS.shardis, "acl", "-c", px.conf, "--check"],
+                   capture_output=True, text=True, timeout=30)   # (the users made)
+    os.kill(servers[1].proc.pid, signal.SIGSTOP)
+    try:
+        t = time.monotonic()
+        out = subprocess.run([harness.ARGS.shardis, "acl", "-c", px.conf, "--check"],
+                             capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - t
+    finally:
+        os.kill(servers[1].proc.pid, signal.SIGCONT)
+    expect("# redis2 (%s:%d): cannot tell" % (HOST, servers[1].port) in out.stdout,
+           "--check of the stopped server: %r" % out.stdout)
+    expect("# redis1 (%s:%d): ok" % (HOST, servers[0].port) in out.stdout,
+           "--check of the other: %r" % out.stdout)
+    expect(took < 2.5, "--check with a stopped server took %.2f s" % took)
+    return "%.2f s" % took
+
+
 def t_move_unserved(servers):
     """databases: 4 on servers with 16: a client's MOVE is judged by shardis
     (db 10 refused, db 3 moved) and a script's MOVE into database 10 is the
@@ -929,6 +959,7 @@ def body():
     run("a rotated redis_auth: the clients' user's old derived password stops working",
         t_rotation, 1)
     run("shardis acl prints the users; --check tells which server lacks them", t_acl_cli, 1)
+    run("a server that went quiet costs a blocking call a second", t_acl_check_quiet_server, 2)
     run("a server that refuses ACL SETUSER: served, said loudly with the command that mends "
         "it", t_user_refused, 1)
     run("a reload that takes a channel, pattern or command away from a user: its "
