@@ -16,10 +16,14 @@
  * pool's ring (ring_ref) and its users (acl_ref), each reference-counted
  * with an atomic count and replaced whole (a reload or a ring change
  * builds new ones; each holder swaps its pointer and gives the old one
- * back; the last frees it). One thing the process shares is still
- * written after the start: the command table (base/cmd.h), which the
- * servers' COMMAND replies extend (core/cmdinfo.c); its rows never move,
- * and with one loop nothing else reads it meanwhile.
+ * back; the last frees it). What the process still keeps once and
+ * writes after the start, safe only while one loop runs: the command
+ * table (base/cmd.h), which the servers' COMMAND replies extend
+ * (core/cmdinfo.c, which also keeps the kinds of server it has learnt),
+ * with what keys.c and route_kind.c derive from it; and base/tls.c's
+ * list of handshakes under way and its scratch buffers. Each is to be
+ * made a loop's own, or changed only while every loop waits, before
+ * loops run on threads (doc/development.md, "Several loops").
  *
  * Lifetime: the struct lives as long as the process's run (proxy_run);
  * its handles (flusher, ticker) are closed with every other handle at the
