@@ -158,9 +158,17 @@ Test(hash, hash_and_distribution_compatibility)
 
 /* ---- sharing --------------------------------------------------------------- */
 
+/* Three servers of equal weight (the sharing case and ketama's goldens). */
+static const struct ring_server three[] = {
+    {NULL, "127.0.0.1:6379", 6379, 1},
+    {NULL, "127.0.0.1:6380", 6380, 1},
+    {NULL, "127.0.0.1:6381", 6381, 1},
+};
+
 /* Holders on several threads take and give back references while they
  * look keys up: the ring outlives all of them and the last unref frees it
- * (ASan's leak and use-after-free checks, TSan's race check, watch). */
+ * (ASan's use-after-free and leak checks watch: a ring_ref that took
+ * nothing is freed by the first unref while the threads read it). */
 static void *hold_and_look(void *arg)
 {
     struct ring *r = arg;
@@ -174,15 +182,9 @@ static void *hold_and_look(void *arg)
     return (void *)(uintptr_t)seen;
 }
 
-static const struct ring_server shared3[] = {
-    {NULL, "127.0.0.1:6379", 6379, 1},
-    {NULL, "127.0.0.1:6380", 6380, 1},
-    {NULL, "127.0.0.1:6381", 6381, 1},
-};
-
 Test(ring, shared_by_reference_across_threads)
 {
-    struct ring *r = make(RING_DIST_KETAMA, RING_HASH_FNV1A_64, NULL, shared3, 3);
+    struct ring *r = make(RING_DIST_KETAMA, RING_HASH_FNV1A_64, NULL, three, 3);
     pthread_t t[4];
     void *seen;
 
@@ -200,12 +202,6 @@ Test(ring, shared_by_reference_across_threads)
 }
 
 /* ---- ketama -------------------------------------------------------------- */
-
-static const struct ring_server three[] = {
-    {NULL, "127.0.0.1:6379", 6379, 1},
-    {NULL, "127.0.0.1:6380", 6380, 1},
-    {NULL, "127.0.0.1:6381", 6381, 1},
-};
 
 Test(ketama, twemproxy_golden_placement)
 {
