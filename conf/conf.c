@@ -224,6 +224,28 @@ int conf_boolean(struct parser *p, const yaml_node_t *n, const char *what,
     return 0;
 }
 
+/* threads: N | auto, the process's one key at the top level (a pool's
+ * value is a mapping, so no pool is taken for it); every other key is a
+ * pool. */
+static int top_pair(struct parser *p, yaml_node_t *k, const char *name, yaml_node_t *v,
+                    void *arg)
+{
+    struct conf *cf = arg;
+    long long n;
+    int rc;
+
+    if (strcmp(name, "threads") != 0 || v->type != YAML_SCALAR_NODE)
+        return conf_parse_pool(p, k, name, v, arg);
+    if (strcmp((const char *)v->data.scalar.value, "auto") == 0) {
+        cf->threads = 0;
+        return 0;
+    }
+    if ((rc = conf_number(p, v, "threads", 0, CONF_THREADS_MAX, &n)) < 0)
+        return rc;
+    cf->threads = (int)n;
+    return 0;
+}
+
 /* Walk a mapping's pairs, refusing duplicate keys and non-scalar keys. */
 int conf_each_pair(struct parser *p, yaml_node_t *map, const char *what,
                    pair_fn fn, void *arg)
@@ -386,6 +408,7 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
         return conf_oom(&p);
     }
     atomic_init(&cf->refs, 1);
+    cf->threads = -1;
     nheld++;
     memcpy(cf->text, buf, len);
     cf->text[len] = '\0';
@@ -404,7 +427,9 @@ int conf_parse(struct conf **out, const char *path, const char *buf, size_t len,
         else if (n == 0)
             rc = conf_fail(&p, root, "no pools: the file must map pool names to pools");
         else
-            rc = conf_each_pair(&p, root, "the top level", conf_parse_pool, cf);
+            rc = conf_each_pair(&p, root, "the top level", top_pair, cf);
+        if (rc == 0 && cf->npools == 0)
+            rc = conf_fail(&p, root, "no pools: the file must map pool names to pools");
     }
     yaml_document_delete(&p.doc);
     if (rc < 0) {

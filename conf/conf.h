@@ -228,6 +228,10 @@ struct conf_pool {
     size_t   nservers;
 };
 
+/* The most event loops a process runs (threads:, --threads). */
+#define CONF_THREADS_MAX 64
+#define CONF_THREADS_MAX_TEXT "64"
+
 struct conf {
     char    *path;                  /* the name errors use */
     char    *text;                  /* the text it was parsed from (a migration keeps
@@ -235,6 +239,8 @@ struct conf {
     size_t   textlen;
     struct conf_pool *pools;
     size_t   npools;
+    int      threads;               /* event loops (threads: N | auto): -1 not said;
+                                       0 auto, one per core the process may run on */
     atomic_uint refs;               /* its holders (conf_ref) */
 };
 

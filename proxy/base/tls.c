@@ -210,6 +210,13 @@ void tls_ctx_free(SSL_CTX *ctx)
     SSL_CTX_free(ctx);
 }
 
+SSL_CTX *tls_ctx_ref(SSL_CTX *ctx)
+{
+    if (ctx != NULL)
+        SSL_CTX_up_ref(ctx);
+    return ctx;
+}
+
 /* ---- the BIO ---------------------------------------------------------------------- */
 
 static int flush(struct tls *t);

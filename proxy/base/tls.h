@@ -38,6 +38,10 @@ typedef void tls_expired_cb(void *data);
 int tls_ctx_build(const struct conf_pool *pc, SSL_CTX **server, SSL_CTX **client,
                   char *err, size_t errlen);
 void tls_ctx_free(SSL_CTX *ctx);
+/* Another holder of ctx (NULL: none): each loop's pools share the
+ * contexts loop 0's built, each holder freeing its own (tls_ctx_free).
+ * OpenSSL's contexts may make connections on several threads at once. */
+SSL_CTX *tls_ctx_ref(SSL_CTX *ctx);
 
 /* TLS on stream s, connected: as a server (server_name NULL), or as a
  * client that checks the peer's certificate is for server_name (a host

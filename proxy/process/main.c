@@ -68,6 +68,9 @@ static void usage(FILE *f)
         "  -o, --output=FILE      log to FILE instead of stderr\n"
         "  -v, --verbosity=N      log level: 3 errors, 4 warnings, 5 notices\n"
         "                         (default), 6 info, 7 debug\n"
+        "      --threads=N|auto   event loops, one thread each (default: the\n"
+        "                         config's threads:, else $SHARDIS_THREADS,\n"
+        "                         else 1); auto: one per core\n"
         "  -p, --pool=POOL        (locate, diff) the pool; default: the first one;\n"
         "                         (acl) the pool; default: every one\n"
         "      --hex              (locate) keys on stdin are hex-encoded bytes\n"
@@ -101,7 +104,7 @@ static int bad_usage(const char *fmt, const char *arg)
     return 2;
 }
 
-enum { OPT_HEX = 256, OPT_CHECK };
+enum { OPT_HEX = 256, OPT_CHECK, OPT_THREADS };
 
 static const struct option long_opts[] = {
     {"conf-file", required_argument, NULL, 'c'},
@@ -113,6 +116,7 @@ static const struct option long_opts[] = {
     {"verbosity", required_argument, NULL, 'v'},
     {"hex",       no_argument,       NULL, OPT_HEX},
     {"check",     no_argument,       NULL, OPT_CHECK},
+    {"threads",   required_argument, NULL, OPT_THREADS},
     {"version",   no_argument,       NULL, 'V'},
     {"help",      no_argument,       NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -148,8 +152,33 @@ static int daemonize(void)
     return 0;
 }
 
+/* --threads's value (N, or auto: 0), or -1 if it is not one. */
+static int threads_value(const char *s)
+{
+    char *end;
+    long v;
+
+    if (strcmp(s, "auto") == 0)
+        return 0;
+    v = strtol(s, &end, 10);
+    return *s == '\0' || *end != '\0' || v < 0 || v > CONF_THREADS_MAX ? -1 : (int)v;
+}
+
+/* $SHARDIS_THREADS, where neither --threads nor the config says: -1 if
+ * unset or empty, -2 if not a value (a container's default, a test
+ * suite run with several loops). */
+static int threads_env(void)
+{
+    const char *s = getenv("SHARDIS_THREADS");
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    int v = threads_value(s);
+    return v < 0 ? -2 : v;
+}
+
 static int run(const char *path, bool detach, const char *pidfile, const char *log,
-               int level)
+               int level, int threads)
 {
     char err[CONF_ERRLEN];
     struct conf *cf;
@@ -184,7 +213,15 @@ static int run(const char *path, bool detach, const char *pidfile, const char *l
 #ifdef SHARDIS_JEMALLOC
     proxy_idle_hook = jemalloc_idle;
 #endif
-    rc = proxy_run(cf);             /* takes cf */
+    if (threads < 0)
+        threads = cf->threads;
+    if (threads < 0 && (threads = threads_env()) == -2) {
+        fprintf(stderr, "shardis: SHARDIS_THREADS is not auto nor a number from 0 to "
+                CONF_THREADS_MAX_TEXT "\n");
+        conf_free(cf);
+        return 1;
+    }
+    rc = proxy_run(cf, threads < 0 ? 1 : threads);    /* takes cf */
     if (pidfile != NULL)
         unlink(pidfile);
     return rc;
@@ -194,7 +231,7 @@ int main(int argc, char **argv)
 {
     const char *cmd = NULL, *conf = NULL, *pool = NULL, *log = NULL;
     bool test = false, hex = false, detach = false, check = false;
-    int c, level = LOG_NOTICE;
+    int c, level = LOG_NOTICE, threads = -1;     /* -1: the config's */
 
     /* First: the commands' kinds, a config's check (its ACL) and the
      * proxy all depend on what the modules answer. */
@@ -225,6 +262,11 @@ int main(int argc, char **argv)
         }
         case OPT_HEX: hex = true; break;
         case OPT_CHECK: check = true; break;
+        case OPT_THREADS:
+            if ((threads = threads_value(optarg)) < 0)
+                return bad_usage("--threads '%s' is not auto nor a number from 0 to "
+                                 CONF_THREADS_MAX_TEXT, optarg);
+            break;
         case 'V':
             printf("shardis %s\n", SHARDIS_VERSION);
             return 0;
@@ -247,10 +289,10 @@ int main(int argc, char **argv)
             return bad_usage("%s", "--hex goes with locate");
         if (test)
             return cli_test_conf(conf);
-        return run(conf, detach, pool, log, level);
+        return run(conf, detach, pool, log, level, threads);
     }
-    if (test || detach || log != NULL)
-        return bad_usage("-t, -d and -o do not go with %s", cmd);
+    if (test || detach || log != NULL || threads >= 0)
+        return bad_usage("-t, -d, -o and --threads do not go with %s", cmd);
     if (strcmp(cmd, "acl") == 0) {
         if (conf == NULL)
             return bad_usage("%s", "acl needs -c FILE");

@@ -1,6 +1,14 @@
-/* proxy.c -- the process: its one loop and what the loop owns (struct
- * proxy), listeners, the loop's flush and timer handles, signals, and an
- * orderly stop.
+/* proxy.c -- the process: its loops (one per thread, --threads) and what
+ * the process keeps with each (struct worker), listeners and the hand-over
+ * of each accepted connection, each loop's flush and timer handles,
+ * signals, and an orderly stop of every loop.
+ *
+ * Loop 0 runs on the main thread: it listens, accepts, and hands each new
+ * connection to the loop with the fewest clients (itself included) by that
+ * loop's mail (transport/loop.h, "Several loops"); it alone keeps the
+ * signals, the Sentinels' links, the group and the migrations. Every
+ * loop has its own copy of every pool, made from the same config and
+ * sharing its ring, users and TLS contexts by reference.
  *
  * Time is enforced in one place, tick_cb, every PROXY_TICK_MS: request
  * deadlines (backend_check_timeout: a request's deadline is set when it is
@@ -19,6 +27,9 @@
  * PROXY_DRAIN_MS), then close every handle so uv_run returns and the
  * process exits 0. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <netdb.h>
 #include <signal.h>
@@ -60,6 +71,12 @@
 
 struct proxy proxy;
 void (*proxy_idle_hook)(void);
+
+/* The worker whose loop is current. */
+static struct worker *cur_worker(void)
+{
+    return container_of(cur_loop, struct worker, loop);
+}
 
 
 static void flush_cb(uv_check_t *h)
@@ -142,16 +159,102 @@ static void tick_cb(uv_timer_t *t)
     }
 }
 
+/* ---- connections handed over ------------------------------------------------ */
+
+/* A connection loop 0 accepted for another loop: its pool (an index:
+ * each loop has its own pools, in the config's order) and socket. */
+struct handoff {
+    uint32_t     pool;
+    uv_os_sock_t fd;
+    bool         unix_socket, tls;
+};
+
+/* On the receiving loop (its mail). */
+static void adopt_cb(void *arg)
+{
+    struct handoff *h = arg;
+
+    atomic_fetch_sub_explicit(&cur_loop->load, 1, memory_order_relaxed);
+    if (cur_loop->stopping)
+        close(h->fd);           /* (as a connection after the listener closed) */
+    else
+        client_adopt(&cur_loop->pools[h->pool].front, h->fd, h->unix_socket, h->tls);
+    free(h);
+}
+
+/* The loop with the fewest clients (each counts its own, and the
+ * connections on their way to it), the first of equals: a hop per
+ * connection, so that a loop's share is by what it holds, not by turns. */
+static struct loop *least_loaded(void)
+{
+    struct loop *best = cur_loop;
+    uint32_t min = atomic_load_explicit(&best->load, memory_order_relaxed);
+
+    for (uint32_t i = 0; i < proxy.nworkers; i++) {
+        struct loop *l = &proxy.workers[i].loop;
+        uint32_t n = atomic_load_explicit(&l->load, memory_order_relaxed);
+        if (n < min) {
+            min = n;
+            best = l;
+        }
+    }
+    return best;
+}
+
+static void handle_free_cb(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* Accept on a handle of this loop's, then give its socket (a copy: the
+ * handle closes its own) to `to`. */
+static void hand_over(struct pool *p, uv_stream_t *listener, struct loop *to, bool tls)
+{
+    union stream *tmp = xmalloc(sizeof(*tmp));
+    bool unix_socket = listener->type == UV_NAMED_PIPE;
+    struct handoff *h;
+    uv_os_fd_t fd;
+    int copy = -1;
+
+    if (unix_socket)
+        uv_pipe_init(cur_loop->uv, &tmp->pipe, 0);
+    else
+        uv_tcp_init(cur_loop->uv, &tmp->tcp);
+    if (uv_accept(listener, &tmp->stream) == 0 && uv_fileno(&tmp->handle, &fd) == 0 &&
+        (copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        log_warn("pool '%s': a connection not handed over: %s", p->conf->name,
+                 strerror(errno));
+    uv_close(&tmp->handle, handle_free_cb);
+    if (copy < 0)
+        return;
+    h = xmalloc(sizeof(*h));
+    *h = (struct handoff){.pool = (uint32_t)(p - cur_loop->pools), .fd = copy,
+                          .unix_socket = unix_socket, .tls = tls};
+    atomic_fetch_add_explicit(&to->load, 1, memory_order_relaxed);
+    if (!loop_post(to, adopt_cb, h)) {     /* (it is stopping) */
+        atomic_fetch_sub_explicit(&to->load, 1, memory_order_relaxed);
+        close(copy);
+        free(h);
+    }
+}
+
 static void accept_cb(uv_stream_t *listener, int status)
 {
     struct pool *p = listener->data;
+    bool tls = listener == &p->tls_listener.stream;
+    struct loop *to;
 
     if (status < 0) {
         log_warn("pool '%s': accept: %s", p->conf->name, uv_strerror(status));
         return;
     }
-    client_accept(&p->front, listener, listener == &p->tls_listener.stream);
+    if (proxy.nworkers > 1 && (to = least_loaded()) != cur_loop)
+        hand_over(p, listener, to, tls);
+    else
+        client_accept(&p->front, listener, tls);
 }
+
+/* ---- pools ------------------------------------------------------------------ */
 
 static int listen_tcp(struct pool *p, union stream *l, const struct conf_addr *a, char *err,
                       size_t errlen)
@@ -267,6 +370,52 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
     return 0;
 }
 
+/* p, on a loop other than 0, for config pc: as loop 0's src, with no
+ * listener (loop 0 accepts for every loop), and sharing src's users, ring
+ * and TLS contexts. No Sentinel, group or migration of its own: loop 0
+ * keeps those. */
+static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct pool *src)
+{
+    pool_set_conf(p, pc);
+    p->acl = acl_ref(src->acl);
+    p->nconns = src->nconns;
+    p->ndbs = src->ndbs;
+    TAILQ_INIT(&p->dedicated);
+    TAILQ_INIT(&p->subscribers);
+    p->front.tls_server = tls_ctx_ref(src->front.tls_server);
+    p->tls_client = tls_ctx_ref(src->tls_client);
+    pool_set_ring(p, pc, ring_ref(src->ring), NULL);
+    info_prime(p);
+}
+
+/* The config's features a second loop does not follow yet: why, or NULL. */
+static const char *not_with_threads(const struct conf *cf)
+{
+    for (size_t i = 0; i < cf->npools; i++)
+        if (cf->pools[i].nsentinels > 0)
+            return "sentinels: Sentinel failover is followed with one loop only "
+                   "(threads: 1)";
+    return NULL;
+}
+
+/* How many loops: threads, or (0) one per core the process may run on. */
+static uint32_t loops_wanted(int threads)
+{
+    cpu_set_t set;
+    int n = threads;
+
+    if (n <= 0)
+        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    return (uint32_t)(n < 1 ? 1 : n > LOOP_MAX ? LOOP_MAX : n);
+}
+
+static void worker_main(void *arg)
+{
+    struct worker *w = arg;
+
+    loop_run(&w->loop);
+}
+
 /* ---- stopping ------------------------------------------------------------------- */
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
@@ -274,6 +423,10 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     (void)arg;
     if (uv_is_closing(h))
         return;
+    if (h == (uv_handle_t *)&cur_loop->mail_wake) {
+        loop_retire(cur_loop);  /* (no more mail, no more world stops) */
+        return;
+    }
     /* Clients and backends close through their own paths (they own
      * requests); everything else closes plainly. */
     if (h->type == UV_TCP || h->type == UV_NAMED_PIPE) {
@@ -334,11 +487,37 @@ static bool drained(void)
 
 static void drain_cb(uv_timer_t *t)
 {
-    if (!drained() && uv_now(cur_loop->uv) - proxy.stop_ms < PROXY_DRAIN_MS)
+    if (!drained() && uv_now(cur_loop->uv) - cur_worker()->stop_ms < PROXY_DRAIN_MS)
         return;
     uv_timer_stop(t);
-    log_notice("stopped: closing %u client connections", cur_loop->nclients);
+    if (loop_count() > 1)
+        log_notice("stopped: loop %u closing %u client connections", cur_loop->id,
+                   cur_loop->nclients);
+    else
+        log_notice("stopped: closing %u client connections", cur_loop->nclients);
     uv_walk(cur_loop->uv, close_walk_cb, NULL);
+}
+
+/* Stop taking connections, and close everything once the requests in
+ * flight are answered: each loop for itself (loop 0 by the signal, the
+ * others by its mail). */
+static void loop_stop(void *arg)
+{
+    struct worker *w = cur_worker();
+
+    (void)arg;
+    if (cur_loop->stopping)
+        return;
+    cur_loop->stopping = true;
+    w->stop_ms = uv_now(cur_loop->uv);
+    for (size_t i = 0; i < cur_loop->npools; i++) {
+        if (cur_loop->pools[i].listener.handle.loop != NULL)
+            uv_close(&cur_loop->pools[i].listener.handle, NULL);
+        if (cur_loop->pools[i].tls_listener.handle.loop != NULL)
+            uv_close(&cur_loop->pools[i].tls_listener.handle, NULL);
+    }
+    uv_timer_init(cur_loop->uv, &w->drainer);
+    uv_timer_start(&w->drainer, drain_cb, 0, 20);
 }
 
 /* ---- systemd ------------------------------------------------------------------- */
@@ -375,16 +554,10 @@ static void stop_cb(uv_signal_t *s, int signum)
     if (cur_loop->stopping)
         return;
     notify("STOPPING=1\nSTATUS=stopping: finishing requests in flight");
-    cur_loop->stopping = true;
-    proxy.stop_ms = uv_now(cur_loop->uv);
     log_notice("signal %d: stopping; finishing requests in flight", signum);
-    for (size_t i = 0; i < cur_loop->npools; i++) {
-        uv_close(&cur_loop->pools[i].listener.handle, NULL);
-        if (cur_loop->pools[i].tls_listener.handle.loop != NULL)
-            uv_close(&cur_loop->pools[i].tls_listener.handle, NULL);
-    }
-    uv_timer_init(cur_loop->uv, &proxy.drainer);
-    uv_timer_start(&proxy.drainer, drain_cb, 0, 20);
+    loop_stop(NULL);
+    for (uint32_t i = 1; i < proxy.nworkers; i++)
+        loop_post(&proxy.workers[i].loop, loop_stop, NULL);
 }
 
 static void hup_cb(uv_signal_t *s, int signum)
@@ -470,17 +643,18 @@ static void pool_check_users(struct pool *p)
                    srvuser_name(p->conf, p->clients_user));
 }
 
-/* After the loop has run out: unix sockets unlinked, the pools and the
- * loop freed, the config let go. */
-static void proxy_finish(void)
+/* After the current loop has run out (and its thread, if not the main
+ * one, is joined): its pools and the loop freed, its config let go; loop
+ * 0's unix sockets unlinked. */
+static void loop_finish(void)
 {
     int rc;
 
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
-        if (p->conf->listen.unix_socket)
+        if (cur_loop->id == 0 && p->conf->listen.unix_socket)
             unlink(p->conf->listen.host);
-        if (p->conf->tls.listen.unix_socket)
+        if (cur_loop->id == 0 && p->conf->tls.listen.unix_socket)
             unlink(p->conf->tls.listen.host);
         pool_free(p);
     }
@@ -488,22 +662,60 @@ static void proxy_finish(void)
     loop_free(cur_loop);
     conf_unref(cur_loop->conf);     /* (the pools let theirs go: pool_free) */
     cur_loop->conf = NULL;
-    mbuf_pool_trim();
     rc = uv_loop_close(cur_loop->uv);
     if (rc != 0)
-        log_warn("event loop closed with handles open: %s", uv_strerror(rc));
-    log_notice("exiting");
+        log_warn("event loop %u closed with handles open: %s", cur_loop->id, uv_strerror(rc));
 }
 
-int proxy_run(struct conf *cf)
+/* Every other loop: made, its pools started as loop 0's are, its flush
+ * and tick handles; its thread not started yet. 0, or -1 with err. */
+static int workers_start(struct conf *cf, char *err, size_t errlen)
+{
+    struct loop *zero = cur_loop;
+
+    for (uint32_t i = 1; i < proxy.nworkers; i++) {
+        struct worker *w = &proxy.workers[i];
+        int rc = uv_loop_init(&w->uv);
+        if (rc < 0) {
+            snprintf(err, errlen, "loop %u: %s", i, uv_strerror(rc));
+            cur_loop = zero;
+            return -1;
+        }
+        loop_init(&w->loop, &w->uv);    /* (current from here) */
+        loop_register(&w->loop);
+        w->loop.conf = conf_ref(cf);
+        w->loop.port = zero->port;
+        memcpy(w->loop.run_id, zero->run_id, sizeof(zero->run_id));
+        memcpy(w->loop.executable, zero->executable, sizeof(zero->executable));
+        w->loop.start_unix = zero->start_unix;
+        w->loop.npools = cf->npools;
+        w->loop.pools = xcalloc(cf->npools, sizeof(*w->loop.pools));
+        for (size_t k = 0; k < cf->npools; k++)
+            pool_start_other(&w->loop.pools[k], &cf->pools[k], &zero->pools[k]);
+        proxy_loop_start();
+    }
+    cur_loop = zero;
+    return 0;
+}
+
+int proxy_run(struct conf *cf, int threads)
 {
     char err[CONF_ERRLEN];
+    const char *why;
     int rc;
 
-    static struct loop main_loop;
-
     memset(&proxy, 0, sizeof(proxy));
-    loop_init(&main_loop, uv_default_loop());
+    proxy.nworkers = loops_wanted(threads);
+    if (proxy.nworkers > 1 && (why = not_with_threads(cf)) != NULL) {
+        log_error("%u threads: %s", proxy.nworkers, why);
+        fprintf(stderr, "shardis: %u threads: %s\n", proxy.nworkers, why);
+        conf_unref(cf);
+        return 1;
+    }
+    proxy.workers = xcalloc(proxy.nworkers, sizeof(*proxy.workers));
+    struct loop *zero = &proxy.workers[0].loop;
+    loop_init(zero, uv_default_loop());
+    loop_register(zero);
     cur_loop->conf = cf;
     loop_identify();
     hooks_register();
@@ -528,6 +740,13 @@ int proxy_run(struct conf *cf)
     bool taken = false;
     for (size_t i = 0; i < cur_loop->npools; i++)
         taken = mig_recover(&cur_loop->pools[i]) || taken;
+    if (taken && proxy.nworkers > 1) {
+        log_error("%u threads: a recorded migration is taken up with one loop only "
+                  "(threads: 1)", proxy.nworkers);
+        fprintf(stderr, "shardis: %u threads: a recorded migration is taken up with one "
+                "loop only (threads: 1)\n", proxy.nworkers);
+        return 1;
+    }
     for (size_t i = 0; i < cur_loop->npools; i++) {
         if ((rc = group_check_start(&cur_loop->pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", cur_loop->pools[i].conf->name, err);
@@ -541,19 +760,43 @@ int proxy_run(struct conf *cf)
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
         log_warn("the config file is not applied while the recorded migration runs: %s", err);
     proxy_loop_start();
+    if (workers_start(cf, err, sizeof(err)) < 0) {
+        log_error("%s", err);
+        fprintf(stderr, "shardis: %s\n", err);
+        return 1;
+    }
     uv_signal_init(cur_loop->uv, &proxy.sigterm);
     uv_signal_start(&proxy.sigterm, stop_cb, SIGTERM);
     uv_signal_init(cur_loop->uv, &proxy.sigint);
     uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
     uv_signal_init(cur_loop->uv, &proxy.sighup);
     uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
+    for (uint32_t i = 1; i < proxy.nworkers; i++)
+        if ((rc = uv_thread_create(&proxy.workers[i].thread, worker_main,
+                                   &proxy.workers[i])) != 0) {
+            log_error("cannot start loop %u's thread: %s", i, uv_strerror(rc));
+            fprintf(stderr, "shardis: cannot start loop %u's thread: %s\n", i,
+                    uv_strerror(rc));
+            _exit(1);           /* (others may run: no orderly way back) */
+        }
+    if (proxy.nworkers > 1)
+        log_notice("%u event loops, one thread each", proxy.nworkers);
     proxy_hold_sighup(false);
     /* Every listener listens: connections are taken from here on. */
     snprintf(out, sizeof(out), "READY=1\nMAINPID=%d\nSTATUS=serving %zu pool%s",
              (int)getpid(), cur_loop->npools, cur_loop->npools > 1 ? "s" : "");
     notify(out);
 
-    uv_run(cur_loop->uv, UV_RUN_DEFAULT);
-    proxy_finish();
+    loop_run(zero);
+    for (uint32_t i = 1; i < proxy.nworkers; i++)
+        uv_thread_join(&proxy.workers[i].thread);
+    for (uint32_t i = proxy.nworkers; i-- > 0;) {
+        cur_loop = &proxy.workers[i].loop;
+        loop_finish();
+    }
+    mbuf_pool_trim();
+    free(proxy.workers);
+    proxy.workers = NULL;
+    log_notice("exiting");
     return 0;
 }

@@ -15,12 +15,24 @@ struct backend;
 struct client;
 struct pool;
 
-/* The process: its one loop (transport/loop.h) and what only the process
- * does with it: signals, the stop. */
+/* A loop (transport/loop.h) and what the process keeps with it. Loop 0
+ * runs on the main thread, on libuv's default loop; each other on a
+ * thread of its own, on its own uv_loop_t. Made by proxy_run, freed after
+ * every thread is joined. */
+struct worker {
+    struct loop       loop;
+    uv_loop_t         uv;           /* a thread's own (not loop 0's) */
+    uv_thread_t       thread;       /* (not loop 0's) */
+    uint64_t          stop_ms;      /* when its stop began */
+    uv_timer_t        drainer;      /* its stop: waits for requests in flight */
+};
+
+/* The process: its loops, and what only the process does with them:
+ * signals (on loop 0), the stop. */
 struct proxy {
     uv_signal_t       sigterm, sigint, sighup;
-    uint64_t          stop_ms;      /* when the stop signal came */
-    uv_timer_t        drainer;      /* the stop: waits for requests in flight */
+    struct worker    *workers;      /* [nworkers]: loop i is workers[i].loop */
+    uint32_t          nworkers;
 };
 
 extern struct proxy proxy;
@@ -36,10 +48,11 @@ void loop_mark_backend(struct backend *b);
 /* Block SIGHUP (hold) until proxy_run has its handler in place, which
  * unblocks it: main calls it before it writes the pid file. */
 void proxy_hold_sighup(bool hold);
-/* Start every pool of cf and run the event loop. The proxy takes cf (a
- * reload replaces it) and frees it before returning; a reload reads
- * cf->path again. Returns the process exit code. */
-int proxy_run(struct conf *cf);
+/* Start every pool of cf on each of `threads` loops (0: one per core the
+ * process may run on) and run them. The proxy takes cf (a reload replaces
+ * it) and frees it before returning; a reload reads cf->path again.
+ * Returns the process exit code. */
+int proxy_run(struct conf *cf, int threads);
 
 /* Called once the proxy has been idle (no requests) for PROXY_IDLE_MS,
  * after its own pools are trimmed: main.c hands the allocator's caches

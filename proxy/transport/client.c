@@ -25,8 +25,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proxy/transport/args.h"
 #include "proxy/transport/client_int.h"
@@ -387,6 +389,7 @@ void client_close(struct client *c)
     }
     client_unlist(c);
     cur_loop->nclients--;
+    atomic_fetch_sub_explicit(&cur_loop->load, 1, memory_order_relaxed);
     c->front->clients_mem -= c->mem;     /* (its requests, detached, are let go soon) */
     c->mem = c->qbuf = 0;
     client_unwatch(c);
@@ -423,12 +426,17 @@ static struct client *client_new(struct front *f, bool pipe)
  * client_connections). */
 static void client_start(struct front *f, struct client *c)
 {
-    c->id = ++cur_loop->next_client_id;
+    /* (one count for the process, whichever loop the client is on: an
+     * atomic per connection, none per request) */
+    static _Atomic uint64_t last_id;
+
+    c->id = atomic_fetch_add_explicit(&last_id, 1, memory_order_relaxed) + 1;
     c->born_s = c->last_s = loop_seconds();
     client_on.session(c);
     client_list(f, c);
     f->accepted++;
     cur_loop->nclients++;
+    atomic_fetch_add_explicit(&cur_loop->load, 1, memory_order_relaxed);
     cur_loop->total_connections++;
     if (c->h.handle.type == UV_TCP) {
         uv_tcp_nodelay(&c->h.tcp, 1);
@@ -453,17 +461,9 @@ static void client_start(struct front *f, struct client *c)
         client_close(c);
 }
 
-void client_accept(struct front *f, uv_stream_t *listener, bool tls)
+/* c is connected: over TLS, its handshake first; then started. */
+static void client_begin(struct front *f, struct client *c, bool tls)
 {
-    struct client *c = client_new(f, listener->type == UV_NAMED_PIPE);
-
-    if (c == NULL)
-        return;
-    if (uv_accept(listener, &c->h.stream) < 0) {
-        c->closing = 1;
-        uv_close(&c->h.handle, client_close_cb);
-        return;
-    }
     if (tls) {
         /* Its handshake runs as it is read; no request is read before
          * the handshake is over, so none is answered in the clear. */
@@ -480,6 +480,39 @@ void client_accept(struct front *f, uv_stream_t *listener, bool tls)
         c->tls = 1;
     }
     client_start(f, c);
+}
+
+void client_accept(struct front *f, uv_stream_t *listener, bool tls)
+{
+    struct client *c = client_new(f, listener->type == UV_NAMED_PIPE);
+
+    if (c == NULL)
+        return;
+    if (uv_accept(listener, &c->h.stream) < 0) {
+        c->closing = 1;
+        uv_close(&c->h.handle, client_close_cb);
+        return;
+    }
+    client_begin(f, c, tls);
+}
+
+void client_adopt(struct front *f, uv_os_sock_t fd, bool unix_socket, bool tls)
+{
+    struct client *c = client_new(f, unix_socket);
+    int rc;
+
+    if (c == NULL) {
+        close(fd);
+        return;
+    }
+    rc = unix_socket ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
+    if (rc < 0) {
+        close(fd);
+        c->closing = 1;
+        uv_close(&c->h.handle, client_close_cb);
+        return;
+    }
+    client_begin(f, c, tls);
 }
 
 struct client *client_open(struct front *f, uv_file fd)

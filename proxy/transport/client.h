@@ -251,6 +251,10 @@ void client_peer(const struct client *c, char *buf, size_t len);
 void client_local(const struct client *c, char *buf, size_t len);
 
 void client_accept(struct front *f, uv_stream_t *listener, bool tls);
+/* A client of f over fd, a connection another loop accepted (handed over
+ * by loop 0: process/proxy.c): opened on this loop, then as accepted. The
+ * client takes fd (closed if it cannot be opened). */
+void client_adopt(struct front *f, uv_os_sock_t fd, bool unix_socket, bool tls);
 /* A client of p over fd, a connected stream socket of the process's own
  * (one end of a unit test's socketpair), as if accepted: the client owns
  * fd from then on. NULL if it cannot be read (fd is left open). */

@@ -52,6 +52,17 @@ struct conf;
 struct pool;
 struct req;
 
+/* The most loops a process runs (--threads). */
+#define LOOP_MAX 64
+
+/* Work for a loop, run there (loop_post). */
+typedef void loop_fn(void *arg);
+struct loop_msg {
+    loop_fn         *fn;
+    void            *arg;
+    struct loop_msg *next;
+};
+
 struct loop {
     uv_loop_t        *uv;
     struct conf      *conf;         /* the config the loop serves (a reload swaps it) */
@@ -64,7 +75,6 @@ struct loop {
     size_t            ndirty, dirty_cap;
     TAILQ_HEAD(, client_rare) stalled;  /* clients not read for their unread replies */
     TAILQ_HEAD(, backend) dirty_backends;
-    uint64_t          next_client_id;
     uint64_t          started_ms;
     uint32_t          nclients;
     uint64_t          total_connections, total_commands;
@@ -89,6 +99,17 @@ struct loop {
     double            start_unix;   /* the start, in unix seconds (/metrics) */
     char              run_id[41];   /* INFO's: 40 random hex digits, new each start */
     char              executable[256];  /* INFO's: /proc/self/exe, or "" */
+    /* Among the process's loops (loop_register; see "Several loops"
+     * below). */
+    uint32_t          id;           /* its index: 0 is the one that accepts */
+    _Atomic uint32_t  load;         /* its clients, as loop 0 reads them to hand
+                                       out the next (written by the loop itself) */
+    uv_async_t        mail_wake;    /* wakes it for its mail and for a park */
+    uv_mutex_t        mail_mu;      /* guards mail: the one lock between loops */
+    struct loop_msg  *mail, **mail_tail;
+    uint64_t          parked_epoch; /* the last world stop it parked for */
+    bool              live;         /* running (loop_run) and not retired: world
+                                       stops wait for it, visit it, mail reaches it */
 };
 
 /* The loop the calling code runs in: one per thread, each thread running
@@ -139,5 +160,69 @@ void loop_mark_backend(struct backend *b);
  * in the order they were marked: the flush's, once per turn (the
  * process's flusher, a blocking call's turns). */
 void loop_flush_backends(void);
+
+/* ---- Several loops --------------------------------------------------------
+ *
+ * With --threads N the process runs N loops, one per thread, and a client
+ * lives on one loop for its whole life. The request path crosses no loop:
+ * each loop has its own copy of every pool (its own server connections,
+ * clients, buffers, counters), so it takes no lock and touches no atomic
+ * per request. Two ways cross loops, both rare by design:
+ *
+ * - Mail (loop_post): a message run on the receiving loop, between its
+ *   callbacks. A queue under a mutex and a uv_async_t to wake the loop;
+ *   one lock and one wake-up per message, never per request. Loop 0
+ *   hands each accepted connection to the loop with the fewest clients
+ *   this way; MONITOR's lines go to the loops of the monitors this way.
+ *
+ * - A world stop (loop_each, loop_world_stop): the calling loop parks
+ *   every other loop between its callbacks (each waits on a condition
+ *   variable in its wake-up's callback) and then runs code on each loop's
+ *   state in turn, by pointing its own cur_loop at it. Parked, a loop
+ *   touches nothing of its own, so the visitor's code is the same code
+ *   that runs on one loop (CLIENT LIST walks its pools' clients, CLIENT
+ *   KILL closes one, INFO adds its counters up, a reload swaps its config)
+ *   with no second version written for threads, and the mutex orders every
+ *   write made during the stop before the parked loop goes on. The price:
+ *   every loop stops for the length of the question (a CLIENT LIST of
+ *   10,000 clients: milliseconds, what redis-server's own CLIENT LIST
+ *   costs it), and a loop in a long callback (a large reply being
+ *   written) holds the asker until it is back in its loop. Questions
+ *   that span clients are rare (admin commands, a reload, the servers'
+ *   command table growing); the request path never stops the world.
+ *
+ * Two loops asking at once: the lock goes to one; the other parks for
+ * it while it waits (loop_world_stop), so neither waits for the other.
+ * Code run during a stop must not stop the world again, nor block on
+ * another loop's mail. A loop that has left its run (the stop) is
+ * retired (loop_retire) and no longer waited for.
+ *
+ * With one loop all of this costs nothing: loop_each runs its function
+ * on the one loop, and no lock is taken. */
+
+/* Add l to the process's loops (its id: how many came before), with
+ * its mailbox on l->uv: before l's thread runs it. */
+void loop_register(struct loop *l);
+/* Run l on the calling thread (its own from here) until its handles are
+ * all closed: it joins the world (a stop under way parks it at once). */
+void loop_run(struct loop *l);
+/* l is stopping for good (on its own thread, as its handles are closed):
+ * no stop waits for it or visits it any more, mail to it is refused, and
+ * the mail it has is run now; its wake-up handle is closed. */
+void loop_retire(struct loop *l);
+/* How many loops the process runs, and the i-th. */
+uint32_t loop_count(void);
+struct loop *loop_at(uint32_t i);
+/* Run fn(arg) on `to`, between its callbacks, in the order posted from
+ * one loop (one xmalloc'd message each). false, and nothing posted, if
+ * `to` is retired: the caller keeps arg. */
+bool loop_post(struct loop *to, loop_fn *fn, void *arg);
+/* Park every other loop; returns once all are parked. */
+void loop_world_stop(void);
+/* Let them go on. */
+void loop_world_go(void);
+/* fn(arg) with cur_loop pointing at each loop in turn, in id order, the
+ * world stopped (see above); back on the caller's loop after. */
+void loop_each(loop_fn *fn, void *arg);
 
 #endif
