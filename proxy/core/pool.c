@@ -691,13 +691,41 @@ void pool_free(struct pool *p)
         conf_unref(p->conf->owner);
 }
 
-void pool_pause(struct pool *p, uint64_t ms, bool all)
+struct pool_each {
+    size_t   index;                 /* the pool's, the same on every loop */
+    void   (*fn)(struct pool *q, void *arg);
+    void    *arg;
+};
+
+static void pool_each_one(void *arg)
 {
-    if (ms > 0) {
-        uint64_t until = uv_now(cur_loop->uv) + ms;
+    struct pool_each *e = arg;
+
+    e->fn(&cur_loop->pools[e->index], e->arg);
+}
+
+void pool_each(const struct pool *p, void (*fn)(struct pool *q, void *arg), void *arg)
+{
+    struct pool_each e = {.index = (size_t)(p - cur_loop->pools), .fn = fn, .arg = arg};
+
+    loop_each(pool_each_one, &e);
+}
+
+struct pause {
+    uint64_t ms;
+    bool     all;
+};
+
+/* (each loop by its own clock) */
+static void pause_one(struct pool *p, void *arg)
+{
+    const struct pause *pa = arg;
+
+    if (pa->ms > 0) {
+        uint64_t until = uv_now(cur_loop->uv) + pa->ms;
         /* (A pause already on stays as long, and as wide, if it is more.) */
         p->paused_until = until > p->paused_until ? until : p->paused_until;
-        p->pause_all = p->pause_all || all;
+        p->pause_all = p->pause_all || pa->all;
         return;
     }
     p->paused_until = 0;
@@ -708,10 +736,15 @@ void pool_pause(struct pool *p, uint64_t ms, bool all)
             gate_kick(p->front.clients[i]);
 }
 
+void pool_pause(struct pool *p, uint64_t ms, bool all)
+{
+    pool_each(p, pause_one, &(struct pause){.ms = ms, .all = all});
+}
+
 void pool_tick(struct pool *p, uint64_t now)
 {
     if (p->paused_until != 0 && now >= p->paused_until)
-        pool_pause(p, 0, false);
+        pause_one(p, &(struct pause){0});   /* (each loop's pause lapses by itself) */
     /* (Even with every server ejected, when the pool routes by the full
      * ring and p->live is NULL.) */
     pool_retry_ejected(p, now);

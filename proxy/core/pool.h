@@ -150,6 +150,9 @@ struct pool {
     struct cmdinfo   *cmdinfo;      /* reading the servers' COMMAND (cmdinfo.c), or NULL */
     struct hotkeys   *hotkeys;      /* HOTKEYS's session (hotkeys.c), or NULL */
     uint32_t          nmonitors, monitors_cap;
+    uint64_t          monitor_loops;/* the loops whose copy of the pool has monitors
+                                       (bit: loop id), the same on every copy:
+                                       nothing is formatted while it is 0 */
     bool              publish_held; /* gate.c: a PUBLISH waited for subscriptions */
     uint64_t          paused_until; /* loop ms CLIENT PAUSE lasts to; 0: not paused */
     uint64_t          other_db_seq; /* cur_loop->other_db_routed when a request of this pool
@@ -289,8 +292,13 @@ void pool_free(struct pool *p);
  * up, and retire servers that left the ring once nothing is in flight. */
 void pool_tick(struct pool *p, uint64_t now);
 /* CLIENT PAUSE for ms (all: every request, else writes), or CLIENT
- * UNPAUSE (ms 0): what waited goes. */
+ * UNPAUSE (ms 0): what waited goes. On p's copy on every loop. */
 void pool_pause(struct pool *p, uint64_t ms, bool all);
+/* fn(q, arg) for p's copy on each loop (p's own among them), in loop
+ * order, cur_loop q's loop (transport/loop.h loop_each: with several
+ * loops, every other is parked meanwhile). What spans a pool's clients
+ * (CLIENT LIST, KILL, PAUSE; MONITOR) reaches all of them through it. */
+void pool_each(const struct pool *p, void (*fn)(struct pool *q, void *arg), void *arg);
 /* Close a server's connections and mark it inactive: it is in no ring. */
 void pool_retire(struct pool *p, uint32_t server);
 

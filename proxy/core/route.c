@@ -820,7 +820,7 @@ void route_request(struct client *c, struct req *r)
         r->silent = 0;                      /* confirmations are always written */
     if ((refuse = !admitted(c, r, &a, cmd)))
         goto out;
-    if (c->pool->nmonitors > 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
+    if (c->pool->monitor_loops != 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
         module_role.to_monitors(c, &a);
     if (head_wanted(c->pool))
         head_keep(r, c);

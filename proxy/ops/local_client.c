@@ -34,23 +34,36 @@ bool local_set_name(struct client *c, struct req *r, const char *n, size_t len)
     return true;
 }
 
+struct lines {
+    const struct client_filter *f;
+    FILE *fp;
+};
+
+static void lines_of(struct pool *q, void *arg)
+{
+    struct lines *l = arg;
+
+    for (uint32_t i = 0; i < q->front.nclients; i++) {
+        if (!client_matches(q->front.clients[i], l->f))
+            continue;
+        client_describe(q->front.clients[i], l->fp);
+        fputc('\n', l->fp);
+    }
+}
+
 /* CLIENT INFO's line (f NULL: c's) and CLIENT LIST's: those of the
- * pool's clients (a pool is the server its clients see) f matches. */
+ * pool's clients on every loop (a pool is the server its clients see) f
+ * matches. */
 static void client_lines(struct client *c, struct req *r, const struct client_filter *f)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *fp = xopen_memstream(&buf, &len);
-    struct pool *p = c->pool;
     struct resp_w w = local_w(c, r);
 
-    for (uint32_t i = 0; i < p->front.nclients && f != NULL; i++) {
-        if (!client_matches(p->front.clients[i], f))
-            continue;
-        client_describe(p->front.clients[i], fp);
-        fputc('\n', fp);
-    }
-    if (f == NULL) {
+    if (f != NULL) {
+        pool_each(c->pool, lines_of, &(struct lines){.f = f, .fp = fp});
+    } else {
         client_describe(c, fp);
         fputc('\n', fp);
     }
@@ -107,6 +120,35 @@ static void client_list(struct client *c, struct req *r, struct args *a)
         client_lines(c, r, &(struct client_filter){.ids = ids, .nids = nids, .type = type});
     }
     free(ids);
+}
+
+struct kill {
+    const struct client_filter *f;
+    struct client *c;               /* the asker */
+    struct req    *r;
+    bool           skipme;
+    long long     *n;
+};
+
+static void kill_of(struct pool *q, void *arg)
+{
+    struct kill *k = arg;
+
+    /* From the end: closing one moves the last (seen already) into its slot. */
+    for (uint32_t i = q->front.nclients; i-- > 0; ) {
+        struct client *x = q->front.clients[i];
+        if (!client_matches(x, k->f) || (x == k->c && k->skipme))
+            continue;
+        (*k->n)++;
+        if (x == k->c) {
+            k->c->quitting = 1;         /* closed once this reply is written */
+            k->r->quit = 1;
+        } else {
+            log_info("client %llu killed by client %llu (CLIENT KILL)",
+                     (unsigned long long)x->id, (unsigned long long)k->c->id);
+            client_close(x);
+        }
+    }
 }
 
 /* CLIENT KILL ip:port (the old form: +OK, or an error if none) or
@@ -172,22 +214,9 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
             }
         }
     }
-    /* From the end: closing one moves the last (seen already) into its slot. */
     if (flt.type != 2 && !none)
-        for (uint32_t i = c->front->nclients; i-- > 0; ) {
-            struct client *x = c->front->clients[i];
-            if (!client_matches(x, &flt) || (x == c && skipme))
-                continue;
-            n++;
-            if (x == c) {
-                c->quitting = 1;            /* closed once this reply is written */
-                r->quit = 1;
-            } else {
-                log_info("client %llu killed by client %llu (CLIENT KILL)",
-                         (unsigned long long)x->id, (unsigned long long)c->id);
-                client_close(x);
-            }
-        }
+        pool_each(c->pool, kill_of, &(struct kill){.f = &flt, .c = c, .r = r,
+                                                 .skipme = skipme, .n = &n});
     if (old && n == 0) {
         client_reply_error(c, r, "ERR No such client");
     } else {
@@ -199,12 +228,46 @@ static void client_kill(struct client *c, struct req *r, struct args *a)
     }
 }
 
+struct unblock {
+    uint64_t id;                    /* the shardis client's (CLIENT UNBLOCK's) */
+    uint32_t server;                /* its pin's server ... */
+    uint64_t client_id;             /* ... and id there; 0 none to unblock */
+};
+
+/* The pin to unblock, on whichever loop its client is: marked unblocking
+ * there (in the world stop), its server and id kept. */
+static void unblock_find(struct pool *q, void *arg)
+{
+    struct unblock *u = arg;
+
+    for (uint32_t i = 0; i < q->front.nclients; i++) {
+        struct backend *b = q->front.clients[i]->pin;
+        if (q->front.clients[i]->id != u->id)
+            continue;
+        if (b != NULL && b->client_id != 0 && !b->unblocking && backend_has_blocking(b)) {
+            b->unblocking = 1;
+            u->server = b->server;
+            u->client_id = b->client_id;
+        }
+        return;
+    }
+}
+
+static void unblock_clear(struct pool *q, void *arg)
+{
+    const struct unblock *u = arg;
+
+    mig_unblock_landed(q, u->server, u->client_id);
+}
+
 /* The CLIENT UNBLOCK sent for a client (client_unblock) has landed on
  * shardis's own connection, or failed: the pin it aimed at takes commands
- * again (mig.c's, which waits the same way for its own). */
+ * again (mig.c's, which waits the same way for its own), on whichever
+ * loop it is. */
 static int unblock_landed(struct backend *b, struct req *u)
 {
-    mig_unblock_landed(b->pool, b->server, u->u.mig.unblock_id);
+    pool_each(b->pool, unblock_clear,
+              &(struct unblock){.server = b->server, .client_id = u->u.mig.unblock_id});
     return 0;
 }
 
@@ -226,7 +289,7 @@ static int unblock_landed(struct backend *b, struct req *u)
  * from there); false if it was answered here. */
 static bool client_unblock(struct client *c, struct req *r, struct args *a)
 {
-    struct backend *b = NULL, *own;
+    struct backend *own;
     long long id;
     char sid[24];
 
@@ -242,19 +305,19 @@ static bool client_unblock(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR value is not an integer or out of range");
         return false;
     }
-    for (uint32_t i = 0; i < c->front->nclients && b == NULL; i++)
-        if (c->front->clients[i]->id == (uint64_t)id)
-            b = c->front->clients[i]->pin;
-    if (b == NULL || b->client_id == 0 || b->unblocking || !backend_has_blocking(b)) {
+    struct unblock ub = {.id = (uint64_t)id};
+    if (id > 0)
+        pool_each(c->pool, unblock_find, &ub);
+    if (ub.client_id == 0) {
         struct resp_w w = local_w(c, r);
         resp_w_int(&w, 0);
         return false;
     }
-    snprintf(sid, sizeof(sid), "%" PRIu64, b->client_id);
+    snprintf(sid, sizeof(sid), "%" PRIu64, ub.client_id);
     struct resp_w w = client_cmd_w(c, &r->out);
     resp_w_command(&w, a->argc == 4 ? 4 : 3, (const char *const[]){"CLIENT", "UNBLOCK", sid,
                    args_is(a, 3, "error") ? "ERROR" : "TIMEOUT"}, NULL);
-    own = pool_own(c->pool, b->server, false);  /* (:1 and :0 read the same in RESP3) */
+    own = pool_own(c->pool, ub.server, false);  /* (:1 and :0 read the same in RESP3) */
     /* Sent now, not behind c's own earlier requests at its gate: it acts
      * on another client, whose command is waiting now (and its reply still
      * comes in c's order). Held there, the pin would go unguarded
@@ -266,8 +329,7 @@ static bool client_unblock(struct client *c, struct req *r, struct args *a)
     resp_w_command(&pw, 1, (const char *const[]){"PING"}, NULL);
     mbuf_unref(m);
     u->on_reply = unblock_landed;
-    u->u.mig.unblock_id = b->client_id;
-    b->unblocking = 1;
+    u->u.mig.unblock_id = ub.client_id;
     backend_send(own, u);
     return true;
 }

@@ -10,9 +10,13 @@
  * client's data: who may ask is the rule for every view of the pool's
  * other clients (local.c, route_admin_view_ok).
  *
- * Who monitors is pool.monitors; a client leaves it when it closes
- * (monitor_gone, from client_close) or sends RESET. Nothing is formatted
- * while the pool has no monitor. */
+ * Who monitors is pool.monitors, on each loop its own clients; a client
+ * leaves it when it closes (monitor_gone, from client_close) or sends
+ * RESET. Every loop's copy of the pool knows which loops have monitors
+ * (monitor_loops, changed in a world stop as a loop gets its first or
+ * loses its last): a line goes to the monitors of its own loop at once,
+ * and to another loop's by its mail, one message per line. Nothing is
+ * formatted while no loop has a monitor. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,7 @@
 #include "proxy/core/route.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
+#include "proxy/transport/loop.h"
 
 static void repr(FILE *f, const char *s, size_t len)
 {
@@ -49,6 +54,61 @@ static void repr(FILE *f, const char *s, size_t len)
         }
     }
     fputc('"', f);
+}
+
+/* Write line to p's monitors (of this loop), but c. */
+static void feed(struct pool *p, const struct client *c, const char *line, size_t len)
+{
+    /* From the end: a monitor over its reply limit closes, and the last
+     * (seen already) takes its place. */
+    for (uint32_t i = p->nmonitors; i-- > 0; ) {
+        struct client *m = p->monitors[i];
+        struct req *r;
+        if (m->closing || m == c)
+            continue;               /* (redis-server shows a monitor its own commands not) */
+        r = req_get();
+        client_queue(m, r);
+        struct resp_w w = client_w(m, &r->rsp);
+        resp_w_raw(&w, line, len);
+        req_done(r);
+    }
+}
+
+/* A line from another loop's client, for this loop's monitors of the pool. */
+struct line {
+    size_t pool;
+    size_t len;
+    char   text[];
+};
+
+static void line_cb(void *arg)
+{
+    struct line *m = arg;
+
+    feed(&cur_loop->pools[m->pool], NULL, m->text, m->len);
+    free(m);
+}
+
+/* Loop `loop` has monitors of the pool now (on), or has none: said on
+ * every loop's copy. */
+struct mark {
+    uint32_t loop;
+    bool     on;
+};
+
+static void mark_one(struct pool *q, void *arg)
+{
+    const struct mark *m = arg;
+
+    if (m->on)
+        q->monitor_loops |= 1ULL << m->loop;
+    else
+        q->monitor_loops &= ~(1ULL << m->loop);
+}
+
+static void mark(struct pool *p, bool on)
+{
+    pool_each(p, mark_one, &(struct mark){.loop = cur_loop->id, .on = on});
 }
 
 void monitor_feed(struct client *c, struct args *a)
@@ -75,19 +135,18 @@ void monitor_feed(struct client *c, struct args *a)
     }
     fputs("\r\n", f);
     fclose(f);
-    /* From the end: a monitor over its reply limit closes, and the last
-     * (seen already) takes its place. */
-    for (uint32_t i = p->nmonitors; i-- > 0; ) {
-        struct client *m = p->monitors[i];
-        struct req *r;
-        if (m->closing || m == c)
-            continue;               /* (redis-server shows a monitor its own commands not) */
-        r = req_get();
-        client_queue(m, r);
-        struct resp_w w = client_w(m, &r->rsp);
-        resp_w_raw(&w, line, len);
-        req_done(r);
+    for (uint32_t l = 0; l < loop_count(); l++) {
+        if (!(p->monitor_loops & (1ULL << l)) || l == cur_loop->id)
+            continue;
+        struct line *m = xmalloc(sizeof(*m) + len);
+        m->pool = (size_t)(p - cur_loop->pools);
+        m->len = len;
+        memcpy(m->text, line, len);
+        if (!loop_post(loop_at(l), line_cb, m))
+            free(m);                /* (that loop is stopping) */
     }
+    if (p->monitor_loops & (1ULL << cur_loop->id))
+        feed(p, c, line, len);
     free(line);
 }
 
@@ -105,6 +164,8 @@ void monitor_command(struct client *c, struct req *r, struct args *a)
         }
         p->monitors[p->nmonitors++] = c;
         rare->monitor = true;
+        if (p->nmonitors == 1)
+            mark(p, true);
     }
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_simple(&w, "OK");
@@ -120,6 +181,8 @@ void monitor_gone(struct client *c)
     for (uint32_t i = 0; i < p->nmonitors; i++)
         if (p->monitors[i] == c) {
             p->monitors[i] = p->monitors[--p->nmonitors];
+            if (p->nmonitors == 0)
+                mark(p, false);
             break;
         }
 }

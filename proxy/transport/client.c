@@ -507,6 +507,8 @@ void client_adopt(struct front *f, uv_os_sock_t fd, bool unix_socket, bool tls)
     }
     rc = unix_socket ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
     if (rc < 0) {
+        log_warn("pool '%s': a connection handed over not opened: %s", f->conf->name,
+                 uv_strerror(rc));
         close(fd);
         c->closing = 1;
         uv_close(&c->h.handle, client_close_cb);

@@ -15,7 +15,7 @@ _Thread_local struct loop *cur_loop __attribute__((tls_model("initial-exec")));
 
 /* The process's loops, and the world stop (loop.h, "Several loops"). */
 static struct {
-    pthread_mutex_t mu;         /* guards all below, and each loop's live and
+    pthread_mutex_t mu;         /* guards all below, and each loop's state and
                                    parked_epoch */
     pthread_cond_t  cv;         /* a loop parked, or retired; the stop is over */
     struct loop    *all[LOOP_MAX];
@@ -113,7 +113,7 @@ void loop_flush_backends(void)
  * for the next, should one follow at once. world.mu held. */
 static void park_locked(struct loop *me)
 {
-    while (world.stopper != NULL && world.stopper != me && me->live &&
+    while (world.stopper != NULL && world.stopper != me && me->state == LOOP_RUNNING &&
            me->parked_epoch != world.epoch) {
         uint64_t epoch = world.epoch;
         me->parked_epoch = epoch;
@@ -179,7 +179,7 @@ void loop_run(struct loop *l)
 {
     cur_loop = own_loop = l;
     pthread_mutex_lock(&world.mu);
-    l->live = true;
+    l->state = LOOP_RUNNING;
     park_locked(l);             /* (a stop began before we came) */
     pthread_mutex_unlock(&world.mu);
     uv_run(l->uv, UV_RUN_DEFAULT);
@@ -188,13 +188,11 @@ void loop_run(struct loop *l)
 void loop_retire(struct loop *l)
 {
     pthread_mutex_lock(&world.mu);
-    l->live = false;
+    l->state = LOOP_RETIRED;
     pthread_cond_broadcast(&world.cv);  /* (a stopper waiting for it) */
     pthread_mutex_unlock(&world.mu);
-    /* Mail comes no more (loop_post reads live under the mailbox's lock
-     * too): what came runs now. */
-    pthread_mutex_lock(&l->mail_mu);
-    pthread_mutex_unlock(&l->mail_mu);
+    /* Mail comes no more (loop_post reads the state under world.mu): what
+     * came runs now. */
     run_mail(l, take_mail(l));
     uv_close((uv_handle_t *)&l->mail_wake, NULL);
 }
@@ -218,7 +216,7 @@ bool loop_post(struct loop *to, loop_fn *fn, void *arg)
     m->arg = arg;
     m->next = NULL;
     pthread_mutex_lock(&world.mu);
-    live = to->live;
+    live = to->state != LOOP_RETIRED;   /* (a loop not running yet gets it then) */
     if (live) {
         pthread_mutex_lock(&to->mail_mu);
         *to->mail_tail = m;
@@ -235,12 +233,12 @@ bool loop_post(struct loop *to, loop_fn *fn, void *arg)
 }
 
 /* Loops other than the stopper that a stop waits for. world.mu held. */
-static uint32_t others_live(const struct loop *me)
+static uint32_t others_running(const struct loop *me)
 {
     uint32_t k = 0;
 
     for (uint32_t i = 0; i < world.n; i++)
-        k += world.all[i] != me && world.all[i]->live;
+        k += world.all[i] != me && world.all[i]->state == LOOP_RUNNING;
     return k;
 }
 
@@ -260,9 +258,9 @@ void loop_world_stop(void)
     world.epoch++;
     world.parked = 0;
     for (uint32_t i = 0; i < world.n; i++)
-        if (world.all[i] != me && world.all[i]->live)
+        if (world.all[i] != me && world.all[i]->state == LOOP_RUNNING)
             uv_async_send(&world.all[i]->mail_wake);
-    while (world.parked < others_live(me))
+    while (world.parked < others_running(me))
         pthread_cond_wait(&world.cv, &world.mu);
     pthread_mutex_unlock(&world.mu);
 }
@@ -291,7 +289,7 @@ void loop_each(loop_fn *fn, void *arg)
     loop_world_stop();
     pthread_mutex_lock(&world.mu);
     for (uint32_t i = 0; i < world.n; i++)
-        if (world.all[i] == back || world.all[i]->live)
+        if (world.all[i] == back || world.all[i]->state != LOOP_RETIRED)
             visit[n++] = world.all[i];  /* (a retired one's thread is closing it) */
     pthread_mutex_unlock(&world.mu);
     for (uint32_t i = 0; i < n; i++) {

@@ -63,6 +63,14 @@ struct loop_msg {
     struct loop_msg *next;
 };
 
+/* A loop's life among the process's loops (loop.c moves it on):
+ * MADE: registered, its thread not running it yet (its state is written
+ *   by whoever made it); mail waits for it; a world stop visits it without
+ *   waiting for it, since its thread parks at its first step (loop_run).
+ * RUNNING: its thread runs it; a world stop waits for it to park.
+ * RETIRED: stopping for good (loop_retire): no mail, no visits. */
+enum loop_state { LOOP_MADE, LOOP_RUNNING, LOOP_RETIRED };
+
 struct loop {
     uv_loop_t        *uv;
     struct conf      *conf;         /* the config the loop serves (a reload swaps it) */
@@ -108,8 +116,7 @@ struct loop {
     uv_mutex_t        mail_mu;      /* guards mail: the one lock between loops */
     struct loop_msg  *mail, **mail_tail;
     uint64_t          parked_epoch; /* the last world stop it parked for */
-    bool              live;         /* running (loop_run) and not retired: world
-                                       stops wait for it, visit it, mail reaches it */
+    enum loop_state state;          /* where it is in its life (below) */
 };
 
 /* The loop the calling code runs in: one per thread, each thread running
