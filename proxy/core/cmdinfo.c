@@ -57,10 +57,19 @@ struct cmdinfo {
  * sent anything. */
 static uint32_t kinds_asked, kinds_done, kinds_merged;
 
-/* Every server whose INFO said it is of kind k takes k (or 0: its rows are
- * not merged); and whether any kind is still to answer (cmd_settle). */
-static void assign_kind(uint8_t k)
+/* Several loops. Each loop reads its servers' INFO and keeps its own
+ * cmdinfo per pool, but the table and the kinds above are the process's:
+ * every step that changes them (a server's new run, a COMMAND's rows, a
+ * kind asked again) runs in a world stop (transport/loop.h), and what
+ * follows from it (servers' kinds, users relearnt) is done on every
+ * loop. The request path reads the table with no lock: it changes only
+ * while every other loop is parked. A server's INFO that says nothing
+ * new (its run_id known) costs no stop. */
+
+static void assign_kind_here(void *arg)
 {
+    uint8_t k = *(const uint8_t *)arg;
+
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
         struct cmdinfo *ci = p->cmdinfo;
@@ -68,6 +77,14 @@ static void assign_kind(uint8_t k)
             if (ci->servers[s].kind == k && ci->servers[s].run_id[0] != '\0')
                 p->servers[s].kind = (kinds_merged >> k) & 1u ? k : 0;
     }
+}
+
+/* Every server whose INFO said it is of kind k takes k (or 0: its rows are
+ * not merged), on every loop; and whether any kind is still to answer
+ * (cmd_settle). In a world stop. */
+static void assign_kind(uint8_t k)
+{
+    loop_each(assign_kind_here, &k);
     cmd_settle((kinds_asked & ~kinds_done) == 0);
 }
 
@@ -350,20 +367,39 @@ static void kind_name(const char *text, char *out, size_t size)
 
 /* Kind k's COMMAND was refused, or did not come: the next INFO of each
  * of its servers asks again. */
-static void ask_again(uint8_t k)
+static void forget_kind_here(void *arg)
 {
-    kinds_asked &= ~(1u << k);
+    uint8_t k = *(const uint8_t *)arg;
+
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct cmdinfo *ci = cur_loop->pools[i].cmdinfo;
         for (uint32_t s = 0; ci != NULL && s < ci->nservers; s++)
             if (ci->servers[s].kind == k)
                 ci->servers[s].run_id[0] = '\0';
     }
+}
+
+static void ask_again(uint8_t k)
+{
+    loop_world_stop();
+    kinds_asked &= ~(1u << k);
+    loop_each(forget_kind_here, &k);
     assign_kind(k);
+    loop_world_go();
 }
 
 /* Users' command bits follow the table: p's users built again and
- * swapped whole (they are shared, so never changed in place). */
+ * swapped whole (they are shared, so never changed in place): each
+ * loop's copy of each pool. */
+static void relearn(struct pool *p);
+
+static void relearn_here(void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < cur_loop->npools; i++)
+        relearn(&cur_loop->pools[i]);
+}
+
 static void relearn(struct pool *p)
 {
     char err[256];
@@ -405,21 +441,24 @@ static int command_reply(struct backend *b, struct req *r)
         for (size_t i = 0; i < rows.n; i++)
             row_free(&rows.v[i]);
         free(rows.v);
+        loop_world_stop();
         kinds_done |= 1u << cs->kind;
         assign_kind(cs->kind);
+        loop_world_go();
         return 0;
     }
+    loop_world_stop();
     size_t added = cmd_merge(cs->kind, cmd_version(strchr(cmd_kind_name(cs->kind), ' ') + 1),
                              rows.v, rows.n);
     log_notice("pool '%s': server %s is %s, %zu commands and subcommands (%zu new to "
                "shardis)", b->pool->conf->name, b->pool->servers[b->server].label,
                cmd_kind_name(cs->kind), rows.n, added);
-    for (size_t i = 0; i < cur_loop->npools; i++)
-        relearn(&cur_loop->pools[i]);
+    loop_each(relearn_here, NULL);
     free(rows.v);
     kinds_done |= 1u << cs->kind;
     kinds_merged |= 1u << cs->kind;
     assign_kind(cs->kind);
+    loop_world_go();
     return 0;
 }
 
@@ -437,17 +476,21 @@ void cmdinfo_seen(struct pool *p, uint32_t server, const char *text)
     snprintf(cs->run_id, sizeof(cs->run_id), "%s", run_id);
     p->servers[server].kind = 0;            /* (a new run: maybe another version) */
     kind_name(text, kind, sizeof(kind));
+    loop_world_stop();
     if ((cs->kind = cmd_kind(kind)) == 0) {
+        loop_world_go();
         log_warn("pool '%s': server %s is %s, one kind of server too many (%d) to learn "
                  "its commands", p->conf->name, p->servers[server].label, kind, CMD_KINDS - 1);
         return;
     }
     if (kinds_asked & (1u << cs->kind)) {   /* asked of another server of its kind */
         assign_kind(cs->kind);
+        loop_world_go();
         return;
     }
     kinds_asked |= 1u << cs->kind;
     cmd_settle(false);
+    loop_world_go();
     struct req *r = req_get();
     struct resp_w w = resp_w_on(&r->out, &ci->buf, RESP2);
     resp_w_command(&w, 1, (const char *const[]){"COMMAND"}, NULL);

@@ -377,6 +377,10 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
 static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct pool *src)
 {
     pool_set_conf(p, pc);
+    if (src->front.all == NULL)
+        src->front.all = &src->front.own_all;
+    p->front.all = src->front.all;  /* (client_connections: one count; loop 0's
+                                       front is freed last) */
     p->acl = acl_ref(src->acl);
     p->nconns = src->nconns;
     p->ndbs = src->ndbs;

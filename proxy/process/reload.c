@@ -33,6 +33,7 @@
 #include "proxy/core/route.h"
 #include "proxy/base/tls.h"
 #include "proxy/base/util.h"
+#include "proxy/transport/loop.h"
 
 /* What a reload cannot change in pool a -> b; NULL if nothing. */
 static const char *fixed_change(const struct conf_pool *a, const struct conf_pool *b)
@@ -215,7 +216,7 @@ static void reload_free(struct reload *rl)
         for (size_t i = 0; i < 2 * cf->npools; i++)
             tls_ctx_free(rl->tls[i]);
     free(rl->tls);
-    conf_free(cf);
+    conf_unref(cf);
 }
 
 /* Every pool's users and TLS contexts, as rl->cf says (err says why not).
@@ -259,6 +260,13 @@ static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t 
                  cf->path, b->line, b->col, b->name, no);
         return -EINVAL;
     }
+    if (!same_servers(a, b) && loop_count() > 1 &&
+        b->distribution != RING_DIST_RANDOM) {
+        snprintf(err, errlen, "%s:%d:%d: pool '%s': its servers changed: with %u threads "
+                 "keys are not moved yet; restart shardis with threads: 1 for a live "
+                 "reshard", cf->path, b->line, b->col, b->name, loop_count());
+        return -EINVAL;
+    }
     if (same_servers(a, b)) {
         fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
                 "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
@@ -285,18 +293,20 @@ static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t 
     return 0;
 }
 
-/* Hand what rl built to the pools: nothing can fail here. Users and TLS
- * change now, whatever the servers wait for; a pool whose servers change
- * switches at once where no key has an owner, else once every proxy has
- * the new ones (group.c). The loop takes rl->cf. */
-static void reload_apply(struct reload *rl)
+/* Hand what rl built to the current loop's pools: nothing can fail here.
+ * Users and TLS change now, whatever the servers wait for; a pool whose
+ * servers change switches at once where no key has an owner, else once
+ * every proxy has the new ones (group.c; one loop only: reload_check).
+ * Each loop takes references of its own to what rl holds. */
+static void reload_apply_one(void *arg)
 {
+    const struct reload *rl = arg;
     struct conf *cf = rl->cf, *old = cur_loop->conf;
 
     for (size_t i = 0; i < cf->npools; i++) {
-        pool_set_acl(&cur_loop->pools[i], rl->acls[i]);
-        rl->acls[i] = NULL;
-        pool_set_tls(&cur_loop->pools[i], rl->tls[2 * i], rl->tls[2 * i + 1]);
+        pool_set_acl(&cur_loop->pools[i], acl_ref(rl->acls[i]));
+        pool_set_tls(&cur_loop->pools[i], tls_ctx_ref(rl->tls[2 * i]),
+                     tls_ctx_ref(rl->tls[2 * i + 1]));
     }
     for (size_t i = 0; i < cf->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
@@ -309,20 +319,25 @@ static void reload_apply(struct reload *rl)
         if (ring_distribution(rl->rings[i]) == RING_DIST_RANDOM) {
             /* No key has an owner: nothing moves, nobody need agree. Servers
              * that left are retired by the pool. */
-            ring_unref(pool_set_ring(p, &cf->pools[i], rl->rings[i], &old_slot));
+            ring_unref(pool_set_ring(p, &cf->pools[i], ring_ref(rl->rings[i]), &old_slot));
             free(old_slot);
             continue;
         }
         /* It routes by its servers until every proxy has the new ones (group.c). */
-        group_prepare(p, &cf->pools[i], rl->rings[i], old->text, cf->text);
+        group_prepare(p, &cf->pools[i], ring_ref(rl->rings[i]), old->text, cf->text);
         log_notice("pool '%s': reloaded: %zu servers, switching once every proxy has them",
                    p->conf->name, cf->pools[i].nservers);
     }
-    free(rl->rings);
-    free(rl->acls);
-    free(rl->tls);
-    cur_loop->conf = cf;
+    cur_loop->conf = conf_ref(cf);
     conf_unref(old);                /* the loop's: a pool may still route by it */
+}
+
+/* On every loop, in one world stop: no loop routes by the old config
+ * once another routes by the new. Then what rl held is let go. */
+static void reload_apply(struct reload *rl)
+{
+    loop_each(reload_apply_one, rl);
+    reload_free(rl);
 }
 
 int reload_run(char *out, size_t outlen, char *err, size_t errlen)
@@ -336,6 +351,12 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
 
     if ((rc = conf_load(&rl.cf, old->path, err, errlen)) < 0)
         return rc;
+    if (rl.cf->threads != old->threads) {
+        snprintf(err, errlen, "%s: threads changed: the loops are made at the start "
+                 "(restart needed)", rl.cf->path);
+        reload_free(&rl);
+        return -EINVAL;
+    }
     if (rl.cf->npools != old->npools) {
         snprintf(err, errlen, "%s: pools cannot be added or removed by a reload "
                  "(restart needed)", rl.cf->path);

@@ -357,6 +357,9 @@ void client_local(const struct client *c, char *buf, size_t len)
  * as it starts, unlisted as it closes (the last takes its slot). */
 static void client_list(struct front *f, struct client *c)
 {
+    if (f->all == NULL)
+        f->all = &f->own_all;
+    atomic_fetch_add_explicit(f->all, 1, memory_order_relaxed);
     if (f->nclients == f->clients_cap) {
         f->clients_cap = f->clients_cap ? 2 * f->clients_cap : 16;
         f->clients = xrealloc(f->clients, f->clients_cap * sizeof(*f->clients));
@@ -374,6 +377,7 @@ static void client_unlist(struct client *c)
     f->clients[c->slot] = last;
     last->slot = c->slot;
     f->nclients--;
+    atomic_fetch_sub_explicit(f->all, 1, memory_order_relaxed);
 }
 
 void client_close(struct client *c)
@@ -444,7 +448,8 @@ static void client_start(struct front *f, struct client *c)
             uv_tcp_keepalive(&c->h.tcp, 1, 60);
     }
     if (f->conf->client_connections > 0 &&
-        f->nclients > (uint32_t)f->conf->client_connections) {
+        atomic_load_explicit(f->all, memory_order_relaxed) >
+            (uint32_t)f->conf->client_connections) {
         /* Say why, then close, as redis-server does at maxclients. */
         struct req *r = req_get();
         f->rejected++;

@@ -82,6 +82,11 @@ struct front {
     uint32_t                nclients;
     struct client         **clients;    /* [nclients]: every client, a client's slot its
                                            index */
+    /* The pool's clients on every loop, as client_connections counts them:
+     * *all, loop 0's front's own count (set by the pool, or own_all). An
+     * atomic per connection, none per request. */
+    _Atomic uint32_t       *all;
+    _Atomic uint32_t        own_all;
     uint32_t                clients_cap;
     /* What its clients make shardis hold, all together (client_hold) */
     uint64_t                clients_mem;
