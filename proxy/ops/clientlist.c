@@ -93,10 +93,6 @@ void client_describe(const struct client *c, FILE *f)
             c->writing ? "rw" : "r",
             cmd_numbered(c->last_cmd) != NULL ? cmd_numbered(c->last_cmd)->name : "NULL",
             c->user != NULL ? c->user->name : "", c->resp3 ? 3 : 2);
-    /* With several loops, the client's (as Redis 8 gives its I/O thread;
-     * cur_loop is the client's: pool_each) */
-    if (loop_count() > 1)
-        fprintf(f, " io-thread=%u", cur_loop->id);
 }
 
 bool client_matches(const struct client *c, const struct client_filter *f)
