@@ -348,12 +348,11 @@ struct conf *conf_ref(struct conf *cf)
     return cf;
 }
 
-/* (As ring_unref: release by each holder, acquire before the free.) */
+/* (As ring_unref: acq_rel, each holder's reads before the free.) */
 void conf_unref(struct conf *cf)
 {
-    if (cf == NULL || atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_release) != 1)
+    if (cf == NULL || atomic_fetch_sub_explicit(&cf->refs, 1, memory_order_acq_rel) != 1)
         return;
-    atomic_thread_fence(memory_order_acquire);
     for (size_t i = 0; i < cf->npools; i++)
         conf_pool_free(&cf->pools[i]);
     free(cf->pools);

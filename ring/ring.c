@@ -463,13 +463,14 @@ struct ring *ring_ref(struct ring *r)
     return r;
 }
 
-/* (The release order makes every holder's reads happen before the free;
- * the last holder's acquire fence sees them all.) */
+/* (acq_rel: each holder's release makes its reads happen before the
+ * free, and the last holder's acquire sees them all. Not a release and a
+ * separate acquire fence: ThreadSanitizer does not follow fences, and a
+ * reference is given back per reload, not per request.) */
 void ring_unref(struct ring *r)
 {
-    if (r == NULL || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_release) != 1)
+    if (r == NULL || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
         return;
-    atomic_thread_fence(memory_order_acquire);
     ring_destroy(r);
 }
 

@@ -500,12 +500,11 @@ struct acl *acl_ref(struct acl *acl)
     return acl;
 }
 
-/* (As ring_unref: release by each holder, acquire before the free.) */
+/* (As ring_unref: acq_rel, each holder's reads before the free.) */
 void acl_unref(struct acl *acl)
 {
-    if (acl == NULL || atomic_fetch_sub_explicit(&acl->refs, 1, memory_order_release) != 1)
+    if (acl == NULL || atomic_fetch_sub_explicit(&acl->refs, 1, memory_order_acq_rel) != 1)
         return;
-    atomic_thread_fence(memory_order_acquire);
     for (size_t i = 0; i < acl->n; i++)
         user_free(&acl->users[i]);
     free(acl->users);
