@@ -26,6 +26,7 @@
  * that never answers fails its connection. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,8 @@ struct tls {
     tls_sent_cb *on_sent;
     tls_expired_cb *on_expired;
     void        *data;
-    uint64_t     deadline;          /* loop ms; on the handshaking list while it is not 0 */
+    struct tls_loop *tl;            /* the loop's list and buffers it uses */
+    uint64_t     deadline;          /* loop ms; on tl's handshaking list while it is not 0 */
     TAILQ_ENTRY(tls) hs;
     int          werr;              /* a write failed: every later send does */
     unsigned     writing:1;         /* wreq is in flight */
@@ -65,13 +67,9 @@ struct tls {
     char         err[160];
 };
 
-static TAILQ_HEAD(tls_head_s, tls) handshaking = TAILQ_HEAD_INITIALIZER(handshaking);
-static char rbuf[TLS_RBUF], gather[TLS_RECORD];
-/* The staging buffer: whose ciphertext it holds (empty between calls). */
-static char stage[TLS_STAGE];
-static size_t stage_len;
-static struct tls *stage_owner;
+/* The BIO's methods: made once (pthread_once), kept for the process's life. */
 static BIO_METHOD *loop_bio;
+static pthread_once_t loop_bio_once = PTHREAD_ONCE_INIT;
 
 /* ---- contexts -------------------------------------------------------------------- */
 
@@ -85,8 +83,9 @@ static const char *ssl_reason(void)
 }
 
 /* OpenSSL's default asks the terminal for an encrypted key's passphrase,
- * which would stop the loop at a reload: shardis takes none. */
-static bool asked_passphrase;
+ * which would stop the loop at a reload: shardis takes none. Set and read
+ * within one tls_ctx_build, on the thread that runs it. */
+static _Thread_local bool asked_passphrase;
 
 static int no_passphrase(char *buf, int size, int rwflag, void *u)
 {
@@ -234,18 +233,21 @@ static void queue_pending(struct tls *t, const char *p, size_t len)
 static int bio_write(BIO *b, const char *p, size_t len, size_t *written)
 {
     struct tls *t = BIO_get_data(b);
+    struct tls_loop *tl = t->tl;
 
-    if (stage_owner != t && stage_len > 0)
-        flush(stage_owner);         /* (each call flushes its own: not expected) */
-    stage_owner = t;
+    if (tl->stage_owner != t && tl->stage_len > 0)
+        flush(tl->stage_owner);     /* (each call flushes its own: not expected) */
+    if (tl->stage == NULL)
+        tl->stage = xmalloc(TLS_STAGE);
+    tl->stage_owner = t;
     *written = len;
     while (len > 0) {
-        size_t n = len < sizeof(stage) - stage_len ? len : sizeof(stage) - stage_len;
-        memcpy(stage + stage_len, p, n);
-        stage_len += n;
+        size_t n = len < TLS_STAGE - tl->stage_len ? len : TLS_STAGE - tl->stage_len;
+        memcpy(tl->stage + tl->stage_len, p, n);
+        tl->stage_len += n;
         p += n;
         len -= n;
-        if (stage_len == sizeof(stage))
+        if (tl->stage_len == TLS_STAGE)
             flush(t);
     }
     return 1;
@@ -281,20 +283,25 @@ static int bio_create(BIO *b)
     return 1;
 }
 
+static void loop_bio_make(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "shardis loop");
+
+    if (m == NULL || !BIO_meth_set_write_ex(m, bio_write) || !BIO_meth_set_read_ex(m, bio_read) ||
+        !BIO_meth_set_ctrl(m, bio_ctrl) || !BIO_meth_set_create(m, bio_create)) {
+        BIO_meth_free(m);
+        return;                     /* (then no connection gets TLS) */
+    }
+    loop_bio = m;
+}
+
 static BIO *bio_new(struct tls *t)
 {
     BIO *b;
 
-    if (loop_bio == NULL) {         /* made once, kept for the process's life */
-        loop_bio = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "shardis loop");
-        if (loop_bio == NULL || !BIO_meth_set_write_ex(loop_bio, bio_write) ||
-            !BIO_meth_set_read_ex(loop_bio, bio_read) || !BIO_meth_set_ctrl(loop_bio, bio_ctrl) ||
-            !BIO_meth_set_create(loop_bio, bio_create)) {
-            BIO_meth_free(loop_bio);
-            loop_bio = NULL;
-            return NULL;
-        }
-    }
+    pthread_once(&loop_bio_once, loop_bio_make);
+    if (loop_bio == NULL)
+        return NULL;
     if ((b = BIO_new(loop_bio)) != NULL)
         BIO_set_data(b, t);
     return b;
@@ -305,19 +312,36 @@ static BIO *bio_new(struct tls *t)
 static void watch_end(struct tls *t)
 {
     if (t->deadline != 0) {
-        TAILQ_REMOVE(&handshaking, t, hs);
+        TAILQ_REMOVE(&t->tl->handshaking, t, hs);
         t->deadline = 0;
     }
 }
 
-struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *server_name,
-                    uint64_t deadline_ms, tls_sent_cb *on_sent, tls_expired_cb *on_expired,
-                    void *data)
+void tls_loop_init(struct tls_loop *tl)
+{
+    memset(tl, 0, sizeof(*tl));
+    TAILQ_INIT(&tl->handshaking);
+}
+
+void tls_loop_free(struct tls_loop *tl)
+{
+    free(tl->rbuf);
+    free(tl->gather);
+    free(tl->stage);
+    tl->rbuf = tl->gather = tl->stage = NULL;
+    tl->stage_len = 0;
+    tl->stage_owner = NULL;
+}
+
+struct tls *tls_new(struct tls_loop *tl, SSL_CTX *ctx, uv_stream_t *s, bool server,
+                    const char *server_name, uint64_t deadline_ms, tls_sent_cb *on_sent,
+                    tls_expired_cb *on_expired, void *data)
 {
     struct tls *t = xcalloc(1, sizeof(*t));
     unsigned char ip[16];
     BIO *b;
 
+    t->tl = tl;
     ERR_clear_error();
     t->ssl = SSL_new(ctx);
     b = t->ssl != NULL ? bio_new(t) : NULL;
@@ -356,13 +380,13 @@ struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *serve
         struct tls *o;
         t->deadline = deadline_ms;
         /* In deadline order; pools' timeouts differ, but seldom. */
-        TAILQ_FOREACH_REVERSE(o, &handshaking, tls_head_s, hs)
+        TAILQ_FOREACH_REVERSE(o, &tl->handshaking, tls_head_s, hs)
             if (o->deadline <= deadline_ms)
                 break;
         if (o == NULL)
-            TAILQ_INSERT_HEAD(&handshaking, t, hs);
+            TAILQ_INSERT_HEAD(&tl->handshaking, t, hs);
         else
-            TAILQ_INSERT_AFTER(&handshaking, o, t, hs);
+            TAILQ_INSERT_AFTER(&tl->handshaking, o, t, hs);
     }
     return t;
 }
@@ -372,9 +396,9 @@ void tls_free(struct tls *t)
     if (t == NULL)
         return;
     watch_end(t);
-    if (stage_owner == t) {
-        stage_owner = NULL;
-        stage_len = 0;
+    if (t->tl->stage_owner == t) {
+        t->tl->stage_owner = NULL;
+        t->tl->stage_len = 0;
     }
     SSL_free(t->ssl);               /* and its BIO */
     free(t->pend);
@@ -382,11 +406,11 @@ void tls_free(struct tls *t)
     free(t);
 }
 
-void tls_tick(uint64_t now_ms)
+void tls_tick(struct tls_loop *tl, uint64_t now_ms)
 {
     struct tls *t;
 
-    while ((t = TAILQ_FIRST(&handshaking)) != NULL && t->deadline <= now_ms) {
+    while ((t = TAILQ_FIRST(&tl->handshaking)) != NULL && t->deadline <= now_ms) {
         watch_end(t);
         snprintf(t->err, sizeof(t->err), "TLS handshake timed out");
         t->on_expired(t->data);
@@ -444,23 +468,24 @@ static void write_cb(uv_write_t *w, int status)
  * (write_cb goes on), or a negative error. */
 static int flush(struct tls *t)
 {
+    struct tls_loop *tl = t->tl;
     int rc;
 
-    if (stage_owner == t && stage_len > 0) {
+    if (tl->stage_owner == t && tl->stage_len > 0) {
         if (t->werr < 0) {
             ;                       /* dropped: the connection is failing */
         } else if (t->writing || t->pendlen > 0) {
-            queue_pending(t, stage, stage_len);     /* behind what waits */
+            queue_pending(t, tl->stage, tl->stage_len);     /* behind what waits */
         } else {
-            uv_buf_t b = uv_buf_init(stage, (unsigned)stage_len), *iov = &b;
+            uv_buf_t b = uv_buf_init(tl->stage, (unsigned)tl->stage_len), *iov = &b;
             unsigned niov = 1;
-            rc = stream_try_write(t->stream, &iov, &niov, stage_len);
+            rc = stream_try_write(t->stream, &iov, &niov, tl->stage_len);
             if (rc < 0)
                 t->werr = rc;
             else if (rc == 0)
                 queue_pending(t, iov->base, iov->len);
         }
-        stage_len = 0;
+        tl->stage_len = 0;
     }
     if (t->werr < 0)
         return t->werr;
@@ -494,20 +519,24 @@ static int put(struct tls *t, const char *p, size_t len)
 int tls_send(struct tls *t, const uv_buf_t *iov, unsigned niov)
 {
     size_t have = 0;
+    char *gather;
     int rc;
 
     if (t->werr < 0)
         return t->werr;
+    if (t->tl->gather == NULL)
+        t->tl->gather = xmalloc(TLS_RECORD);
+    gather = t->tl->gather;
     ERR_clear_error();
     for (unsigned i = 0; i < niov; i++) {
         const char *p = iov[i].base;
         size_t len = iov[i].len;
-        if (have + len > sizeof(gather) && have > 0) {
+        if (have + len > TLS_RECORD && have > 0) {
             if ((rc = put(t, gather, have)) < 0)
                 return rc;
             have = 0;
         }
-        if (len >= sizeof(gather)) {
+        if (len >= TLS_RECORD) {
             if ((rc = put(t, p, len)) < 0)
                 return rc;
             continue;
@@ -563,9 +592,11 @@ static int finish(struct tls *t, int e)
     }
 }
 
-void tls_read_buf(uv_buf_t *buf)
+void tls_read_buf(struct tls *t, uv_buf_t *buf)
 {
-    *buf = uv_buf_init(rbuf, sizeof(rbuf));
+    if (t->tl->rbuf == NULL)
+        t->tl->rbuf = xmalloc(TLS_RBUF);
+    *buf = uv_buf_init(t->tl->rbuf, TLS_RBUF);
 }
 
 void tls_feed(struct tls *t, const char *p, size_t len)
@@ -602,7 +633,7 @@ ssize_t tls_read(struct tls *t, char *buf, size_t len)
     if (t->deadline != 0 && SSL_is_init_finished(t->ssl))
         watch_end(t);
     if (rc == 1) {
-        if (stage_owner == t && stage_len > 0 && flush(t) < 0)
+        if (t->tl->stage_owner == t && t->tl->stage_len > 0 && flush(t) < 0)
             snprintf(t->err, sizeof(t->err), "TLS: write: %s", uv_strerror(t->werr));
         return (ssize_t)n;
     }

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -23,6 +24,24 @@
 
 typedef struct ssl_ctx_st SSL_CTX;
 struct tls;
+
+/* What a loop's connections share (struct loop's tls): its handshakes
+ * under way, and scratch buffers that hold bytes only while one call or
+ * one read callback runs, allocated on first use. One per loop, so loops
+ * on several threads share none of it. */
+struct tls_loop {
+    TAILQ_HEAD(tls_head_s, tls) handshaking;    /* by deadline (tls_tick) */
+    char       *rbuf;               /* ciphertext read (tls_read_buf) */
+    char       *gather;             /* small writes made one record (tls_send) */
+    char       *stage;              /* ciphertext for one socket write ... */
+    size_t      stage_len;
+    struct tls *stage_owner;        /* ... and whose it is (empty between calls) */
+};
+
+/* Make tl empty (loop_init); give back its buffers (loop_free: every
+ * connection that used it is gone by then). */
+void tls_loop_init(struct tls_loop *tl);
+void tls_loop_free(struct tls_loop *tl);
 
 /* A tls_send that returned 0 is done: status 0, or the write's error. */
 typedef void tls_sent_cb(void *data, int status);
@@ -43,22 +62,23 @@ void tls_ctx_free(SSL_CTX *ctx);
  * OpenSSL's contexts may make connections on several threads at once. */
 SSL_CTX *tls_ctx_ref(SSL_CTX *ctx);
 
-/* TLS on stream s, connected: as a server (server_name NULL), or as a
+/* TLS on stream s, connected, on the loop whose tls is tl: as a server (server_name NULL), or as a
  * client that checks the peer's certificate is for server_name (a host
  * name, also sent as SNI, or an IP address) if it is not NULL. The
  * handshake must end by deadline_ms (loop time; 0: no deadline), else
  * on_expired runs (tls_tick). NULL if OpenSSL cannot. */
-struct tls *tls_new(SSL_CTX *ctx, uv_stream_t *s, bool server, const char *server_name,
-                    uint64_t deadline_ms, tls_sent_cb *on_sent, tls_expired_cb *on_expired,
-                    void *data);
+struct tls *tls_new(struct tls_loop *tl, SSL_CTX *ctx, uv_stream_t *s, bool server,
+                    const char *server_name, uint64_t deadline_ms, tls_sent_cb *on_sent,
+                    tls_expired_cb *on_expired, void *data);
 void tls_free(struct tls *t);
 
 /* A client's handshake: send its first flight. 0 or a negative error. */
 int tls_connect(struct tls *t);
 
 /* Where the owner's alloc_cb reads ciphertext into: one buffer for every
- * connection, as read_cb runs right after alloc_cb and tls_feed empties it. */
-void tls_read_buf(uv_buf_t *buf);
+ * connection of t's loop, as read_cb runs right after alloc_cb and
+ * tls_feed empties it. */
+void tls_read_buf(struct tls *t, uv_buf_t *buf);
 /* Ciphertext read from the stream, lent: the owner then reads (tls_accept,
  * tls_read) until tls_read gives 0 or an error, which leaves none of it
  * unread, or stops reading the connection for good; either way it ends
@@ -83,9 +103,9 @@ const char *tls_error(const struct tls *t);
  * negative error (on_sent will not run for it). */
 int tls_send(struct tls *t, const uv_buf_t *iov, unsigned niov);
 
-/* Call on_expired of each connection whose handshake is past its deadline
- * (the loop's tick; it is taken off the watch first, so on_expired may
- * close the owner). */
-void tls_tick(uint64_t now_ms);
+/* Call on_expired of each connection of tl whose handshake is past its
+ * deadline (the loop's tick; it is taken off the watch first, so
+ * on_expired may close the owner). */
+void tls_tick(struct tls_loop *tl, uint64_t now_ms);
 
 #endif

@@ -133,7 +133,7 @@ static void tick_cb(uv_timer_t *t)
     cur_loop->seconds = (uint32_t)((now - cur_loop->started_ms) / 1000);
     idle_check(now);
     client_check_stalled(now);
-    tls_tick(now);
+    tls_tick(&cur_loop->tls, now);
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
         pool_tick(p, now);

@@ -408,7 +408,7 @@ static void backend_connect_cb(uv_connect_t *creq, int status)
     server_of(b, &sv);
     if (sv.tls != NULL) {
         /* Connecting until the handshake is over (backend_read_tls). */
-        b->tls = tls_new(sv.tls, &b->h.stream, false, sv.tls_name,
+        b->tls = tls_new(&cur_loop->tls, sv.tls, &b->h.stream, false, sv.tls_name,
                          uv_now(cur_loop->uv) + (uint64_t)sv.conf->tls.handshake_timeout,
                          backend_tls_sent, backend_tls_expired, b);
         if (b->tls == NULL) {

@@ -23,7 +23,7 @@ void backend_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct backend *b = container_of(h, struct backend, h);
     (void)suggested;
     if (b->tls != NULL)
-        tls_read_buf(buf);          /* ciphertext: backend_read_tls */
+        tls_read_buf(b->tls, buf);  /* ciphertext: backend_read_tls */
     else
         rstream_buf(&b->in, buf);
 }

@@ -113,7 +113,7 @@ static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct client *c = container_of(h, struct client, h);
     (void)suggested;
     if (c->tls)
-        tls_read_buf(buf);          /* ciphertext: client_read_tls */
+        tls_read_buf(c->rare->tls, buf);    /* ciphertext: client_read_tls */
     else
         rstream_buf(&c->in, buf);
 }
@@ -472,7 +472,7 @@ static void client_begin(struct front *f, struct client *c, bool tls)
     if (tls) {
         /* Its handshake runs as it is read; no request is read before
          * the handshake is over, so none is answered in the clear. */
-        struct tls *t = tls_new(f->tls_server, &c->h.stream, true, NULL,
+        struct tls *t = tls_new(&cur_loop->tls, f->tls_server, &c->h.stream, true, NULL,
                                 uv_now(cur_loop->uv) + (uint64_t)f->conf->tls.handshake_timeout,
                                 client_tls_sent, client_tls_expired, c);
         if (t == NULL) {

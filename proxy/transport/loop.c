@@ -38,6 +38,7 @@ void loop_init(struct loop *l, uv_loop_t *uv)
     l->started_ms = uv_now(uv);
     TAILQ_INIT(&l->dirty_backends);
     TAILQ_INIT(&l->stalled);
+    tls_loop_init(&l->tls);
     l->idle_trimmed = true;
     l->rng = ((uint64_t)uv_hrtime() << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ULL;
     cur_loop = l;
@@ -49,6 +50,7 @@ void loop_free(struct loop *l)
     l->dirty = NULL;
     l->ndirty = l->dirty_cap = 0;
     req_pool_trim();            /* (cur_loop's: l) */
+    tls_loop_free(&l->tls);
 }
 
 int loop_enter(struct loop *l, uv_loop_t *uv, struct loop **prev)

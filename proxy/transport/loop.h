@@ -40,10 +40,13 @@
 #ifndef SHARDIS_LOOP_H
 #define SHARDIS_LOOP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <uv.h>
+
+#include "proxy/base/tls.h"
 
 struct backend;
 struct client;
@@ -107,13 +110,14 @@ struct loop {
     double            start_unix;   /* the start, in unix seconds (/metrics) */
     char              run_id[41];   /* INFO's: 40 random hex digits, new each start */
     char              executable[256];  /* INFO's: /proc/self/exe, or "" */
+    struct tls_loop   tls;          /* its TLS handshakes under way, its TLS buffers */
     /* Among the process's loops (loop_register; see "Several loops"
      * below). */
     uint32_t          id;           /* its index: 0 is the one that accepts */
     _Atomic uint32_t  load;         /* its clients, as loop 0 reads them to hand
                                        out the next (written by the loop itself) */
     uv_async_t        mail_wake;    /* wakes it for its mail and for a park */
-    uv_mutex_t        mail_mu;      /* guards mail: the one lock between loops */
+    pthread_mutex_t   mail_mu;      /* guards mail: the one lock between loops */
     struct loop_msg  *mail, **mail_tail;
     uint64_t          parked_epoch; /* the last world stop it parked for */
     enum loop_state state;          /* where it is in its life (below) */
