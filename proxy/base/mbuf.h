@@ -55,7 +55,10 @@ struct mbuf *mbuf_get(void);
 void mbuf_ref(struct mbuf *m);
 void mbuf_unref(struct mbuf *m);
 
-/* Chunks allocated, and free in the pool (for INFO and tests). */
+/* Chunks allocated, and free in the pool (for INFO and tests): the calling
+ * thread's counts. A chunk given back on another thread than took it is
+ * counted off there (its nalloc may wrap below 0), so only the sum over
+ * every loop's thread means "allocated". */
 size_t mbuf_nalloc(void);
 size_t mbuf_nfree(void);
 void mbuf_pool_trim(void);

@@ -222,10 +222,19 @@ static struct keys_rule rule_of(const struct cmd *cmd)
 }
 
 /* Every command's rule, by cmd_number: made when first needed and again
- * whenever the command table changes (cmd_generation). */
-static struct keys_rule *rules;
-static size_t nrules;
-static uint32_t rules_gen;
+ * whenever the command table changes (cmd_generation). Each thread's own
+ * (a loop's, or one visiting it): a copy of what the table says, which
+ * changes only while every loop waits, so no lock. */
+static _Thread_local struct keys_rule *rules __attribute__((tls_model("initial-exec")));
+static _Thread_local size_t nrules __attribute__((tls_model("initial-exec")));
+static _Thread_local uint32_t rules_gen __attribute__((tls_model("initial-exec")));
+
+void keys_cache_free(void)
+{
+    free(rules);
+    rules = NULL;
+    nrules = 0;
+}
 
 static struct keys_rule rule(const struct cmd *cmd)
 {

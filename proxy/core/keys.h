@@ -51,4 +51,8 @@ uint32_t keys_first_fixed(const struct cmd *cmd);
 /* How many keys k holds. */
 uint32_t keys_count(const struct keys *k);
 
+/* Give back the calling thread's rules, made by keys_find from the
+ * command table (each thread keeps its own), as the thread ends. */
+void keys_cache_free(void);
+
 #endif

@@ -95,7 +95,9 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
  * and LFU are what count). */
 static bool replica_can(const struct cmd *cmd)
 {
-    static const struct cmd *use[3];
+    /* Rows of the table, which keep their addresses: each thread finds
+     * them once. */
+    static _Thread_local const struct cmd *use[3];
 
     if ((cmd->flags & (CMD_READONLY | CMD_NOSCRIPT | CMD_BLOCKING)) != CMD_READONLY)
         return false;

@@ -313,7 +313,9 @@ static void other_db(struct client *c, struct req *r)
     c->pool->other_db_seq = cur_loop->other_db_routed;
 }
 
-static const struct cmd *move, *copy, *swapdb, *sort, *sort_ro;   /* (route_init) */
+/* Set by route_init before any loop runs, only read after (rows keep
+ * their addresses). */
+static const struct cmd *move, *copy, *swapdb, *sort, *sort_ro;
 
 /* Whether db_ok has anything to judge: a client in redis_db, no reshard
  * running, a command that names no database pays these three tests. */

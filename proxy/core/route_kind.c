@@ -169,9 +169,11 @@ static enum route_kind classify(const struct cmd *cmd)
 
 /* Decided once per command, and again when the table changes (cmd.h): the
  * strcmp calls behind it were the largest item in the proxy's profile
- * when made on every request. */
-static unsigned char kinds[CMD_MAX];
-static uint32_t kinds_gen = UINT32_MAX;
+ * when made on every request. Each thread's own copy (a fixed array:
+ * nothing to free), so a thread that finds the table changed rebuilds
+ * its own while another reads its. */
+static _Thread_local unsigned char kinds[CMD_MAX] __attribute__((tls_model("initial-exec")));
+static _Thread_local uint32_t kinds_gen __attribute__((tls_model("initial-exec"))) = UINT32_MAX;
 
 void route_kinds_init(void)
 {

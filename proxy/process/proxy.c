@@ -47,6 +47,7 @@
 #include "proxy/transport/client.h"
 #include "proxy/modules/genkey.h"
 #include "proxy/core/gate.h"
+#include "proxy/core/keys.h"
 #include "proxy/modules/group.h"
 #include "proxy/process/hooks.h"
 #include "proxy/base/log.h"
@@ -418,6 +419,10 @@ static void worker_main(void *arg)
     struct worker *w = arg;
 
     loop_run(&w->loop);
+    /* What the thread kept for itself (its loop's state is freed by the
+     * main thread once it is joined: loop_finish). */
+    mbuf_pool_trim();
+    keys_cache_free();
 }
 
 /* ---- stopping ------------------------------------------------------------------- */
@@ -799,6 +804,7 @@ int proxy_run(struct conf *cf, int threads)
         loop_finish();
     }
     mbuf_pool_trim();
+    keys_cache_free();
     free(proxy.workers);
     proxy.workers = NULL;
     log_notice("exiting");
