@@ -11,6 +11,9 @@
 
 #include "proxy/base/log.h"
 
+/* Set by log_init, before any loop runs, and only read after: log_reopen
+ * dup2s the new file onto fd, so a thread writing meanwhile writes to the
+ * old file or the new one, never to a closed or reused descriptor. */
 static int level = LOG_NOTICE;
 static int fd = STDERR_FILENO;
 static const char *file;

@@ -6,6 +6,8 @@
 #include "proxy/core/module.h"
 #include "proxy/base/util.h"
 
+/* All set by module_register, once at start, before any loop runs; only
+ * read after, so loops on threads share them without a lock. */
 const struct module *const *module_list;
 size_t module_count;
 struct module_roles module_role;

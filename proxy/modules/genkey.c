@@ -168,7 +168,7 @@ static uint32_t random_shard(const struct pool *p)
 
 /* Test hook: SHARDIS_TEST_CLOCK_SKEW_MS shifts the allocator's clock, to
  * simulate a backend whose clock was stepped. 0 in production. Read once,
- * at start (genkey_init): configuration, not state. */
+ * at start (genkey_init), before any loop runs: configuration, not state. */
 static long long clock_skew;
 
 void genkey_init(void)

@@ -489,7 +489,7 @@ static void cmd_maxify(struct client *c, struct req *r, struct args *a)
     map_fields(c, r, a, true);
 }
 
-int (*local_reload)(char *out, size_t outlen, char *err, size_t errlen);
+int (*local_reload)(char *out, size_t outlen, char *err, size_t errlen);   /* (set at start) */
 
 /* SHARD.RELOAD: the file read again and applied, by the process
  * (local_reload); refused, with why, if it cannot apply. */

@@ -75,8 +75,9 @@ const uint64_t stats_bounds[STATS_BUCKETS - 1] = {
 /* by_log2[n]: the first bucket whose bound is >= 2^n, the smallest time
  * of bit length n + 1. A power of two spans at most three buckets, so from
  * there a step or two finds any time's: cheaper than a binary search's
- * seven unpredictable branches, on every request. */
-static uint8_t by_log2[64];
+ * seven unpredictable branches, on every request. Made on first use by
+ * each thread for itself: loops never write what another reads. */
+static _Thread_local uint8_t by_log2[64] __attribute__((tls_model("initial-exec")));
 
 static void by_log2_init(void)
 {

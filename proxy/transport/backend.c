@@ -60,6 +60,7 @@ const char *backend_state_name(const struct backend *b)
     }
 }
 
+/* Set once at start (hooks.c), before any loop runs; only read after. */
 const struct backend_hooks *backend_above;
 
 void backend_set_hooks(const struct backend_hooks *hooks)
@@ -79,7 +80,7 @@ static void server_of(const struct backend *b, struct backend_server *sv)
 
 const char *backend_addr(const struct backend *b)
 {
-    static char buf[300];
+    static _Thread_local char buf[300];    /* (each loop's thread formats its own) */
     struct backend_server sv;
 
     server_of(b, &sv);

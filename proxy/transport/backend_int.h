@@ -20,7 +20,7 @@ void backend_fail(struct backend *b, const char *reason);
 /* b is connected (and its TLS handshake over): it may write. */
 void backend_up(struct backend *b);
 /* b's server's address now, for logs ("host:port", or a unix path): good
- * until the next call. */
+ * until the next call on the same thread. */
 const char *backend_addr(const struct backend *b);
 
 /* Queue b's handshake, at the front of what it sends (backend_hello.c),

@@ -40,7 +40,8 @@
 #define CLIENT_PAUSE_REQS    1024        /* stop reading above this many in flight */
 #define CLIENT_RESUME_REQS   256
 
-struct client_hooks client_on;     /* (client_int.h) */
+struct client_hooks client_on;     /* (client_int.h; set once at start, before
+                                      any loop runs) */
 
 void client_set_hooks(const struct client_hooks *h)
 {

@@ -10,7 +10,7 @@
 
 #define REQ_FREE_MAX 4096
 
-/* The layers above's (req_set_release): set once, before any request. */
+/* The layers above's (req_set_release): set once, before any loop runs. */
 static struct req_release release;
 
 void req_set_release(const struct req_release *rel)
