@@ -19,11 +19,12 @@
  * back; the last frees it). What the process still keeps once and
  * writes after the start, safe only while one loop runs: the command
  * table (base/cmd.h), which the servers' COMMAND replies extend
- * (core/cmdinfo.c, which also keeps the kinds of server it has learnt),
- * with what keys.c and route_kind.c derive from it; and base/tls.c's
- * list of handshakes under way and its scratch buffers. Each is to be
- * made a loop's own, or changed only while every loop waits, before
- * loops run on threads (doc/development.md, "Several loops").
+ * (core/cmdinfo.c, which also keeps the kinds of server it has learnt).
+ * It is to be changed only while every loop waits, before loops run on
+ * threads (doc/development.md, "Several loops"); what keys.c and
+ * route_kind.c derive from it is each thread's own copy, rebuilt when
+ * the table's generation changes. TLS's handshakes under way and its
+ * buffers are the loop's (tls).
  *
  * Lifetime: the struct lives as long as the process's run (proxy_run);
  * its handles (flusher, ticker) are closed with every other handle at the
