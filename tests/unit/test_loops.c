@@ -103,8 +103,8 @@ static void tick_cb(uv_timer_t *t)
     x->ticks++;
     if (x->stops < x->want_stops) {
         atomic_uint seen = 0;
-        x->stops++;
         loop_each(visit, &seen);
+        x->stops++;                 /* (after: a stop counted is a stop made) */
         cr_assert(eq(u32, atomic_load(&seen), (1u << NLOOPS) - 1), "every loop visited");
         cr_assert(cur_loop == &x->loop, "back on its own loop");
     }
