@@ -3,10 +3,10 @@
  *
  * Everything a request touches on its way (the loop's clients waiting to
  * be written, its server connections, its request objects, its clock and
- * counters) hangs off a struct loop. The process makes one (process/proxy.c)
- * and points cur_loop at it before the loop runs; code below the process
- * layer reads cur_loop and never a global of its own, so the loop's state
- * has one owner and one way in.
+ * counters) hangs off a struct loop. The process makes one per thread
+ * (process/proxy.c, --threads) and points each thread's cur_loop at its
+ * own; code below the process layer reads cur_loop and never a global of
+ * its own, so the loop's state has one owner and one way in.
  *
  * What a loop owns and what it shares. Everything a request writes is the
  * loop's: clients, server connections, request objects, buffers, timers,
@@ -16,15 +16,13 @@
  * pool's ring (ring_ref) and its users (acl_ref), each reference-counted
  * with an atomic count and replaced whole (a reload or a ring change
  * builds new ones; each holder swaps its pointer and gives the old one
- * back; the last frees it). What the process still keeps once and
- * writes after the start, safe only while one loop runs: the command
- * table (base/cmd.h), which the servers' COMMAND replies extend
- * (core/cmdinfo.c, which also keeps the kinds of server it has learnt).
- * It is to be changed only while every loop waits, before loops run on
- * threads (doc/development.md, "Several loops"); what keys.c and
- * route_kind.c derive from it is each thread's own copy, rebuilt when
- * the table's generation changes. TLS's handshakes under way and its
- * buffers are the loop's (tls).
+ * back; the last frees it). What the process keeps once and writes after
+ * the start: the command table (base/cmd.h), which the servers' COMMAND
+ * replies extend (core/cmdinfo.c, which also keeps the kinds of server it
+ * has learnt), changed only in a world stop (below), while every other
+ * loop is parked; what keys.c and route_kind.c derive from it is each
+ * thread's own copy, rebuilt when the table's generation changes. TLS's
+ * handshakes under way and its buffers are the loop's (tls).
  *
  * Lifetime: the struct lives as long as the process's run (proxy_run);
  * its handles (flusher, ticker) are closed with every other handle at the
