@@ -36,7 +36,16 @@ the first table as "baseline", in turn with the others in every round; a
 last table gives each row's shardis/baseline ratios, the median over rounds
 of each round's ratio (the two ran seconds apart, on one machine state).
 
-Run: scripts/bench [--rounds N] [--quick] [--baseline GIT-REF]
+Several loops (--threads, default 1,2): for each N but 1, another
+shardis with --threads N joins the first table's rows ("shardis N
+threads"), pinned as the others (to core 1, with the servers): what a
+second loop costs where it has no core of its own. Then the proxy-bound
+rows: many clients pipelining GETs of small values (-P 32, -d 8, -c 100)
+against a shardis of each thread count given every core (not pinned), the
+servers still on core 1 and the client on core 0: what a second loop gives
+where the proxy is the limit.
+
+Run: scripts/bench [--rounds N] [--quick] [--baseline GIT-REF] [--threads 1,2]
 """
 import argparse
 import csv
@@ -226,7 +235,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="1 round, fewer requests")
     ap.add_argument("--baseline", help="another shardis binary, run without stats_listen")
+    ap.add_argument("--threads", default="1,2",
+                    help="the thread counts to run shardis with, comma-separated")
     args = ap.parse_args()
+    threads = [int(x) for x in args.threads.split(",")]
+    more = [n for n in threads if n != 1]
     if args.quick:
         args.rounds = 1
         global TESTS
@@ -325,6 +338,24 @@ def main():
                                     tmp + "/baseline.yml", "-v", "4"]), tmp + "/baseline.log")
             wait_port(base_port, base)
 
+        # shardis with N loops: pinned as the others (the first table), and
+        # given every core (the proxy-bound rows); each its own pool name.
+        threaded, unpinned = [], []
+        for n in more + ([1] if more else []):
+            for pin in ((True, False) if n != 1 else (False,)):
+                port = free_port()
+                tag = "t%d%s" % (n, "p" if pin else "u")
+                with open(os.path.join(tmp, tag + ".yml"), "w") as f:
+                    f.write(conf.replace("alpha:", "threads_" + tag + ":") % port)
+                argv = [os.path.abspath(args.shardis), "-c", tmp + "/" + tag + ".yml", "-v", "4",
+                        "--threads", str(n)]
+                proc = start(pinned(1, argv) if pin else argv, tmp + "/" + tag + ".log")
+                wait_port(port, proc)
+                if pin:
+                    threaded.append(("shardis %d threads" % n, port, proc))
+                else:
+                    unpinned.append((n, port, proc))
+
         time.sleep(SETTLE)
         mem = {"idle": rss_kb(sh.pid)}
         mem["1000 idle clients"], mem["after one GET each"] = clients_rss(sh.pid, sh_port)
@@ -332,8 +363,11 @@ def main():
         nc_mem["1000 idle clients"], nc_mem["after one GET each"] = clients_rss(nc.pid, nc_port)
 
         targets = [("shardis", sh_port, sh), ("twemproxy", nc_port, nc), ("direct", direct, direct_proc)]
+        targets += threaded
         if base:
             targets.append(("baseline", base_port, base))
+        bound = {n: [] for n, _, _ in unpinned}
+        bound_cpu = {n: [] for n, _, _ in unpinned}
         results = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         cpu = {(t, lbl): [] for t, _, _ in targets for lbl, *_ in TESTS}
         for lbl, *_ in GENKEY_TESTS:
@@ -384,6 +418,11 @@ def main():
                     results[(name, "minify " + lbl)].append(
                         bench(port, command(key), ["-r", "10000"], n))
                     cpu[(name, "minify " + lbl)].append((cpu_seconds(proc.pid) - before) / n * 1e6)
+            for n, port, proc in unpinned:
+                before = cpu_seconds(proc.pid)
+                nreq = 80000 if args.quick else 800000
+                bound[n].append(bench(port, "get", ["-P", "32", "-d", "8", "-c", "100"], nreq))
+                bound_cpu[n].append((cpu_seconds(proc.pid) - before) / nreq * 1e6)
             for name, port in (("shardis", sh_port), ("direct", direct)):
                 out = subprocess.run(pinned(0, [args.bench_tx, HOST, str(port), "50",
                                                 str(tx_seconds)]),
@@ -419,6 +458,30 @@ def main():
         cd = med(cpu[("direct", lbl)])
         print("| %s | %.2f | %.2f | %.2f | %.2f |" % (lbl, s / t, s / d, cs / ct if ct else 0,
                                                      cs / cd if cd else 0))
+    if threaded:
+        print()
+        print("| test | threads | req/s vs 1 thread | CPU us/req | CPU vs 1 thread |")
+        print("|---|---:|---:|---:|---:|")
+        for lbl, *_ in TESTS:
+            one = med([r[0] for r in results[("shardis", lbl)]])
+            c1 = med(cpu[("shardis", lbl)])
+            for name, _, _ in threaded:
+                rs = med([r[0] for r in results[(name, lbl)]])
+                c = med(cpu[(name, lbl)])
+                print("| %s | %s | %.3f | %.2f | %.3f |" % (lbl, name.split()[1], rs / one, c,
+                                                           c / c1 if c1 else 0))
+        print()
+        print("Proxy-bound: GET -P 32 -d 8 -c 100, shardis on every core (servers on core 1, "
+              "client on core 0)")
+        print()
+        print("| threads | req/s | p50 ms | p99 ms | CPU us/req | req/s vs 1 thread |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        one = med([r[0] for r in bound[1]])
+        for n, _, _ in unpinned:
+            rs = bound[n]
+            print("| %d | %.0f | %.3f | %.3f | %.2f | %.2f |" % (
+                n, med([r[0] for r in rs]), med([r[1] for r in rs]), med([r[2] for r in rs]),
+                med(bound_cpu[n]), med([r[0] for r in rs]) / one))
     if args.baseline:
         print()
         print("| test | req/s shardis/baseline | CPU shardis/baseline | per round (req/s) |")
