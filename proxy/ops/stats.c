@@ -137,6 +137,21 @@ static double hist_quantile(const struct stats_hist *h, double q)
     return (double)h->max_us;
 }
 
+/* into += from: the buckets and sums added, the least and the most kept. */
+static void hist_merge(struct stats_hist *into, const struct stats_hist *from)
+{
+    if (from->count == 0)
+        return;
+    if (into->count == 0 || from->min_us < into->min_us)
+        into->min_us = from->min_us;
+    if (from->max_us > into->max_us)
+        into->max_us = from->max_us;
+    into->count += from->count;
+    into->sum_us += from->sum_us;
+    for (uint32_t i = 0; i < STATS_BUCKETS; i++)
+        into->bucket[i] += from->bucket[i];
+}
+
 /* ---- counting ------------------------------------------------------------------ */
 
 /* The first reply of a pool, of a command or to a server needs these. */
@@ -199,6 +214,50 @@ void stats_free(struct stats *st)
         free(st->cmds[i].hist);
     free(st->cmds);
     free(st->errs);
+}
+
+void stats_merge(struct stats *into, const struct stats *from)
+{
+    size_t n;
+
+    cmd_table(&n);
+    into->error_replies += from->error_replies;
+    for (uint32_t k = 0; k < from->nerrs; k++) {
+        const struct stats_err *e = &from->errs[k];
+        uint32_t i = 0;
+        while (i < into->nerrs && strcmp(into->errs[i].code, e->code) != 0)
+            i++;
+        if (i == into->nerrs) {
+            if (into->nerrs == STATS_ERRORS_MAX)
+                continue;
+            if (into->errs == NULL)
+                into->errs = xcalloc(STATS_ERRORS_MAX, sizeof(*into->errs));
+            memcpy(into->errs[i].code, e->code, sizeof(e->code));
+            into->nerrs++;
+        }
+        into->errs[i].count += e->count;
+    }
+    for (size_t i = 0; from->cmds != NULL && i < n; i++) {
+        const struct stats_cmd *f = &from->cmds[i];
+        struct stats_cmd *t;
+        if (f->calls == 0 && f->rejected == 0)
+            continue;
+        if (into->cmds == NULL)
+            cmds_new(into);
+        t = &into->cmds[i];
+        t->calls += f->calls;
+        t->usec += f->usec;
+        t->rejected += f->rejected;
+        t->failed += f->failed;
+        if (f->hist != NULL)
+            hist_merge(t->hist != NULL ? t->hist : hist_new(&t->hist), f->hist);
+    }
+}
+
+void stats_hist_merge(struct stats_hist **into, const struct stats_hist *from)
+{
+    if (from != NULL)
+        hist_merge(*into != NULL ? *into : hist_new(into), from);
 }
 
 void stats_info_commandstats(const struct stats *st, FILE *f)

@@ -59,6 +59,11 @@ struct stats {
  * first use; NULL: none did). A blocking command's time, mostly waiting,
  * counts in usec but in no histogram. */
 void stats_reply(struct stats *st, const struct req *r, uint64_t us, struct stats_hist **server);
+/* into += from: another loop's copy of the pool's figures (INFO, /metrics
+ * and LATENCY answer for the whole process). */
+void stats_merge(struct stats *into, const struct stats *from);
+/* *into (made if NULL and from is not) += from. */
+void stats_hist_merge(struct stats_hist **into, const struct stats_hist *from);
 /* CONFIG RESETSTAT. */
 void stats_reset(struct stats *st);
 void stats_free(struct stats *st);
