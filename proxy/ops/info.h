@@ -56,6 +56,10 @@ struct info_version {
 };
 bool info_servers_version(const struct pool *p, struct info_version *v);
 
+/* instantaneous_ops_per_sec of p (this loop's copy): the mean of its
+ * last samples (info_tick). */
+double info_ops_per_sec(const struct pool *p);
+
 struct module;
 /* Its module (module.h), listed in process/modules.c. */
 extern const struct module info_module;

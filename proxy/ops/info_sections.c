@@ -25,12 +25,12 @@
 #include "proxy/core/pool.h"
 #include "proxy/transport/loop.h"
 #include "proxy/modules/sentinel.h"
-#include "proxy/ops/slowlog.h"
 #include "proxy/core/srvuser.h"
 #include "proxy/ops/stats.h"
+#include "proxy/ops/totals.h"
 #include "proxy/base/util.h"
 
-static double ops_per_sec(const struct pool *p)
+double info_ops_per_sec(const struct pool *p)
 {
     const struct info *in = p->info;
     uint32_t n;
@@ -409,22 +409,6 @@ static bool servers_version(const struct pool *p, struct info_version *out)
 
 /* ---- the sections --------------------------------------------------------------- */
 
-/* Clients waiting in a blocking command: its request is the oldest on
- * their dedicated connection. */
-static uint32_t blocked_clients(void)
-{
-    uint32_t n = 0;
-
-    for (size_t i = 0; i < cur_loop->npools; i++) {
-        struct backend *b;
-        TAILQ_FOREACH(b, &cur_loop->pools[i].dedicated, link) {
-            struct req *r = TAILQ_FIRST(&b->pendq);
-            n += b->role == BACKEND_PIN && r != NULL && r->blocking;
-        }
-    }
-    return n;
-}
-
 static const struct section {
     const char *name;
     bool        in_default, in_all;
@@ -520,7 +504,7 @@ static void section_server(const struct pool *p, FILE *f, uint64_t now)
             cur_loop->conf->path);
 }
 
-static void section_shardis(FILE *f, uint64_t now)
+static void section_shardis(FILE *f, uint64_t now, const struct totals *t)
 {
     /* configs_held: the running config and the old ones a pool still
      * routes by (bounded however many reloads came). */
@@ -528,29 +512,30 @@ static void section_shardis(FILE *f, uint64_t now)
             conf_held());
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
+        const struct pool_totals *pt = &t->pools[i];
         /* clients_user: what clients' commands and scripts run as on the
          * servers (srvuser.c); a server where it is not is marked below */
         fprintf(f, "pool_%zu:name=%s,listen=%s,distribution=%s,hash=%s,servers=%u,"
                 "clients=%u,requests=%llu,errors=%llu,slowlog_skipped=%llu,clients_user=%s\r\n",
                 i, p->conf->name, p->conf->listen.text,
                 ring_dist_name(ring_distribution(p->ring)),
-                ring_hash_name(ring_hash_function(p->ring)), p->nservers, p->front.nclients,
-                (unsigned long long)p->front.requests, (unsigned long long)p->errors,
-                (unsigned long long)slowlog_skipped(p),
+                ring_hash_name(ring_hash_function(p->ring)), p->nservers, pt->nclients,
+                (unsigned long long)pt->requests, (unsigned long long)pt->errors,
+                (unsigned long long)pt->slowlog_skipped,
                 srvuser_name(p->conf, p->clients_user));
         for (uint32_t s = 0; s < p->nservers; s++) {
             const struct info *in = p->info;
             long long age = in != NULL && s < in->nservers && in->servers[s].text != NULL
                                 ? (long long)(now - in->servers[s].at_ms) : -1;
-            struct pool_server_totals t;
-            if (!p->servers[s].active)
+            const struct pool_server_totals *st;
+            if (!p->servers[s].active || s >= pt->nservers)
                 continue;
-            pool_server_totals(p, s, &t);
+            st = &pt->servers[s];
             fprintf(f, "backend_%zu_%u:name=%s,addr=%s,state=%s,requests=%llu,"
                     "errors=%llu,timeouts=%llu,info_age_ms=%lld", i, s, p->servers[s].label,
                     p->servers[s].addr, backend_state_name(&p->servers[s].conns[0]),
-                    (unsigned long long)t.requests, (unsigned long long)t.errors,
-                    (unsigned long long)t.timeouts, age);
+                    (unsigned long long)st->requests, (unsigned long long)st->errors,
+                    (unsigned long long)st->timeouts, age);
             if (p->servers[s].user_refused)  /* (srvuser.c says why in the log) */
                 fprintf(f, ",clients_user=missing");
             if (p->sentinel != NULL)        /* where its master is now */
@@ -565,9 +550,15 @@ static void section_shardis(FILE *f, uint64_t now)
     }
 }
 
+/* The sections that read the proxy's own counters, which every loop
+ * keeps its own of (totals.h). */
+#define OWN_FIGURES ((1u << S_CLIENTS) | (1u << S_STATS) | (1u << S_COMMANDSTATS) | \
+                     (1u << S_ERRORSTATS) | (1u << S_LATENCYSTATS) | (1u << S_SHARDIS))
+
 /* INFO's text is lines ended by CRLF: a payload, not RESP. Sections in
  * redis-server's order; "default" is all but commandstats, latencystats
- * and modules, "all" all but modules. */
+ * and modules, "all" all but modules. The servers' figures are this
+ * loop's copy's (every loop asks its servers alike). */
 void info_render(struct client *c, struct req *r, uint32_t mask)
 {
     struct pool *p = c->pool;
@@ -575,21 +566,24 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
     size_t len = 0;
     FILE *f = xopen_memstream(&buf, &len);
     uint64_t now = uv_now(cur_loop->uv);
+    struct totals t = {0};
+    const struct pool_totals *pt;
 
     info_of(p);
+    if (mask & OWN_FIGURES)
+        totals_get(&t);
+    pt = t.npools > 0 ? &t.pools[p - cur_loop->pools] : NULL;
     if (WANT(mask, S_SERVER))
         section_server(p, f, now);
     if (WANT(mask, S_CLIENTS)) {
-        uint64_t in, out;
-        client_peaks(&p->front, now, &in, &out);
         fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
                 "maxclients:%d\r\nclient_recent_max_input_buffer:%llu\r\n"
                 "client_recent_max_output_buffer:%llu\r\nblocked_clients:%u\r\n"
                 "tracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-                "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", cur_loop->nclients,
+                "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", t.nclients,
                 p->conf->client_connections > 0 ? p->conf->client_connections : 10000,
-                (unsigned long long)in, (unsigned long long)out, blocked_clients(),
-                (unsigned long long)p->front.clients_mem, p->conf->maxmemory_clients);
+                (unsigned long long)pt->peak_in, (unsigned long long)pt->peak_out, t.blocked,
+                (unsigned long long)pt->clients_mem, p->conf->maxmemory_clients);
     }
     if (WANT(mask, S_MEMORY))
         section_memory(p, f);
@@ -605,11 +599,11 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
                 "unexpected_error_replies:0\r\nevicted_clients:%llu\r\n"
                 "client_output_buffer_limit_disconnections:%llu\r\n"
                 "chunks_allocated:%zu\r\nchunks_free:%zu\r\n",
-                (unsigned long long)p->front.accepted, (unsigned long long)p->front.requests,
-                ops_per_sec(p), (unsigned long long)p->front.rejected,
-                (unsigned long long)p->stats->error_replies,
-                (unsigned long long)p->front.evicted_clients,
-                (unsigned long long)p->front.obl_disconnections, mbuf_nalloc(), mbuf_nfree());
+                (unsigned long long)pt->accepted, (unsigned long long)pt->requests,
+                pt->ops_per_sec, (unsigned long long)pt->rejected,
+                (unsigned long long)pt->stats.error_replies,
+                (unsigned long long)pt->evicted_clients,
+                (unsigned long long)pt->obl_disconnections, mbuf_nalloc(), mbuf_nfree());
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }
@@ -626,17 +620,17 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
         fputs("# Modules\r\n\r\n", f);
     if (WANT(mask, S_COMMANDSTATS)) {
         fputs("# Commandstats\r\n", f);
-        stats_info_commandstats(p->stats, f);
+        stats_info_commandstats(&pt->stats, f);
         fputs("\r\n", f);
     }
     if (WANT(mask, S_ERRORSTATS)) {
         fputs("# Errorstats\r\n", f);
-        stats_info_errorstats(p->stats, f);
+        stats_info_errorstats(&pt->stats, f);
         fputs("\r\n", f);
     }
     if (WANT(mask, S_LATENCYSTATS)) {
         fputs("# Latencystats\r\n", f);
-        stats_info_latencystats(p->stats, f);
+        stats_info_latencystats(&pt->stats, f);
         fputs("\r\n", f);
     }
     if (WANT(mask, S_CLUSTER))
@@ -644,7 +638,8 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
     if (WANT(mask, S_KEYSPACE))
         section_keyspace(p, f);
     if (WANT(mask, S_SHARDIS))
-        section_shardis(f, now);
+        section_shardis(f, now, &t);
+    totals_free(&t);
     fclose(f);
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_verbatim(&w, "txt", buf, len);

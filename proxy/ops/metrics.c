@@ -37,6 +37,7 @@
 #include "proxy/transport/loop.h"
 #include "proxy/modules/sentinel.h"
 #include "proxy/ops/stats.h"
+#include "proxy/ops/totals.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
 
@@ -158,27 +159,24 @@ static const struct {
     {"shardis_server_failovers_total", "counter", "Master switches followed (Sentinel)"},
 };
 
-static long long server_fig(const struct pool *p, uint32_t s, enum server_fig fig)
+/* (Sentinels run on one loop only: p's are the process's.) */
+static long long server_fig(const struct pool *p, const struct pool_totals *pt, uint32_t s,
+                            enum server_fig fig)
 {
-    const struct pool_server *ps = &p->servers[s];
-    struct pool_server_totals t;
+    const struct pool_server_totals *t = &pt->servers[s];
 
     switch (fig) {
-    case FIG_EJECTED:   return pool_held_off(p, s, 0, uv_now(cur_loop->uv));
-    case FIG_EJECTIONS: return (long long)ps->ejections;
+    case FIG_EJECTED:   return pt->ejected[s];
+    case FIG_EJECTIONS: return (long long)pt->ejections[s];
     case FIG_SWITCHES:  return p->sentinel != NULL ? sentinel_switches(p, s) : 0;
-    default:            break;
-    }
-    pool_server_totals(p, s, &t);
-    switch (fig) {
-    case FIG_UP:       return t.up;
-    case FIG_CONNS:    return t.conns;
-    case FIG_QUEUE:    return t.queued;
-    case FIG_REQUESTS: return (long long)t.requests;
-    case FIG_ERRORS:   return (long long)t.errors;
-    case FIG_TIMEOUTS: return (long long)t.timeouts;
-    case FIG_RX:       return (long long)t.rx_bytes;
-    default:           return (long long)t.tx_bytes;
+    case FIG_UP:        return t->up;
+    case FIG_CONNS:     return t->conns;
+    case FIG_QUEUE:     return t->queued;
+    case FIG_REQUESTS:  return (long long)t->requests;
+    case FIG_ERRORS:    return (long long)t->errors;
+    case FIG_TIMEOUTS:  return (long long)t->timeouts;
+    case FIG_RX:        return (long long)t->rx_bytes;
+    default:            return (long long)t->tx_bytes;
     }
 }
 
@@ -189,6 +187,11 @@ void metrics_write(const struct pool *p, FILE *f)
     const struct cmd *table = cmd_table(&ncmds);
     struct rusage ru;
     struct mig_progress mp;
+    struct totals all;
+    const struct pool_totals *pt;
+
+    totals_get(&all);
+    pt = &all.pools[p - cur_loop->pools];
 
     metrics_head(f, "shardis_build_info", "gauge", "shardis's version");
     fprintf(f, "shardis_build_info{version=\"%s\"} 1\n", SHARDIS_VERSION);
@@ -203,15 +206,15 @@ void metrics_write(const struct pool *p, FILE *f)
                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
     }
     pool_family(f, "shardis_clients", "gauge", "Clients connected to the pool", pool,
-                p->front.nclients);
+                pt->nclients);
     pool_family(f, "shardis_connections_received_total", "counter",
-                "Client connections accepted", pool, p->front.accepted);
+                "Client connections accepted", pool, pt->accepted);
     pool_family(f, "shardis_connections_rejected_total", "counter",
-                "Client connections refused (client_connections)", pool, p->front.rejected);
+                "Client connections refused (client_connections)", pool, pt->rejected);
     pool_family(f, "shardis_requests_total", "counter", "Requests read from clients", pool,
-                p->front.requests);
+                pt->requests);
     pool_family(f, "shardis_error_replies_total", "counter", "Error replies sent to clients",
-                pool, p->stats->error_replies);
+                pool, pt->stats.error_replies);
     mig_progress(p, &mp);
     pool_family(f, "shardis_migration_keys_scanned_total", "counter",
                 "Keys the current reshard's mover scanned", pool, mp.scanned);
@@ -234,8 +237,8 @@ void metrics_write(const struct pool *p, FILE *f)
     };
     for (size_t k = 0; k < ARRAY_SIZE(cmd_counters); k++) {
         metrics_head(f, cmd_counters[k].name, "counter", cmd_counters[k].help);
-        for (size_t i = 0; p->stats->cmds != NULL && i < ncmds; i++) {
-            const struct stats_cmd *sc = &p->stats->cmds[i];
+        for (size_t i = 0; pt->stats.cmds != NULL && i < ncmds; i++) {
+            const struct stats_cmd *sc = &pt->stats.cmds[i];
             if (sc->calls == 0 && sc->rejected == 0)
                 continue;
             series(f, cmd_counters[k].name, "", pool, "cmd", table[i].name);
@@ -246,8 +249,8 @@ void metrics_write(const struct pool *p, FILE *f)
     metrics_head(f, "shardis_command_duration_seconds", "histogram",
                  "Time from a request read to its reply complete, as the client sees it, "
                  "by command");
-    for (size_t i = 0; p->stats->cmds != NULL && i < ncmds; i++) {
-        const struct stats_hist *h = p->stats->cmds[i].hist;
+    for (size_t i = 0; pt->stats.cmds != NULL && i < ncmds; i++) {
+        const struct stats_hist *h = pt->stats.cmds[i].hist;
         if (h == NULL || h->count == 0)
             continue;
         histogram(f, "shardis_command_duration_seconds", pool, "cmd", table[i].name, h);
@@ -258,23 +261,24 @@ void metrics_write(const struct pool *p, FILE *f)
     /* Per server. */
     for (size_t k = 0; k < ARRAY_SIZE(server_figs); k++) {
         metrics_head(f, server_figs[k].name, server_figs[k].type, server_figs[k].help);
-        for (uint32_t s = 0; s < p->nservers; s++) {
+        for (uint32_t s = 0; s < p->nservers && s < pt->nservers; s++) {
             if (!p->servers[s].active)
                 continue;
             series(f, server_figs[k].name, "", pool, "server", p->servers[s].label);
-            fprintf(f, "} %lld\n", server_fig(p, s, (enum server_fig)k));
+            fprintf(f, "} %lld\n", server_fig(p, pt, s, (enum server_fig)k));
         }
     }
     metrics_head(f, "shardis_server_request_duration_seconds", "histogram",
                  "Time from a request read to its reply complete, as the client sees it, "
                  "by the server that answered");
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        const struct stats_hist *h = p->servers[s].latency;
+    for (uint32_t s = 0; s < p->nservers && s < pt->nservers; s++) {
+        const struct stats_hist *h = pt->latency[s];
         if (!p->servers[s].active || h == NULL)
             continue;
         histogram(f, "shardis_server_request_duration_seconds", pool, "server",
                   p->servers[s].label, h);
     }
+    totals_free(&all);
 }
 
 /* ---- HTTP -------------------------------------------------------------------------- */

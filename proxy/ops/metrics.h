@@ -24,7 +24,8 @@ void metrics_tick(struct pool *p, uint64_t now);
 /* The stop: close h if it is one of p's metrics handles (true then). */
 bool metrics_close_handle(struct pool *p, void *h);
 void metrics_free(struct pool *p);
-/* The exposition text of p (what GET /metrics answers). */
+/* The exposition text of p (what GET /metrics answers): its copies on
+ * every loop added up (totals.h). */
 void metrics_write(const struct pool *p, FILE *f);
 /* For every family written (hotkeys.c's too): a family's HELP and TYPE
  * lines. (Label values: text_escape, base/text.h.) */
