@@ -482,6 +482,16 @@ bool route_admin_view_ok(struct client *c, struct req *r, const char *name)
     return false;
 }
 
+/* CONFIG RESETSTAT: shardis's own counters, as the servers', of the
+ * visited loop's copy of pool *arg (loop_each). */
+static void reset_counters(void *arg)
+{
+    struct pool *p = &cur_loop->pools[*(const size_t *)arg];
+
+    module_role.reset_stats(p);
+    p->front.requests = p->front.accepted = p->errors = 0;
+}
+
 /* Run cmd (ROUTE_EVERY*, ROUTE_FIRST*) on every server, or the first. */
 static void every_server(struct client *c, struct req *r, struct args *a, const struct cmd *cmd,
                          enum route_kind kind)
@@ -490,9 +500,8 @@ static void every_server(struct client *c, struct req *r, struct args *a, const 
         !route_admin_ok(c, r, cmd->name))
         return;
     if (!strcmp(cmd->name, "config|resetstat")) {
-        /* shardis's own counters, as the servers' */
-        module_role.reset_stats(c->pool);
-        c->front->requests = c->front->accepted = c->pool->errors = 0;
+        size_t pi = (size_t)(c->pool - cur_loop->pools);
+        loop_each(reset_counters, &pi);     /* (every loop's copy of the pool) */
     }
     if (cmd->flags & CMD_ALLOW_BUSY) {
         module_role.send_dedicated(c, r, a, cmd, kind == ROUTE_FIRST_ADMIN);

@@ -39,6 +39,7 @@
 #include "proxy/core/route.h"
 #include "proxy/ops/slowlog.h"
 #include "proxy/ops/stats.h"
+#include "proxy/ops/totals.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
 
@@ -361,7 +362,10 @@ static void cmd_latency(struct client *c, struct req *r, struct args *a)
             const struct cmd *cmd = cmd_lookup(name, len);
             named[i] = cmd != NULL ? cmd_number(cmd) : 0;
         }
-        stats_latency_histogram(c->pool->stats, &w, named, n);
+        struct stats all;
+        totals_stats(c->pool, &all);    /* (every loop's clients') */
+        stats_latency_histogram(&all, &w, named, n);
+        stats_free(&all);
         free(named);
     } else if ((args_is(a, 1, "latest") && a->argc == 2) ||
                (args_is(a, 1, "history") && a->argc == 3)) {
