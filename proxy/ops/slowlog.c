@@ -13,6 +13,7 @@
  * 55 bytes as read (req_head, copied as each request is routed: cheaper
  * than keeping its bytes until its reply); what is cut is counted as
  * redis-server counts what it cuts. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,12 @@
 #include "proxy/ops/slowlog.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
+
+/* Ids with several loops: one count for the process, so that an id names
+ * one entry whichever loop logged it and GET orders every loop's entries
+ * by it (an atomic per slow request: rare). One loop numbers each pool's
+ * from 0, as it always did. */
+static _Atomic uint64_t process_ids;
 
 /* The most arguments an entry keeps (a head holds no more whole). */
 #define ENTRY_ARGS 8
@@ -202,7 +209,7 @@ void slowlog_reply(struct pool *p, struct client *c, const struct req *r, uint64
     entry_clear(e);
     sl->head = (sl->head + 1) % sl->cap;
     sl->n += sl->n < sl->cap;
-    e->id = sl->next_id++;
+    e->id = loop_count() > 1 ? atomic_fetch_add(&process_ids, 1) : sl->next_id++;
     gettimeofday(&tv, NULL);
     e->time = (long long)tv.tv_sec;
     e->us = us;
@@ -229,28 +236,98 @@ uint64_t slowlog_skipped(const struct pool *p)
     return p->slowlog != NULL ? p->slowlog->skipped : 0;
 }
 
+/* ---- over every loop -------------------------------------------------------------
+ *
+ * Each loop logs its own clients' slow requests in its copy of the pool:
+ * SLOWLOG answers for them all, by visiting every loop's (loop_each). */
+
+struct visit {
+    size_t        pi;       /* the pool's index, the same on every loop */
+    uint64_t      want;     /* GET's count: each loop's newest that many */
+    uint64_t      len;      /* LEN: the entries on every loop */
+    struct entry *got;      /* GET: copies (owned), [ngot] */
+    uint32_t      ngot;
+};
+
+static char **dup_argv(const struct entry *e)
+{
+    char **v = xcalloc(e->argc + 1, sizeof(*v));
+
+    for (uint32_t i = 0; i < e->argc; i++) {
+        v[i] = xmalloc(e->argvlen[i] + 1);
+        memcpy(v[i], e->argv[i], e->argvlen[i] + 1);
+    }
+    return v;
+}
+
+static void count_one(void *arg)
+{
+    struct visit *v = arg;
+    const struct slowlog *sl = cur_loop->pools[v->pi].slowlog;
+
+    v->len += sl != NULL ? sl->n : 0;
+}
+
+static void reset_one(void *arg)
+{
+    struct visit *v = arg;
+    struct slowlog *sl = cur_loop->pools[v->pi].slowlog;
+
+    if (sl != NULL)
+        reset(sl);
+}
+
+static void get_one(void *arg)
+{
+    struct visit *v = arg;
+    const struct slowlog *sl = cur_loop->pools[v->pi].slowlog;
+    uint32_t n = sl == NULL ? 0 : v->want < sl->n ? (uint32_t)v->want : sl->n;
+
+    v->got = xrealloc(v->got, (v->ngot + n + 1) * sizeof(*v->got));
+    for (uint32_t i = 0; i < n; i++) {
+        const struct entry *e = &sl->ring[(sl->head + sl->cap - 1 - i) % sl->cap];
+        struct entry *c = &v->got[v->ngot++];
+        *c = *e;
+        c->argv = dup_argv(e);
+        c->argvlen = xmalloc((e->argc + 1) * sizeof(*c->argvlen));
+        memcpy(c->argvlen, e->argvlen, e->argc * sizeof(*c->argvlen));
+        c->client = xstrdup(e->client);
+        c->name = xstrdup(e->name);
+        c->server = xstrdup(e->server);
+    }
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    uint64_t x = ((const struct entry *)a)->id, y = ((const struct entry *)b)->id;
+
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
 void slowlog_command(struct client *c, struct req *r, struct args *a)
 {
-    struct slowlog *sl = c->pool->slowlog;
+    struct visit v = {.pi = (size_t)(c->pool - cur_loop->pools)};
     struct resp_w w = client_w(c, &r->rsp);
     long long count = 10;
 
     if (args_is(a, 1, "len") && a->argc == 2) {
-        resp_w_int(&w, sl != NULL ? sl->n : 0);
+        loop_each(count_one, &v);
+        resp_w_int(&w, (long long)v.len);
     } else if (args_is(a, 1, "reset") && a->argc == 2) {
-        if (sl != NULL)
-            reset(sl);
+        loop_each(reset_one, &v);
         resp_w_simple(&w, "OK");
     } else if (args_is(a, 1, "get") && a->argc <= 3) {
         if (a->argc == 3 && (!args_ll(a, 2, &count) || count < -1)) {
             client_reply_error(c, r, "ERR count should be greater than or equal to -1");
             return;
         }
-        uint32_t n = sl == NULL ? 0 : count < 0 || (uint64_t)count > sl->n ? sl->n
-                                                                            : (uint32_t)count;
+        v.want = count < 0 ? UINT64_MAX : (uint64_t)count;
+        loop_each(get_one, &v);
+        qsort(v.got, v.ngot, sizeof(*v.got), newest_first);
+        uint32_t n = v.want < v.ngot ? (uint32_t)v.want : v.ngot;
         resp_w_array(&w, n);
         for (uint32_t i = 0; i < n; i++) {
-            const struct entry *e = &sl->ring[(sl->head + sl->cap - 1 - i) % sl->cap];
+            const struct entry *e = &v.got[i];
             resp_w_array(&w, 7);
             resp_w_int(&w, (long long)e->id);
             resp_w_int(&w, e->time);
@@ -262,6 +339,9 @@ void slowlog_command(struct client *c, struct req *r, struct args *a)
             resp_w_bulk_str(&w, e->name);
             resp_w_bulk_str(&w, e->server);
         }
+        for (uint32_t i = 0; i < v.ngot; i++)
+            entry_clear(&v.got[i]);
+        free(v.got);
     } else if (args_is(a, 1, "help") && a->argc == 2) {
         static const char *const help[] = {
             "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
