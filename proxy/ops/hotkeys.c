@@ -204,6 +204,149 @@ static long long ms_of(const struct timeval *tv)
     return (long long)tv->tv_sec * 1000 + tv->tv_usec / 1000;
 }
 
+/* ---- over every loop -------------------------------------------------------------
+ *
+ * Each loop tracks the requests of its own clients in its copy of the
+ * pool (its own session, started and stopped on every loop at once), so
+ * GET and /metrics add the loops' sessions up (loop_each). */
+
+/* A visit of every loop's copy of pool `pi` (the same index on each). */
+struct visit {
+    size_t          pi;
+    bool            any, active;    /* a session on some loop; one tracking */
+    struct hotkeys *sum;            /* the sessions added up (merge) */
+    const struct hotkeys *like;     /* the one to start (start_all) */
+};
+
+static char *key_dup(const struct slot *s)
+{
+    char *k = xmalloc(s->len ? s->len : 1);
+
+    memcpy(k, s->key, s->len);
+    return k;
+}
+
+static struct hotkeys *visited(struct visit *v)
+{
+    struct pool *p = &cur_loop->pools[v->pi];
+    struct hotkeys *h = p->hotkeys;
+
+    if (h != NULL && h->active && h->duration_ms > 0 &&
+        uv_now(cur_loop->uv) >= h->start_ms + h->duration_ms)
+        stop(h);                        /* (its time is up: nothing counted it yet) */
+    v->any |= h != NULL;
+    v->active |= h != NULL && h->active;
+    return h;
+}
+
+static void look(void *arg)
+{
+    visited(arg);
+}
+
+static void stop_one(void *arg)
+{
+    struct hotkeys *h = visited(arg);
+
+    if (h != NULL && h->active)
+        stop(h);
+}
+
+static void reset_one(void *arg)
+{
+    struct visit *v = arg;
+
+    hotkeys_free(&cur_loop->pools[v->pi]);
+}
+
+static void start_one(void *arg)
+{
+    struct visit *v = arg;
+    struct pool *p = &cur_loop->pools[v->pi];
+    struct hotkeys *h;
+
+    hotkeys_free(p);
+    h = p->hotkeys = xmalloc(sizeof(*h));
+    *h = *v->like;
+    for (int m = 0; m < METRICS; m++)
+        h->top[m].slots = h->on[m] ? xcalloc(h->top[m].nslots, sizeof(struct slot)) : NULL;
+}
+
+/* The first loop's session is copied whole (its slots in their order,
+ * room after them for every other loop's); the others' totals and keys
+ * are added to it. */
+static void merge(void *arg)
+{
+    struct visit *v = arg;
+    struct hotkeys *h = visited(v), *sum = v->sum;
+
+    if (h == NULL)
+        return;
+    if (sum == NULL) {
+        sum = v->sum = xmalloc(sizeof(*sum));
+        *sum = *h;
+        for (int m = 0; m < METRICS; m++) {
+            uint32_t n = h->top[m].nslots;
+            sum->top[m].nslots = n * loop_count();
+            sum->top[m].slots = xcalloc(sum->top[m].nslots ? sum->top[m].nslots : 1,
+                                        sizeof(struct slot));
+            for (uint32_t i = 0; i < n; i++) {
+                struct slot *to = &sum->top[m].slots[i];
+                *to = h->top[m].slots[i];
+                if (to->key != NULL)
+                    to->key = key_dup(to);
+            }
+        }
+        return;
+    }
+    sum->active |= h->active;
+    sum->stop_ms = h->stop_ms > sum->stop_ms ? h->stop_ms : sum->stop_ms;
+    for (int m = 0; m < METRICS; m++) {
+        struct top *t = &sum->top[m];
+        sum->total[m] += h->total[m];
+        for (uint32_t i = 0; i < h->top[m].nslots && sum->on[m]; i++) {
+            const struct slot *from = &h->top[m].slots[i];
+            uint32_t j = 0;
+            if (from->key == NULL)
+                continue;
+            while (j < t->nslots && t->slots[j].key != NULL &&
+                   (t->slots[j].len != from->len ||
+                    memcmp(t->slots[j].key, from->key, from->len) != 0))
+                j++;
+            if (j == t->nslots)
+                continue;               /* (not reached: room for every loop's) */
+            if (t->slots[j].key == NULL) {
+                t->slots[j] = *from;
+                t->slots[j].key = key_dup(from);
+            } else {
+                t->slots[j].value += from->value;
+                t->slots[j].error += from->error;
+            }
+        }
+    }
+}
+
+static void sum_free(struct hotkeys *h)
+{
+    if (h == NULL)
+        return;
+    for (int m = 0; m < METRICS; m++) {
+        for (uint32_t i = 0; i < h->top[m].nslots; i++)
+            free(h->top[m].slots[i].key);
+        free(h->top[m].slots);
+    }
+    free(h);
+}
+
+/* Pool pi's sessions on every loop, added up (NULL: none has one). */
+static struct hotkeys *sessions(size_t pi)
+{
+    struct visit v = {.pi = pi};
+
+    loop_each(merge, &v);
+    return v.sum;
+}
+
 static void reply_get(struct client *c, struct req *r, struct hotkeys *h)
 {
     struct resp_w w = client_w(c, &r->rsp);
@@ -262,7 +405,10 @@ static void start(struct client *c, struct req *r, struct args *a)
     uint32_t i = 2;
     struct timeval tv;
 
-    if (hotkeys_active(p)) {
+    struct visit v = {.pi = (size_t)(p - cur_loop->pools)};
+
+    loop_each(look, &v);
+    if (v.active) {
         client_reply_error(c, r, "ERR hotkeys tracking is already in progress");
         return;
     }
@@ -293,8 +439,7 @@ static void start(struct client *c, struct req *r, struct args *a)
                            HOTKEYS_K_MAX);
         return;
     }
-    hotkeys_free(p);
-    h = p->hotkeys = xcalloc(1, sizeof(*h));
+    h = xcalloc(1, sizeof(*h));
     h->active = true;
     memcpy(h->on, on, sizeof(on));
     h->k = (uint32_t)k;
@@ -304,18 +449,18 @@ static void start(struct client *c, struct req *r, struct args *a)
     gettimeofday(&tv, NULL);
     h->start_unix_ms = (uint64_t)ms_of(&tv);
     getrusage(RUSAGE_SELF, &h->ru0);
-    for (int m = 0; m < METRICS; m++) {
+    for (int m = 0; m < METRICS; m++)
         h->top[m].nslots = on[m] ? HOTKEYS_SLOTS(h->k) : 0;
-        h->top[m].slots = on[m] ? xcalloc(h->top[m].nslots, sizeof(struct slot)) : NULL;
-    }
+    v.like = h;
+    loop_each(start_one, &v);           /* (each loop its own copy, slots made there) */
+    free(h);
     struct resp_w w = client_w(c, &r->rsp);
     resp_w_simple(&w, "OK");
 }
 
 void hotkeys_command(struct client *c, struct req *r, struct args *a)
 {
-    struct pool *p = c->pool;
-    struct hotkeys *h = p->hotkeys;
+    struct visit v = {.pi = (size_t)(c->pool - cur_loop->pools)};
     struct resp_w w = client_w(c, &r->rsp);
 
     /* Not in Redis 7.0's table, so route.c checked not its arity (its
@@ -324,29 +469,29 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a)
         client_reply_error(c, r, "ERR wrong number of arguments for 'hotkeys' command");
         return;
     }
-    if (h != NULL && h->active && h->duration_ms > 0 &&
-        uv_now(cur_loop->uv) >= h->start_ms + h->duration_ms)
-        stop(h);
     if (args_is(a, 1, "start")) {
         start(c, r, a);
     } else if (args_is(a, 1, "stop") && a->argc == 2) {
-        if (!hotkeys_active(p)) {
+        loop_each(stop_one, &v);
+        if (!v.active) {
             client_reply_error(c, r, "ERR hotkeys tracking is not active");
             return;
         }
-        stop(h);
         resp_w_simple(&w, "OK");
     } else if (args_is(a, 1, "get") && a->argc == 2) {
-        if (h == NULL)
+        struct hotkeys *sum = sessions(v.pi);
+        if (sum == NULL)
             resp_w_null(&w);
         else
-            reply_get(c, r, h);
+            reply_get(c, r, sum);
+        sum_free(sum);
     } else if (args_is(a, 1, "reset") && a->argc == 2) {
-        if (hotkeys_active(p)) {
+        loop_each(look, &v);
+        if (v.active) {
             client_reply_error(c, r, "ERR hotkeys tracking is active: HOTKEYS STOP first");
             return;
         }
-        hotkeys_free(p);
+        loop_each(reset_one, &v);
         resp_w_simple(&w, "OK");
     } else if (args_is(a, 1, "help") && a->argc == 2) {
         static const char *const help[] = {
@@ -371,7 +516,7 @@ void hotkeys_metrics(const struct pool *p, FILE *f)
     static const char *const help[METRICS] = {
         "HOTKEYS: time the key's requests took as clients saw it in the tracking session",
         "HOTKEYS: bytes both ways of the key's requests in the tracking session"};
-    const struct hotkeys *h = p->hotkeys;
+    struct hotkeys *h = sessions((size_t)(p - cur_loop->pools));
 
     for (int m = 0; m < METRICS; m++) {
         if (h == NULL || !h->on[m])
@@ -391,6 +536,7 @@ void hotkeys_metrics(const struct pool *p, FILE *f)
         }
         free(sorted);
     }
+    sum_free(h);
 }
 
 /* ---- the module ---------------------------------------------------------------------- */
