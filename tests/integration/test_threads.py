@@ -114,6 +114,7 @@ def t_hotkeys(px):
             pipe.get("hk-%d" % i)
         pipe.execute()
     got = px.client.execute_command("HOTKEYS", "GET")
+    expect(got is not None, "GET from another client: no session")
     d = dict(zip(got[::2], got[1::2]))
     by_net = dict(zip(d[b"by-net-bytes"][::2], d[b"by-net-bytes"][1::2]))
     for i in range(CLIENTS):
