@@ -222,7 +222,9 @@ void info_tick(struct pool *p, uint64_t now)
         in->sample_ms = now;
         in->sample_requests = p->front.requests;
     }
-    if (cur_loop->stopping)
+    /* Loop 0 asks for every loop: the servers see one poll, however many
+     * loops (the others take its answers: info_take). */
+    if (cur_loop->stopping || cur_loop->id != 0)
         return;
     for (uint32_t s = 0; s < p->nservers; s++) {
         struct info_server *is = &in->servers[s];
@@ -232,6 +234,24 @@ void info_tick(struct pool *p, uint64_t now)
             (is->asking && now < is->asked_ms + 10000))
             continue;
         ask(p, in, s, now, false);
+    }
+}
+
+void info_take(struct pool *to, const struct pool *from)
+{
+    struct info *in = info_of(to);
+    const struct info *src = from->info;
+
+    for (uint32_t s = 0; src != NULL && s < src->nservers && s < in->nservers; s++) {
+        const struct info_server *f = &src->servers[s];
+        struct info_server *is = &in->servers[s];
+        if (f->text == NULL || (is->text != NULL && f->at_ms <= is->at_ms))
+            continue;                   /* (a keyspace INFO's own answer is newer) */
+        free(is->text);
+        is->text = xstrdup(f->text);
+        is->at_ms = f->at_ms;           /* (uv_now: one clock on every loop) */
+        is->clean = f->clean > is->clean ? f->clean : is->clean;
+        in->version_stale = true;
     }
 }
 
