@@ -58,6 +58,12 @@ void mbuf_unref(struct mbuf *m)
 }
 
 size_t mbuf_nalloc(void) { return nalloc; }
+
+void mbuf_counts_at(const size_t **a, const size_t **f)
+{
+    *a = &nalloc;
+    *f = &nfree;
+}
 size_t mbuf_nfree(void) { return nfree; }
 
 /* Give the pooled chunks back to the allocator (when the proxy is idle). */

@@ -61,6 +61,9 @@ void mbuf_unref(struct mbuf *m);
  * every loop's thread means "allocated". */
 size_t mbuf_nalloc(void);
 size_t mbuf_nfree(void);
+/* The calling thread's two counts, where another thread may read them
+ * while this one waits (a loop's, in a world stop: INFO). */
+void mbuf_counts_at(const size_t **nalloc, const size_t **nfree);
 void mbuf_pool_trim(void);
 
 struct slice *msg_slice(struct msg *g, uint32_t i);

@@ -620,7 +620,7 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
                 pt->ops_per_sec, (unsigned long long)pt->rejected,
                 (unsigned long long)pt->stats.error_replies,
                 (unsigned long long)pt->evicted_clients,
-                (unsigned long long)pt->obl_disconnections, mbuf_nalloc(), mbuf_nfree());
+                (unsigned long long)pt->obl_disconnections, t.chunks_alloc, t.chunks_free);
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/base/mbuf.h"
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/transport/loop.h"
@@ -73,6 +74,9 @@ static void add_loop(void *arg)
     size_t n = cur_loop->npools < t->npools ? cur_loop->npools : t->npools;
 
     t->nclients += cur_loop->nclients;
+    /* (a loop not run by loop_run: this thread's) */
+    t->chunks_alloc += cur_loop->chunks_alloc != NULL ? *cur_loop->chunks_alloc : mbuf_nalloc();
+    t->chunks_free += cur_loop->chunks_free != NULL ? *cur_loop->chunks_free : mbuf_nfree();
     t->blocked += blocked_clients();
     for (size_t i = 0; i < n; i++)
         add_pool(&t->pools[i], &cur_loop->pools[i]);

@@ -28,6 +28,7 @@ struct pool_totals {
 
 struct totals {
     uint32_t nclients, blocked;     /* the process's clients, and those in a blocking call */
+    size_t   chunks_alloc, chunks_free; /* every loop's thread's (mbuf.h) */
     size_t   npools;                /* cur_loop->npools: the same index on every loop */
     struct pool_totals *pools;
 };

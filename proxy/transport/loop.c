@@ -9,6 +9,7 @@
 #include "proxy/transport/loop.h"
 #include "proxy/transport/req.h"
 #include "proxy/base/log.h"
+#include "proxy/base/mbuf.h"
 #include "proxy/base/util.h"
 
 _Thread_local struct loop *cur_loop __attribute__((tls_model("initial-exec")));
@@ -180,6 +181,7 @@ void loop_register(struct loop *l)
 void loop_run(struct loop *l)
 {
     cur_loop = own_loop = l;
+    mbuf_counts_at(&l->chunks_alloc, &l->chunks_free);
     pthread_mutex_lock(&world.mu);
     l->state = LOOP_RUNNING;
     park_locked(l);             /* (a stop began before we came) */

@@ -120,6 +120,8 @@ struct loop {
     struct loop_msg  *mail, **mail_tail;
     uint64_t          parked_epoch; /* the last world stop it parked for */
     enum loop_state state;          /* where it is in its life (below) */
+    const size_t     *chunks_alloc; /* its thread's mbuf counts (mbuf_counts_at), */
+    const size_t     *chunks_free;  /* set by loop_run: INFO reads them in a world stop */
 };
 
 /* The loop the calling code runs in: one per thread, each thread running
