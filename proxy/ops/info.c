@@ -64,6 +64,64 @@ struct info *info_of(struct pool *p)
     return in;
 }
 
+/* Server s's INFO text (taken), answered at loop ms at_ms. */
+static void keep(struct pool *p, uint32_t s, char *text, uint64_t at_ms, uint64_t clean)
+{
+    struct info *in = info_of(p);
+    struct info_server *is = &in->servers[s];
+
+    free(is->text);
+    is->text = text;
+    is->at_ms = at_ms;
+    in->version_stale = true;
+    if (clean > is->clean)
+        is->clean = clean;
+    cmdinfo_seen(p, s, is->text);     /* (its commands, if new) */
+}
+
+/* With several loops loop 0 alone asks the servers (info_tick) and mails
+ * each answer to the other loops' copies of the pool: a server sees one
+ * poll however many loops there are, and each loop still learns what
+ * its servers are (cmdinfo_seen). */
+struct told {
+    size_t   pi;                /* the pool's index (the same on every loop) ... */
+    char    *name;              /* ... and name: a reload may have moved it */
+    uint32_t server;
+    char    *text;
+    uint64_t at_ms;             /* (uv_now: one clock on every loop) */
+};
+
+static void told_free(struct told *t)
+{
+    free(t->name);
+    free(t->text);
+    free(t);
+}
+
+static void info_told(void *arg)
+{
+    struct told *t = arg;
+    struct pool *p = t->pi < cur_loop->npools ? &cur_loop->pools[t->pi] : NULL;
+
+    if (p != NULL && !cur_loop->stopping && !strcmp(p->conf->name, t->name) &&
+        t->server < p->nservers) {
+        keep(p, t->server, t->text, t->at_ms, 0);   /* (clean: loop 0's count, not ours) */
+        t->text = NULL;
+    }
+    told_free(t);
+}
+
+static void tell_others(struct pool *p, uint32_t s, const char *text)
+{
+    for (uint32_t i = 1; i < loop_count(); i++) {
+        struct told *t = xmalloc(sizeof(*t));
+        *t = (struct told){(size_t)(p - cur_loop->pools), xstrdup(p->conf->name), s,
+                           xstrdup(text), uv_now(cur_loop->uv)};
+        if (!loop_post(loop_at(i), info_told, t))
+            told_free(t);               /* (it is stopping) */
+    }
+}
+
 /* A server's INFO: its bulk's text is kept. A failed one (no reply) or an
  * error keeps the last. */
 static int server_info_reply(struct backend *b, struct req *r)
@@ -82,15 +140,12 @@ static int server_info_reply(struct backend *b, struct req *r)
     resp_rd_init(&rd, &r->rsp);
     if (resp_rd_next(&rd, &v) == 0 && (v.type == RESP_BULK || v.type == RESP_VERBATIM) &&
         !v.nil) {
-        free(is->text);
-        is->text = xmalloc(v.len + 1);
-        resp_rd_copy(&rd, &v, is->text, v.len);
-        is->text[v.len] = '\0';
-        is->at_ms = uv_now(cur_loop->uv);
-        in->version_stale = true;
-        if (r->u.clean > is->clean)
-            is->clean = r->u.clean;
-        cmdinfo_seen(b->pool, b->server, is->text);     /* (its commands, if new) */
+        char *text = xmalloc(v.len + 1);
+        resp_rd_copy(&rd, &v, text, v.len);
+        text[v.len] = '\0';
+        if (loop_count() > 1 && cur_loop->id == 0)
+            tell_others(b->pool, b->server, text);
+        keep(b->pool, b->server, text, uv_now(cur_loop->uv), r->u.clean);
     }
     return 0;
 }
@@ -222,8 +277,7 @@ void info_tick(struct pool *p, uint64_t now)
         in->sample_ms = now;
         in->sample_requests = p->front.requests;
     }
-    /* Loop 0 asks for every loop: the servers see one poll, however many
-     * loops (the others take its answers: info_take). */
+    /* (loop 0 asks for every loop: tell_others) */
     if (cur_loop->stopping || cur_loop->id != 0)
         return;
     for (uint32_t s = 0; s < p->nservers; s++) {
@@ -234,24 +288,6 @@ void info_tick(struct pool *p, uint64_t now)
             (is->asking && now < is->asked_ms + 10000))
             continue;
         ask(p, in, s, now, false);
-    }
-}
-
-void info_take(struct pool *to, const struct pool *from)
-{
-    struct info *in = info_of(to);
-    const struct info *src = from->info;
-
-    for (uint32_t s = 0; src != NULL && s < src->nservers && s < in->nservers; s++) {
-        const struct info_server *f = &src->servers[s];
-        struct info_server *is = &in->servers[s];
-        if (f->text == NULL || (is->text != NULL && f->at_ms <= is->at_ms))
-            continue;                   /* (a keyspace INFO's own answer is newer) */
-        free(is->text);
-        is->text = xstrdup(f->text);
-        is->at_ms = f->at_ms;           /* (uv_now: one clock on every loop) */
-        is->clean = f->clean > is->clean ? f->clean : is->clean;
-        in->version_stale = true;
     }
 }
 

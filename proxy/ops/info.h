@@ -33,10 +33,6 @@ void info_prime(struct pool *p);
  * written to w, in w's protocol. */
 struct resp_w;
 void info_modules(const struct pool *p, struct resp_w *w);
-/* The servers' INFO texts from's loop has that are newer than to's (to:
- * the same pool on the calling loop; from: loop 0's, which alone polls
- * them, visited by loop_each). */
-void info_take(struct pool *to, const struct pool *from);
 void info_free(struct pool *p);
 /* INFO [section ...]: the reply to c's request r, now or (the keyspace
  * section: the servers are asked again) within INFO_WAIT_MS; r is done

@@ -550,19 +550,6 @@ static void section_shardis(FILE *f, uint64_t now, const struct totals *t)
     }
 }
 
-struct take {
-    struct pool *to;                /* the caller's copy */
-    size_t       pi;
-};
-
-static void take_from_zero(void *arg)
-{
-    struct take *t = arg;
-
-    if (cur_loop->id == 0)
-        info_take(t->to, &cur_loop->pools[t->pi]);
-}
-
 /* The sections that read the proxy's own counters, which every loop
  * keeps its own of (totals.h). */
 #define OWN_FIGURES ((1u << S_CLIENTS) | (1u << S_STATS) | (1u << S_COMMANDSTATS) | \
@@ -583,10 +570,6 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
     const struct pool_totals *pt;
 
     info_of(p);
-    if (cur_loop->id != 0) {            /* (loop 0 polls the servers: info_tick) */
-        struct take take = {p, (size_t)(p - cur_loop->pools)};
-        loop_each(take_from_zero, &take);
-    }
     if (mask & OWN_FIGURES)
         totals_get(&t);
     pt = t.npools > 0 ? &t.pools[p - cur_loop->pools] : NULL;

@@ -7,12 +7,15 @@ Loop 0 hands each new connection to the loop with the fewest clients, so
 clients opened one after another and kept open land on both loops. Each
 check makes requests from four such clients and asks from another
 connection: a figure of one loop alone (the asker's) would miss about
-half of them, and the check fails.
+half of them, and the check fails. And the servers' own figures (loop 0
+alone polls them, and mails them to the other loops) are as fresh on
+every loop.
 
 Run: /usr/bin/python3 tests/integration/test_threads.py --shardis build/shardis
 """
 import re
 import sys
+import time
 import urllib.request
 
 import redis
@@ -76,6 +79,28 @@ def t_info(px):
     for c in cs:
         c.close()
     return "300 SETs from 3 clients; total_commands_processed +%d" % grew
+
+
+def t_info_servers(px):
+    """Loop 0 alone asks the servers' INFO and tells the other loops: from
+    a connection on either loop, every server's figures are a poll old
+    (INFO_REFRESH_MS), not as old as the start."""
+    raws = []
+    for _ in range(CLIENTS):
+        r = harness.Raw(px.port)
+        r.cmd("PING")
+        raws.append(r)
+    time.sleep(2.5)
+    ages = []
+    for r in raws:
+        text = r.cmd("INFO", "memory", "shardis").decode()  # (keyspace would ask anew)
+        ages += [int(a) for a in re.findall(r"info_age_ms=(-?\d+)", text)]
+        expect("used_memory:" in text, "the servers' figures")
+    expect(len(ages) == 2 * CLIENTS and all(0 <= a < 2000 for a in ages),
+           "info_age_ms from every loop: %r" % ages)
+    for r in raws:
+        r.sock.close()
+    return "ages %r" % ages
 
 
 def t_slowlog(px):
@@ -182,6 +207,7 @@ def body():
                  slowlog_log_slower_than=0, slowlog_max_len=1000,
                  stats_listen="%s:%d" % (harness.HOST, mport))
     check("info_sums_loops", t_info, px)
+    check("info_servers_every_loop", t_info_servers, px)
     check("slowlog_merges_loops", t_slowlog, px)
     check("hotkeys_merges_loops", t_hotkeys, px)
     check("metrics_sum_loops", t_metrics, px, mport)
