@@ -163,10 +163,9 @@ void hotkeys_reply(struct pool *p, const struct req *r, uint64_t us)
         top_charge(&h->top[METRIC_NET], key, len, bytes);
 }
 
-void hotkeys_free(struct pool *p)
+/* A session (a pool's, or loops' added up: sessions) and its keys. */
+static void session_free(struct hotkeys *h)
 {
-    struct hotkeys *h = p->hotkeys;
-
     if (h == NULL)
         return;
     for (int m = 0; m < METRICS; m++) {
@@ -175,6 +174,11 @@ void hotkeys_free(struct pool *p)
         free(h->top[m].slots);
     }
     free(h);
+}
+
+void hotkeys_free(struct pool *p)
+{
+    session_free(p->hotkeys);
     p->hotkeys = NULL;
 }
 
@@ -213,9 +217,9 @@ static long long ms_of(const struct timeval *tv)
 /* A visit of every loop's copy of pool `pi` (the same index on each). */
 struct visit {
     size_t          pi;
-    bool            any, active;    /* a session on some loop; one tracking */
+    bool            active;         /* a session tracking on some loop */
     struct hotkeys *sum;            /* the sessions added up (merge) */
-    const struct hotkeys *like;     /* the one to start (start_all) */
+    const struct hotkeys *like;     /* the one to start (start_one) */
 };
 
 static char *key_dup(const struct slot *s)
@@ -234,7 +238,6 @@ static struct hotkeys *visited(struct visit *v)
     if (h != NULL && h->active && h->duration_ms > 0 &&
         uv_now(cur_loop->uv) >= h->start_ms + h->duration_ms)
         stop(h);                        /* (its time is up: nothing counted it yet) */
-    v->any |= h != NULL;
     v->active |= h != NULL && h->active;
     return h;
 }
@@ -273,8 +276,9 @@ static void start_one(void *arg)
 }
 
 /* The first loop's session is copied whole (its slots in their order,
- * room after them for every other loop's); the others' totals and keys
- * are added to it. */
+ * room after them for every other loop's: a session fills its slots from
+ * the first, so the keys kept are the first ones); the others' totals
+ * and keys are added to it. */
 static void merge(void *arg)
 {
     struct visit *v = arg;
@@ -324,18 +328,6 @@ static void merge(void *arg)
             }
         }
     }
-}
-
-static void sum_free(struct hotkeys *h)
-{
-    if (h == NULL)
-        return;
-    for (int m = 0; m < METRICS; m++) {
-        for (uint32_t i = 0; i < h->top[m].nslots; i++)
-            free(h->top[m].slots[i].key);
-        free(h->top[m].slots);
-    }
-    free(h);
 }
 
 /* Pool pi's sessions on every loop, added up (NULL: none has one). */
@@ -484,7 +476,7 @@ void hotkeys_command(struct client *c, struct req *r, struct args *a)
             resp_w_null(&w);
         else
             reply_get(c, r, sum);
-        sum_free(sum);
+        session_free(sum);
     } else if (args_is(a, 1, "reset") && a->argc == 2) {
         loop_each(look, &v);
         if (v.active) {
@@ -536,7 +528,7 @@ void hotkeys_metrics(const struct pool *p, FILE *f)
         }
         free(sorted);
     }
-    sum_free(h);
+    session_free(h);
 }
 
 /* ---- the module ---------------------------------------------------------------------- */
