@@ -121,7 +121,8 @@ def t_slowlog(px):
     expect(n >= CLIENTS + 1, "SLOWLOG LEN %d" % n)  # (the RESET itself too)
     cs[1].execute_command("SLOWLOG", "RESET")
     left = [e[3] for e in px.client.execute_command("SLOWLOG", "GET", -1)]
-    expect(not any(a[:1] == [b"GET"] for a in left), "after RESET: %d left: %r" % (len(left), left[:5]))
+    expect(not any(a[:1] == [b"GET"] for a in left),
+           "after RESET: %d left: %r" % (len(left), left[:5]))
     for c in cs:
         c.close()
     return "%d entries, ids %r" % (n, ids[:6])
