@@ -508,8 +508,12 @@ static void section_shardis(FILE *f, uint64_t now, const struct totals *t)
 {
     /* configs_held: the running config and the old ones a pool still
      * routes by (bounded however many reloads came). */
-    fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\n", cur_loop->npools,
-            conf_held());
+    fprintf(f, "# Shardis\r\npools:%zu\r\nconfigs_held:%zu\r\nloops:%u\r\n", cur_loop->npools,
+            conf_held(), t->nloops);
+    /* Each loop's clients and commands (--threads: how loop 0 spread them) */
+    for (uint32_t l = 0; l < t->nloops; l++)
+        fprintf(f, "loop_%u:clients=%u,commands=%llu\r\n", l, t->loops[l].clients,
+                (unsigned long long)t->loops[l].commands);
     for (size_t i = 0; i < cur_loop->npools; i++) {
         struct pool *p = &cur_loop->pools[i];
         const struct pool_totals *pt = &t->pools[i];

@@ -74,6 +74,11 @@ static void add_loop(void *arg)
     size_t n = cur_loop->npools < t->npools ? cur_loop->npools : t->npools;
 
     t->nclients += cur_loop->nclients;
+    if (cur_loop->id < LOOP_MAX) {
+        t->loops[cur_loop->id].clients = cur_loop->nclients;
+        t->loops[cur_loop->id].commands = cur_loop->total_commands;
+        t->nloops = cur_loop->id + 1 > t->nloops ? cur_loop->id + 1 : t->nloops;
+    }
     /* (a loop not run by loop_run: this thread's) */
     t->chunks_alloc += cur_loop->chunks_alloc != NULL ? *cur_loop->chunks_alloc : mbuf_nalloc();
     t->chunks_free += cur_loop->chunks_free != NULL ? *cur_loop->chunks_free : mbuf_nfree();

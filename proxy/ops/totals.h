@@ -29,6 +29,12 @@ struct pool_totals {
 struct totals {
     uint32_t nclients, blocked;     /* the process's clients, and those in a blocking call */
     size_t   chunks_alloc, chunks_free; /* every loop's thread's (mbuf.h) */
+    uint32_t nloops;                /* loops[]'s: each loop's own, by id (INFO's
+                                       loop_N lines: how the clients are spread) */
+    struct {
+        uint32_t clients;
+        uint64_t commands;
+    } loops[LOOP_MAX];
     size_t   npools;                /* cur_loop->npools: the same index on every loop */
     struct pool_totals *pools;
 };

@@ -293,7 +293,8 @@ def t_exit_clean(px):
         raise Fail("still running 7 s after SIGTERM")
     with open(px.out, errors="replace") as f:
         text = f.read()
-    bad = re.findall(r".*(?:AddressSanitizer|LeakSanitizer|runtime error|Assertion).*", text)
+    bad = re.findall(r".*(?:AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|"
+                     r"Assertion).*", text)
     expect(not bad, "stderr: %s" % "; ".join(bad[:3]))
     expect_eq(rc, 0, "exit code")
     return ""

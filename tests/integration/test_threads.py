@@ -1,7 +1,13 @@
 #!/usr/bin/python3
-"""test_threads.py -- with --threads 2 (SHARDIS_THREADS=2) INFO, SLOWLOG,
-HOTKEYS, LATENCY and /metrics answer for the whole process, not for the
-loop of the client that asks.
+"""test_threads.py -- with --threads 2 (SHARDIS_THREADS=2) shardis is still
+one Redis to every client: INFO, SLOWLOG, HOTKEYS, LATENCY and /metrics
+answer for the whole process, not for the loop of the client that asks;
+CLIENT LIST lists, and CLIENT KILL, PAUSE, UNPAUSE and UNBLOCK reach, the
+clients of every loop; MONITOR sees, and PUBLISH reaches, every loop's
+clients; CLIENT ID is unique; a reload changes every loop at once;
+client_connections counts every loop; a stop drains every loop; keys
+written and read from both loops land on their servers, none lost or
+misrouted; what several loops do not do yet is refused with its reason.
 
 Loop 0 hands each new connection to the loop with the fewest clients, so
 clients opened one after another and kept open land on both loops. Each
@@ -13,17 +19,23 @@ every loop.
 
 Run: /usr/bin/python3 tests/integration/test_threads.py --shardis build/shardis
 """
+import os
 import re
+import signal
+import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
 import redis
 
 import harness
-from harness import RedisServer, Shardis, check, expect, expect_eq
+from harness import (Fail, Raw, RedisServer, Shardis, check, enc, expect, expect_eq,
+                     expect_refused, parse)
 
 CLIENTS = 4
+THREADS = {"SHARDIS_THREADS": "2"}
 
 
 def clients(px):
@@ -200,6 +212,264 @@ def t_metrics(px, mport):
     return "%d GETs counted" % (after[name] - before.get(name, 0))
 
 
+# ---- the clients' side: CLIENT, MONITOR, pub/sub, reload, stop, data --------------------
+
+def loop_clients(px):
+    """[clients on loop 0, on loop 1] from INFO shardis's loop_N lines."""
+    got = info(px, "shardis")
+    expect_eq(got.get("loops"), "2", "INFO shardis loops")
+    return [int(re.search(r"clients=(\d+)", got["loop_%d" % l]).group(1)) for l in (0, 1)]
+
+
+def spread(px, n):
+    """n raw clients, named c0 .. c<n-1>, held open: asserted to be on both
+    loops, half each (INFO's own connection is on one of them meanwhile)."""
+    before = loop_clients(px)
+    cs = [Raw(px.port) for _ in range(n)]
+    for i, c in enumerate(cs):
+        expect_eq(c.cmd("CLIENT", "SETNAME", "c%d" % i), b"+OK\r\n", "SETNAME")
+    after = loop_clients(px)
+    grew = [a - b for a, b in zip(after, before)]
+    expect(sum(grew) == n and min(grew) >= n // 2 - 1,
+           "%d clients spread over the loops: %r -> %r" % (n, before, after))
+    return cs
+
+
+def closed(c, what):
+    try:
+        got = c.cmd("PING")
+    except (EOFError, ConnectionError, OSError):
+        return
+    raise Fail("%s still open: %r" % (what, got))
+
+
+def t_client_list_kill(servers):
+    """CLIENT LIST shows, and CLIENT KILL reaches, the clients of both loops;
+    CLIENT ID is unique over them."""
+    px = Shardis("cl", servers, env=THREADS, admin_commands="true")
+    cs = spread(px, 6)
+    ids = [parse(c.cmd("CLIENT", "ID")) for c in cs]
+    expect_eq(len(set(ids)), 6, "CLIENT ID unique over loops: %r" % ids)
+    names = sorted(re.findall(rb" name=(c\d+) ", parse(cs[0].cmd("CLIENT", "LIST"))))
+    expect_eq(names, [b"c%d" % i for i in range(6)], "CLIENT LIST's names")
+    listed = parse(cs[1].cmd("CLIENT", "LIST", "ID", *[str(i) for i in ids]))
+    expect_eq(listed.count(b"\n"), 6, "CLIENT LIST ID of all six, from another loop")
+    for i, c in enumerate(cs):
+        expect(b" name=c%d " % i in parse(c.cmd("CLIENT", "INFO")), "CLIENT INFO of c%d" % i)
+    killed = sum(parse(cs[0].cmd("CLIENT", "KILL", "ID", str(ids[i]))) for i in range(1, 6))
+    expect_eq(killed, 5, "CLIENT KILL ID of clients on both loops")
+    for i, c in enumerate(cs[1:]):
+        closed(c, "c%d after CLIENT KILL" % (i + 1))
+    names = sorted(re.findall(rb" name=(c\d+) ", parse(cs[0].cmd("CLIENT", "LIST"))))
+    expect_eq(names, [b"c0"], "CLIENT LIST after the kills")
+    more = spread(px, 4)
+    for c in more:
+        c.cmd("CLIENT", "SETNAME", "x")
+    others = parse(cs[0].cmd("CLIENT", "LIST")).count(b"\n") - 1
+    expect(others >= 4, "CLIENT LIST: %d others" % others)
+    expect_eq(parse(cs[0].cmd("CLIENT", "KILL", "USER", "default", "SKIPME", "yes")), others,
+              "KILL USER default: every other client")
+    for c in more:
+        closed(c, "a client after CLIENT KILL USER")
+    harness.t_exit_clean(px)
+    return "ids %s" % ids
+
+
+def t_pause(servers):
+    """CLIENT PAUSE WRITE from one loop holds the writes of both; UNPAUSE
+    lets them all go; reads go on meanwhile."""
+    px = Shardis("pause", servers, env=THREADS, admin_commands="true")
+    cs = spread(px, 5)
+    expect_eq(cs[0].cmd("CLIENT", "PAUSE", "10000", "WRITE"), b"+OK\r\n", "PAUSE")
+    for i, c in enumerate(cs[1:]):
+        expect_eq(c.cmd("GET", "pk%d" % i), b"$-1\r\n", "a read while paused (c%d)" % (i + 1))
+        c.send(enc("SET", "pk%d" % i, "v"))
+    time.sleep(0.3)
+    for i, c in enumerate(cs[1:]):
+        c.sock.settimeout(0.05)
+        try:
+            got = c.sock.recv(64)
+        except OSError:
+            got = b""
+        c.sock.settimeout(5)
+        expect_eq(got, b"", "c%d's SET answered during PAUSE WRITE" % (i + 1))
+    expect_eq(cs[0].cmd("CLIENT", "UNPAUSE"), b"+OK\r\n", "UNPAUSE")
+    for i, c in enumerate(cs[1:]):
+        expect_eq(c.reply(), b"+OK\r\n", "c%d's SET after UNPAUSE" % (i + 1))
+        expect_eq(c.cmd("GET", "pk%d" % i), b"$1\r\nv\r\n", "c%d's write landed" % (i + 1))
+    harness.t_exit_clean(px)
+
+
+def t_monitor_pubsub(servers):
+    """MONITOR sees the commands of both loops' clients; PUBLISH from either
+    loop reaches subscribers on both."""
+    px = Shardis("mon", servers, env=THREADS, admin_commands="true")
+    cs = spread(px, 4)          # c0 and c2 on one loop, c1 and c3 on the other
+    expect_eq(cs[0].cmd("MONITOR"), b"+OK\r\n", "MONITOR")
+    for c in (cs[1], cs[3]):
+        expect_eq(parse(c.cmd("SUBSCRIBE", "news")), [b"subscribe", b"news", 1], "SUBSCRIBE")
+    expect_eq(parse(cs[2].cmd("PUBLISH", "news", "from-c2")), 2, "PUBLISH from c2")
+    for c in (cs[1], cs[3]):
+        expect_eq(parse(c.reply()), [b"message", b"news", b"from-c2"], "the message")
+    late = Raw(px.port)         # on either loop
+    expect_eq(parse(late.cmd("PUBLISH", "news", "from-late")), 2, "PUBLISH from another")
+    for c in (cs[1], cs[3]):
+        expect_eq(parse(c.reply()), [b"message", b"news", b"from-late"], "the second message")
+    for i, c in ((1, cs[1]), (3, cs[3])):
+        c.send(enc("UNSUBSCRIBE"))
+        c.reply()
+        expect_eq(c.cmd("SET", "mon-%d" % i, "x"), b"+OK\r\n", "SET from c%d" % i)
+    want = [b'"PUBLISH" "news" "from-c2"', b'"PUBLISH" "news" "from-late"',
+            b'"SET" "mon-1" "x"', b'"SET" "mon-3" "x"']
+    lines = b""
+    deadline = time.monotonic() + 5
+    while not all(w in lines for w in want) and time.monotonic() < deadline:
+        cs[0]._fill()
+        lines = bytes(cs[0].buf[cs[0].pos:])
+    for w in want:
+        expect(w in lines, "MONITOR shows %r: %r" % (w, lines[:300]))
+    harness.t_exit_clean(px)
+
+
+def t_unblock(servers):
+    """CLIENT UNBLOCK reaches a client blocked on the other loop, and that
+    client's connection takes commands again."""
+    px = Shardis("unblock", servers, env=THREADS, admin_commands="true")
+    cs = spread(px, 2)          # one on each loop
+    bid = parse(cs[0].cmd("CLIENT", "ID"))
+    cs[0].send(enc("BLPOP", "never-pushed", "0"))
+    until_blocked = time.monotonic() + 5
+    while b" flags=b " not in parse(cs[1].cmd("CLIENT", "LIST", "ID", str(bid))) and \
+            time.monotonic() < until_blocked:
+        time.sleep(0.02)
+    expect_eq(parse(cs[1].cmd("CLIENT", "UNBLOCK", str(bid))), 1, "UNBLOCK from the other loop")
+    expect_eq(cs[0].reply(), b"*-1\r\n", "the BLPOP's nil")
+    expect_eq(cs[0].cmd("SET", "after-unblock", "1"), b"+OK\r\n", "the client goes on")
+    expect_eq(parse(cs[1].cmd("CLIENT", "UNBLOCK", str(bid))), 0, "UNBLOCK of one not blocked")
+    harness.t_exit_clean(px)
+
+
+def t_reload_and_limits(servers):
+    """A reload that removes a user closes its connections on both loops;
+    client_connections counts both loops; a reload that would move keys is
+    refused with several loops, and nothing changes."""
+    users = '["default on nopass allkeys allchannels +@all", "app on >apppw ~* +@all"]'
+    px = Shardis("rl", servers, env=THREADS, admin_commands="true", users=users,
+                 client_connections=6)
+    cs = spread(px, 4)
+    for c in cs:
+        expect_eq(c.cmd("AUTH", "app", "apppw"), b"+OK\r\n", "AUTH app")
+    extra = [Raw(px.port), Raw(px.port)]     # 6 with px.client's
+    for c in extra:
+        c.cmd("PING")
+    over = Raw(px.port)
+    expect_eq(over.cmd("PING"), b"-ERR max number of clients reached\r\n",
+              "the 7th client, whichever loop it is on")
+    for c in extra:
+        c.sock.close()
+    text = open(px.conf).read()
+    with open(px.conf, "w") as f:
+        f.write(text.replace(users, '["default on nopass allkeys allchannels +@all"]'))
+    px.client.execute_command("SHARD.RELOAD")
+    for i, c in enumerate(cs):
+        closed(c, "c%d (user app) after its user was removed" % i)
+    # More servers: keys would move; refused with the reason, nothing changed.
+    third = RedisServer("rl3")
+    text = open(px.conf).read()
+    with open(px.conf, "w") as f:
+        f.write(text.replace(
+            "  servers:\n", "  servers:\n    - %s:%d:1 redis9\n" % (harness.HOST, third.port)))
+    expect_refused(lambda: px.client.execute_command("SHARD.RELOAD"), "with 2 threads",
+                   "a reload that moves keys")
+    expect_eq(px.client.execute_command("SHARD.WHEREIS", "k"), px.client.execute_command(
+        "SHARD.WHEREIS", "k"), "routing unchanged")
+    harness.stop(third.proc)
+    harness.t_exit_clean(px)
+
+
+def t_refused(servers):
+    """What several loops do not do yet stops the start with its reason; a
+    bad --threads is a usage error; threads: auto is a loop per core."""
+    conf = os.path.join(harness.TMP, "sentinels.yml")
+    port = harness.free_port()
+    with open(conf, "w") as f:
+        f.write("alpha:\n  listen: %s:%d\n  sentinels:\n    - %s:%d\n  servers:\n"
+                "    - %s:%d:1 redis1\n" % (harness.HOST, port, harness.HOST,
+                                           harness.free_port(), harness.HOST, servers[0].port))
+    out = subprocess.run([harness.ARGS.shardis, "-c", conf, "--threads", "2"],
+                         capture_output=True, text=True, timeout=20)
+    expect(out.returncode == 1 and "Sentinel failover is followed with one loop only"
+           in out.stderr, "sentinels with 2 threads: %d %r" % (out.returncode, out.stderr))
+    for bad in ("x", "-1", "65", ""):
+        out = subprocess.run([harness.ARGS.shardis, "-c", conf, "--threads", bad],
+                             capture_output=True, text=True, timeout=20)
+        expect(out.returncode == 2 and "--threads" in out.stderr, "--threads %r: %d %r"
+               % (bad, out.returncode, out.stderr))
+    cores = len(os.sched_getaffinity(0))
+    px = Shardis("auto", servers, env={"SHARDIS_THREADS": "auto"})
+    if cores > 1:
+        harness.until("auto: %d loops logged" % cores,
+                      lambda: "%d event loops" % cores in open(px.log).read())
+    expect_eq(info(px, "shardis").get("loops"), str(min(cores, 64)), "INFO loops with auto")
+    harness.t_exit_clean(px)
+    return "auto: %d loops" % cores
+
+
+def t_stop_drains(servers):
+    """SIGTERM: a request in flight on each loop is answered before the
+    process exits 0."""
+    px = Shardis("drain", servers, env=THREADS)
+    cs = spread(px, 2)
+    for c in cs:                # a script that spins 300 ms on its server
+        c.send(enc("EVAL", "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
+                   "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 300000 "
+                   "return 1", "1", "drain-%d" % cs.index(c)))
+    time.sleep(0.1)
+    px.proc.send_signal(signal.SIGTERM)
+    for i, c in enumerate(cs):
+        expect_eq(c.reply(), b":1\r\n", "loop %d's request in flight answered" % i)
+    harness.t_exit_clean(px)
+
+
+def t_data(servers):
+    """8 clients (both loops) writing and reading 2,000 keys at once: every
+    key on the server the ring names, every value read back, none lost."""
+    px = Shardis("data", servers, env=THREADS)
+    errors = []
+
+    def work(w):
+        c = redis.Redis(harness.HOST, px.port, socket_timeout=10, single_connection_client=True)
+        try:
+            pipe = c.pipeline(transaction=False)
+            for k in range(250):
+                pipe.set("d%d:%d" % (w, k), "v%d:%d" % (w, k))
+            pipe.execute()
+            got = c.mget(["d%d:%d" % (w, k) for k in range(250)])
+            bad = [k for k in range(250) if got[k] != b"v%d:%d" % (w, k)]
+            if bad:
+                errors.append("client %d: %d keys wrong, first d%d:%d=%r" % (
+                    w, len(bad), w, bad[0], got[bad[0]]))
+        except Exception as e:
+            errors.append("client %d: %r" % (w, e))
+        finally:
+            c.close()
+    ths = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(30)
+    expect(not errors, "; ".join(errors[:3]))
+    keys = ["d%d:%d" % (w, k) for w in range(8) for k in range(250)]
+    where = px.whereis(keys)
+    on = [sum(1 for k in keys if where[k] == s) for s in range(len(servers))]
+    expect(min(on) > 0, "keys on every server: %r" % on)
+    for k in keys[::37]:
+        expect_eq(servers[where[k]].client.get(k), ("v" + k[1:]).encode(),
+                  "%s on its server" % k)
+    harness.t_exit_clean(px)
+    return "keys per server %r" % on
+
+
 def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
     mport = harness.free_port()
@@ -213,6 +483,14 @@ def body():
     check("hotkeys_merges_loops", t_hotkeys, px)
     check("metrics_sum_loops", t_metrics, px, mport)
     check("exit_clean", harness.t_exit_clean, px)
+    check("client_list_kill_loops", t_client_list_kill, servers)
+    check("pause_unpause_loops", t_pause, servers)
+    check("monitor_pubsub_loops", t_monitor_pubsub, servers)
+    check("unblock_other_loop", t_unblock, servers)
+    check("reload_users_limits_loops", t_reload_and_limits, servers)
+    check("refused_with_threads", t_refused, servers)
+    check("stop_drains_loops", t_stop_drains, servers)
+    check("data_over_loops", t_data, servers)
 
 
 if __name__ == "__main__":
