@@ -498,6 +498,10 @@ static void drain_cb(uv_timer_t *t)
 {
     if (!drained() && uv_now(cur_loop->uv) - cur_worker()->stop_ms < PROXY_DRAIN_MS)
         return;
+    /* Loop 0 closes last: its signal handles closed, a second SIGTERM
+     * would end the process while another loop still drains. */
+    if (cur_loop->id == 0 && loop_others_live() > 0)
+        return;
     uv_timer_stop(t);
     if (loop_count() > 1)
         log_notice("stopped: loop %u closing %u client connections", cur_loop->id,

@@ -201,6 +201,18 @@ void loop_retire(struct loop *l)
     uv_close((uv_handle_t *)&l->mail_wake, NULL);
 }
 
+uint32_t loop_others_live(void)
+{
+    struct loop *me = own_loop != NULL ? own_loop : cur_loop;
+    uint32_t k = 0;
+
+    pthread_mutex_lock(&world.mu);
+    for (uint32_t i = 0; i < world.n; i++)
+        k += world.all[i] != me && world.all[i]->state != LOOP_RETIRED;
+    pthread_mutex_unlock(&world.mu);
+    return k;
+}
+
 uint32_t loop_count(void)
 {
     return world.n;             /* (written before any second thread runs) */

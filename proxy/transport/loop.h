@@ -222,6 +222,8 @@ void loop_run(struct loop *l);
  * no stop waits for it or visits it any more, mail to it is refused, and
  * the mail it has is run now; its wake-up handle is closed. */
 void loop_retire(struct loop *l);
+/* How many loops other than the caller's are not retired yet. */
+uint32_t loop_others_live(void);
 /* How many loops the process runs, and the i-th. */
 uint32_t loop_count(void);
 struct loop *loop_at(uint32_t i);
