@@ -106,12 +106,18 @@ static void flush_cb(uv_check_t *h)
 
 /* After a burst the chunk and request pools (and the allocator's own
  * caches) hold what the burst needed, up to MBUF_FREE_MAX chunks of 14
- * KiB: once no request has come for PROXY_IDLE_MS, let all of it go, so
- * an idle proxy is back to its idle size whatever came before. */
+ * KiB: once no request has come and no client come or gone for
+ * PROXY_IDLE_MS, let all of it go, so an idle proxy is back to its idle
+ * size whatever came before. (Clients count: with several loops, one
+ * whose clients all left asks nothing more, and what their closing freed
+ * would stay in its thread's caches.) */
 static void idle_check(uint64_t now)
 {
-    if (cur_loop->total_commands != cur_loop->idle_seen) {
-        cur_loop->idle_seen = cur_loop->total_commands;
+    uint64_t seen = cur_loop->total_commands + cur_loop->total_connections +
+                    cur_loop->nclients;
+
+    if (seen != cur_loop->idle_seen) {
+        cur_loop->idle_seen = seen;
         cur_loop->idle_since = now;
         cur_loop->idle_trimmed = false;
     } else if (!cur_loop->idle_trimmed && now - cur_loop->idle_since >= PROXY_IDLE_MS) {

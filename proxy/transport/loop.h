@@ -99,7 +99,8 @@ struct loop {
     uint64_t          other_db_reqs;/* requests alive that were routed in a database
                                        other than redis_db (req.other_db; info.c), */
     uint64_t          other_db_routed;  /* ... and how many were, ever */
-    uint64_t          idle_seen;    /* total_commands at the last tick ... */
+    uint64_t          idle_seen;    /* commands, connections and clients at the
+                                       last tick (proxy.c idle_check) ... */
     uint64_t          idle_since;   /* ... and when it last changed */
     bool              idle_trimmed; /* pools trimmed since (idle_check) */
     /* The process's facts, set once before the loop runs (INFO, /metrics,

@@ -461,6 +461,17 @@ def t_stop_drains(servers):
     harness.t_exit_clean(px)
 
 
+def t_memory(servers):
+    """test_proxy's 1,000 idle clients, with two loops: RSS per client, and
+    back near idle once they left (each loop gives its thread's caches
+    back when its clients have gone, though none asks it anything more)."""
+    import test_proxy
+    px = Shardis("mem", servers, env=THREADS)
+    detail, _ = test_proxy.t_memory(px)
+    harness.t_exit_clean(px)
+    return detail
+
+
 def t_data(servers):
     """8 clients (both loops) writing and reading 2,000 keys at once: every
     key on the server the ring names, every value read back, none lost."""
@@ -521,6 +532,7 @@ def body():
     check("refused_with_threads", t_refused, servers)
     check("stop_drains_loops", t_stop_drains, servers)
     check("data_over_loops", t_data, servers)
+    check("memory_back_near_idle_loops", t_memory, servers)
 
 
 if __name__ == "__main__":
