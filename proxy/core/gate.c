@@ -31,7 +31,10 @@
  *             one redis-server, though the subscription went on a
  *             connection of its own, maybe still connecting. At most
  *             GATE_SUBSCRIBING_MS: a server that never confirms holds no
- *             publisher for ever;
+ *             publisher for ever. With several loops, the subscriptions of
+ *             every loop's clients count (pool.subscribing), and a publisher
+ *             on another loop than the subscriber's goes at its loop's next
+ *             tick once they are confirmed;
  *   order     an earlier request of the client waits already.
  *
  * A request that may not go waits on its client's gate queue, in order;
@@ -230,7 +233,7 @@ static bool paused(const struct client *c, struct req *r)
 /* Whether r, a PUBLISH, waits for subscriptions on their way to its server. */
 static bool subscribing(struct client *c, struct req *r, uint32_t server)
 {
-    if (c->pool->servers[server].subscribing == 0 ||
+    if (pool_subscribing(c->pool, server) == 0 ||
         cur_loop->now_us - r->t0_us >= GATE_SUBSCRIBING_MS * 1000ull)
         return false;
     c->pool->publish_held = true;   /* kicked when they are confirmed, or by the tick */
@@ -258,7 +261,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
     r->front = 0;
     if (!c->gated && r->migs == 0 && !b->unblocking && !b->verifying &&
         (c->pool->paused_until == 0 || !paused(c, r)) &&    /* (the tests inline) */
-        (!r->publish || c->pool->servers[b->server].subscribing == 0)) {
+        (!r->publish || pool_subscribing(c->pool, b->server) == 0)) {
         go(c, r, b);
         return;
     }

@@ -665,6 +665,8 @@ void pool_free(struct pool *p)
     pool_set_tls(p, NULL, NULL);
     acl_unref(p->acl);
     free(p->front.clients);
+    if (p->subscribing_owned)
+        free(p->subscribing);       /* (loop 0's, freed last: proxy.c) */
     MODULE_EACH(pool_free, p);
     srvuser_free(p->clients_user);
     cmdinfo_free(p);
@@ -691,6 +693,15 @@ void pool_free(struct pool *p)
     free(p->servers);
     if (p->conf != NULL)
         conf_unref(p->conf->owner);
+}
+
+_Atomic uint32_t *pool_subscribing_counts(struct pool *p)
+{
+    if (p->subscribing == NULL) {
+        p->subscribing = xcalloc(POOL_SLOTS_MAX, sizeof(*p->subscribing));
+        p->subscribing_owned = true;
+    }
+    return p->subscribing;
 }
 
 struct pool_each {

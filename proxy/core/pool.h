@@ -3,6 +3,7 @@
 #ifndef SHARDIS_POOL_H
 #define SHARDIS_POOL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -95,8 +96,6 @@ struct pool_server {
                                        answered, read to reply (/metrics; stats.c),
                                        made on the first (owned) */
     uint64_t         ejections;     /* times eject_mode: rehash took it out */
-    uint32_t         subscribing;   /* (S|P)SUBSCRIBEs sent to it and not yet confirmed
-                                       (pubsub.c): a PUBLISH to it waits (gate.c) */
     uint8_t          kind;          /* what server it said it is (cmd_kind; cmdinfo.c),
                                        0 until it has */
     uint32_t         redis_version; /* the Redis version it says it stands for
@@ -154,6 +153,14 @@ struct pool {
                                        (bit: loop id), the same on every copy:
                                        nothing is formatted while it is 0 */
     bool              publish_held; /* gate.c: a PUBLISH waited for subscriptions */
+    /* [POOL_SLOTS_MAX], by server: (S|P)SUBSCRIBEs sent to it and not yet
+     * confirmed, by the clients of every loop's copy of the pool (pubsub.c):
+     * a PUBLISH to it waits (gate.c), whichever loop its publisher is on.
+     * Loop 0's copy owns it (made at its start, or by the first
+     * subscription of a pool made otherwise); the others point at it. An
+     * atomic per subscription, read per PUBLISH. */
+    _Atomic uint32_t *subscribing;
+    bool              subscribing_owned;
     uint64_t          paused_until; /* loop ms CLIENT PAUSE lasts to; 0: not paused */
     uint64_t          other_db_seq; /* cur_loop->other_db_routed when a request of this pool
                                        in a database other than redis_db was last
@@ -294,6 +301,14 @@ void pool_tick(struct pool *p, uint64_t now);
 /* CLIENT PAUSE for ms (all: every request, else writes), or CLIENT
  * UNPAUSE (ms 0): what waited goes. On p's copy on every loop. */
 void pool_pause(struct pool *p, uint64_t ms, bool all);
+/* Subscriptions on their way to server, from every loop (pool.subscribing). */
+static inline uint32_t pool_subscribing(const struct pool *p, uint32_t server)
+{
+    return p->subscribing != NULL
+           ? atomic_load_explicit(&p->subscribing[server], memory_order_relaxed) : 0;
+}
+/* The counts, made if they are not (p's own). */
+_Atomic uint32_t *pool_subscribing_counts(struct pool *p);
 /* fn(q, arg) for p's copy on each loop (p's own among them), in loop
  * order, cur_loop q's loop (transport/loop.h loop_each: with several
  * loops, every other is parked meanwhile). What spans a pool's clients

@@ -70,7 +70,7 @@ struct subs {
     TAILQ_ENTRY(subs) link;     /* on pool.subscribers */
     struct backend **conns;     /* [nconns]: subscriber connection per server, or NULL */
     uint32_t        *sending;   /* [nconns]: its subscriptions there not yet confirmed,
-                                   counted in pool_server.subscribing too */
+                                   counted in pool.subscribing too */
     uint32_t         nconns;    /* the pool's servers when last grown (reloads add some) */
     struct sub_name *names;
     uint32_t         n, cap;
@@ -145,13 +145,15 @@ static struct backend *conn(struct client *c, uint32_t server)
 static void sending(struct client *c, uint32_t server, int delta)
 {
     struct subs *s = c->rare != NULL ? c->rare->subs : NULL;
-    struct pool_server *ps = &c->pool->servers[server];
+    _Atomic uint32_t *all;
 
     if (s == NULL)
         return;                     /* (closed meanwhile: pubsub_client_gone counted) */
     s->sending[server] += (uint32_t)delta;
-    ps->subscribing += (uint32_t)delta;
-    if (ps->subscribing == 0)
+    all = pool_subscribing_counts(c->pool);
+    /* (Publishers waiting on other loops go at their next tick.) */
+    if (atomic_fetch_add_explicit(&all[server], (uint32_t)delta, memory_order_relaxed) +
+        (uint32_t)delta == 0)
         gate_kick_publishers(c->pool);
 }
 

@@ -388,6 +388,8 @@ static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct 
         src->front.all = &src->front.own_all;
     p->front.all = src->front.all;  /* (client_connections: one count; loop 0's
                                        front is freed last) */
+    p->subscribing = pool_subscribing_counts(src);  /* (PUBLISH waits for any loop's
+                                                       SUBSCRIBEs) */
     p->acl = acl_ref(src->acl);
     p->nconns = src->nconns;
     p->ndbs = src->ndbs;

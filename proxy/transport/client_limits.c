@@ -13,7 +13,9 @@
  *     hard passes when it is the only reply or request it holds: one
  *     value of any size always can be read.
  *   - maxmemory_clients: past it, the pool's client holding most is closed
- *     (redis-server 7's client eviction).
+ *     (redis-server 7's client eviction). With several loops, each holds
+ *     its own clients' sum and evicts past its share of the bound (an
+ *     atomic sum over loops would cost one per request).
  *   - a normal client holding more than its soft limit (half its hard one
  *     without) is read no more, as it asks for no more, and read again
  *     below half that: most clients that pipeline faster than they read
@@ -35,6 +37,15 @@
 #define CLIENT_STALL_BYTES   (256u << 20) /* what a client holds: stop reading it, with
                                             no limit configured */
 #define CLIENT_PEAK_MS       4000        /* INFO's recent peaks: two periods this long */
+
+/* maxmemory_clients, this loop's share of it (above); 0 none. */
+static uint64_t clients_mem_max(const struct front *f)
+{
+    uint32_t n = loop_count();
+
+    return f->conf->maxmemory_clients > 0
+           ? (uint64_t)f->conf->maxmemory_clients / (n > 1 ? n : 1) : 0;
+}
 
 static const struct conf_client_limit *client_limits(const struct client *c)
 {
@@ -139,7 +150,7 @@ int client_limit_slow(struct client *c, size_t added, bool reply)
     if (!c->subscribed && held > client_stall_at(l) &&
         (c->rare == NULL || c->rare->stalled_ms == 0))
         client_stall(c);
-    if (f->conf->maxmemory_clients > 0 && f->clients_mem > (uint64_t)f->conf->maxmemory_clients) {
+    if (clients_mem_max(f) > 0 && f->clients_mem > clients_mem_max(f)) {
         client_evict(f);
         if (c->doomed)
             return -1;
@@ -164,8 +175,7 @@ void client_quiet_of(struct front *f)
             held = client_stall_at(l);
     }
     f->quiet_held = held;
-    f->quiet_total = f->conf->maxmemory_clients > 0 ? (uint64_t)f->conf->maxmemory_clients
-                                                    : UINT64_MAX;
+    f->quiet_total = clients_mem_max(f) > 0 ? clients_mem_max(f) : UINT64_MAX;
     f->quiet_gen = f->conf_gen;
 }
 

@@ -282,6 +282,25 @@ def check(name, fn, *a, **kw):
     sys.stdout.flush()
 
 
+def one_loop(fn):
+    """fn, with every shardis it starts on one loop (SHARDIS_THREADS=1),
+    whatever the suite runs with: for what several loops refuse yet (a
+    live reshard, Sentinels, taking up a recorded migration; test_threads.py
+    checks the refusals)."""
+    def run(*a, **kw):
+        was = os.environ.get("SHARDIS_THREADS")
+        os.environ["SHARDIS_THREADS"] = "1"
+        try:
+            return fn(*a, **kw)
+        finally:
+            if was is None:
+                del os.environ["SHARDIS_THREADS"]
+            else:
+                os.environ["SHARDIS_THREADS"] = was
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
 def t_exit_clean(px):
     """SIGTERM: exit 0 within 7 s, nothing on stderr about memory errors
     (meaningful with a sanitizer build: --shardis build-asan/shardis)."""
