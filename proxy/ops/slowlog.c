@@ -310,9 +310,13 @@ void slowlog_command(struct client *c, struct req *r, struct args *a)
     struct resp_w w = client_w(c, &r->rsp);
     long long count = 10;
 
+    /* (With several loops each keeps up to slowlog_max_len: the log is
+     * the newest that many of all of them, as one redis-server's.) */
+    uint64_t max = (uint64_t)c->pool->conf->slowlog_max_len;
+
     if (args_is(a, 1, "len") && a->argc == 2) {
         loop_each(count_one, &v);
-        resp_w_int(&w, (long long)v.len);
+        resp_w_int(&w, (long long)(v.len < max ? v.len : max));
     } else if (args_is(a, 1, "reset") && a->argc == 2) {
         loop_each(reset_one, &v);
         resp_w_simple(&w, "OK");
@@ -321,7 +325,7 @@ void slowlog_command(struct client *c, struct req *r, struct args *a)
             client_reply_error(c, r, "ERR count should be greater than or equal to -1");
             return;
         }
-        v.want = count < 0 ? UINT64_MAX : (uint64_t)count;
+        v.want = count < 0 || (uint64_t)count > max ? max : (uint64_t)count;
         loop_each(get_one, &v);
         qsort(v.got, v.ngot, sizeof(*v.got), newest_first);
         uint32_t n = v.want < v.ngot ? (uint32_t)v.want : v.ngot;

@@ -398,17 +398,34 @@ static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct 
     p->front.tls_server = tls_ctx_ref(src->front.tls_server);
     p->tls_client = tls_ctx_ref(src->tls_client);
     pool_set_ring(p, pc, ring_ref(src->ring), NULL);
+    /* What loop 0 learnt of its servers at its start (INFO says it) */
+    for (uint32_t s = 0; s < p->nservers && s < src->nservers; s++) {
+        p->servers[s].user_refused = src->servers[s].user_refused;
+        if (src->servers[s].record_ignored != NULL)
+            p->servers[s].record_ignored = xstrdup(src->servers[s].record_ignored);
+    }
     info_prime(p);
+}
+
+const char *proxy_one_loop_only(const struct conf_pool *pc)
+{
+    if (pc->nsentinels > 0)
+        return "sentinels: Sentinel failover is followed with one loop only (threads: 1)";
+    if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_REHASH)
+        return "auto_eject_hosts with eject_mode: rehash: each loop would eject and readmit "
+               "servers by itself, and route a key to two servers; with one loop only "
+               "(threads: 1)";
+    return NULL;
 }
 
 /* The config's features a second loop does not follow yet: why, or NULL. */
 static const char *not_with_threads(const struct conf *cf)
 {
-    for (size_t i = 0; i < cf->npools; i++)
-        if (cf->pools[i].nsentinels > 0)
-            return "sentinels: Sentinel failover is followed with one loop only "
-                   "(threads: 1)";
-    return NULL;
+    const char *why = NULL;
+
+    for (size_t i = 0; i < cf->npools && why == NULL; i++)
+        why = proxy_one_loop_only(&cf->pools[i]);
+    return why;
 }
 
 /* How many loops: threads, or (0) one per core the process may run on. */

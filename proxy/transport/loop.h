@@ -206,9 +206,16 @@ void loop_flush_backends(void);
  *
  * Two loops asking at once: the lock goes to one; the other parks for
  * it while it waits (loop_world_stop), so neither waits for the other.
- * Code run during a stop must not stop the world again, nor block on
- * another loop's mail. A loop that has left its run (the stop) is
- * retired (loop_retire) and no longer waited for.
+ * That one is then visited in the middle of its own callback, so what a
+ * visit may do to a loop is bounded: close one of its clients (the client
+ * stays allocated until its own loop's close callback), swap a pool's
+ * config, users or TLS contexts, pause or unpause, change its monitors,
+ * read or reset its counters; never reallocate its pools or their
+ * servers (no server list changes with several loops). Code that stops
+ * the world keeps no other pointer across the stop. A stop within a stop
+ * is the one already made; code run during a stop must not block on
+ * another loop's mail. A loop that has left its run (the stop) is retired
+ * (loop_retire) and no longer waited for.
  *
  * With one loop all of this costs nothing: loop_each runs its function
  * on the one loop, and no lock is taken. */

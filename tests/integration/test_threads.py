@@ -410,6 +410,11 @@ def t_reload_and_limits(servers):
             "  servers:\n", "  servers:\n    - %s:%d:1 redis9\n" % (harness.HOST, third.port)))
     expect_refused(lambda: px.client.execute_command("SHARD.RELOAD"), "with 2 threads",
                    "a reload that moves keys")
+    with open(px.conf, "w") as f:
+        f.write(text.replace("  servers:\n", "  auto_eject_hosts: true\n  eject_mode: rehash\n"
+                             "  servers:\n"))
+    expect_refused(lambda: px.client.execute_command("SHARD.RELOAD"), "each loop would eject",
+                   "a reload to eject_mode rehash")
     expect_eq(px.client.execute_command("SHARD.WHEREIS", "k"), px.client.execute_command(
         "SHARD.WHEREIS", "k"), "routing unchanged")
     harness.stop(third.proc)
@@ -434,6 +439,14 @@ def t_refused(servers):
                              capture_output=True, text=True, timeout=20)
         expect(out.returncode == 2 and "--threads" in out.stderr, "--threads %r: %d %r"
                % (bad, out.returncode, out.stderr))
+    with open(conf, "w") as f:
+        f.write("alpha:\n  listen: %s:%d\n  auto_eject_hosts: true\n  eject_mode: rehash\n"
+                "  servers:\n    - %s:%d:1 redis1\n" % (harness.HOST, port, harness.HOST,
+                                                       servers[0].port))
+    out = subprocess.run([harness.ARGS.shardis, "-c", conf, "--threads", "2"],
+                         capture_output=True, text=True, timeout=20)
+    expect(out.returncode == 1 and "each loop would eject" in out.stderr,
+           "eject_mode rehash with 2 threads: %d %r" % (out.returncode, out.stderr))
     cores = len(os.sched_getaffinity(0))
     px = Shardis("auto", servers, env={"SHARDIS_THREADS": "auto"})
     if cores > 1:
@@ -461,12 +474,35 @@ def t_stop_drains(servers):
     harness.t_exit_clean(px)
 
 
+def t_slowlog_max_len(servers):
+    """SLOWLOG keeps slowlog_max_len entries in all, not that many per loop."""
+    px = Shardis("slowcap", servers, env=THREADS, admin_commands="true",
+                 slowlog_log_slower_than=0, slowlog_max_len=3)
+    cs = spread(px, 4)
+    for i, c in enumerate(cs):
+        for k in range(3):
+            c.cmd("GET", "cap-%d-%d" % (i, k))
+    expect_eq(parse(cs[0].cmd("SLOWLOG", "LEN")), 3, "SLOWLOG LEN")
+    got = parse(cs[1].cmd("SLOWLOG", "GET", "-1"))
+    expect_eq(len(got), 3, "SLOWLOG GET -1: entries")
+    ids = [e[0] for e in got]
+    expect_eq(ids, sorted(ids, reverse=True), "newest first")
+    harness.t_exit_clean(px)
+
+
 def t_memory(servers):
     """test_proxy's 1,000 idle clients, with two loops: RSS per client, and
     back near idle once they left (each loop gives its thread's caches
     back when its clients have gone, though none asks it anything more)."""
     import test_proxy
     px = Shardis("mem", servers, env=THREADS)
+    # Each loop's thread has made its allocator's caches before the
+    # baseline (as one loop has by its start): a first client on each.
+    for c in spread(px, 2):
+        c.cmd("GET", "warm")
+        c.close()
+    for c in px.spare:
+        c.close()
     detail, _ = test_proxy.t_memory(px)
     harness.t_exit_clean(px)
     return detail
@@ -533,6 +569,7 @@ def body():
     check("stop_drains_loops", t_stop_drains, servers)
     check("data_over_loops", t_data, servers)
     check("memory_back_near_idle_loops", t_memory, servers)
+    check("slowlog_max_len_over_loops", t_slowlog_max_len, servers)
 
 
 if __name__ == "__main__":
