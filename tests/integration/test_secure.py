@@ -260,6 +260,10 @@ def t_forged_over_real(rs):
     record that checks out on another: that one is taken up."""
     px = Shardis("overreal", rs[:2])
     text = open(px.conf, "rb").read()
+    # (Planted once the first run is over: a proxy running may write its
+    # own record there meanwhile, and the forged one would not be read.)
+    px.proc.terminate()
+    px.proc.wait(10)
     rs[0].client.set(KEY, record(text, text, epoch=5))
     rs[1].client.set(KEY, record(text.replace(b"  servers:", b"  admin_commands: true\n"
                                               b"  servers:"), text, epoch=9))
