@@ -458,6 +458,7 @@ class FloodRelay:
         self.lsock.listen(8)
         self.port = self.lsock.getsockname()[1]
         self.conns = []
+        self.gone = set()
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self):
@@ -476,7 +477,9 @@ class FloodRelay:
             try:
                 data = src.recv(65536)
             except OSError:
-                return
+                data = b""
+            if not data and not to_shardis:
+                self.gone.add(src)      # (shardis closed this one)
             if not data or (to_shardis and self.flooding.is_set()):
                 return
             try:
@@ -486,15 +489,23 @@ class FloodRelay:
 
     def flood(self):
         self.flooding.set()
-        c = self.conns[-1]
         chunk = b"x" * 65536
-        try:
-            c.sendall(b"$%d\r\n" % (self.cap * 2))
-            while self.sent < self.cap:
-                c.sendall(chunk)
-                self.sent += len(chunk)
-        except OSError:
-            pass        # shardis closed it
+        # The newest connection shardis has not closed (a link that failed
+        # under a slow build's load and came again leaves one behind it).
+        for c in reversed(self.conns):
+            if c in self.gone:
+                continue
+            try:
+                c.sendall(b"$%d\r\n" % (self.cap * 2))
+            except OSError:
+                continue
+            try:
+                while self.sent < self.cap:
+                    c.sendall(chunk)
+                    self.sent += len(chunk)
+            except OSError:
+                pass    # shardis closed it
+            return
 
     def close(self):
         self.lsock.close()
