@@ -128,7 +128,7 @@ static void park_locked(struct loop *me)
 }
 
 /* The mail, taken whole, run in order. */
-static void run_mail(struct loop *l, struct loop_msg *m)
+static void run_mail(struct loop_msg *m)
 {
     while (m != NULL) {
         struct loop_msg *next = m->next;
@@ -136,7 +136,6 @@ static void run_mail(struct loop *l, struct loop_msg *m)
         free(m);
         m = next;
     }
-    (void)l;
 }
 
 static struct loop_msg *take_mail(struct loop *l)
@@ -158,7 +157,7 @@ static void wake_cb(uv_async_t *h)
     pthread_mutex_lock(&world.mu);
     park_locked(l);
     pthread_mutex_unlock(&world.mu);
-    run_mail(l, take_mail(l));
+    run_mail(take_mail(l));
 }
 
 void loop_register(struct loop *l)
@@ -197,7 +196,7 @@ void loop_retire(struct loop *l)
     pthread_mutex_unlock(&world.mu);
     /* Mail comes no more (loop_post reads the state under world.mu): what
      * came runs now. */
-    run_mail(l, take_mail(l));
+    run_mail(take_mail(l));
     uv_close((uv_handle_t *)&l->mail_wake, NULL);
 }
 
