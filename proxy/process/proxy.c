@@ -534,6 +534,15 @@ static void drain_cb(uv_timer_t *t)
     else
         log_notice("stopped: closing %u client connections", cur_loop->nclients);
     uv_walk(cur_loop->uv, close_walk_cb, NULL);
+    /* Closing the last signal handle puts back the default disposition:
+     * a SIGTERM or SIGINT repeated while the threads are joined and the
+     * pools freed would end the process by the signal, not with 0. The
+     * stop it asks for is under way: ignore it. */
+    if (cur_loop->id == 0) {
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+    }
 }
 
 /* Stop taking connections, and close everything once the requests in

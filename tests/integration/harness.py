@@ -301,12 +301,22 @@ def one_loop(fn):
     return run
 
 
-def t_exit_clean(px):
+def t_exit_clean(px, repeat=False):
     """SIGTERM: exit 0 within 7 s, nothing on stderr about memory errors
-    (meaningful with a sanitizer build: --shardis build-asan/shardis)."""
+    (meaningful with a sanitizer build: --shardis build-asan/shardis).
+    repeat: SIGTERM again every millisecond until it has gone (a repeated
+    stop request never ends the process by the signal)."""
     if px.proc.poll() is None:
         px.proc.send_signal(signal.SIGTERM)
     try:
+        if repeat:
+            deadline = time.monotonic() + 7
+            while px.proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    px.proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.001)
         rc = px.proc.wait(7)
     except subprocess.TimeoutExpired:
         raise Fail("still running 7 s after SIGTERM")
