@@ -304,7 +304,7 @@ def one_loop(fn):
 def t_exit_clean(px, repeat=False):
     """SIGTERM: exit 0 within 7 s, nothing on stderr about memory errors
     (meaningful with a sanitizer build: --shardis build-asan/shardis).
-    repeat: SIGTERM again every millisecond until it has gone (a repeated
+    repeat: SIGTERM again and again until it has gone (a repeated
     stop request never ends the process by the signal)."""
     if px.proc.poll() is None:
         px.proc.send_signal(signal.SIGTERM)
@@ -316,7 +316,6 @@ def t_exit_clean(px, repeat=False):
                     px.proc.send_signal(signal.SIGTERM)
                 except ProcessLookupError:
                     break
-                time.sleep(0.001)
         rc = px.proc.wait(7)
     except subprocess.TimeoutExpired:
         raise Fail("still running 7 s after SIGTERM")
