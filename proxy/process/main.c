@@ -198,7 +198,7 @@ static int run(const char *path, bool detach, const char *pidfile, const char *l
         conf_free(cf);
         return 1;
     }
-    proxy_hold_sighup(true);        /* a reload once the loop runs (proxy.c) */
+    proxy_hold_sighup();        /* a reload once the loop runs (proxy.c) */
     if (pidfile != NULL) {
         FILE *f = fopen(pidfile, "w");
         if (f == NULL) {

@@ -519,6 +519,19 @@ static bool drained(void)
     return cur_loop->ndirty == 0;
 }
 
+/* The signals the proxy handles (on loop 0's thread alone: the other
+ * loops' threads start with them blocked). */
+static void block_signals(int how)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(how, &set, NULL);
+}
+
 static void drain_cb(uv_timer_t *t)
 {
     if (!drained() && uv_now(cur_loop->uv) - cur_worker()->stop_ms < PROXY_DRAIN_MS)
@@ -533,16 +546,15 @@ static void drain_cb(uv_timer_t *t)
                    cur_loop->nclients);
     else
         log_notice("stopped: closing %u client connections", cur_loop->nclients);
-    uv_walk(cur_loop->uv, close_walk_cb, NULL);
     /* Closing the last signal handle puts back the default disposition:
      * a SIGTERM or SIGINT repeated while the threads are joined and the
      * pools freed would end the process by the signal, not with 0. The
-     * stop it asks for is under way: ignore it. */
-    if (cur_loop->id == 0) {
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGINT, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-    }
+     * stop it asks for is under way: from here it stays pending (every
+     * other thread has them blocked since its start), and dies with the
+     * process. */
+    if (cur_loop->id == 0)
+        block_signals(SIG_BLOCK);
+    uv_walk(cur_loop->uv, close_walk_cb, NULL);
 }
 
 /* Stop taking connections, and close everything once the requests in
@@ -633,14 +645,15 @@ static void hup_cb(uv_signal_t *s, int signum)
 /* A SIGHUP before the loop runs (the pid file is written, then the
  * start's checks on the servers take up to a second each) would end the
  * process, SIGHUP's default. So it is blocked until libuv's handler is in
- * place: one that came meanwhile is then a reload, once the loop runs. */
-void proxy_hold_sighup(bool hold)
+ * place: one that came meanwhile is then a reload, once the loop runs
+ * (proxy_run unblocks it with the others: block_signals). */
+void proxy_hold_sighup(void)
 {
     sigset_t set;
 
     sigemptyset(&set);
     sigaddset(&set, SIGHUP);
-    sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
 void proxy_loop_start(void)
@@ -818,6 +831,7 @@ int proxy_run(struct conf *cf, int threads)
     uv_signal_start(&proxy.sigint, stop_cb, SIGINT);
     uv_signal_init(cur_loop->uv, &proxy.sighup);
     uv_signal_start(&proxy.sighup, hup_cb, SIGHUP);
+    block_signals(SIG_BLOCK);   /* (the threads inherit the mask) */
     for (uint32_t i = 1; i < proxy.nworkers; i++)
         if ((rc = uv_thread_create(&proxy.workers[i].thread, worker_main,
                                    &proxy.workers[i])) != 0) {
@@ -828,7 +842,7 @@ int proxy_run(struct conf *cf, int threads)
         }
     if (proxy.nworkers > 1)
         log_notice("%u event loops, one thread each", proxy.nworkers);
-    proxy_hold_sighup(false);
+    block_signals(SIG_UNBLOCK); /* (SIGHUP too: held since main's start) */
     /* Every listener listens: connections are taken from here on. */
     snprintf(out, sizeof(out), "READY=1\nMAINPID=%d\nSTATUS=serving %zu pool%s",
              (int)getpid(), cur_loop->npools, cur_loop->npools > 1 ? "s" : "");

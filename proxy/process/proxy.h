@@ -45,9 +45,9 @@ void proxy_loop_start(void);
 void loop_mark_client(struct client *c);
 void loop_mark_backend(struct backend *b);
 
-/* Block SIGHUP (hold) until proxy_run has its handler in place, which
- * unblocks it: main calls it before it writes the pid file. */
-void proxy_hold_sighup(bool hold);
+/* Block SIGHUP until proxy_run has its handler in place, which unblocks
+ * it: main calls it before it writes the pid file. */
+void proxy_hold_sighup(void);
 /* Why pool pc runs with one loop only yet (a start or a reload with more
  * is refused), or NULL: what only loop 0 would follow (Sentinels), or
  * what each loop would decide by itself (ejecting servers from the ring). */

@@ -188,6 +188,8 @@ class Relay:
                 # undetectable by anyone and not tried.
                 return ("flip", self.rnd.choice(b"!*%~>|x\x00" if conn["resp3"]
                                                 else b"_,#(!=%~>|x\x00"))
+            if kind == "cut":       # (where: arg modulo the reply's length)
+                return ("cut", self.rnd.randrange(1 << 16))
             return (kind, None)
 
     def down(self, ss, cs, conn):
