@@ -140,10 +140,17 @@ struct master {
     uint32_t switches;
     char     last[2 * SENTINEL_ADDR_MAX + 160];  /* the last move, for SHARD.NODES */
     bool     told;          /* "no majority" was logged: not again until resolved */
+    uint64_t hinted_ms;     /* a mirror's: when it last mailed loop 0 a hint */
 };
 
+/* Loop 0's copy of a pool holds the links and runs the rounds; every
+ * other loop's copy holds a mirror (sentinel_start_copy): no links, the
+ * masters' figures as loop 0's rounds write them (follow, in the world
+ * stop that moves a master on every loop), and hints that go to loop 0
+ * by mail, at most one per master per SENTINEL_ROUND_MS. */
 struct sentinel {
     struct pool   *p;
+    bool           mirror;  /* another loop's: nlinks 0, no rounds */
     struct link   *links;   /* [nlinks], one per configured Sentinel */
     uint32_t       nlinks;
     struct mbuf   *buf;     /* where the links' questions are written */
@@ -339,13 +346,12 @@ static const struct answer *tally(const struct sentinel *set, const struct answe
 }
 
 /* The replicas of master a that a majority of the configured Sentinels
- * list as up and replicating it: where server's reads may go (none
- * unless the pool reads from replicas). */
-static void follow_replicas(struct sentinel *set, uint32_t server, const struct answer *answers,
-                            const struct answer *a)
+ * list as up and replicating it, into list (POOL_REPLICAS_MAX): where
+ * server's reads may go (none unless the pool reads from replicas). */
+static uint32_t majority_replicas(const struct sentinel *set, const struct answer *answers,
+                                  const struct answer *a, struct pool_addr *list)
 {
     uint32_t need = set->nlinks / 2 + 1, n = 0;
-    struct pool_addr list[POOL_REPLICAS_MAX];
 
     for (uint32_t i = 0; i < set->nlinks && set->p->conf->read_from != CONF_READ_MASTER; i++)
         for (uint32_t r = 0; r < answers[i].nreplicas && n < POOL_REPLICAS_MAX; r++) {
@@ -368,10 +374,60 @@ static void follow_replicas(struct sentinel *set, uint32_t server, const struct 
             if (!dup && votes >= need)
                 list[n++] = (struct pool_addr){x->ip, x->port};
         }
-    pool_server_replicas(set->p, server, list, n);
+    return n;
 }
 
-/* Follow the answers of a finished round for server. */
+/* Whether server's reads go to exactly the n replicas of list already. */
+static bool replicas_same(const struct pool_server *ps, const struct pool_addr *list, uint32_t n)
+{
+    uint32_t listed = 0;
+
+    for (uint32_t i = 0; ps->replicas != NULL && i < POOL_REPLICAS_MAX; i++)
+        listed += ps->replicas[i].listed;
+    if (listed != n)
+        return false;
+    for (uint32_t j = 0; j < n; j++) {
+        bool found = false;
+        for (uint32_t i = 0; i < POOL_REPLICAS_MAX && !found; i++)
+            found = ps->replicas[i].listed && ps->replicas[i].port == list[j].port &&
+                    strcmp(ps->replicas[i].host, list[j].host) == 0;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* What a round decided for a server, as every loop's copy of the pool
+ * takes it (follow). */
+struct decision {
+    uint32_t server;
+    bool     move;              /* to a->ip:a->port */
+    const struct answer *a;
+    const struct master *m;     /* loop 0's figures, copied to the others */
+    const struct pool_addr *replicas;
+    uint32_t nreplicas;
+};
+
+static void follow(struct pool *q, void *arg)
+{
+    const struct decision *d = arg;
+    struct master *m = master_of(q->sentinel, d->server);
+
+    if (m != d->m) {            /* (another loop's copy: loop 0's figures) */
+        m->epoch = d->m->epoch;
+        m->switches = d->m->switches;
+        m->switched_ms = d->m->switched_ms;
+        memcpy(m->last, d->m->last, sizeof(m->last));
+    }
+    if (d->move)
+        pool_server_move(q, d->server, d->a->ip, d->a->port);
+    pool_server_replicas(q, d->server, d->replicas, d->nreplicas);
+}
+
+/* Follow the answers of a finished round for server: on every loop at
+ * once (pool_each: a world stop), so that no loop writes to the old
+ * master once another writes to the new one; only when something
+ * changed (a periodic check that finds all as it was stops nothing). */
 static void conclude(struct sentinel *set, uint32_t server, const struct answer *answers,
                      const char *why)
 {
@@ -381,6 +437,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
     const struct answer *a;
     uint64_t epoch = 0;
     char from[SENTINEL_ADDR_MAX + 8];
+    struct pool_addr list[POOL_REPLICAS_MAX];
 
     if ((a = tally(set, answers, &epoch)) == NULL) {
         if (!ps->resolved && !m->told) {
@@ -391,12 +448,18 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
         }
         return;
     }
+    struct decision d = {.server = server, .a = a, .m = m, .replicas = list,
+                         .nreplicas = majority_replicas(set, answers, a, list)};
     /* The majority decides. (An epoch floor would let one Sentinel that
      * claims a huge epoch, or a SENTINEL RESET's return to 0, pin the old
      * address for good; a majority is what Sentinel's own failover needs.) */
-    if (ps->resolved && !ps->unix_socket && ps->port == a->port && strcmp(ps->host, a->ip) == 0) {
-        m->epoch = epoch;
-        follow_replicas(set, server, answers, a);
+    d.move = !ps->resolved || ps->unix_socket || ps->port != a->port ||
+             strcmp(ps->host, a->ip) != 0;
+    if (!d.move) {
+        if (m->epoch != epoch || !replicas_same(ps, list, d.nreplicas)) {
+            m->epoch = epoch;
+            pool_each(p, follow, &d);
+        }
         return;
     }
     snprintf(from, sizeof(from), "%s:%u", ps->host, ps->port);
@@ -415,8 +478,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
     }
     m->epoch = epoch;
     m->told = false;
-    pool_server_move(p, server, a->ip, a->port);
-    follow_replicas(set, server, answers, a);
+    pool_each(p, follow, &d);
 }
 
 /* ---- the start ----------------------------------------------------------------- */
@@ -485,6 +547,36 @@ void sentinel_start(struct pool *p)
             free(raw);
         }
         master_of(set, s)->next_check = 0;
+    }
+}
+
+void sentinel_start_copy(struct pool *p, const struct pool *src)
+{
+    struct sentinel *set = xcalloc(1, sizeof(*set));
+
+    set->p = p;
+    set->mirror = true;
+    p->sentinel = set;
+    for (uint32_t s = 0; s < p->nservers && s < src->nservers; s++) {
+        const struct pool_server *from = &src->servers[s];
+        struct pool_addr list[POOL_REPLICAS_MAX];
+        uint32_t n = 0;
+        if (!from->active)
+            continue;
+        if (from->resolved)
+            pool_server_move(p, s, from->host, from->port);   /* (no connection yet) */
+        for (uint32_t i = 0; from->replicas != NULL && i < POOL_REPLICAS_MAX; i++)
+            if (from->replicas[i].listed)
+                list[n++] = (struct pool_addr){from->replicas[i].host, from->replicas[i].port};
+        pool_server_replicas(p, s, list, n);
+        if (s < src->sentinel->nmasters) {
+            struct master *m = master_of(set, s);
+            const struct master *m0 = &src->sentinel->masters[s];
+            m->epoch = m0->epoch;
+            m->switches = m0->switches;
+            m->switched_ms = m0->switched_ms;
+            memcpy(m->last, m0->last, sizeof(m->last));
+        }
     }
 }
 
@@ -675,18 +767,50 @@ static void round_start(struct sentinel *set, uint32_t server, const char *why)
         m->round = 0;               /* no Sentinel linked: the next tick tries */
 }
 
+/* A mirror's hint, on its way to loop 0. */
+struct hint {
+    size_t   pool;              /* its index in every loop's pools */
+    uint32_t server;
+    char     why[96];
+};
+
+static void hint_arrived(void *arg)
+{
+    struct hint *h = arg;
+
+    if (h->pool < cur_loop->npools)
+        sentinel_hint(&cur_loop->pools[h->pool], h->server, h->why);
+    free(h);
+}
+
 void sentinel_hint(struct pool *p, uint32_t server, const char *why)
 {
-    if (p->sentinel == NULL || cur_loop->stopping || !p->servers[server].active)
+    struct sentinel *set = p->sentinel;
+
+    if (set == NULL || cur_loop->stopping || !p->servers[server].active)
         return;
-    round_start(p->sentinel, server, why);
+    if (set->mirror) {
+        struct master *m = master_of(set, server);
+        uint64_t now = uv_now(cur_loop->uv);
+        if (m->hinted_ms != 0 && now - m->hinted_ms < SENTINEL_ROUND_MS)
+            return;             /* (a round is asked for already) */
+        m->hinted_ms = now;
+        struct hint *h = xmalloc(sizeof(*h));
+        h->pool = (size_t)(p - cur_loop->pools);
+        h->server = server;
+        snprintf(h->why, sizeof(h->why), "loop %u: %s", cur_loop->id, why);
+        if (!loop_post(loop_at(0), hint_arrived, h))
+            free(h);            /* (loop 0 is stopping) */
+        return;
+    }
+    round_start(set, server, why);
 }
 
 void sentinel_tick(struct pool *p, uint64_t now)
 {
     struct sentinel *set = p->sentinel;
 
-    if (set == NULL || cur_loop->stopping)
+    if (set == NULL || set->mirror || cur_loop->stopping)
         return;
     for (uint32_t i = 0; i < set->nlinks; i++) {
         backend_check_timeout(&set->links[i].b, now);   /* a Sentinel that does not answer */

@@ -25,12 +25,17 @@ struct sentinel;
  * can be agreed on is left unresolved: its keys get an error until a
  * later round finds it. Then the links open (once the loop runs). */
 void sentinel_start(struct pool *p);
+/* On a loop other than 0, for its copy p of loop 0's src (which
+ * sentinel_start has filled): a mirror of src's Sentinel state, with no
+ * links (sentinel.c, struct sentinel), every master at src's address. */
+void sentinel_start_copy(struct pool *p, const struct pool *src);
 /* From the proxy's tick: reconnect links, and ask again about every
  * master each SENTINEL_CHECK_MS. */
 void sentinel_tick(struct pool *p, uint64_t now);
 /* A hint that server's master may have moved (a -READONLY reply, a
  * connection reset, a server saying it is a replica): ask the Sentinels
- * now (at most one round at a time per master). */
+ * now (at most one round at a time per master; from another loop, by
+ * mail to loop 0). */
 void sentinel_hint(struct pool *p, uint32_t server, const char *why);
 /* The stop: close the links' handles (true if h was one of them, for
  * the stop's walk over every handle). */

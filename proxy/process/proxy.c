@@ -380,7 +380,7 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
 /* p, on a loop other than 0, for config pc: as loop 0's src, with no
  * listener (loop 0 accepts for every loop), and sharing src's users, ring
  * and TLS contexts. No Sentinel, group or migration of its own: loop 0
- * keeps those. */
+ * keeps those (a mirror of its Sentinel state: sentinel.c). */
 static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct pool *src)
 {
     pool_set_conf(p, pc);
@@ -404,13 +404,13 @@ static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct 
         if (src->servers[s].record_ignored != NULL)
             p->servers[s].record_ignored = xstrdup(src->servers[s].record_ignored);
     }
+    if (pc->nsentinels > 0)
+        sentinel_start_copy(p, src);    /* (where loop 0 found each master) */
     info_prime(p);
 }
 
 const char *proxy_one_loop_only(const struct conf_pool *pc)
 {
-    if (pc->nsentinels > 0)
-        return "sentinels: Sentinel failover is followed with one loop only (threads: 1)";
     if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_REHASH)
         return "auto_eject_hosts with eject_mode: rehash: each loop would eject and readmit "
                "servers by itself, and route a key to two servers; with one loop only "
