@@ -347,8 +347,9 @@ static bool rehashes(const struct pool *p)
 
 /* Rebuild the routing ring from the servers not ejected (twemproxy's
  * server_pool_update). With none left, route on the full ring: requests
- * then fail fast on their own servers rather than all on one. */
-static void pool_rebuild(struct pool *p)
+ * then fail fast on their own servers rather than all on one. say: log
+ * the new ring (one loop's copy says it for all). */
+static void pool_rebuild(struct pool *p, bool say)
 {
     const struct conf_pool *pc = p->conf;
     size_t nring = ring_nservers(p->ring);
@@ -376,6 +377,8 @@ static void pool_rebuild(struct pool *p)
     if (live == NULL)
         free(map);
     free(sv);
+    if (!say)
+        return;
     if (n == 0)
         log_notice("pool '%s': every server is ejected: keys go to their own servers "
                    "until one is retried", pc->name);
@@ -384,6 +387,37 @@ static void pool_rebuild(struct pool *p)
                    live != NULL ? n : (uint32_t)nring, nring);
 }
 
+/* An ejection or a return, as every loop's copy of the pool takes it:
+ * in one world stop (pool_each), so that no loop routes a key to a
+ * server another loop has taken it from. */
+struct ring_turn {
+    uint32_t           server;
+    uint64_t           until;   /* ejected until (0: back in the ring) */
+    const struct loop *by;      /* the loop that decided: it counts and says it */
+};
+
+static void ring_turn_one(struct pool *p, void *arg)
+{
+    const struct ring_turn *t = arg;
+    struct pool_server *ps = &p->servers[t->server];
+    struct backend *b;
+
+    if (t->until != 0) {
+        holdoff_for(&ps->hold, HOLDOFF_EJECTED, t->until);
+        ps->ejections += cur_loop == t->by;     /* (INFO sums the loops) */
+    } else {
+        holdoff_lift(&ps->hold);
+        for (uint32_t it = 0; (b = pool_server_next(p, t->server, &it)) != NULL;)
+            if (b->replica == 0)
+                holdoff_ok(&b->hold);   /* (their failures count again from 0) */
+    }
+    pool_rebuild(p, cur_loop == t->by);
+}
+
+/* Any loop may decide an ejection, from its own connections' failures in
+ * a row; every loop takes it at once. (Called from inside backend_fail:
+ * the world stop visits other loops' copies of p, which keeps b's server
+ * and its connections where they are, so backend_fail goes on with b.) */
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
 {
     struct pool_server *ps = &p->servers[server];
@@ -393,29 +427,23 @@ void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
     if (!rehashes(p) || pool_held_off(p, server, 0, now) || p->mig != NULL ||
         !pool_in_ring(p, server) || failures < (uint32_t)p->conf->server_failure_limit)
         return;
-    holdoff_for(&ps->hold, HOLDOFF_EJECTED, now + (uint64_t)p->conf->server_retry_timeout);
-    ps->ejections++;
     log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
              "other servers meanwhile", p->conf->name, ps->label,
              p->conf->server_retry_timeout, failures);
-    pool_rebuild(p);
+    pool_each(p, ring_turn_one, &(struct ring_turn){
+        .server = server, .until = now + (uint64_t)p->conf->server_retry_timeout,
+        .by = cur_loop});
 }
 
+/* Loop 0 alone brings servers back (every loop holds them until lifted:
+ * HOLDOFF_EJECTED), when its copy's time is up. */
 static void pool_retry_ejected(struct pool *p, uint64_t now)
 {
-    bool changed = false;
-
+    if (cur_loop->id != 0)
+        return;
     for (uint32_t s = 0; s < p->nservers; s++)
-        if (holdoff_due(&p->servers[s].hold, now)) {
-            struct backend *b;
-            holdoff_lift(&p->servers[s].hold);
-            for (uint32_t it = 0; (b = pool_server_next(p, s, &it)) != NULL;)
-                if (b->replica == 0)
-                    holdoff_ok(&b->hold);   /* (their failures count again from 0) */
-            changed = true;
-        }
-    if (changed)
-        pool_rebuild(p);
+        if (holdoff_due(&p->servers[s].hold, now))
+            pool_each(p, ring_turn_one, &(struct ring_turn){.server = s, .by = cur_loop});
 }
 
 /* ---- listening ------------------------------------------------------------------- */

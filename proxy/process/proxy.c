@@ -409,25 +409,6 @@ static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct 
     info_prime(p);
 }
 
-const char *proxy_one_loop_only(const struct conf_pool *pc)
-{
-    if (pc->auto_eject_hosts && pc->eject_mode == CONF_EJECT_REHASH)
-        return "auto_eject_hosts with eject_mode: rehash: each loop would eject and readmit "
-               "servers by itself, and route a key to two servers; with one loop only "
-               "(threads: 1)";
-    return NULL;
-}
-
-/* The config's features a second loop does not follow yet: why, or NULL. */
-static const char *not_with_threads(const struct conf *cf)
-{
-    const char *why = NULL;
-
-    for (size_t i = 0; i < cf->npools && why == NULL; i++)
-        why = proxy_one_loop_only(&cf->pools[i]);
-    return why;
-}
-
 /* How many loops: threads, or (0) one per core the process may run on. */
 static uint32_t loops_wanted(int threads)
 {
@@ -761,17 +742,10 @@ static int workers_start(struct conf *cf, char *err, size_t errlen)
 int proxy_run(struct conf *cf, int threads)
 {
     char err[CONF_ERRLEN];
-    const char *why;
     int rc;
 
     memset(&proxy, 0, sizeof(proxy));
     proxy.nworkers = loops_wanted(threads);
-    if (proxy.nworkers > 1 && (why = not_with_threads(cf)) != NULL) {
-        log_error("%u threads: %s", proxy.nworkers, why);
-        fprintf(stderr, "shardis: %u threads: %s\n", proxy.nworkers, why);
-        conf_unref(cf);
-        return 1;
-    }
     proxy.workers = xcalloc(proxy.nworkers, sizeof(*proxy.workers));
     struct loop *zero = &proxy.workers[0].loop;
     loop_init(zero, uv_default_loop());

@@ -48,10 +48,6 @@ void loop_mark_backend(struct backend *b);
 /* Block SIGHUP until proxy_run has its handler in place, which unblocks
  * it: main calls it before it writes the pid file. */
 void proxy_hold_sighup(void);
-/* Why pool pc runs with one loop only yet (a start or a reload with more
- * is refused), or NULL: what only loop 0 would follow (Sentinels), or
- * what each loop would decide by itself (ejecting servers from the ring). */
-const char *proxy_one_loop_only(const struct conf_pool *pc);
 /* Start every pool of cf on each of `threads` loops (0: one per core the
  * process may run on) and run them. The proxy takes cf (a reload replaces
  * it) and frees it before returning; a reload reads cf->path again.

@@ -260,11 +260,6 @@ static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t 
                  cf->path, b->line, b->col, b->name, no);
         return -EINVAL;
     }
-    if (loop_count() > 1 && proxy_one_loop_only(b) != NULL) {
-        snprintf(err, errlen, "%s:%d:%d: pool '%s': with %u threads, %s", cf->path, b->line,
-                 b->col, b->name, loop_count(), proxy_one_loop_only(b));
-        return -EINVAL;
-    }
     if (!same_servers(a, b) && loop_count() > 1) {
         snprintf(err, errlen, "%s:%d:%d: pool '%s': its servers changed: with %u threads "
                  "keys are not moved yet; restart shardis with threads: 1 for a live "

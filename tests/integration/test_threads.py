@@ -413,40 +413,26 @@ def t_reload_and_limits(servers):
     with open(px.conf, "w") as f:
         f.write(text.replace("  servers:\n", "  auto_eject_hosts: true\n  eject_mode: rehash\n"
                              "  servers:\n"))
-    expect_refused(lambda: px.client.execute_command("SHARD.RELOAD"), "each loop would eject",
-                   "a reload to eject_mode rehash")
+    px.client.execute_command("SHARD.RELOAD")     # (every loop ejects as one: applied)
     expect_eq(px.client.execute_command("SHARD.WHEREIS", "k"), px.client.execute_command(
         "SHARD.WHEREIS", "k"), "routing unchanged")
     harness.stop(third.proc)
     harness.t_exit_clean(px)
 
 
-def t_refused(servers):
-    """What several loops do not do yet stops the start with its reason; a
-    bad --threads is a usage error; threads: auto is a loop per core."""
-    conf = os.path.join(harness.TMP, "sentinels.yml")
-    port = harness.free_port()
+def t_threads_option(servers):
+    """A bad --threads is a usage error; threads: auto is a loop per core.
+    (What several loops refuse yet, a reload that moves keys:
+    t_reload_and_limits.)"""
+    conf = os.path.join(harness.TMP, "bad-threads.yml")
     with open(conf, "w") as f:
-        f.write("alpha:\n  listen: %s:%d\n  sentinels:\n    - %s:%d\n  servers:\n"
-                "    - %s:%d:1 redis1\n" % (harness.HOST, port, harness.HOST,
-                                           harness.free_port(), harness.HOST, servers[0].port))
-    out = subprocess.run([harness.ARGS.shardis, "-c", conf, "--threads", "2"],
-                         capture_output=True, text=True, timeout=20)
-    expect(out.returncode == 1 and "Sentinel failover is followed with one loop only"
-           in out.stderr, "sentinels with 2 threads: %d %r" % (out.returncode, out.stderr))
+        f.write("alpha:\n  listen: %s:%d\n  servers:\n    - %s:%d:1 redis1\n" % (
+            harness.HOST, harness.free_port(), harness.HOST, servers[0].port))
     for bad in ("x", "-1", "65", ""):
         out = subprocess.run([harness.ARGS.shardis, "-c", conf, "--threads", bad],
                              capture_output=True, text=True, timeout=20)
         expect(out.returncode == 2 and "--threads" in out.stderr, "--threads %r: %d %r"
                % (bad, out.returncode, out.stderr))
-    with open(conf, "w") as f:
-        f.write("alpha:\n  listen: %s:%d\n  auto_eject_hosts: true\n  eject_mode: rehash\n"
-                "  servers:\n    - %s:%d:1 redis1\n" % (harness.HOST, port, harness.HOST,
-                                                       servers[0].port))
-    out = subprocess.run([harness.ARGS.shardis, "-c", conf, "--threads", "2"],
-                         capture_output=True, text=True, timeout=20)
-    expect(out.returncode == 1 and "each loop would eject" in out.stderr,
-           "eject_mode rehash with 2 threads: %d %r" % (out.returncode, out.stderr))
     cores = len(os.sched_getaffinity(0))
     px = Shardis("auto", servers, env={"SHARDIS_THREADS": "auto"})
     if cores > 1:
@@ -548,6 +534,50 @@ def t_data(servers):
     return "keys per server %r" % on
 
 
+def t_eject(_servers):
+    """eject_mode rehash: a server that fails on loop 1's connections leaves
+    the ring of every loop at once (loop 0's client, which saw no failure,
+    has its key served by another server at its first try; one ejection
+    counted), and comes back on every loop once loop 0's retry is due."""
+    servers = [RedisServer("ej%d" % i) for i in range(3)]
+    mport = harness.free_port()
+    px = Shardis("eject", servers, env=THREADS, timeout=500, auto_eject_hosts="true",
+                 eject_mode="rehash", server_failure_limit=2, server_retry_timeout=1500,
+                 stats_listen="%s:%d" % (harness.HOST, mport))
+    cs = spread(px, 2)          # c0 on loop 0, c1 on loop 1
+    victim = servers[1]
+    keys = px.keys_on("ej:", 1, 8)
+    for c in cs:
+        expect_eq(c.cmd("SET", keys[0], "before"), b"+OK\r\n", "a first SET")
+    victim.kill()
+
+    def state(c):
+        return {e[1]: e[11] for e in parse(c.cmd("SHARD.NODES"))}[b"redis2"]
+    errors = 0
+    for _ in range(10):         # loop 1's failures until it ejects
+        if cs[1].cmd("SET", keys[1], "x") == b"+OK\r\n":
+            break
+        errors += 1
+        time.sleep(0.05)
+    expect(errors >= 1, "no request failed on loop 1 before the ejection")
+    expect_eq(state(cs[0]), b"ejected", "redis2 on loop 0's SHARD.NODES")
+    expect_eq(cs[0].cmd("SET", keys[2], "during"), b"+OK\r\n",
+              "loop 0's first SET of a key of the ejected server")
+    expect(any(s.client.get(keys[2]) == b"during" for s in (servers[0], servers[2])),
+           "stored on another server")
+    m = scrape(mport)
+    expect_eq(m.get('shardis_server_ejections_total{pool="alpha",server="redis2"}'), 1.0,
+              "ejections counted")
+    victim.launch()
+    harness.until("redis2 back in loop 1's ring", lambda: state(cs[1]) != b"ejected", timeout=4.0)
+    harness.until("loop 1 writes to redis2 again", lambda: cs[1].cmd("SET", keys[3], "after") ==
+          b"+OK\r\n" and victim.client.get(keys[3]) == b"after")
+    harness.t_exit_clean(px)
+    for s in servers:
+        harness.stop(s.proc)
+    return "ejected after %d failed requests on loop 1" % errors
+
+
 def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
     mport = harness.free_port()
@@ -566,11 +596,12 @@ def body():
     check("monitor_pubsub_loops", t_monitor_pubsub, servers)
     check("unblock_other_loop", t_unblock, servers)
     check("reload_users_limits_loops", t_reload_and_limits, servers)
-    check("refused_with_threads", t_refused, servers)
+    check("threads_option", t_threads_option, servers)
     check("stop_drains_loops", t_stop_drains, servers)
     check("data_over_loops", t_data, servers)
     check("memory_back_near_idle_loops", t_memory, servers)
     check("slowlog_max_len_over_loops", t_slowlog_max_len, servers)
+    check("eject_every_loop_at_once", t_eject, servers)
 
 
 if __name__ == "__main__":
