@@ -483,6 +483,21 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
     return s;
 }
 
+void pool_copy_servers(struct pool *p, const struct pool *src)
+{
+    for (uint32_t s = 0; s < src->nservers; s++) {
+        const struct pool_server *from = &src->servers[s];
+        struct conf_server sv = {
+            .addr = {.text = from->addr, .host = from->host, .port = from->port,
+                     .unix_socket = from->unix_socket},
+            .name = p->conf->nsentinels > 0 ? from->label : NULL,
+        };
+        uint32_t got = pool_server_at(p, &sv);
+        ASSERT(got == s);
+        (void)got;
+    }
+}
+
 /* The servers of ring that gain keys from old, which a SCAN walk spanning
  * the change walks again (scan.c): those the diff moves arcs to, or all
  * of them where it cannot tell. Random rings give keys no owner. */

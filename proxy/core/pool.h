@@ -314,6 +314,9 @@ _Atomic uint32_t *pool_subscribing_counts(struct pool *p);
  * loops, every other is parked meanwhile). What spans a pool's clients
  * (CLIENT LIST, KILL, PAUSE; MONITOR) reaches all of them through it. */
 void pool_each(const struct pool *p, void (*fn)(struct pool *q, void *arg), void *arg);
+/* p, a new copy of src for another loop (p->conf set): src's servers,
+ * slot for slot, so that every loop names a server by the same index. */
+void pool_copy_servers(struct pool *p, const struct pool *src);
 /* Close a server's connections and mark it inactive: it is in no ring. */
 void pool_retire(struct pool *p, uint32_t server);
 

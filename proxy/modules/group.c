@@ -360,14 +360,25 @@ static void report(struct pool *p, struct group *g)
     }
 }
 
-static void switch_ring(struct pool *p, struct group *g)
+/* One loop's copy of the pool takes the new ring, and keys begin to move
+ * (mig_start: its drain, its earlier ring). */
+static void switch_one(struct pool *q, void *arg)
 {
+    const struct group *g = arg;
     char why[256];
     uint32_t *old_slot;
-    struct ring *was = pool_set_ring(p, g->pc, g->ring, &old_slot);
+    struct ring *was = pool_set_ring(q, g->pc, ring_ref(g->ring), &old_slot);
 
+    mig_start(q, was, old_slot, g->from_text, g->to_text, why, sizeof(why));
+}
+
+/* Every loop switches in one world stop: no loop routes a key by the old
+ * ring once another routes it by the new. Loop 0's migration leads. */
+static void switch_ring(struct pool *p, struct group *g)
+{
+    pool_each(p, switch_one, g);
+    ring_unref(g->ring);
     g->ring = NULL;
-    mig_start(p, was, old_slot, g->from_text, g->to_text, why, sizeof(why));
     mig_hold(p, true);
     free(g->from_text);
     g->from_text = NULL;

@@ -81,12 +81,74 @@ void mig_hold(struct pool *p, bool hold)
         p->mig->hold = hold;
 }
 
+/* What this loop sent before the switch is answered, and every MIGRATE
+ * of an earlier epoch it sent. */
+static bool drained_here(const struct mig *m)
+{
+    return m->markers == 0 && m->inflight == 0 && m->writes == 0 && !m->record_due;
+}
+
 bool mig_drained(const struct pool *p)
 {
     const struct mig *m = p->mig;
 
-    return m == NULL || (m->markers == 0 && m->inflight == 0 && m->writes == 0 &&
-                         !m->record_due);
+    return m == NULL || (drained_here(m) &&
+                         (!m->lead || m->loops_drained + 1 >= loop_count()));
+}
+
+/* ---- several loops: loop 0's copy leads (mig_int.h) ---------------------------------- */
+
+/* The pool p is a copy of on loop 0 (p itself with one loop): where the
+ * mover, the record and the group are. Read in a world stop only. */
+static struct pool *lead_pool(struct pool *p)
+{
+    return loop_count() > 1 ? &loop_at(0)->pools[p - cur_loop->pools] : p;
+}
+
+/* A word between loops about pool p's migration, for its epoch. */
+struct mig_mail {
+    size_t   pool;
+    uint32_t epoch;
+};
+
+static void mig_mail(struct loop *to, loop_fn *fn, const struct pool *p)
+{
+    struct mig_mail *x = xmalloc(sizeof(*x));
+
+    x->pool = (size_t)(p - cur_loop->pools);
+    x->epoch = p->epoch;
+    if (!loop_post(to, fn, x))
+        free(x);                /* (that loop is stopping) */
+}
+
+/* The pool a mail names, if its migration is still at the mail's epoch. */
+static struct pool *mailed(const struct mig_mail *x)
+{
+    struct pool *p = x->pool < cur_loop->npools ? &cur_loop->pools[x->pool] : NULL;
+
+    return p != NULL && p->mig != NULL && p->epoch == x->epoch ? p : NULL;
+}
+
+/* On loop 0: another loop has drained. */
+static void drained_arrived(void *arg)
+{
+    struct pool *p = mailed(arg);
+
+    if (p != NULL && p->mig->lead)
+        p->mig->loops_drained++;
+    free(arg);
+}
+
+static void go_moving(struct mig *m, uint64_t now);
+
+/* On another loop: every loop has drained, loop 0 moves keys. */
+static void moving_arrived(void *arg)
+{
+    struct pool *p = mailed(arg);
+
+    if (p != NULL && p->mig->state == MIG_DRAINING)
+        go_moving(p->mig, uv_now(cur_loop->uv));
+    free(arg);
 }
 
 /* ---- starting and finishing ------------------------------------------------------- */
@@ -233,13 +295,17 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
         TAILQ_INIT(&m->gated);
         TAILQ_INIT(&m->retry);
         m->started_ms = uv_now(cur_loop->uv);
+        m->lead = cur_loop->id == 0;
     }
     memmove(&m->prior[1], &m->prior[0], m->nprior * sizeof(m->prior[0]));
     m->prior[0] = (struct mig_ring){old, old_slot, xstrdup(old_text)};
     free(m->text);
     m->text = xstrdup(new_text);
     m->nprior++;
-    m->record_due = true;
+    m->record_due = m->lead;            /* (the record is loop 0's) */
+    m->state = MIG_DRAINING;
+    m->loops_drained = 0;
+    m->told_drained = false;
     p->epoch++;
     /* MIGRATEs of the last epoch not sent yet were for owners that may
      * have changed: their requests get -TRYAGAIN. */
@@ -255,14 +321,42 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
         TAILQ_REMOVE(&m->gated, op, link);
         mig_op_done(m, op, false);
     }
-    mig_mover_reset(p, m);
+    if (m->lead)
+        mig_mover_reset(p, m);
     m->tokens = 0;
     m->tick_ms = uv_now(cur_loop->uv);
     drain(p, m);
-    log_notice("pool '%s': epoch %u: keys move from %u earlier ring%s; %u servers to walk",
-               p->conf->name, p->epoch, m->nprior, m->nprior > 1 ? "s" : "", m->nsrc);
+    if (m->lead)
+        log_notice("pool '%s': epoch %u: keys move from %u earlier ring%s; %u servers to "
+                   "walk", p->conf->name, p->epoch, m->nprior, m->nprior > 1 ? "s" : "",
+                   m->nsrc);
     return 0;
 }
+void mig_copy(struct pool *p, const struct pool *src)
+{
+    const struct mig *from = src->mig;
+    struct mig *m = p->mig = xcalloc(1, sizeof(*m));
+
+    TAILQ_INIT(&m->open);
+    TAILQ_INIT(&m->gated);
+    TAILQ_INIT(&m->retry);
+    m->started_ms = from->started_ms;
+    m->tick_ms = from->tick_ms;
+    m->state = from->state;
+    m->text = xstrdup(from->text);
+    for (uint32_t i = 0; i < from->nprior; i++) {
+        const struct mig_ring *r = &from->prior[i];
+        size_t n = ring_nservers(r->ring);
+        uint32_t *slot = xmalloc(n * sizeof(*slot));
+        memcpy(slot, r->slot, n * sizeof(*slot));
+        m->prior[i] = (struct mig_ring){ring_ref(r->ring), slot, xstrdup(r->text)};
+    }
+    m->nprior = from->nprior;
+    p->epoch = src->epoch;
+    /* (No connection yet: nothing to drain. Loop 0 hears so at the first
+     * tick, mig_tick.) */
+}
+
 void mig_free(struct pool *p)
 {
     struct mig *m = p->mig;
@@ -294,6 +388,47 @@ void mig_free(struct pool *p)
     mig_mover_free(m);
     free(m);
     p->mig = NULL;
+}
+
+/* Whether a loop's copy has no MIGRATE of its own left, sent or not. */
+static void idle_one(struct pool *q, void *arg)
+{
+    const struct mig *m = q->mig;
+
+    if (m != NULL && (m->inflight > 0 || !TAILQ_EMPTY(&m->retry) ||
+                      !TAILQ_EMPTY(&m->gated) || !TAILQ_EMPTY(&m->open)))
+        *(bool *)arg = false;
+}
+
+static void finish(struct pool *p, struct mig *m);
+
+/* Another loop's copy, as the migration ends. */
+static void finish_one(struct pool *q, void *arg)
+{
+    (void)arg;
+    if (q->mig == NULL)
+        return;
+    if (q->mig->lead) {
+        finish(q, q->mig);
+        return;
+    }
+    mig_free(q);
+    q->replica_reads_at = uv_now(cur_loop->uv) + POOL_REPLICA_SETTLE_MS;
+}
+
+/* The mover is done (loop 0): once no loop has a MIGRATE of its own
+ * left, every loop drops its earlier rings, in one world stop (a key no
+ * loop moves on touch any more is one no loop will find elsewhere).
+ * Whether it is done is asked again at a later tick if not. */
+static void finish_all(struct pool *p)
+{
+    bool idle = true;
+
+    loop_world_stop();
+    pool_each(p, idle_one, &idle);
+    if (idle)
+        pool_each(p, finish_one, NULL);
+    loop_world_go();
 }
 
 /* Every source walked, nothing in flight: the earlier rings go, and the
@@ -366,7 +501,11 @@ void mig_tick(struct pool *p, uint64_t now)
         mig_record_send(p, m, true);
     unblock_late(p, m);
     if (m->state == MIG_DRAINING) {
-        if (m->markers > 0 || m->inflight > 0 || m->writes > 0 || m->record_due || m->hold) {
+        if (!m->lead && !m->told_drained && drained_here(m)) {
+            m->told_drained = true;
+            mig_mail(loop_at(0), drained_arrived, p);
+        }
+        if (!m->lead || !mig_drained(p) || m->hold) {
             /* Held too long (a server slow to answer): -TRYAGAIN, never
              * the old route. */
             while ((op = TAILQ_FIRST(&m->gated)) != NULL &&
@@ -376,12 +515,9 @@ void mig_tick(struct pool *p, uint64_t now)
             }
             return;
         }
-        m->state = MIG_MOVING;
-        m->moving_ms = now;
-        while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
-            TAILQ_REMOVE(&m->gated, op, link);
-            mig_op_send(m, op);
-        }
+        go_moving(m, now);
+        for (uint32_t i = 1; i < loop_count(); i++)
+            mig_mail(loop_at(i), moving_arrived, p);
         log_info("pool '%s': epoch %u: drained; keys move", p->conf->name, p->epoch);
     }
     for (op = TAILQ_FIRST(&m->retry); op != NULL; op = next) {
@@ -391,6 +527,8 @@ void mig_tick(struct pool *p, uint64_t now)
             mig_op_send(m, op);
         }
     }
+    if (!m->lead)
+        return;                         /* (the rest is the mover's) */
     if (now - m->log_ms >= MIG_LOG_MS)
         progress(p, m, now);
     if (now - m->record_ms >= MIG_RECORD_MS && m->writes == 0)
@@ -407,7 +545,20 @@ void mig_tick(struct pool *p, uint64_t now)
         all_done = all_done && m->src[i].walk == WALK_DONE;
     }
     if (all_done && m->inflight == 0 && TAILQ_EMPTY(&m->retry) && TAILQ_EMPTY(&m->gated))
-        finish(p, m);
+        finish_all(p);
+}
+
+/* Requests for moving keys go on: every loop has drained. */
+static void go_moving(struct mig *m, uint64_t now)
+{
+    struct mig_op *op;
+
+    m->state = MIG_MOVING;
+    m->moving_ms = now;
+    while ((op = TAILQ_FIRST(&m->gated)) != NULL) {
+        TAILQ_REMOVE(&m->gated, op, link);
+        mig_op_send(m, op);
+    }
 }
 
 /* ---- SHARD.MIGRATION ------------------------------------------------------------------ */
@@ -416,9 +567,35 @@ void mig_tick(struct pool *p, uint64_t now)
  * walks its table in reversed-bit order, so the cursor's bits reversed,
  * read as a fraction of 2^64, are the part done (exact while the table
  * does not resize). */
+/* Keys moved on touch and requests told -TRYAGAIN, by every loop (in a
+ * world stop). */
+static void touch_sums(const struct pool *p, uint64_t *touched, uint64_t *tryagain)
+{
+    size_t i = (size_t)(p - cur_loop->pools);
+
+    *touched = *tryagain = 0;
+    for (uint32_t l = 0; l < loop_count(); l++) {
+        const struct mig *m = loop_count() > 1 ? loop_at(l)->pools[i].mig : p->mig;
+        if (m != NULL) {
+            *touched += m->touched;
+            *tryagain += m->tryagain;
+        }
+    }
+}
+
+static void command_on(struct client *c, struct req *r, struct args *a, struct pool *p);
+
+/* Answered from loop 0's copy of the pool (the mover's, the group's),
+ * in a world stop: a client on any loop sees one migration. */
 void mig_command(struct client *c, struct req *r, struct args *a)
 {
-    struct pool *p = c->pool;
+    loop_world_stop();
+    command_on(c, r, a, lead_pool(c->pool));
+    loop_world_go();
+}
+
+static void command_on(struct client *c, struct req *r, struct args *a, struct pool *p)
+{
     struct mig *m = p->mig;
 
     if (a->argc != 2) {
@@ -458,11 +635,12 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     if (p->group != NULL)
         group_status(p, f);
     if (m != NULL) {
-        uint64_t scanned = 0, moved = 0;
+        uint64_t scanned = 0, moved = 0, touched, tryagain;
         double secs = (double)(now - (m->moving_ms ? m->moving_ms : now)) / 1000;
+        touch_sums(p, &touched, &tryagain);
         fprintf(f, "pending_rings:%u\r\nelapsed_s:%.1f\r\nmoved_on_touch:%" PRIu64 "\r\n"
                 "tryagain:%" PRIu64 "\r\nsources:%u\r\n", m->nprior,
-                (double)(now - m->started_ms) / 1000, m->touched, m->tryagain, m->nsrc);
+                (double)(now - m->started_ms) / 1000, touched, tryagain, m->nsrc);
         double eta = 0;
         bool known = true;
         for (uint32_t i = 0; i < m->nsrc; i++) {
@@ -498,19 +676,21 @@ void mig_command(struct client *c, struct req *r, struct args *a)
 
 void mig_progress(const struct pool *p, struct mig_progress *out)
 {
-    const struct mig *m = p->mig;
+    const struct mig *m;
 
     memset(out, 0, sizeof(*out));
-    if (m == NULL)
-        return;
-    out->active = true;
-    out->draining = m->state == MIG_DRAINING;
-    out->moved_on_touch = m->touched;
-    out->tryagain = m->tryagain;
-    for (uint32_t i = 0; i < m->nsrc; i++) {
-        out->scanned += m->src[i].scanned;
-        out->moved += m->src[i].moved;
+    loop_world_stop();          /* (loop 0's copy: the mover's; every loop's sums) */
+    m = loop_count() > 1 ? loop_at(0)->pools[p - cur_loop->pools].mig : p->mig;
+    if (m != NULL) {
+        out->active = true;
+        out->draining = m->state == MIG_DRAINING;
+        touch_sums(p, &out->moved_on_touch, &out->tryagain);
+        for (uint32_t i = 0; i < m->nsrc; i++) {
+            out->scanned += m->src[i].scanned;
+            out->moved += m->src[i].moved;
+        }
     }
+    loop_world_go();
 }
 
 /* ---- the module ---------------------------------------------------------------------- */

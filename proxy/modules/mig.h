@@ -26,6 +26,10 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
  * not); reload.c's can_reshard asks the servers' INFO besides. */
 bool mig_can_start(const struct pool *p, char *err, size_t errlen);
 void mig_free(struct pool *p);
+/* p, a new copy of src for another loop (pool_start_other), src's
+ * migration taken up from its record at start: the same earlier rings
+ * and epoch, for p's clients' MIGRATEs on touch (loop 0's leads). */
+void mig_copy(struct pool *p, const struct pool *src);
 void mig_tick(struct pool *p, uint64_t now);
 /* server's master moved (a failover, pool_server_move): a walk of it
  * starts over, since a SCAN cursor means nothing on another server. */
@@ -64,7 +68,8 @@ bool mig_drained(const struct pool *p);
 
 /* SHARD.MIGRATION STATUS | PAUSE | RESUME (local.c dispatches). */
 void mig_command(struct client *c, struct req *r, struct args *a);
-/* The pool's migration in figures (/metrics): all 0 when none runs. */
+/* The pool's migration in figures (/metrics), over every loop (a world
+ * stop): all 0 when none runs. */
 struct mig_progress {
     bool     active, draining;
     uint64_t scanned, moved, moved_on_touch, tryagain;

@@ -116,6 +116,15 @@ struct mig {
     struct mig_ring    prior[MIG_MAX_PRIOR];    /* [0] the most recent */
     uint32_t           nprior;
     enum mig_state     state;
+    /* With several loops each loop's copy of the pool has its own mig
+     * (made in the world stop that switches every loop's ring: group.c),
+     * for its own requests' MIGRATEs on touch and its own drain. Loop 0's
+     * leads: the mover, the record, when the drain is over for all (the
+     * others mail it theirs: loops_drained) and when the keys have all
+     * moved (mig.c finish, in one world stop). */
+    bool               lead;            /* loop 0's */
+    uint32_t           loops_drained;   /* lead: the other loops drained this epoch */
+    bool               told_drained;    /* not lead: this epoch's drain mailed to loop 0 */
     bool               paused;
     uint32_t           markers;         /* drain markers unanswered */
     uint32_t           writes;          /* record writes unanswered */

@@ -79,16 +79,18 @@ static void keep(struct pool *p, uint32_t s, char *text, uint64_t at_ms, uint64_
     cmdinfo_seen(p, s, is->text);     /* (its commands, if new) */
 }
 
-/* With several loops loop 0 alone asks the servers (info_tick) and mails
- * each answer to the other loops' copies of the pool: a server sees one
- * poll however many loops there are, and each loop still learns what
- * its servers are (cmdinfo_seen). */
+/* With several loops loop 0 alone polls the servers (info_tick), and the
+ * loop that asks (the poll, or a client's INFO keyspace) mails each
+ * answer to the other loops' copies of the pool: a server sees one poll
+ * however many loops there are, and each loop still learns what its
+ * servers are (cmdinfo_seen) and what databases hold keys. */
 struct told {
     size_t   pi;                /* the pool's index (the same on every loop) ... */
     char    *name;              /* ... and name: a reload may have moved it */
     uint32_t server;
     char    *text;
     uint64_t at_ms;             /* (uv_now: one clock on every loop) */
+    uint64_t asked_ns;          /* when loop 0 asked it (uv_hrtime) */
 };
 
 static void told_free(struct told *t)
@@ -105,7 +107,13 @@ static void info_told(void *arg)
 
     if (p != NULL && !cur_loop->stopping && !strcmp(p->conf->name, t->name) &&
         t->server < p->nservers) {
-        keep(p, t->server, t->text, t->at_ms, 0);   /* (clean: loop 0's count, not ours) */
+        /* Clean for this loop's requests in other databases (their count
+         * is this loop's: info_other_databases) if every one had been
+         * answered before loop 0 asked: none alive since before then. */
+        uint64_t clean = cur_loop->other_db_reqs == 0 &&
+                         cur_loop->other_db_quiet_ns <= t->asked_ns
+                         ? cur_loop->other_db_routed + 1 : 0;
+        keep(p, t->server, t->text, t->at_ms, clean);
         t->text = NULL;
     }
     told_free(t);
@@ -113,10 +121,13 @@ static void info_told(void *arg)
 
 static void tell_others(struct pool *p, uint32_t s, const char *text)
 {
-    for (uint32_t i = 1; i < loop_count(); i++) {
+    for (uint32_t i = 0; i < loop_count(); i++) {
+        if (i == cur_loop->id)
+            continue;
         struct told *t = xmalloc(sizeof(*t));
         *t = (struct told){(size_t)(p - cur_loop->pools), xstrdup(p->conf->name), s,
-                           xstrdup(text), uv_now(cur_loop->uv)};
+                           xstrdup(text), uv_now(cur_loop->uv),
+                           p->info->servers[s].asked_ns};
         if (!loop_post(loop_at(i), info_told, t))
             told_free(t);               /* (it is stopping) */
     }
@@ -143,7 +154,7 @@ static int server_info_reply(struct backend *b, struct req *r)
         char *text = xmalloc(v.len + 1);
         resp_rd_copy(&rd, &v, text, v.len);
         text[v.len] = '\0';
-        if (loop_count() > 1 && cur_loop->id == 0)
+        if (loop_count() > 1)
             tell_others(b->pool, b->server, text);
         keep(b->pool, b->server, text, uv_now(cur_loop->uv), r->u.clean);
     }
@@ -185,6 +196,7 @@ static void ask(struct pool *p, struct info *in, uint32_t server, uint64_t now, 
     r->on_reply = server_info_reply;
     r->u.clean = cur_loop->other_db_reqs == 0 ? cur_loop->other_db_routed + 1 : 0;
     in->servers[server].asked_ms = now;
+    in->servers[server].asked_ns = uv_hrtime();
     in->servers[server].asking = true;
     backend_send(b, r);
     if (!own)

@@ -24,6 +24,7 @@ struct info_server {
     char    *text;          /* its last INFO's text (owned), NUL-terminated; NULL none */
     uint64_t at_ms;         /* loop ms it came */
     uint64_t asked_ms;      /* loop ms it was last asked (answered or not) */
+    uint64_t asked_ns;      /* ... and uv_hrtime then, for the other loops (info.c) */
     uint64_t clean;         /* the last answer's req.clean: if not 0, its text
                                shows every key the first clean - 1 requests in
                                another database made (info_other_databases) */

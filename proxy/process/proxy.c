@@ -379,8 +379,9 @@ static int pool_start(struct pool *p, const struct conf_pool *pc, char *err, siz
 
 /* p, on a loop other than 0, for config pc: as loop 0's src, with no
  * listener (loop 0 accepts for every loop), and sharing src's users, ring
- * and TLS contexts. No Sentinel, group or migration of its own: loop 0
- * keeps those (a mirror of its Sentinel state: sentinel.c). */
+ * and TLS contexts. No Sentinel, group or mover of its own: loop 0 keeps
+ * those (a mirror of its Sentinel state: sentinel.c; of its migration's
+ * earlier rings: mig.c). */
 static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct pool *src)
 {
     pool_set_conf(p, pc);
@@ -397,7 +398,14 @@ static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct 
     TAILQ_INIT(&p->subscribers);
     p->front.tls_server = tls_ctx_ref(src->front.tls_server);
     p->tls_client = tls_ctx_ref(src->tls_client);
+    /* Every loop names a server by the same index (a world stop's visit,
+     * a mail between loops): src's table, slot for slot, then its ring. */
+    pool_copy_servers(p, src);
     pool_set_ring(p, pc, ring_ref(src->ring), NULL);
+    for (uint32_t s = 0; s < p->nservers; s++)
+        p->servers[s].active = src->servers[s].active;  /* (those keys still move from) */
+    if (src->mig != NULL)
+        mig_copy(p, src);           /* a recorded migration taken up: its earlier rings */
     /* What loop 0 learnt of its servers at its start (INFO says it) */
     for (uint32_t s = 0; s < p->nservers && s < src->nservers; s++) {
         p->servers[s].user_refused = src->servers[s].user_refused;
@@ -710,9 +718,10 @@ static void loop_finish(void)
 
 /* Every other loop: made, its pools started as loop 0's are, its flush
  * and tick handles; its thread not started yet. 0, or -1 with err. */
-static int workers_start(struct conf *cf, char *err, size_t errlen)
+static int workers_start(char *err, size_t errlen)
 {
     struct loop *zero = cur_loop;
+    struct conf *cf = zero->conf;   /* (a recorded migration's, if one was taken up) */
 
     for (uint32_t i = 1; i < proxy.nworkers; i++) {
         struct worker *w = &proxy.workers[i];
@@ -732,7 +741,7 @@ static int workers_start(struct conf *cf, char *err, size_t errlen)
         w->loop.npools = cf->npools;
         w->loop.pools = xcalloc(cf->npools, sizeof(*w->loop.pools));
         for (size_t k = 0; k < cf->npools; k++)
-            pool_start_other(&w->loop.pools[k], &cf->pools[k], &zero->pools[k]);
+            pool_start_other(&w->loop.pools[k], zero->pools[k].conf, &zero->pools[k]);
         proxy_loop_start();
     }
     cur_loop = zero;
@@ -774,13 +783,6 @@ int proxy_run(struct conf *cf, int threads)
     bool taken = false;
     for (size_t i = 0; i < cur_loop->npools; i++)
         taken = mig_recover(&cur_loop->pools[i]) || taken;
-    if (taken && proxy.nworkers > 1) {
-        log_error("%u threads: a recorded migration is taken up with one loop only "
-                  "(threads: 1)", proxy.nworkers);
-        fprintf(stderr, "shardis: %u threads: a recorded migration is taken up with one "
-                "loop only (threads: 1)\n", proxy.nworkers);
-        return 1;
-    }
     for (size_t i = 0; i < cur_loop->npools; i++) {
         if ((rc = group_check_start(&cur_loop->pools[i], err, sizeof(err))) < 0) {
             log_error("pool '%s': %s", cur_loop->pools[i].conf->name, err);
@@ -794,7 +796,7 @@ int proxy_run(struct conf *cf, int threads)
     if (taken && reload_run(out, sizeof(out), err, sizeof(err)) < 0)
         log_warn("the config file is not applied while the recorded migration runs: %s", err);
     proxy_loop_start();
-    if (workers_start(cf, err, sizeof(err)) < 0) {
+    if (workers_start(err, sizeof(err)) < 0) {
         log_error("%s", err);
         fprintf(stderr, "shardis: %s\n", err);
         return 1;

@@ -166,21 +166,19 @@ static int summarize(FILE *f, const struct conf_pool *old, const struct conf_poo
     return 0;
 }
 
-/* Whether p may take a ring change now (why says why not): its migration
- * has room for another earlier ring (mig_can_start), and no keys are in
- * other databases than redis_db. The walk and the on-touch MIGRATEs are
- * of redis_db: keys of other databases would stay behind on servers the
- * ring no longer names. Judged here, before the ring changes, once: from
- * the reload on, while the proxies switch and while keys move, a request
- * that could put a key in another database is told to retry (route.c
- * db_ok), so none is there when the switch comes (mig_start, which
- * cannot refuse by then). */
+/* Whether p's servers may take a ring change (why says why not): no keys
+ * are in other databases than redis_db. The walk and the on-touch
+ * MIGRATEs are of redis_db: keys of other databases would stay behind on
+ * servers the ring no longer names. Judged here, before the ring changes,
+ * once: from the reload on, while the proxies switch and while keys move,
+ * a request that could put a key in another database is told to retry
+ * (route.c db_ok), so none is there when the switch comes (mig_start,
+ * which cannot refuse by then). (Whether the migration has room for one
+ * more earlier ring is reload_ready's.) */
 static bool can_reshard(const struct pool *p, char *why, size_t size)
 {
     char dbs[200];
 
-    if (!mig_can_start(p, why, size))
-        return false;
     if (info_other_databases(p, p->slot, (uint32_t)ring_nservers(p->ring), dbs,
                              sizeof(dbs))) {
         snprintf(why, size, "cannot reshard: %s", dbs);
@@ -260,12 +258,6 @@ static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t 
                  cf->path, b->line, b->col, b->name, no);
         return -EINVAL;
     }
-    if (!same_servers(a, b) && loop_count() > 1) {
-        snprintf(err, errlen, "%s:%d:%d: pool '%s': its servers changed: with %u threads "
-                 "keys are not moved yet; restart shardis with threads: 1 for a live "
-                 "reshard", cf->path, b->line, b->col, b->name, loop_count());
-        return -EINVAL;
-    }
     if (same_servers(a, b)) {
         fprintf(f, "pool:%s\r\nservers:%zu\r\nservers_added:0\r\nservers_removed:0\r\n"
                 "servers_reweighted:0\r\nkeys_moving_pct:0.00\r\n", b->name, b->nservers);
@@ -277,13 +269,7 @@ static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t 
                  "for that", cf->path, b->line, b->col, b->name, POOL_SLOTS_MAX);
         return -EINVAL;
     }
-    if (can_reshard(p, why, sizeof(why)) && group_switching(p)) {
-        snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "
-                 "servers; reload again in a moment", b->name);
-        return -EBUSY;
-    }
-    if (!can_reshard(p, why, sizeof(why)) ||
-        (rc = conf_pool_ring(b, &rl->rings[i], why, sizeof(why))) < 0 ||
+    if ((rc = conf_pool_ring(b, &rl->rings[i], why, sizeof(why))) < 0 ||
         (rc = summarize(f, a, b, p->ring, rl->rings[i], why, sizeof(why))) < 0) {
         snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", cf->path, b->line, b->col,
                  b->name, why);
@@ -292,10 +278,38 @@ static int reload_check(struct reload *rl, size_t i, FILE *f, char *err, size_t 
     return 0;
 }
 
+/* Whether pool i, whose servers change (rl->rings[i]), can take the
+ * reload now: as loop 0's copy says (its group and its migration lead
+ * every loop's), and no loop's clients used another database since the
+ * servers last said (can_reshard); in the world stop that applies it, so
+ * that nothing changes in between. -EBUSY and err say why not. */
+static int reload_ready(const struct reload *rl, size_t i, char *err, size_t errlen)
+{
+    const struct pool *p = &loop_at(0)->pools[i];
+    char why[CONF_ERRLEN];
+
+    if (rl->rings[i] == NULL)
+        return 0;
+    if (group_switching(p)) {
+        snprintf(err, errlen, "pool '%s': the proxies are switching to the last reload's "
+                 "servers; reload again in a moment", p->conf->name);
+        return -EBUSY;
+    }
+    bool ok = mig_can_start(p, why, sizeof(why));
+    for (uint32_t l = 0; l < loop_count() && ok; l++)
+        ok = can_reshard(&loop_at(l)->pools[i], why, sizeof(why));
+    if (!ok) {
+        snprintf(err, errlen, "%s:%d:%d: pool '%s': %s", rl->cf->path, rl->cf->pools[i].line,
+                 rl->cf->pools[i].col, rl->cf->pools[i].name, why);
+        return -EBUSY;
+    }
+    return 0;
+}
+
 /* Hand what rl built to the current loop's pools: nothing can fail here.
  * Users and TLS change now, whatever the servers wait for; a pool whose
  * servers change switches at once where no key has an owner, else once
- * every proxy has the new ones (group.c; one loop only: reload_check).
+ * every proxy has the new ones (group.c, on loop 0: it switches every loop).
  * Each loop takes references of its own to what rl holds. */
 static void reload_apply_one(void *arg)
 {
@@ -322,7 +336,10 @@ static void reload_apply_one(void *arg)
             free(old_slot);
             continue;
         }
-        /* It routes by its servers until every proxy has the new ones (group.c). */
+        /* It routes by its servers until every proxy has the new ones
+         * (group.c, on loop 0, which switches every loop). */
+        if (cur_loop->id != 0)
+            continue;
         group_prepare(p, &cf->pools[i], ring_ref(rl->rings[i]), old->text, cf->text);
         log_notice("pool '%s': reloaded: %zu servers, switching once every proxy has them",
                    p->conf->name, cf->pools[i].nservers);
@@ -375,7 +392,17 @@ int reload_run(char *out, size_t outlen, char *err, size_t errlen)
         reload_free(&rl);
         return rc;
     }
-    reload_apply(&rl);
+    loop_world_stop();
+    for (size_t i = 0; i < rl.cf->npools && rc == 0; i++)
+        rc = reload_ready(&rl, i, err, errlen);
+    if (rc == 0)
+        reload_apply(&rl);
+    loop_world_go();
+    if (rc < 0) {
+        free(sum);
+        reload_free(&rl);
+        return rc;
+    }
     snprintf(out, outlen, "%.*s", (int)sumlen, sum);
     free(sum);
     return 0;

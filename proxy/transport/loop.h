@@ -98,7 +98,10 @@ struct loop {
     size_t            req_nfree;
     uint64_t          other_db_reqs;/* requests alive that were routed in a database
                                        other than redis_db (req.other_db; info.c), */
-    uint64_t          other_db_routed;  /* ... and how many were, ever */
+    uint64_t          other_db_routed;  /* ... and how many were, ever, */
+    uint64_t          other_db_quiet_ns;    /* ... and since when none has been alive
+                                               (uv_hrtime: info.c holds loop 0's INFO
+                                               answers against it) */
     uint64_t          idle_seen;    /* commands, connections and clients at the
                                        last tick (proxy.c idle_check) ... */
     uint64_t          idle_since;   /* ... and when it last changed */

@@ -37,8 +37,8 @@ void req_maybe_free(struct req *r)
     if (r->client != NULL || r->queued || r->pending || r->parent != NULL || r->frag != NULL ||
         r->gated || r->migs > 0)
         return;
-    if (r->other_db)
-        cur_loop->other_db_reqs--;
+    if (r->other_db && --cur_loop->other_db_reqs == 0)
+        cur_loop->other_db_quiet_ns = uv_hrtime();
     msg_release(&r->out);
     msg_release(&r->rsp);
     if (r->kept)

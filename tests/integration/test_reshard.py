@@ -260,8 +260,12 @@ def t_add_server(rs):
           open(px.log, errors="replace").read())
     expect_eq(raw.cmd("PING"), b"+PONG\r\n", "raw PING on the same socket after")
     wait_stable(px, servers=rs)
+    # (With several loops, each loop other than 0 has made its own
+    # connection for its clients' MIGRATEs on touch: one more each.)
+    loops = int(px.client.info("shardis").get("loops", 1))
     until("shardis keeps its connections to a server that stays (the mover's is closed "
-          "once it is done): %r" % before, lambda: backend_ids(rs[0]) == before)
+          "once it is done): %r" % before, lambda: set(before) <= set(backend_ids(rs[0])) and
+          len(backend_ids(rs[0])) <= len(before) + loops - 1)
     deleted = {n.encode() for n in names[:100]}
     keys = [k for k in keys if k not in deleted]
     check_placement(px, rs[:3], keys)
