@@ -578,6 +578,66 @@ def t_eject(_servers):
     return "ejected after %d failed requests on loop 1" % errors
 
 
+def t_reshard(servers):
+    """A live reshard (a fourth server) under load from 4 clients, 2 on each
+    loop: every loop switches to the new ring, SHARD.MIGRATION asked on
+    loop 1 shows loop 0's migration, and once it is over every key is on
+    its owner alone, none lost, each client's last acknowledged write in
+    place (a write told TRYAGAIN is not checked until acknowledged again)."""
+    import test_reshard as tr
+    px = Shardis("reshard", servers[:3], env=THREADS, admin_commands="true",
+                 migration_rate=1500)
+    tr.preload(px.client, 6000, ttl_every=1000000)
+    cs = spread(px, 4)          # c0, c2 on loop 0; c1, c3 on loop 1
+    stop = threading.Event()
+    acked, odd, failed, sent = {}, [], [], [0] * 4
+
+    def load(i, c):
+        j = 0
+        try:
+            while not stop.is_set():
+                k = "s:%d" % ((i + 4 * j) % 6000)   # (client i's keys: i modulo 4)
+                v = b"c%d-%d" % (i, j)
+                got = c.cmd("SET", k, v)
+                if got == b"+OK\r\n":
+                    acked[k] = v
+                else:
+                    acked.pop(k, None)
+                    if not got.startswith(b"-TRYAGAIN"):
+                        odd.append(got)
+                j += 1
+                sent[i] = j
+        except Exception as e:
+            failed.append("client %d: %r" % (i, e))
+
+    threads = [threading.Thread(target=load, args=(i, c), daemon=True) for i, c in enumerate(cs)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    tr.write_servers(px, servers)
+    tr.reload(px, 1)
+    text = parse(cs[1].cmd("SHARD.MIGRATION", "STATUS")).decode()
+    st = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
+    expect(st["state"] in ("draining", "moving", "stable") and st["epoch"] == "1",
+           "loop 1's SHARD.MIGRATION: %r" % st)
+    expect(st["state"] == "stable" or int(st.get("sources", 0)) > 0,
+           "loop 1 sees the mover's sources: %r" % st)
+    tr.wait_stable(px, timeout=60, servers=servers)
+    time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    expect(not failed, "; ".join(failed))
+    expect(not odd, "errors other than TRYAGAIN: %r" % odd[:3])
+    found = tr.check_placement(px, servers, [b"s:%d" % i for i in range(6000)])
+    byname = {s.name: s for s in servers}
+    wrong = [k for k, v in acked.items() if byname[found[k.encode()]].client.get(k) != v]
+    expect(not wrong, "%d acknowledged writes not in place, e.g. %r" % (len(wrong), wrong[:3]))
+    expect(any(s.client.dbsize() > 0 for s in servers[3:]), "keys on the new server")
+    harness.t_exit_clean(px)
+    return "%d writes from both loops, %d keys checked" % (sum(sent), len(acked))
+
+
 def body():
     servers = [RedisServer("r%d" % i) for i in range(2)]
     mport = harness.free_port()
@@ -602,6 +662,7 @@ def body():
     check("memory_back_near_idle_loops", t_memory, servers)
     check("slowlog_max_len_over_loops", t_slowlog_max_len, servers)
     check("eject_every_loop_at_once", t_eject, servers)
+    harness.run_with_servers("reshard_under_load_loops", t_reshard, 4)
 
 
 if __name__ == "__main__":
