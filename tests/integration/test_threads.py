@@ -588,7 +588,8 @@ def t_reshard(servers):
     px = Shardis("reshard", servers[:3], env=THREADS, admin_commands="true",
                  migration_rate=1500)
     tr.preload(px.client, 6000, ttl_every=1000000)
-    cs = spread(px, 4)          # c0, c2 on loop 0; c1, c3 on loop 1
+    cs = spread(px, 6)          # c0, c2, c4 on loop 0; c1, c3, c5 on loop 1
+    asker = cs.pop()            # (c5: the load's four are busy)
     stop = threading.Event()
     acked, odd, failed, sent = {}, [], [], [0] * 4
 
@@ -610,13 +611,14 @@ def t_reshard(servers):
         except Exception as e:
             failed.append("client %d: %r" % (i, e))
 
-    threads = [threading.Thread(target=load, args=(i, c), daemon=True) for i, c in enumerate(cs)]
+    threads = [threading.Thread(target=load, args=(i, c), daemon=True)
+               for i, c in enumerate(cs[:4])]
     for t in threads:
         t.start()
     time.sleep(0.3)
     tr.write_servers(px, servers)
     tr.reload(px, 1)
-    text = parse(cs[1].cmd("SHARD.MIGRATION", "STATUS")).decode()
+    text = parse(asker.cmd("SHARD.MIGRATION", "STATUS")).decode()
     st = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
     expect(st["state"] in ("draining", "moving", "stable") and st["epoch"] == "1",
            "loop 1's SHARD.MIGRATION: %r" % st)
