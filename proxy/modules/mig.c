@@ -568,14 +568,15 @@ static void go_moving(struct mig *m, uint64_t now)
  * read as a fraction of 2^64, are the part done (exact while the table
  * does not resize). */
 /* Keys moved on touch and requests told -TRYAGAIN, by every loop (in a
- * world stop). */
-static void touch_sums(const struct pool *p, uint64_t *touched, uint64_t *tryagain)
+ * world stop); lead: loop 0's copy of the pool. */
+static void touch_sums(const struct pool *lead, uint64_t *touched, uint64_t *tryagain)
 {
-    size_t i = (size_t)(p - cur_loop->pools);
+    uint32_t n = loop_count() > 1 ? loop_count() : 1;
+    size_t i = n > 1 ? (size_t)(lead - loop_at(0)->pools) : 0;
 
     *touched = *tryagain = 0;
-    for (uint32_t l = 0; l < loop_count(); l++) {
-        const struct mig *m = loop_count() > 1 ? loop_at(l)->pools[i].mig : p->mig;
+    for (uint32_t l = 0; l < n; l++) {
+        const struct mig *m = n > 1 ? loop_at(l)->pools[i].mig : lead->mig;
         if (m != NULL) {
             *touched += m->touched;
             *tryagain += m->tryagain;
@@ -680,11 +681,11 @@ void mig_progress(const struct pool *p, struct mig_progress *out)
 
     memset(out, 0, sizeof(*out));
     loop_world_stop();          /* (loop 0's copy: the mover's; every loop's sums) */
-    m = loop_count() > 1 ? loop_at(0)->pools[p - cur_loop->pools].mig : p->mig;
-    if (m != NULL) {
+    const struct pool *lead = loop_count() > 1 ? &loop_at(0)->pools[p - cur_loop->pools] : p;
+    if ((m = lead->mig) != NULL) {
         out->active = true;
         out->draining = m->state == MIG_DRAINING;
-        touch_sums(p, &out->moved_on_touch, &out->tryagain);
+        touch_sums(lead, &out->moved_on_touch, &out->tryagain);
         for (uint32_t i = 0; i < m->nsrc; i++) {
             out->scanned += m->src[i].scanned;
             out->moved += m->src[i].moved;
