@@ -91,6 +91,15 @@ void mig_record_send(struct pool *p, struct mig *m, bool set)
     m->record_ms = uv_now(cur_loop->uv);
 }
 
+/* (every loop's copy of the pool says it in INFO) */
+static void record_replaced(struct pool *q, void *arg)
+{
+    uint32_t server = *(const uint32_t *)arg;
+
+    free(q->servers[server].record_ignored);
+    q->servers[server].record_ignored = NULL;
+}
+
 /* SET or DEL of the migration's record. */
 static int record_reply(struct backend *b, struct req *r)
 {
@@ -100,11 +109,9 @@ static int record_reply(struct backend *b, struct req *r)
     char type = resp_rd_head(&r->rsp, head, sizeof(head));
     bool ok = (type == RESP_SIMPLE && !strcmp(head, "OK")) || type == RESP_INTEGER;
 
-    if (ok) {
+    if (ok && p->servers[b->server].record_ignored != NULL)
         /* A record found there at start and ignored is replaced (or gone). */
-        free(p->servers[b->server].record_ignored);
-        p->servers[b->server].record_ignored = NULL;
-    }
+        pool_each(p, record_replaced, &b->server);
     if (m == NULL)
         return 0;
     if (!ok)

@@ -284,9 +284,9 @@ def check(name, fn, *a, **kw):
 
 def one_loop(fn):
     """fn, with every shardis it starts on one loop (SHARDIS_THREADS=1),
-    whatever the suite runs with: for what several loops refuse yet (a
-    live reshard, Sentinels, taking up a recorded migration; test_threads.py
-    checks the refusals)."""
+    whatever the suite runs with: for what one loop alone promises (two
+    clients' commands in the order they came: a PUBLISH right after
+    another client's SUBSCRIBE; two clients sharing a spare connection)."""
     def run(*a, **kw):
         was = os.environ.get("SHARDIS_THREADS")
         os.environ["SHARDIS_THREADS"] = "1"

@@ -742,14 +742,14 @@ def body():
     run("ACL LIST, GETUSER, DRYRUN, GENPASS, HELP as redis-server for the same users; "
         "NOPERM and admin_commands for LIST, GETUSER, DRYRUN", t_acl_read, 2)
     run("users built again for a grown command table keep a reload's lines while its "
-        "servers wait for the group", harness.one_loop(t_relearn_keeps_reloaded_users), 2)
+        "servers wait for the group", t_relearn_keeps_reloaded_users, 2)
     run("shardis -t names a bad users line", t_conf_errors, 1)
     run("before AUTH: a multibulk over 10 or a bulk over 16 KiB is refused at its header "
         "(redis-server's text), RSS stays flat", t_preauth, 1)
     run("a planted migration record that changes settings or sends keys to an unnamed "
-        "host is not followed and does not stop the start", harness.one_loop(t_record_trust), 3)
+        "host is not followed and does not stop the start", t_record_trust, 3)
     run("backend_user: scripts get the servers' NOPERM for FLUSHALL, MIGRATE, shardis's keys; "
-        "migration, the group, GENKEY, WAIT, admin run as internal_user", harness.one_loop(t_backend_user), 0)
+        "migration, the group, GENKEY, WAIT, admin run as internal_user", t_backend_user, 0)
 
 
 if __name__ == "__main__":

@@ -973,11 +973,9 @@ def body():
         t_exit_clean(x)
     for p in [x.proc for x in masters + replicas + sentinels]:
         harness.stop(p)
-    # (A live reshard runs on one loop yet: test_threads.py checks the refusal.)
     check("ha_failover_two_loops_under_load", t_two_loops)
-    check("ha_failover_during_reshard_loses_nothing", harness.one_loop(t_reshard_failover))
-    check("ha_failover_while_down_mid_reshard_loses_nothing",
-          harness.one_loop(t_restart_failover))
+    check("ha_failover_during_reshard_loses_nothing", t_reshard_failover)
+    check("ha_failover_while_down_mid_reshard_loses_nothing", t_restart_failover)
 
 
 if __name__ == "__main__":

@@ -460,13 +460,13 @@ def body():
     run("a backend still sending is not timed out; a stopped one is", t_backend_still_sending, 1)
     run("a GET sent after a BLPOP runs after it, on any server", t_after_blocking, 2)
     run("a BLPOP of 40 keys waiting when its keys move is sent again whole",
-        harness.one_loop(t_blpop_many_keys_reissued), 4)
+        t_blpop_many_keys_reissued, 4)
     run("a PUBLISH pipelined after a SET waiting for its key to move waits too",
-        harness.one_loop(t_publish_waits), 4)
+        t_publish_waits, 4)
     run("blocking commands, WAIT and transactions pipelined together are all answered",
         t_pipelines_answered, 2)
     run("two GETs of moving keys then a transaction, pipelined: all answered",
-        harness.one_loop(t_moving_then_multi), 3)
+        t_moving_then_multi, 3)
     run("WAIT waiting for connections of its own whose server dies gets its error",
         t_wait_conn_dies, 2)
 

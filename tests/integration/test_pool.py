@@ -375,24 +375,24 @@ def t_reuseport_failed_listen(rs):
 def body():
     run = harness.run_with_servers
 
-    run("SCAN begun before a reload that adds a server returns every key", harness.one_loop(t_scan_pool_grows), 3)
+    run("SCAN begun before a reload that adds a server returns every key", t_scan_pool_grows, 3)
     run("SCAN spanning a migration that moves keys behind it returns every key",
-        harness.one_loop(t_scan_spans_migration), 3)
+        t_scan_spans_migration, 3)
     run("SCAN across a paused migration (migration_rate 1) ends with every key",
-        harness.one_loop(t_scan_migration_paused), 3)
+        t_scan_migration_paused, 3)
     run("SCAN across a running migration (migration_rate 1) ends with every key",
-        harness.one_loop(t_scan_migration_running), 3)
+        t_scan_migration_running, 3)
     run("SCAN across a paused migration moving keys behind it ends with every key",
-        harness.one_loop(t_scan_migration_behind), 3)
+        t_scan_migration_behind, 3)
     run("auto_eject_hosts with every server ejected: retried, keys rehash, then return",
         t_eject_all, 2)
     run("a failing MIGRATE's retries back off at most 1 s: -TRYAGAIN in seconds",
-        harness.one_loop(t_migrate_backoff), 3)
+        t_migrate_backoff, 3)
     # (spares are each loop's: with several, the two clients may be on two)
     run("a spare dedicated connection is reused behind one released dirty",
         harness.one_loop(t_spare_behind_dirty), 1)
     run("reloads that change servers free the configs they replace",
-        harness.one_loop(t_configs_freed), 3)
+        t_configs_freed, 3)
     run("reuseport: a listen that fails closes the socket", t_reuseport_failed_listen, 1)
 
 

@@ -648,9 +648,9 @@ def body():
     with_servers("an encrypted key: refused at start and at a reload", t_encrypted_key, 1)
     with_servers("after QUIT over TLS, what a client sends is dropped", t_quit_then_data, 1)
     with_servers("a migration record never brings another proxy's TLS settings",
-                 harness.one_loop(t_record_keeps_own_tls), 2)
+                 t_record_keeps_own_tls, 2)
     with_servers("keys move between TLS servers; a restart reads the record over TLS",
-                 harness.one_loop(t_reshard), 3, extra=("--tls-cluster", "yes", "--tls-replication", "yes"))
+                 t_reshard, 3, extra=("--tls-cluster", "yes", "--tls-replication", "yes"))
     with_servers("a certificate that cannot be read stops the start", t_bad_files, 1)
 
 
