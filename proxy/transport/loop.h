@@ -212,10 +212,13 @@ void loop_flush_backends(void);
  * That one is then visited in the middle of its own callback, so what a
  * visit may do to a loop is bounded: close one of its clients (the client
  * stays allocated until its own loop's close callback), swap a pool's
- * config, users or TLS contexts, pause or unpause, change its monitors,
- * read or reset its counters; never reallocate its pools or their
- * servers (no server list changes with several loops). Code that stops
- * the world keeps no other pointer across the stop. A stop within a stop
+ * config, users, TLS contexts or ring (a server may be added: a pool's
+ * servers array may move, not its connections), move a server's
+ * connections to a new address, queue requests on its connections (sent
+ * by its own flush), pause or unpause, change its monitors, read or reset
+ * its counters; never reallocate its pools. Code that stops the world
+ * keeps no pointer into a pool's servers across the stop (a connection,
+ * a pool, a client are kept where they are). A stop within a stop
  * is the one already made; code run during a stop must not block on
  * another loop's mail. A loop that has left its run (the stop) is retired
  * (loop_retire) and no longer waited for.
