@@ -414,25 +414,36 @@ static void ring_turn_one(struct pool *p, void *arg)
     pool_rebuild(p, cur_loop == t->by);
 }
 
+/* Whether server may be ejected now. Never while keys move: the ring is
+ * what they move by. */
+static bool ejectable(const struct pool *p, uint32_t server, uint64_t now)
+{
+    return rehashes(p) && !pool_held_off(p, server, 0, now) && p->mig == NULL &&
+           pool_in_ring(p, server);
+}
+
 /* Any loop may decide an ejection, from its own connections' failures in
- * a row; every loop takes it at once. (Called from inside backend_fail:
- * the world stop visits other loops' copies of p, which keeps b's server
- * and its connections where they are, so backend_fail goes on with b.) */
+ * a row; every loop takes it at once. Asked again once every other loop
+ * is parked: another loop may have ejected it meanwhile (one ejection,
+ * counted once), or switched the ring and begun moving keys. (Called
+ * from inside backend_fail: the stop's visits keep b's connections where
+ * they are, so backend_fail goes on with b.) */
 void pool_backend_failed(struct pool *p, uint32_t server, uint32_t failures)
 {
-    struct pool_server *ps = &p->servers[server];
     uint64_t now = uv_now(cur_loop->uv);
 
-    /* Never while keys move: the ring is what they move by. */
-    if (!rehashes(p) || pool_held_off(p, server, 0, now) || p->mig != NULL ||
-        !pool_in_ring(p, server) || failures < (uint32_t)p->conf->server_failure_limit)
+    if (failures < (uint32_t)p->conf->server_failure_limit || !ejectable(p, server, now))
         return;
-    log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
-             "other servers meanwhile", p->conf->name, ps->label,
-             p->conf->server_retry_timeout, failures);
-    pool_each(p, ring_turn_one, &(struct ring_turn){
-        .server = server, .until = now + (uint64_t)p->conf->server_retry_timeout,
-        .by = cur_loop});
+    loop_world_stop();
+    if (ejectable(p, server, now)) {
+        log_warn("pool '%s': ejecting %s for %d ms after %u failures; its keys go to "
+                 "other servers meanwhile", p->conf->name, p->servers[server].label,
+                 p->conf->server_retry_timeout, failures);
+        pool_each(p, ring_turn_one, &(struct ring_turn){
+            .server = server, .until = now + (uint64_t)p->conf->server_retry_timeout,
+            .by = cur_loop});
+    }
+    loop_world_go();
 }
 
 /* Loop 0 alone brings servers back (every loop holds them until lifted:

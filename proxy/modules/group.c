@@ -372,8 +372,9 @@ static void switch_one(struct pool *q, void *arg)
     mig_start(q, was, old_slot, g->from_text, g->to_text, why, sizeof(why));
 }
 
-/* Every loop switches in one world stop: no loop routes a key by the old
- * ring once another routes it by the new. Loop 0's migration leads. */
+/* Every loop switches in one world stop (the caller's: advance_phase): no
+ * loop routes a key by the old ring once another routes it by the new.
+ * Loop 0's migration leads. */
 static void switch_ring(struct pool *p, struct group *g)
 {
     pool_each(p, switch_one, g);
@@ -402,10 +403,17 @@ static void advance_phase(struct pool *p, struct group *g)
 {
     switch (g->phase) {
     case GROUP_PREPARED:
-        if (all(g, "PHL", false))
-            switch_ring(p, g);
-        else
+        if (!all(g, "PHL", false)) {
             report(p, g);
+            break;
+        }
+        /* Every loop switches in the stop; a reload taken on another loop
+         * while this one waited for it may have replaced or dropped what
+         * was agreed (reload.c): asked again once every loop is parked. */
+        loop_world_stop();
+        if (g->phase == GROUP_PREPARED && g->ring != NULL && all(g, "PHL", false))
+            switch_ring(p, g);
+        loop_world_go();
         break;
     case GROUP_LOCKED:
         if (all(g, "L", true)) {

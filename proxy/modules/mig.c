@@ -401,6 +401,7 @@ static void idle_one(struct pool *q, void *arg)
 }
 
 static void finish(struct pool *p, struct mig *m);
+static void touch_sums(const struct pool *lead, uint64_t *touched, uint64_t *tryagain);
 
 /* Another loop's copy, as the migration ends. */
 static void finish_one(struct pool *q, void *arg)
@@ -435,14 +436,15 @@ static void finish_all(struct pool *p)
  * servers in none of the rings left are closed. */
 static void finish(struct pool *p, struct mig *m)
 {
-    uint64_t moved = 0;
+    uint64_t moved = 0, touched, tryagain;
 
     for (uint32_t i = 0; i < m->nsrc; i++)
         moved += m->src[i].moved;
+    touch_sums(p, &touched, &tryagain);     /* (every loop's: in finish_all's stop) */
     log_notice("pool '%s': epoch %u: migration complete in %.1f s: %" PRIu64 " keys moved "
                "by the mover, %" PRIu64 " on touch, %" PRIu64 " requests told TRYAGAIN",
                p->conf->name, p->epoch, (double)(uv_now(cur_loop->uv) - m->started_ms) / 1000,
-               moved, m->touched, m->tryagain);
+               moved, touched, tryagain);
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\rshardis: pool '%s': migration complete%30s\n", p->conf->name, "");
     mig_record_send(p, m, false);
@@ -544,8 +546,13 @@ void mig_tick(struct pool *p, uint64_t now)
         mig_advance(p, m, &m->src[i]);
         all_done = all_done && m->src[i].walk == WALK_DONE;
     }
-    if (all_done && m->inflight == 0 && TAILQ_EMPTY(&m->retry) && TAILQ_EMPTY(&m->gated))
+    /* (The other loops are asked in a world stop: at most every
+     * MIG_FINISH_MS while one still has a MIGRATE waiting for a retry.) */
+    if (all_done && m->inflight == 0 && TAILQ_EMPTY(&m->retry) && TAILQ_EMPTY(&m->gated) &&
+        now - m->finish_ms >= MIG_FINISH_MS) {
+        m->finish_ms = now;
         finish_all(p);
+    }
 }
 
 /* Requests for moving keys go on: every loop has drained. */
@@ -680,6 +687,8 @@ void mig_progress(const struct pool *p, struct mig_progress *out)
     const struct mig *m;
 
     memset(out, 0, sizeof(*out));
+    if (p->mig == NULL && (loop_count() == 1 || cur_loop->id == 0))
+        return;                 /* (loop 0's copy has none: no loop has one) */
     loop_world_stop();          /* (loop 0's copy: the mover's; every loop's sums) */
     const struct pool *lead = loop_count() > 1 ? &loop_at(0)->pools[p - cur_loop->pools] : p;
     if ((m = lead->mig) != NULL) {

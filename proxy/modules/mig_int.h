@@ -33,6 +33,7 @@ struct req;
                                            rests as long before the next */
 #define MIG_RETRY_MAX_MS    1000        /* a MIGRATE's retry backoff, at most */
 #define MIG_RECORD_MS       1000        /* the record written again this often */
+#define MIG_FINISH_MS       100         /* the other loops asked whether they are done */
 
 enum mig_state { MIG_DRAINING, MIG_MOVING };
 
@@ -125,6 +126,8 @@ struct mig {
     bool               lead;            /* loop 0's */
     uint32_t           loops_drained;   /* lead: the other loops drained this epoch */
     bool               told_drained;    /* not lead: this epoch's drain mailed to loop 0 */
+    uint64_t           finish_ms;       /* lead: when the other loops were last asked
+                                           whether they are done (finish_all) */
     bool               paused;
     uint32_t           markers;         /* drain markers unanswered */
     uint32_t           writes;          /* record writes unanswered */

@@ -398,13 +398,20 @@ static bool replicas_same(const struct pool_server *ps, const struct pool_addr *
 }
 
 /* What a round decided for a server, as every loop's copy of the pool
- * takes it (follow). */
+ * takes it (follow). All of it by value: while the deciding loop waits
+ * for its world stop another loop's stop may visit it, where a hint can
+ * start the next round (its answers cleared) or a new server grow the
+ * masters. */
 struct decision {
     uint32_t server;
-    bool     move;              /* to a->ip:a->port */
-    const struct answer *a;
-    const struct master *m;     /* loop 0's figures, copied to the others */
-    const struct pool_addr *replicas;
+    bool     move;              /* to ip:port */
+    char     ip[SENTINEL_ADDR_MAX];
+    uint16_t port;
+    uint64_t epoch, switched_ms;    /* loop 0's figures, copied to the others */
+    uint32_t switches;
+    char     last[2 * SENTINEL_ADDR_MAX + 160];
+    struct pool_addr replicas[POOL_REPLICAS_MAX];   /* (hosts in rhost) */
+    char     rhost[POOL_REPLICAS_MAX][SENTINEL_ADDR_MAX];
     uint32_t nreplicas;
 };
 
@@ -413,15 +420,30 @@ static void follow(struct pool *q, void *arg)
     const struct decision *d = arg;
     struct master *m = master_of(q->sentinel, d->server);
 
-    if (m != d->m) {            /* (another loop's copy: loop 0's figures) */
-        m->epoch = d->m->epoch;
-        m->switches = d->m->switches;
-        m->switched_ms = d->m->switched_ms;
-        memcpy(m->last, d->m->last, sizeof(m->last));
-    }
+    m->epoch = d->epoch;
+    m->switches = d->switches;
+    m->switched_ms = d->switched_ms;
+    memcpy(m->last, d->last, sizeof(m->last));
     if (d->move)
-        pool_server_move(q, d->server, d->a->ip, d->a->port);
+        pool_server_move(q, d->server, d->ip, d->port);
     pool_server_replicas(q, d->server, d->replicas, d->nreplicas);
+}
+
+/* Follow d on every loop at once. */
+static void follow_everywhere(struct pool *p, struct decision *d, const struct master *m,
+                              const struct answer *a, const struct pool_addr *list)
+{
+    snprintf(d->ip, sizeof(d->ip), "%s", a->ip);
+    d->port = a->port;
+    d->epoch = m->epoch;
+    d->switched_ms = m->switched_ms;
+    d->switches = m->switches;
+    memcpy(d->last, m->last, sizeof(d->last));
+    for (uint32_t i = 0; i < d->nreplicas; i++) {
+        snprintf(d->rhost[i], sizeof(d->rhost[i]), "%s", list[i].host);
+        d->replicas[i] = (struct pool_addr){d->rhost[i], list[i].port};
+    }
+    pool_each(p, follow, d);
 }
 
 /* Follow the answers of a finished round for server: on every loop at
@@ -448,7 +470,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
         }
         return;
     }
-    struct decision d = {.server = server, .a = a, .m = m, .replicas = list,
+    struct decision d = {.server = server,
                          .nreplicas = majority_replicas(set, answers, a, list)};
     /* The majority decides. (An epoch floor would let one Sentinel that
      * claims a huge epoch, or a SENTINEL RESET's return to 0, pin the old
@@ -458,7 +480,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
     if (!d.move) {
         if (m->epoch != epoch || !replicas_same(ps, list, d.nreplicas)) {
             m->epoch = epoch;
-            pool_each(p, follow, &d);
+            follow_everywhere(p, &d, m, a, list);
         }
         return;
     }
@@ -478,7 +500,7 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
     }
     m->epoch = epoch;
     m->told = false;
-    pool_each(p, follow, &d);
+    follow_everywhere(p, &d, m, a, list);
 }
 
 /* ---- the start ----------------------------------------------------------------- */

@@ -567,6 +567,36 @@ def t_eject(_servers):
     return "ejected after %d failed requests on loop 1" % errors
 
 
+def t_eject_once(_servers):
+    """A server that dies under both loops' connections at once (each loop
+    connected to it, server_failure_limit 1: both loops fail together)
+    is ejected once: one count, one log line (4 tries)."""
+    got = []
+    for trial in range(4):
+        servers = [RedisServer("eo%d-%d" % (trial, i)) for i in range(3)]
+        mport = harness.free_port()
+        px = Shardis("ejonce%d" % trial, servers, env=THREADS, timeout=500,
+                     auto_eject_hosts="true", eject_mode="rehash", server_failure_limit=1,
+                     server_retry_timeout=30000, preconnect="true",
+                     stats_listen="%s:%d" % (harness.HOST, mport))
+        cs = spread(px, 2)
+        key = px.keys_on("eo:", 1)[0]
+        for c in cs:
+            expect_eq(c.cmd("SET", key, "x"), b"+OK\r\n", "a first SET")
+        servers[1].kill()
+        harness.until("redis2 ejected", lambda: {e[1]: e[11] for e in parse(
+            cs[0].cmd("SHARD.NODES"))}[b"redis2"] == b"ejected")
+        time.sleep(0.2)
+        n = scrape(mport).get('shardis_server_ejections_total{pool="alpha",server="redis2"}')
+        lines = sum(1 for line in open(px.log, errors="replace") if "ejecting redis2" in line)
+        got.append((n, lines))
+        harness.t_exit_clean(px)
+        for srv in servers:
+            harness.stop(srv.proc)
+    expect(all(g == (1.0, 1) for g in got), "ejections counted and logged per try: %r" % got)
+    return "%r" % got
+
+
 def t_reshard(servers):
     """A live reshard (a fourth server) under load from 4 clients, 2 on each
     loop: every loop switches to the new ring, SHARD.MIGRATION asked on
@@ -653,6 +683,7 @@ def body():
     check("memory_back_near_idle_loops", t_memory, servers)
     check("slowlog_max_len_over_loops", t_slowlog_max_len, servers)
     check("eject_every_loop_at_once", t_eject, servers)
+    check("eject_once_when_loops_fail_together", t_eject_once, servers)
     harness.run_with_servers("reshard_under_load_loops", t_reshard, 4)
 
 
