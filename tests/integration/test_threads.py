@@ -570,9 +570,9 @@ def t_eject(_servers):
 def t_eject_once(_servers):
     """A server that dies under both loops' connections at once (each loop
     connected to it, server_failure_limit 1: both loops fail together)
-    is ejected once: one count, one log line (4 tries)."""
+    is ejected once: one count, one log line (8 tries)."""
     got = []
-    for trial in range(4):
+    for trial in range(8):
         servers = [RedisServer("eo%d-%d" % (trial, i)) for i in range(3)]
         mport = harness.free_port()
         px = Shardis("ejonce%d" % trial, servers, env=THREADS, timeout=500,
