@@ -93,7 +93,11 @@ def t_del_many(px, direct, n):
         expect_eq(c.cmd("PING"), b"+PONG\r\n", "the same connection afterwards")
     finally:
         c.close()
-    expect(worst < 2.0, "another client's PING took %.1f s meanwhile" % worst)
+    # (Under a sanitizer, on this 2-core machine where the DEL's loop, the
+    # other loop, the servers and this client share two cores, 5 s; the
+    # defect it guards against took 8 s unsanitized.)
+    bound = 5.0 if harness.ARGS.sanitized else 2.0
+    expect(worst < bound, "another client's PING took %.1f s meanwhile" % worst)
     return "%d keys, a %.1f MB request; others' PING within %.2f s" % (n, len(req) / MB, worst)
 
 
