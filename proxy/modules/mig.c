@@ -98,8 +98,8 @@ bool mig_drained(const struct pool *p)
 
 /* ---- several loops: loop 0's copy leads (mig_int.h) ---------------------------------- */
 
-/* The pool p is a copy of on loop 0 (p itself with one loop): where the
- * mover, the record and the group are. Read in a world stop only. */
+/* Loop 0's copy of p (p itself with one loop): where the mover, the
+ * record and the group are. Read in a world stop only. */
 static struct pool *lead_pool(struct pool *p)
 {
     return loop_count() > 1 ? &loop_at(0)->pools[p - cur_loop->pools] : p;
@@ -332,6 +332,7 @@ int mig_start(struct pool *p, struct ring *old, uint32_t *old_slot, const char *
                    m->nsrc);
     return 0;
 }
+
 void mig_copy(struct pool *p, const struct pool *src)
 {
     const struct mig *from = src->mig;
@@ -403,7 +404,8 @@ static void idle_one(struct pool *q, void *arg)
 static void finish(struct pool *p, struct mig *m);
 static void touch_sums(const struct pool *lead, uint64_t *touched, uint64_t *tryagain);
 
-/* Another loop's copy, as the migration ends. */
+/* One loop's copy as the migration ends: loop 0's finishes (the log, the
+ * record's DEL), every other drops its earlier rings. */
 static void finish_one(struct pool *q, void *arg)
 {
     (void)arg;
@@ -570,10 +572,6 @@ static void go_moving(struct mig *m, uint64_t now)
 
 /* ---- SHARD.MIGRATION ------------------------------------------------------------------ */
 
-/* How much of a server a SCAN walk has covered, from its cursor: Redis
- * walks its table in reversed-bit order, so the cursor's bits reversed,
- * read as a fraction of 2^64, are the part done (exact while the table
- * does not resize). */
 /* Keys moved on touch and requests told -TRYAGAIN, by every loop (in a
  * world stop); lead: loop 0's copy of the pool. */
 static void touch_sums(const struct pool *lead, uint64_t *touched, uint64_t *tryagain)

@@ -90,7 +90,7 @@ struct told {
     uint32_t server;
     char    *text;
     uint64_t at_ms;             /* (uv_now: one clock on every loop) */
-    uint64_t asked_ns;          /* when loop 0 asked it (uv_hrtime) */
+    uint64_t asked_ns;          /* when the asking loop asked it (uv_hrtime) */
 };
 
 static void told_free(struct told *t)
@@ -109,7 +109,7 @@ static void info_told(void *arg)
         t->server < p->nservers) {
         /* Clean for this loop's requests in other databases (their count
          * is this loop's: info_other_databases) if every one had been
-         * answered before loop 0 asked: none alive since before then. */
+         * answered before the asking loop asked: none alive since. */
         uint64_t clean = cur_loop->other_db_reqs == 0 &&
                          cur_loop->other_db_quiet_ns <= t->asked_ns
                          ? cur_loop->other_db_routed + 1 : 0;
