@@ -100,7 +100,7 @@ bool mig_drained(const struct pool *p)
 
 /* Loop 0's copy of p (p itself with one loop): where the mover, the
  * record and the group are. Read in a world stop only. */
-static struct pool *lead_pool(struct pool *p)
+static const struct pool *lead_pool(const struct pool *p)
 {
     return loop_count() > 1 ? &loop_at(0)->pools[p - cur_loop->pools] : p;
 }
@@ -589,7 +589,8 @@ static void touch_sums(const struct pool *lead, uint64_t *touched, uint64_t *try
     }
 }
 
-static void command_on(struct client *c, struct req *r, struct args *a, struct pool *p);
+static void command_on(struct client *c, struct req *r, struct args *a,
+                       const struct pool *p);
 
 /* Answered from loop 0's copy of the pool (the mover's, the group's),
  * in a world stop: a client on any loop sees one migration. */
@@ -600,7 +601,8 @@ void mig_command(struct client *c, struct req *r, struct args *a)
     loop_world_go();
 }
 
-static void command_on(struct client *c, struct req *r, struct args *a, struct pool *p)
+static void command_on(struct client *c, struct req *r, struct args *a,
+                       const struct pool *p)
 {
     struct mig *m = p->mig;
 
@@ -688,7 +690,7 @@ void mig_progress(const struct pool *p, struct mig_progress *out)
     if (p->mig == NULL && (loop_count() == 1 || cur_loop->id == 0))
         return;                 /* (loop 0's copy has none: no loop has one) */
     loop_world_stop();          /* (loop 0's copy: the mover's; every loop's sums) */
-    const struct pool *lead = loop_count() > 1 ? &loop_at(0)->pools[p - cur_loop->pools] : p;
+    const struct pool *lead = lead_pool(p);
     if ((m = lead->mig) != NULL) {
         out->active = true;
         out->draining = m->state == MIG_DRAINING;

@@ -128,6 +128,15 @@ struct link {
 static const struct backend_owner link_ops;     /* (the links' section) */
 static void link_server(const struct backend *b, struct backend_server *sv);
 
+/* What is followed of a master, the same on every loop (loop 0's rounds
+ * decide it; every other loop's mirror takes a copy: follow). */
+struct followed {
+    uint64_t epoch;         /* the config epoch of the address followed */
+    uint64_t switched_ms;   /* loop ms of the last move; 0 none */
+    uint32_t switches;
+    char     last[2 * SENTINEL_ADDR_MAX + 160];  /* the last move, for SHARD.NODES */
+};
+
 struct master {
     uint32_t round;         /* the round in flight, 0: none */
     uint32_t waiting;       /* its answers still to come */
@@ -135,10 +144,7 @@ struct master {
     uint64_t next_check;
     char     why[96];       /* what started it */
     struct answer *answers; /* [nlinks] */
-    uint64_t epoch;         /* the config epoch of the address followed */
-    uint64_t switched_ms;   /* loop ms of the last move; 0 none */
-    uint32_t switches;
-    char     last[2 * SENTINEL_ADDR_MAX + 160];  /* the last move, for SHARD.NODES */
+    struct followed f;
     bool     told;          /* "no majority" was logged: not again until resolved */
     uint64_t hinted_ms;     /* a mirror's: when it last mailed loop 0 a hint */
 };
@@ -407,9 +413,7 @@ struct decision {
     bool     move;              /* to ip:port */
     char     ip[SENTINEL_ADDR_MAX];
     uint16_t port;
-    uint64_t epoch, switched_ms;    /* loop 0's figures, copied to the others */
-    uint32_t switches;
-    char     last[2 * SENTINEL_ADDR_MAX + 160];
+    struct followed f;          /* loop 0's, copied to the others */
     struct pool_addr replicas[POOL_REPLICAS_MAX];   /* (hosts in rhost) */
     char     rhost[POOL_REPLICAS_MAX][SENTINEL_ADDR_MAX];
     uint32_t nreplicas;
@@ -420,10 +424,7 @@ static void follow(struct pool *q, void *arg)
     const struct decision *d = arg;
     struct master *m = master_of(q->sentinel, d->server);
 
-    m->epoch = d->epoch;
-    m->switches = d->switches;
-    m->switched_ms = d->switched_ms;
-    memcpy(m->last, d->last, sizeof(m->last));
+    m->f = d->f;
     if (d->move)
         pool_server_move(q, d->server, d->ip, d->port);
     pool_server_replicas(q, d->server, d->replicas, d->nreplicas);
@@ -435,10 +436,7 @@ static void follow_everywhere(struct pool *p, struct decision *d, const struct m
 {
     snprintf(d->ip, sizeof(d->ip), "%s", a->ip);
     d->port = a->port;
-    d->epoch = m->epoch;
-    d->switched_ms = m->switched_ms;
-    d->switches = m->switches;
-    memcpy(d->last, m->last, sizeof(d->last));
+    d->f = m->f;
     for (uint32_t i = 0; i < d->nreplicas; i++) {
         snprintf(d->rhost[i], sizeof(d->rhost[i]), "%s", list[i].host);
         d->replicas[i] = (struct pool_addr){d->rhost[i], list[i].port};
@@ -478,8 +476,8 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
     d.move = !ps->resolved || ps->unix_socket || ps->port != a->port ||
              strcmp(ps->host, a->ip) != 0;
     if (!d.move) {
-        if (m->epoch != epoch || !replicas_same(ps, list, d.nreplicas)) {
-            m->epoch = epoch;
+        if (m->f.epoch != epoch || !replicas_same(ps, list, d.nreplicas)) {
+            m->f.epoch = epoch;
             follow_everywhere(p, &d, m, a, list);
         }
         return;
@@ -493,12 +491,12 @@ static void conclude(struct sentinel *set, uint32_t server, const struct answer 
         log_notice("pool '%s': master '%s' is at %s:%u (config epoch %llu; %s)",
                    p->conf->name, ps->label, a->ip, a->port, (unsigned long long)epoch, why);
     if (ps->resolved) {
-        m->switches++;
-        m->switched_ms = uv_now(cur_loop->uv);
-        snprintf(m->last, sizeof(m->last), "%s -> %s:%u, epoch %llu, %s", from, a->ip,
+        m->f.switches++;
+        m->f.switched_ms = uv_now(cur_loop->uv);
+        snprintf(m->f.last, sizeof(m->f.last), "%s -> %s:%u, epoch %llu, %s", from, a->ip,
                  a->port, (unsigned long long)epoch, why);
     }
-    m->epoch = epoch;
+    m->f.epoch = epoch;
     m->told = false;
     follow_everywhere(p, &d, m, a, list);
 }
@@ -594,10 +592,7 @@ void sentinel_start_copy(struct pool *p, const struct pool *src)
         if (s < src->sentinel->nmasters) {
             struct master *m = master_of(set, s);
             const struct master *m0 = &src->sentinel->masters[s];
-            m->epoch = m0->epoch;
-            m->switches = m0->switches;
-            m->switched_ms = m0->switched_ms;
-            memcpy(m->last, m0->last, sizeof(m->last));
+            m->f = m0->f;
         }
     }
 }
@@ -896,7 +891,7 @@ void sentinel_info(const struct pool *p, uint32_t server, FILE *f)
     for (uint32_t i = 0; ps->replicas != NULL && i < POOL_REPLICAS_MAX; i++)
         nrep += ps->replicas[i].listed;
     fprintf(f, ",config_epoch=%llu,switches=%u,read_replicas=%u",
-            m != NULL ? (unsigned long long)m->epoch : 0, m != NULL ? m->switches : 0, nrep);
+            m != NULL ? (unsigned long long)m->f.epoch : 0, m != NULL ? m->f.switches : 0, nrep);
 }
 
 void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
@@ -911,11 +906,11 @@ void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
     resp_w_bulk_str(w, "master");
     resp_w_bulk_str(w, ps->resolved ? addr : "unknown");
     resp_w_bulk_str(w, "config-epoch");
-    resp_w_int(w, m != NULL ? (long long)m->epoch : 0);
+    resp_w_int(w, m != NULL ? (long long)m->f.epoch : 0);
     resp_w_bulk_str(w, "switches");
-    resp_w_int(w, m != NULL ? m->switches : 0);
+    resp_w_int(w, m != NULL ? m->f.switches : 0);
     resp_w_bulk_str(w, "last-switch");
-    resp_w_bulk_str(w, m != NULL && m->switches > 0 ? m->last : "");
+    resp_w_bulk_str(w, m != NULL && m->f.switches > 0 ? m->f.last : "");
     pool_replicas_text(p, server, replicas, sizeof(replicas));
     resp_w_bulk_str(w, "read-replicas");
     resp_w_bulk_str(w, replicas);
@@ -923,7 +918,7 @@ void sentinel_describe(const struct pool *p, uint32_t server, struct resp_w *w)
 
 uint32_t sentinel_switches(const struct pool *p, uint32_t server)
 {
-    return server < p->sentinel->nmasters ? p->sentinel->masters[server].switches : 0;
+    return server < p->sentinel->nmasters ? p->sentinel->masters[server].f.switches : 0;
 }
 
 /* ---- the module ---------------------------------------------------------------------- */

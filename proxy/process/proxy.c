@@ -402,12 +402,12 @@ static void pool_start_other(struct pool *p, const struct conf_pool *pc, struct 
      * a mail between loops): src's table, slot for slot, then its ring. */
     pool_copy_servers(p, src);
     pool_set_ring(p, pc, ring_ref(src->ring), NULL);
-    for (uint32_t s = 0; s < p->nservers; s++)
-        p->servers[s].active = src->servers[s].active;  /* (those keys still move from) */
     if (src->mig != NULL)
         mig_copy(p, src);           /* a recorded migration taken up: its earlier rings */
-    /* What loop 0 learnt of its servers at its start (INFO says it) */
-    for (uint32_t s = 0; s < p->nservers && s < src->nservers; s++) {
+    /* What loop 0 learnt of its servers at its start (INFO says it), and
+     * those keys still move from. */
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        p->servers[s].active = src->servers[s].active;
         p->servers[s].user_refused = src->servers[s].user_refused;
         if (src->servers[s].record_ignored != NULL)
             p->servers[s].record_ignored = xstrdup(src->servers[s].record_ignored);
