@@ -44,8 +44,8 @@
  * clear) pays one test per request.
  *
  * What a waiting request holds: its server, the protocol and database it
- * was routed in (a HELLO or SELECT its client sends meanwhile is for
- * later requests), and how it goes there (r->via):
+ * was routed in, and whether over a tracking connection (a HELLO, SELECT
+ * or CLIENT TRACKING its client sends meanwhile is for later requests), and how it goes there (r->via):
  * the client's usual connection for that server (the client's own pinned
  * one if it has one there by then, else a shared one, or a replica's for
  * a read as pool_backend_read decides then), the client's pinned
@@ -151,7 +151,8 @@ static struct backend *target(struct client *c, struct req *r)
     case GATE_OWN:
         return pool_own(c->pool, r->server, r->resp3);
     default:
-        return pool_backend_read(c->pool, r->server, c, cmd_numbered(top(r)->cmd), r->resp3,
+        return pool_backend_read(c->pool, r->server, c, cmd_numbered(top(r)->cmd),
+                                 (enum pool_via)(r->resp3 | (r->tconn ? POOL_VIA_TRACKS : 0)),
                                  r->db);
     }
 }
@@ -271,6 +272,7 @@ void gate_send(struct client *c, struct req *r, struct backend *b)
            : b->as == BACKEND_AS_INTERNAL ? GATE_OWN : GATE_SERVER;
     r->backend = r->via == GATE_CONN ? b : NULL;
     r->resp3 = b->resp3;            /* a later HELLO does not change it, */
+    r->tconn = b->tracking;         /* nor a later CLIENT TRACKING, */
     r->db = (uint16_t)b->db;        /* nor a later SELECT */
     rare = client_rare(c);
     c->gated = 1;
@@ -312,7 +314,7 @@ bool gate_retire_pin(struct client *c, struct backend *b)
      * there: pinned, or to its server in its protocol. */
     TAILQ_FOREACH(x, &c->rare->gate, bq) {
         if (x->server != b->server || x->via == GATE_CONN || x->via == GATE_OWN ||
-            (x->via == GATE_SERVER && x->resp3 != b->resp3))
+            (x->via == GATE_SERVER && (x->resp3 != b->resp3 || x->tconn != b->tracking)))
             continue;                   /* (shardis's own work never goes on a pin) */
         x->via = GATE_CONN;
         x->backend = b;

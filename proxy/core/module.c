@@ -25,7 +25,8 @@ size_t module_ntake;
     X(ring_changing)                                                                \
     X(answers_itself) X(answer) X(shard_command)                                    \
     X(to_monitors)                                                                  \
-    X(reset_stats)
+    X(reset_stats)                                                                  \
+    X(track)
 
 /* Role f of r, if it plays it: one module per role. (CHECK, not ASSERT,
  * here and below: once, at start, and a table that breaks it must not

@@ -80,6 +80,8 @@ struct module_roles {
     void (*to_monitors)(struct client *c, struct args *a);
     /* stats.c: CONFIG RESETSTAT of the pool's commandstats */
     void (*reset_stats)(struct pool *p);
+    /* track.c: c tracks keys (c->tracking): whether r's count (r->track) */
+    void (*track)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
 };
 
 /* A request of a route kind a module answers whole (module_route). It
@@ -108,6 +110,9 @@ struct module {
     void (*server_gone)(struct pool *p, uint32_t server);
     /* server's master moved (pool_server_move); why says where. */
     void (*server_moved)(struct pool *p, uint32_t server, const char *why);
+    /* The server some keys are routed to may have changed: a new ring
+     * (pool_set_ring), an ejection or a return (eject_mode rehash). */
+    void (*keys_rerouted)(struct pool *p);
     /* c's user becomes u, whose channels are narrower (a reload,
      * pool_set_acl): why c may no longer stay (allocated: the caller
      * frees it; c is then closed), or NULL. */

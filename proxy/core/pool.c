@@ -41,7 +41,7 @@ static void pool_retire_idle(struct pool *p);
 
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c)
 {
-    return pool_backend_in(p, server, c, c->resp3, c->db);
+    return pool_backend_in(p, server, c, pool_via_of(c), c->db);
 }
 
 /* Which of a server's (or a replica's) 2 * nconns connections client id
@@ -70,7 +70,7 @@ static struct backend *db_conn(struct pool *p, uint32_t server, uint32_t db, boo
 }
 
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
-                                bool resp3, uint32_t db)
+                                enum pool_via via, uint32_t db)
 {
     /* A client's requests to one server run in the order it sent them, as
      * on one Redis connection: while it has a connection of its own to the
@@ -78,11 +78,15 @@ struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct cl
      * the protocol, waiting at the gate since: its reply must be in the
      * protocol it was sent in, and the pin was given with gate_hold, so it
      * runs before anything sent on the pin. */
+    bool resp3 = via & POOL_RESP3, tracks = via & POOL_VIA_TRACKS;
+
     if (c->pin != NULL && c->pin->server == server && c->pin->resp3 == resp3 &&
-        c->pin->db == db)
+        c->pin->tracking == tracks && c->pin->db == db)
         return c->pin;
     if (db != (uint32_t)p->conf->redis_db)
-        return db_conn(p, server, db, resp3);
+        return db_conn(p, server, db, resp3);   /* (no tracking client is there: track.c) */
+    if (tracks)
+        return &p->servers[server].conns[resp3 ? POOL_CONN_TRACK3(p) : POOL_CONN_TRACK2(p)];
     return &p->servers[server].conns[conn_of(p, c->id, resp3)];
 }
 
@@ -120,7 +124,7 @@ static bool usable(const struct pool *p, const struct backend *b)
 }
 
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
-                                  const struct cmd *cmd, bool resp3, uint32_t db)
+                                  const struct cmd *cmd, enum pool_via via, uint32_t db)
 {
     struct pool_replica *reps = p->servers[server].replicas;
     struct backend *first = NULL;
@@ -130,16 +134,16 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
      * transaction or WATCH (c->pin), or while keys move between masters
      * (a replica of the new owner may not have them yet). */
     if (p->conf->read_from == CONF_READ_MASTER || cmd == NULL || c->pin != NULL ||
-        client_in_multi(c) || p->mig != NULL || !replica_can(cmd) ||
+        client_in_multi(c) || p->mig != NULL || (via & POOL_VIA_TRACKS) || !replica_can(cmd) ||
         uv_now(cur_loop->uv) < p->replica_reads_at || db != (uint32_t)p->conf->redis_db)
-        return pool_backend_in(p, server, c, resp3, db);
+        return pool_backend_in(p, server, c, via, db);
     for (uint32_t i = 0; reps != NULL && i < POOL_REPLICAS_MAX; i++)
         listed += reps[i].listed;
     /* Each client reads from one replica while it is up (its reads keep
      * their order), clients spread over them and, within one, over its
      * connections; one that failed lately is passed over for the next. */
     pick = listed > 0 ? (uint32_t)(c->id % listed) : 0;
-    conn = listed > 0 ? conn_of(p, c->id / listed, resp3) : 0;
+    conn = listed > 0 ? conn_of(p, c->id / listed, via & POOL_RESP3) : 0;
     for (uint32_t i = 0, n = 0; reps != NULL && i < 2 * POOL_REPLICAS_MAX; i++) {
         struct pool_replica *rp = &reps[i % POOL_REPLICAS_MAX];
         if (!rp->listed || n++ < pick)
@@ -153,7 +157,7 @@ struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct 
             break;
     }
     if (p->conf->read_from == CONF_READ_PREFER_REPLICA)
-        return pool_backend_in(p, server, c, resp3, db);
+        return pool_backend_in(p, server, c, via, db);
     return first;           /* its failure is the answer; NULL: no replica at all */
 }
 
@@ -377,6 +381,7 @@ static void pool_rebuild(struct pool *p, bool say)
     if (live == NULL)
         free(map);
     free(sv);
+    MODULE_EACH(keys_rerouted, p);
     if (!say)
         return;
     if (n == 0)
@@ -486,9 +491,12 @@ uint32_t pool_server_at(struct pool *p, const struct conf_server *sv)
     ps->conns = xcalloc(pool_nconns(p), sizeof(*ps->conns));
     for (uint32_t k = 0; k < pool_nconns(p); k++) {
         backend_init(&ps->conns[k], p, s);
-        ps->conns[k].resp3 = k >= 2 * p->nconns ? k == 2 * p->nconns + 1 : k >= p->nconns;
-        if (k >= 2 * p->nconns)
+        ps->conns[k].resp3 = k >= 2 * p->nconns ? k != 2 * p->nconns && k != POOL_CONN_TRACK2(p)
+                                                : k >= p->nconns;
+        if (k == 2 * p->nconns || k == 2 * p->nconns + 1)
             ps->conns[k].as = BACKEND_AS_INTERNAL;
+        ps->conns[k].tracking = k >= POOL_CONN_TRACK3(p);
+        ps->conns[k].bcast = k == POOL_CONN_BCAST(p);
     }
     p->nservers = s + 1;
     return s;
@@ -631,6 +639,7 @@ struct ring *pool_set_ring(struct pool *p, const struct conf_pool *pc, struct ri
     if (old == NULL)
         MODULE_EACH(pool_init, p);
     MODULE_EACH(ring_changed, p);   /* genkey.c's shard map, pubsub.c's shard channels */
+    MODULE_EACH(keys_rerouted, p);  /* (track.c: cached values may be stale now) */
     return old;
 }
 

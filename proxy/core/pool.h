@@ -26,6 +26,7 @@ struct slowlog;
 struct metrics;
 struct cmdinfo;
 struct hotkeys;
+struct track_tab;
 struct sentinel;
 struct stats;
 struct stats_hist;
@@ -77,7 +78,8 @@ struct pool_server {
     uint32_t         ring_idx;      /* its index in pool.ring; UINT32_MAX: not in it */
     struct backend  *conns;         /* [pool_nconns()] shared, pipelined (owned): the
                                        RESP2 ones, then as many RESP3 ones, then
-                                       shardis's own two (pool_own) */
+                                       shardis's own two (pool_own), then the
+                                       tracking ones (POOL_CONN_TRACK3 ...) */
     struct backend  *dbconns;       /* [2 * pool.ndbs]: database d's shared connections,
                                        RESP2's at 2d, RESP3's at 2d + 1, for clients that
                                        SELECTed d (not redis_db: conns), connected on
@@ -148,6 +150,8 @@ struct pool {
     struct client   **monitors;     /* [nmonitors]: clients in MONITOR (monitor.c) */
     struct cmdinfo   *cmdinfo;      /* reading the servers' COMMAND (cmdinfo.c), or NULL */
     struct hotkeys   *hotkeys;      /* HOTKEYS's session (hotkeys.c), or NULL */
+    struct track_tab *track;        /* which of its clients (this loop's) read which key,
+                                       for their invalidations (track.c), or NULL */
     uint32_t          nmonitors, monitors_cap;
     uint64_t          monitor_loops;/* the loops whose copy of the pool has monitors
                                        (bit: loop id), the same on every copy:
@@ -196,8 +200,32 @@ struct pool {
  * databases are read from the masters. */
 static inline uint32_t pool_nconns(const struct pool *p)
 {
-    return 2 * p->nconns + 2;
+    return 2 * p->nconns + 5;
 }
+/* Which of a server's shared connections a client's requests take: its
+ * protocol's (bit 0: RESP3), or, for a client that tracks keys (CLIENT
+ * TRACKING ON, not BCAST: c->track_via), the server's tracking one in
+ * that protocol (bit 1): CLIENT TRACKING ON in its handshake, so that the
+ * server tracks what is read there (modules/track.c). Every request of a
+ * tracking client goes there, its writes too, so that they keep their
+ * order. */
+enum pool_via {
+    POOL_RESP2     = 0,
+    POOL_RESP3     = 1,
+    POOL_TRACKING2 = 2,
+    POOL_TRACKING3 = 3,
+};
+#define POOL_VIA_TRACKS 2
+static inline enum pool_via pool_via_of(const struct client *c)
+{
+    return (enum pool_via)((c->resp3 ? 1 : 0) | (c->track_via ? POOL_VIA_TRACKS : 0));
+}
+/* A server's tracking connections (pool_server.conns): RESP3's, which
+ * hears the invalidations; RESP2's, whose are redirected there; and the
+ * BCAST one, made when a client of the loop tracks in BCAST mode. */
+#define POOL_CONN_TRACK3(p) (2 * (p)->nconns + 2)
+#define POOL_CONN_TRACK2(p) (2 * (p)->nconns + 3)
+#define POOL_CONN_BCAST(p)  (2 * (p)->nconns + 4)
 /* Every shared connection of server's, one per call: its master's
  * (conns, then dbconns), then its replicas' (read_from); NULL after the
  * last. *it starts at 0. (Not the mover, nor the dedicated connections.) */
@@ -219,15 +247,16 @@ void pool_server_totals(const struct pool *p, uint32_t server, struct pool_serve
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3);
 
 /* The connection a command cmd of c's for server goes over, in RESP2 or
- * 3: one to a replica where the pool reads from them (read_from), c holds
+ * 3 (or the tracking one: via): one to a replica where the pool reads from them (read_from), c holds
  * no transaction or WATCH, no reshard is under way or just ended, and cmd
- * (NULL: none of a client's) is one a replica can answer; else
+ * (NULL: none of a client's) is one a replica can answer (and c does not
+ * track keys: a replica's would not be its master's invalidations); else
  * pool_backend_in's. NULL: the pool reads from replicas only and server
  * has none listed (the caller answers POOL_NO_REPLICA_ERR). The one place
  * this is decided: when a request is routed, and again when one that
  * waited at its client's gate goes (gate.c). */
 struct backend *pool_backend_read(struct pool *p, uint32_t server, const struct client *c,
-                                  const struct cmd *cmd, bool resp3, uint32_t db);
+                                  const struct cmd *cmd, enum pool_via via, uint32_t db);
 #define POOL_NO_REPLICA_ERR "ERR no replica of master '%s' is known to read from " \
                             "(read_from: replica)"
 
@@ -327,7 +356,7 @@ void pool_retire(struct pool *p, uint32_t server);
  * SELECT). */
 struct backend *pool_backend(struct pool *p, uint32_t server, const struct client *c);
 struct backend *pool_backend_in(struct pool *p, uint32_t server, const struct client *c,
-                                bool resp3, uint32_t db);
+                                enum pool_via via, uint32_t db);
 
 /* New users (a reload's, or the same lines built against a grown command
  * table: acl_relearn): every signed-in client moves to its user of the

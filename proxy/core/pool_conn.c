@@ -103,6 +103,10 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
      * subscriber's connection stays in RESP2, whose messages pubsub.c
      * relays as RESP3 pushes (the same bytes but the first). */
     bool resp3 = owner != NULL && owner->resp3 && role != BACKEND_SUBSCRIBER;
+    /* A tracking client's pin tracks what it reads there (track.c's table
+     * says whose the server's invalidations there are, spare or not). */
+    bool tracking = owner != NULL && owner->track_via && role == BACKEND_PIN &&
+                    as == BACKEND_AS_CLIENT;
     /* Its client's database; channels have none. */
     uint32_t db = owner != NULL && role != BACKEND_SUBSCRIBER ? owner->db
                                                               : (uint32_t)p->conf->redis_db;
@@ -111,7 +115,8 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
         if (b->role != BACKEND_SPARE)
             break;                  /* spares are kept at the head */
         if (b->server == server && b->state == BACKEND_UP && !b->closing &&
-            b->resp3 == resp3 && b->db == db && b->as == as && b->creds_gen == p->creds_gen) {
+            b->resp3 == resp3 && b->tracking == tracking && b->db == db && b->as == as &&
+            b->creds_gen == p->creds_gen) {
             TAILQ_REMOVE(&p->dedicated, b, link);
             p->nspare--;
             goto take;
@@ -120,6 +125,7 @@ static struct backend *acquire(struct pool *p, uint32_t server, struct client *o
     b = xmalloc(sizeof(*b));
     backend_init(b, p, server);
     b->resp3 = resp3;
+    b->tracking = tracking;
     b->db = db;
     b->as = as;
     p->ndedicated++;

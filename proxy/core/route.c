@@ -796,7 +796,7 @@ static bool forward(struct client *c, struct req *r, struct args *a, const struc
             keep(r, a, cmd);
         module_role.send_pinned(c, r, a, owner, cmd->flags & CMD_BLOCKING);
     } else {
-        struct backend *b = pool_backend_read(c->pool, owner, c, cmd, c->resp3, c->db);
+        struct backend *b = pool_backend_read(c->pool, owner, c, cmd, pool_via_of(c), c->db);
         if (b == NULL) {
             client_reply_error(c, r, POOL_NO_REPLICA_ERR, c->pool->servers[owner].label);
             return false;
@@ -831,6 +831,8 @@ void route_request(struct client *c, struct req *r)
         r->silent = 0;                      /* confirmations are always written */
     if ((refuse = !admitted(c, r, &a, cmd)))
         goto out;
+    if (c->tracking)
+        module_role.track(c, r, &a, cmd);       /* (track.c: does r count?) */
     if (c->pool->monitor_loops != 0 && !(cmd->flags & CMD_ADMIN))   /* (as redis-server) */
         module_role.to_monitors(c, &a);
     if (head_wanted(c->pool))

@@ -174,7 +174,7 @@ static void frag_send(struct client *c, struct frag *f, struct args *a, const st
                 const char *key = args_get(a, 1 + k * step, &len);
                 mig_key(c, s, key, len);
             }
-        struct backend *b = pool_backend_read(p, s, c, cmd, c->resp3, c->db);
+        struct backend *b = pool_backend_read(p, s, c, cmd, pool_via_of(c), c->db);
         struct req *fr = f->reqs[i++];
         if (b == NULL) {                    /* (its part of the reply is the error) */
             client_reply_error(c, fr, POOL_NO_REPLICA_ERR, p->servers[s].label);

@@ -165,8 +165,8 @@ static const struct server_field stats_fields[] = {
     {"slave_expires_tracked_keys", AGG_SUM}, {"active_defrag_hits", AGG_SUM},
     {"active_defrag_misses", AGG_SUM}, {"active_defrag_key_hits", AGG_SUM},
     {"active_defrag_key_misses", AGG_SUM}, {"total_active_defrag_time", AGG_SUM},
-    {"current_active_defrag_time", AGG_MAX}, {"tracking_total_keys", AGG_SUM},
-    {"tracking_total_items", AGG_SUM}, {"tracking_total_prefixes", AGG_SUM},
+    {"current_active_defrag_time", AGG_MAX},
+    /* (tracking_*: shardis's own, above: the servers track its connections) */
     {"dump_payload_sanitizations", AGG_SUM},
 };
 
@@ -583,10 +583,11 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
         fprintf(f, "# Clients\r\nconnected_clients:%u\r\ncluster_connections:0\r\n"
                 "maxclients:%d\r\nclient_recent_max_input_buffer:%llu\r\n"
                 "client_recent_max_output_buffer:%llu\r\nblocked_clients:%u\r\n"
-                "tracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                "tracking_clients:%llu\r\nclients_in_timeout_table:0\r\n"
                 "clients_memory:%llu\r\nmaxmemory_clients:%lld\r\n\r\n", t.nclients,
                 p->conf->client_connections > 0 ? p->conf->client_connections : 10000,
                 (unsigned long long)pt->peak_in, (unsigned long long)pt->peak_out, t.blocked,
+                (unsigned long long)pt->track.clients,
                 (unsigned long long)pt->clients_mem, p->conf->maxmemory_clients);
     }
     if (WANT(mask, S_MEMORY))
@@ -602,12 +603,16 @@ void info_render(struct client *c, struct req *r, uint32_t mask)
                 "rejected_connections:%llu\r\ntotal_error_replies:%llu\r\n"
                 "unexpected_error_replies:0\r\nevicted_clients:%llu\r\n"
                 "client_output_buffer_limit_disconnections:%llu\r\n"
-                "chunks_allocated:%zu\r\nchunks_free:%zu\r\n",
+                "chunks_allocated:%zu\r\nchunks_free:%zu\r\n"
+                "tracking_total_keys:%llu\r\ntracking_total_items:%llu\r\n"
+                "tracking_total_prefixes:%llu\r\n",
                 (unsigned long long)pt->accepted, (unsigned long long)pt->requests,
                 pt->ops_per_sec, (unsigned long long)pt->rejected,
                 (unsigned long long)pt->stats.error_replies,
                 (unsigned long long)pt->evicted_clients,
-                (unsigned long long)pt->obl_disconnections, t.chunks_alloc, t.chunks_free);
+                (unsigned long long)pt->obl_disconnections, t.chunks_alloc, t.chunks_free,
+                (unsigned long long)pt->track.keys, (unsigned long long)pt->track.items,
+                (unsigned long long)pt->track.prefixes);
         servers_lines(p, stats_fields, ARRAY_SIZE(stats_fields), f);
         fputs("\r\n", f);
     }

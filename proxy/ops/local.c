@@ -40,6 +40,7 @@
 #include "proxy/ops/slowlog.h"
 #include "proxy/ops/stats.h"
 #include "proxy/ops/totals.h"
+#include "proxy/modules/track.h"
 #include "proxy/base/util.h"
 #include "proxy/core/module.h"
 
@@ -107,6 +108,8 @@ static void cmd_select(struct client *c, struct req *r, struct args *a)
     else if (c->tx != TX_NONE && db != c->db)
         client_reply_error(c, r, "ERR SELECT after WATCH is not supported by shardis: "
                            "UNWATCH first");
+    else if (db != c->pool->conf->redis_db && !track_may_select(c, r))
+        ;                           /* (refused) */
     else {
         if (db != c->db)
             gate_hold(c, r);
@@ -239,6 +242,7 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
     (void)a;
     pubsub_reset(c);
     monitor_gone(c);
+    track_reset(c);
     if (c->reply == CLIENT_REPLY_OFF)
         r->silent = 0;              /* (after SKIP it is the request skipped) */
     c->reply = CLIENT_REPLY_ON;

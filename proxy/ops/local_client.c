@@ -15,6 +15,7 @@
 #include "proxy/base/log.h"
 #include "proxy/ops/local_int.h"
 #include "proxy/modules/mig.h"
+#include "proxy/modules/track.h"
 #include "proxy/core/pool.h"
 #include "proxy/base/util.h"
 
@@ -415,6 +416,9 @@ static bool client_sub(struct client *c, struct req *r, struct args *a)
             pool_pause(c->pool, ms > 0 ? (uint64_t)ms : 1, all);
             local_reply_ok(c, r);
         }
+    } else if (args_is(a, 1, "tracking") || args_is(a, 1, "caching") ||
+               args_is(a, 1, "getredir") || args_is(a, 1, "trackinginfo")) {
+        return track_command(c, r, a);  /* (modules/track.c) */
     } else if (args_is(a, 1, "unpause") && a->argc == 2) {
         pool_pause(c->pool, 0, false);
         local_reply_ok(c, r);

@@ -49,6 +49,7 @@ static void add_pool(struct pool_totals *t, struct pool *p)
     t->ops_per_sec += info_ops_per_sec(p);
     t->errors += p->errors;
     t->slowlog_skipped += slowlog_skipped(p);
+    track_figures(p, &t->track);
     if (p->stats != NULL)
         stats_merge(&t->stats, p->stats);
     for (uint32_t s = 0; s < n; s++) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "proxy/core/pool.h"
+#include "proxy/modules/track.h"
 #include "proxy/ops/stats.h"
 
 /* Pool i's, over its copies on every loop. */
@@ -18,6 +19,7 @@ struct pool_totals {
     uint64_t peak_in, peak_out;     /* the most of any loop's (client_peaks) */
     double   ops_per_sec;
     uint64_t errors, slowlog_skipped;
+    struct track_figures track;     /* client-side caching's (track.h) */
     struct stats stats;             /* merged (owned) */
     uint32_t nservers;              /* the caller's copy's; the arrays' length */
     struct pool_server_totals *servers; /* up: the best of the loops' */

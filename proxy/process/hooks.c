@@ -28,6 +28,7 @@
 #include "proxy/core/route.h"
 #include "proxy/ops/slowlog.h"
 #include "proxy/ops/stats.h"
+#include "proxy/modules/track.h"
 
 /* A new client is signed in as its pool's default user, or none (acl.h). */
 static void hooks_session(struct client *c)
@@ -51,10 +52,11 @@ static void hooks_replied(struct client *c, struct req *r, uint64_t us)
 }
 
 /* A closing client is dropped by, in this order: its gate (what waits is
- * let go), its pin and transaction, its subscriptions, MONITOR, and the
- * INFOs it waits for. */
+ * let go), its pin and transaction, its subscriptions, MONITOR, the
+ * INFOs it waits for, and the keys it tracks. */
 static void (*const hooks_gone[])(struct client *c) = {
     gate_client_gone, pin_client_gone, pubsub_client_gone, monitor_gone, info_client_gone,
+    track_client_gone,
 };
 
 static const struct client_hooks hooks_client = {
@@ -87,6 +89,10 @@ static const struct backend_hooks conn_hooks = {
     .lost = pubsub_failed,
     .unblocked = mig_unblocked,
     .keep_sent = hotkeys_active,
+    .tracked = track_answered,
+    .invalidate = track_invalidate,
+    .untracked = track_untracked,
+    .tracking_hello = track_hello,
     .progress = pin_check,
     .waits_on = gate_waits_on,
     .ready = gate_kick,

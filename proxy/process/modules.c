@@ -19,6 +19,7 @@
 #include "proxy/modules/pubsub.h"
 #include "proxy/modules/scan.h"
 #include "proxy/modules/sentinel.h"
+#include "proxy/modules/track.h"
 #include "proxy/ops/hotkeys.h"
 #include "proxy/ops/info.h"
 #include "proxy/ops/local.h"
@@ -43,6 +44,7 @@ static const struct module *const modules[] = {
     &pin_module,
     &frag_module,
     &scan_module,
+    &track_module,
     &debug_module,
     &local_module,
     &monitor_module,

@@ -218,6 +218,16 @@ static void fail_pending(struct backend *b)
     }
 }
 
+/* b's server forgets what it tracked on it as it closes: say so, once. */
+static void untracked(struct backend *b)
+{
+    if (b->tracked) {
+        b->tracked = 0;
+        if (backend_above->untracked != NULL)
+            backend_above->untracked(b);
+    }
+}
+
 /* Answer every request queued on b with b->reason, and close it. */
 static void backend_abort(struct backend *b)
 {
@@ -237,6 +247,7 @@ static void backend_abort(struct backend *b)
         b->closing = 1;
         uv_close(&b->h.handle, backend_close_cb);
     }
+    untracked(b);
 }
 
 /* Fail the connection: answer every request, close, back off. A shared
@@ -297,7 +308,7 @@ static void backend_written(struct backend *b, int status)
     while ((r = TAILQ_FIRST(&b->writeq)) != NULL) {
         TAILQ_REMOVE(&b->writeq, r, bq);
         r->queued = 0;
-        if (r->on_reply != NULL || !keep)
+        if (r->on_reply != NULL || !(keep || (b->tracking && backend_tracks(r))))
             msg_release(&r->out);
         req_maybe_free(r);
     }
@@ -352,6 +363,8 @@ void backend_flush(struct backend *b)
             break;
         if (b->checking && b->role_asked)
             break;                  /* nothing after the question before its answer */
+        if (b->held_back && r->on_reply == NULL)
+            break;                  /* (its own requests go: its handshake's rest) */
         niov += msg_bufs(&r->out, iovs + niov);
         total += r->out.len;
         TAILQ_REMOVE(&b->sendq, r, bq);
@@ -603,6 +616,7 @@ void backend_move(struct backend *b, const char *why)
     holdoff_lift(&b->hold);            /* a new address: no backoff */
     b->run_id[0] = '\0';
     b->state = BACKEND_DOWN;
+    untracked(b);
     if (b->h.handle.loop != NULL && !b->closing && !uv_is_closing(&b->h.handle)) {
         if (b->is_dirty) {
             TAILQ_REMOVE(&cur_loop->dirty_backends, b, dirty);

@@ -122,6 +122,19 @@ struct backend {
     unsigned         role:3;    /* enum backend_role */
     unsigned         unblocking:1;/* a pin: a CLIENT UNBLOCK for it is in flight (mig.c) */
     unsigned         resp3:1;   /* speaks RESP3 (HELLO 3 in its handshake) for RESP3 clients */
+    unsigned         tracking:1;/* for clients that track keys: CLIENT TRACKING ON in
+                                   its handshake (hooks.tracking_hello queues it), and a
+                                   request marked track keeps its bytes till its reply
+                                   (hooks.tracked reads its keys there); a RESP3 one
+                                   hears its server's invalidations (hooks.invalidate) */
+    unsigned         bcast:1;   /* ... in BCAST mode: every key its server changes */
+    unsigned         held_back:1;/* no client's request is written on it (backend_flush)
+                                   until its owner lets it go (a RESP2 tracking one
+                                   waits for the connection its invalidations are to
+                                   be redirected to: track.c) */
+    unsigned         tracked:1; /* ... and a tracked request was answered on it since it
+                                   connected: closing it loses what its server tracks
+                                   (hooks.untracked) */
     unsigned         as:2;      /* enum backend_as: the ACL user it signs in as */
     uint32_t         creds_gen; /* the pool's creds_gen it authenticated in */
     unsigned         retired:1; /* a ONE_OFF that was its client's PIN (pool_conn_retire) */
@@ -213,6 +226,20 @@ struct backend_hooks {
     /* Whether clients' requests keep their bytes once written, till their
      * replies (a HOTKEYS session reads their keys there). */
     bool (*keep_sent)(const struct pool *p);
+    /* -- client-side caching (track.c): tracking connections only -- */
+    /* r (a client's request marked r->track, or a fragment of one) is
+     * answered on b in r->rsp, as it is read, before anything after it on
+     * b: what it read is tracked from now on. r->out still holds what was
+     * sent. Before its reply goes on (req_done). */
+    void (*tracked)(struct backend *b, struct req *r);
+    /* b's server pushed frame (an invalidation), in the order b read it. */
+    void (*invalidate)(struct backend *b, const struct msg *frame);
+    /* b had tracked requests and is failing or closing: its server tracks
+     * nothing of it any more. */
+    void (*untracked)(struct backend *b);
+    /* b, a tracking connection, connects: queue, at the front, how it
+     * tracks (it is sent after the rest of the handshake). */
+    void (*tracking_hello)(struct backend *b);
     /* -- what it tells a dedicated connection's owner (its client) -- */
     /* Something of owner's on b was written or answered: is it done? (pin.c) */
     void (*progress)(struct client *owner);
@@ -342,6 +369,12 @@ const char *backend_state_name(const struct backend *b);
 const char *backend_label(const struct backend *b);
 /* Whether b is one client's (any role but BACKEND_SHARED). */
 #define backend_dedicated(b) ((b)->role != BACKEND_SHARED)
+/* Whether r (a client's request, or a fragment of one) reads keys its
+ * client tracks (track.c marks it as it is routed). */
+static inline bool backend_tracks(const struct req *r)
+{
+    return r->parent != NULL ? r->parent->track : r->track;
+}
 /* Whether b is kept away from at now: failed, and its reconnect backoff
  * (b->hold, holdoff.h) not over, so a request for it fails at once. The
  * one place that is read: backend_send's fail-fast, a connection closed

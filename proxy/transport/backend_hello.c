@@ -219,6 +219,11 @@ void backend_hello(struct backend *b, const struct backend_server *sv)
             hello_internal(b, sv);
         return;
     }
+    /* (Sent last: after HELLO 3, in which its server pushes invalidations
+     * on this connection, and after AUTH, which it needs.) */
+    b->held_back = 0;
+    if (b->tracking && backend_above->tracking_hello != NULL)
+        backend_above->tracking_hello(b);
     if (backend_dedicated(b))   /* for CLIENT UNBLOCK when a reload moves keys (mig.c) */
         backend_queue_own(b, client_id_reply, true, 2, (const char *const[]){"CLIENT", "ID"});
     if (backend_above->connecting != NULL)

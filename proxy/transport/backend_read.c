@@ -46,6 +46,10 @@ static void answered(struct backend *b, struct req *r)
     }
     if (r->unblocked && h->unblocked != NULL && h->unblocked(r))
         return;                     /* sent again, to the key's new owner */
+    if (b->tracking && backend_tracks(r) && h->tracked != NULL) {
+        b->tracked = 1;
+        h->tracked(b, r);
+    }
     if (r->client != NULL || r->parent != NULL)
         req_done(r);
     else
@@ -53,12 +57,14 @@ static void answered(struct backend *b, struct req *r)
 }
 
 /* A push frame, bytes [b->framed, off) of b->in. An owned connection
- * that hears pushes (a Sentinel's link) hands it to its owner, which says whether it is the reply of the oldest
- * request (RESP3 confirms a SUBSCRIBE with a push): 1, it goes to that
- * request; else it was a message, read there: 0 (-1: b failed meanwhile).
- * Any other connection gets one only for what shardis does not ask of it
- * (CLIENT TRACKING is refused, subscriber connections speak RESP2): out of
- * band, dropped. */
+ * that hears pushes (a Sentinel's link) hands it to its owner, which says
+ * whether it is the reply of the oldest request (RESP3 confirms a
+ * SUBSCRIBE with a push): 1, it goes to that request; else it was a
+ * message, read there: 0 (-1: b failed meanwhile). A tracking connection
+ * hands its server's invalidations up (hooks.invalidate), in the order
+ * they came among the replies. Any other connection gets one only for
+ * what shardis does not ask of it (subscriber connections speak RESP2):
+ * out of band, dropped. */
 static int pushed(struct backend *b, uint64_t off)
 {
     if (b->own != NULL && b->own->push != NULL) {
@@ -70,6 +76,11 @@ static int pushed(struct backend *b, uint64_t off)
             return -1;
         if (reply)
             return 1;
+    } else if (b->tracking && backend_above->invalidate != NULL) {
+        struct msg frame = {0};
+        rstream_slice(&b->in, b->framed, off, &frame);
+        backend_above->invalidate(b, &frame);
+        msg_release(&frame);
     } else {
         log_warn("backend %s: a push frame on a connection that asked for none: dropped",
                  backend_label(b));

@@ -19,6 +19,7 @@
 struct acl_user;
 struct backend;
 struct minify_tx;
+struct track_client;
 struct client;
 struct pool;
 struct req;
@@ -156,6 +157,9 @@ struct client {
     unsigned short   tls:1;     /* over TLS: its bytes go through rare->tls */
     unsigned short   notouch:1; /* CLIENT NO-TOUCH ON: its requests leave keys'
                                    LRU/LFU as they were (gate.c go) */
+    unsigned short   tracking:1;/* CLIENT TRACKING ON (modules/track.c sets both) */
+    unsigned short   track_via:1;/* ... not BCAST: its requests go over the servers'
+                                   tracking connections (pool_via_of) */
     uint16_t         last_cmd;  /* ... and which (req.cmd's numbering; 0 none yet) */
     uint16_t         db;        /* its database: redis_db until SELECT (local.c) */
     bool             doomed;    /* over a memory limit: closed at the loop's next flush
@@ -192,6 +196,8 @@ struct client_rare {
     struct tls  *tls;           /* TLS (tls.h) of a client of a TLS listener: made when
                                    accepted, freed by its close callback */
     bool         monitor;       /* on pool.monitors (monitor.c) */
+    struct track_client *track; /* CLIENT TRACKING's state (track.c, which makes it on
+                                   first use and frees it when the client goes), or NULL */
 };
 
 /* What the layers above do at a client's turns: one table, registered

@@ -36,15 +36,17 @@ void req_done(struct req *r)
     c->inflight--;
     if (r->silent)
         msg_release(&r->rsp);       /* CLIENT REPLY OFF or SKIP */
+    /* Its request's bytes are let go (written to a server, or never
+     * sent), its reply's held: before the hooks, which may queue a reply
+     * of shardis's own behind r and join it to r's (a pin given back
+     * flushes a tracking client: track.c). */
+    c->rsp_bytes += r->rsp.len;
+    client_hold(c, (int64_t)r->rsp.len - (int64_t)r->held);
+    r->held = 0;
     if (r->before_hold)
         client_on.held_answered(c, r);
     if (c->pin != NULL && r->backend == c->pin)
         client_on.pin_answered(c);
-    /* Its request's bytes are let go (written to a server, or never
-     * sent), its reply's held. */
-    c->rsp_bytes += r->rsp.len;
-    client_hold(c, (int64_t)r->rsp.len - (int64_t)r->held);
-    r->held = 0;
     if (client_limit(c, r->rsp.len, true) < 0)
         return;
     client_fold(c, r);

@@ -46,6 +46,7 @@ struct client;
 struct frag;
 struct mig_op;
 struct minify_tx;
+struct track_wait;
 struct req;
 
 TAILQ_HEAD(req_list, req);
@@ -121,6 +122,8 @@ struct req {
             uint32_t server, round;
             uint8_t  replicas;  /* SENTINEL REPLICAS, not MASTER */
         } sentinel;
+        struct track_wait *track_wait; /* track.c: a BCAST CLIENT TRACKING waiting for
+                                   its connections (its PINGs') */
         uint64_t clean;         /* info.c's INFO: when no request in a database other
                                    than redis_db lived as it was asked, 1 + how many
                                    had been routed (cur_loop->other_db_routed); else 0 */
@@ -174,6 +177,13 @@ struct req {
                                    are on their way (gate.c) */
     unsigned        other_db:1; /* in a database other than redis_db (route.c db_ok):
                                    counted in cur_loop->other_db_reqs until freed */
+    unsigned        track:1;    /* track.c: its client tracks keys and this request's
+                                   matter (it reads them, or a NOLOOP client writes,
+                                   or it ends a transaction): on a tracking connection
+                                   it keeps its bytes (out) till its reply, whose keys
+                                   backend_hooks.tracked reads there */
+    unsigned        tconn:1;    /* gate.c: while gated, it goes on a tracking
+                                   connection (pool_via: POOL_TRACKING) */
     unsigned        anywhere:1; /* goes on its client's own connection, which no key
                                    chose (a keyless script; DISCARD, UNWATCH, RESET
                                    on the pin): a reload while it waits does not

@@ -1,0 +1,1620 @@
+/* track.c -- client-side caching through the proxy: CLIENT TRACKING, and
+ * each server's invalidations brought to the clients that read the key.
+ * The reference (how to use it, what differs from one redis-server) is
+ * doc/commands.md, "Client-side caching"; the design is here.
+ *
+ * Default mode (and OPTIN, OPTOUT):
+ *
+ *   - A tracking client's requests all go over each server's tracking
+ *     connection of its protocol (pool_via_of), a shared one with CLIENT
+ *     TRACKING ON in its handshake; a transaction's or blocking command's
+ *     pin is a tracking connection of its own. Its writes go there too,
+ *     so that its requests keep their order. Clients that do not track
+ *     use the other connections: they cost nothing here.
+ *   - RESP3's (POOL_CONN_TRACK3) hears its server's invalidations on the
+ *     same connection, after the reply of any read that came before the
+ *     change and before the reply of any read after it: redis-server's
+ *     one-connection rule. RESP2's (POOL_CONN_TRACK2) cannot hear pushes:
+ *     it redirects them to RESP3's (CLIENT TRACKING ON REDIRECT <its
+ *     CLIENT ID>), and is held back (backend.held_back) until that is set.
+ *     Two connections have no order between them, so a RESP2 read whose
+ *     reply comes after an invalidation of its key (the log: struct
+ *     track_log) is taken as invalidated at once (mithril's "poisoned
+ *     fill"): at worst one invalidation too many, never a value cached
+ *     past its change.
+ *   - The server tracks per connection; the proxy tracks per client: a
+ *     pool's table (per loop) from each key to the clients that read it
+ *     (struct track_tab). A read is entered as its reply is read off the
+ *     connection (backend_hooks.tracked), in the connection's order with
+ *     its pushes, so a push finds every client whose reply came before
+ *     it; an entry made at send time could be emptied by a push that came
+ *     before the reply, leaving the server tracking a key for nobody. The
+ *     keys are read from the request's bytes, which a tracked request
+ *     keeps till its reply (backend.c). A transaction's reads are entered
+ *     at its EXEC's reply (the server runs them then).
+ *   - A push for key K sends each client of K's entry one invalidation and
+ *     drops the entry, as redis-server drops its own. It is queued behind
+ *     the client's requests in flight, as a subscriber's messages are:
+ *     never before a reply read before it, so a value a client caches is
+ *     always followed by the invalidation that ends it.
+ *   - OPTIN, OPTOUT and CLIENT CACHING are decided as the request is routed
+ *     (r->track, the track role): the server tracks every read on the
+ *     tracking connection, the table only those that count.
+ *   - NOLOOP: a write of a NOLOOP client takes that client off its keys'
+ *     entries as its reply is read (the server pushes after the reply of
+ *     the connection's own write), so it is not told of its own write.
+ *
+ * BCAST: a server's BCAST connection (POOL_CONN_BCAST, CLIENT TRACKING ON
+ * BCAST, made when a client of the loop first asks, closed when none is
+ * left) hears every key its server changes; each BCAST client is told of
+ * those under its prefixes, one message per prefix as redis-server sends
+ * them. CLIENT TRACKING ON BCAST answers once every server's BCAST
+ * connection is up (a PING over each), so nothing changed after the OK
+ * goes unsaid. NOLOOP: the client's own writes are noted as they are
+ * routed (over the tracking connections, so that their replies are seen)
+ * and left out of the next invalidation naming them, until
+ * TRACK_OWN_GRACE_MS after their reply.
+ *
+ * REDIRECT: the invalidations go to the target instead (a push to a RESP3
+ * one, a message on __redis__:invalidate to a RESP2 subscriber, as
+ * redis-server), by its sink on the same loop, by mail on another
+ * (redir_mail); a target gone is "tracking-redir-broken".
+ *
+ * What the table cannot follow flushes: a null invalidation ("drop
+ * everything") to every tracking client of the pool on the loop, and the
+ * table emptied, when a server pushes one (FLUSHALL, FLUSHDB), a tracking
+ * connection fails or closes, or the server a key is routed to may change
+ * (a new ring, a live reshard, an ejection or a return). A client is sent a
+ * null only if it may hold something (dirty: it sent a request since its
+ * last one), so that one FLUSHALL through the proxy, which each server
+ * answers with a null on each tracking connection, reaches it once.
+ *
+ * The table holds at most TRACK_MAX_KEYS keys; past that, keys are dropped
+ * with their invalidations, as redis-server's tracking-table-max-keys.
+ *
+ * Lifetimes: a client's struct track_client is its client_rare's (made on
+ * first use, freed when the client goes). The table, the BCAST list and a
+ * REDIRECT refer to a client through its counted struct track_sink, which
+ * outlives the client (its c cleared as the client goes) while something
+ * names it: nothing holds a client pointer that may dangle, and a
+ * client's going costs no walk of the table.
+ *
+ * Each loop has its own copy of a pool, and so its own table and tracking
+ * connections: only a REDIRECT to another loop's client crosses loops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/base/cmd.h"
+#include "proxy/base/log.h"
+#include "proxy/base/resp.h"
+#include "proxy/base/util.h"
+#include "proxy/core/gate.h"
+#include "proxy/core/keys.h"
+#include "proxy/core/pool.h"
+#include "proxy/modules/track.h"
+#include "proxy/transport/args.h"
+#include "proxy/transport/backend.h"
+#include "proxy/transport/client.h"
+#include "proxy/transport/loop.h"
+
+/* redis-server's tracking-table-max-keys default. */
+#define TRACK_MAX_KEYS 1000000u
+/* Invalidations a pool's log keeps (struct track_log). */
+#define TRACK_LOG 4096u
+/* A BCAST NOLOOP client's own write is left out of an invalidation this
+ * long after its reply, at most (its server sends the invalidation before
+ * the reply; the proxy may read them in either order). */
+#define TRACK_OWN_GRACE_MS 50
+
+enum {
+    TRACK_OPTIN  = 1 << 0,
+    TRACK_OPTOUT = 1 << 1,
+    TRACK_NOLOOP = 1 << 2,
+    TRACK_BCAST  = 1 << 3,
+};
+
+/* A client as the table names it: counted by the client (while it is
+ * there) and by each entry, BCAST list or REDIRECT that names it. */
+struct track_sink {
+    uint32_t       refs;
+    struct client *c;           /* NULL once the client is gone */
+};
+
+/* Keys, each [u32 length][bytes], one after another. */
+struct klist {
+    char    *buf;
+    size_t   len, cap;
+    uint32_t n;
+};
+
+/* REDIRECT: where a client's invalidations go instead. */
+struct track_redir {
+    uint64_t           id;      /* 0: none */
+    struct track_sink *sink;    /* the target's on this loop (counted), or NULL ... */
+    uint32_t           loop;    /* ... and then its loop and its pool there */
+    uint32_t           pool;
+    bool               broken;  /* it went away (TRACKINGINFO's broken_redirect) */
+};
+
+/* A BCAST NOLOOP client's own write of a key (key: len bytes after it). */
+struct own_write {
+    uint64_t until_ms;          /* 0 until its reply; then forgotten after this */
+    uint32_t len;
+    char    *key;
+};
+
+struct track_client {
+    struct track_sink *sink;
+    struct track_redir redir;
+    uint8_t   flags;            /* TRACK_* */
+    bool      caching;          /* CLIENT CACHING YES (OPTIN) or NO (OPTOUT) given for
+                                   the next command */
+    bool      dirty;            /* may hold a value: sent a request (or turned on)
+                                   since the last null invalidation it was sent */
+    struct klist stash;         /* keys its open transaction reads, till EXEC's reply */
+    struct klist prefixes;      /* BCAST's */
+    struct own_write *own;      /* BCAST NOLOOP: [nown] */
+    uint32_t  nown, own_cap;
+    struct track_wait *waiting; /* its CLIENT TRACKING ON BCAST, unanswered, or NULL */
+};
+
+struct track_entry {
+    struct track_entry *next;   /* in its bucket */
+    uint64_t            hash;
+    struct track_sink **sinks;
+    uint32_t            nsinks, cap;
+    uint32_t            klen;
+    char                key[];
+};
+
+/* The last TRACK_LOG invalidations the pool's loop heard (a key's hash, 0
+ * for a null), and when: what a RESP2 read answered after one of its key
+ * may have missed. */
+struct track_log {
+    uint64_t hash[TRACK_LOG];
+    uint64_t us[TRACK_LOG];
+    uint64_t n;                 /* appended in all */
+};
+
+struct track_wait;
+
+struct track_tab {
+    struct track_entry **buckets;
+    uint32_t             nbuckets;  /* a power of two */
+    uint32_t             nkeys;
+    uint32_t             evict_at;  /* the bucket eviction looks at next */
+    struct track_sink  **bcast;     /* [nbcast]: BCAST clients (counted) */
+    uint32_t             nbcast, bcast_cap;
+    struct track_log     log;
+};
+
+static void flush_all(struct pool *p);
+
+/* ---- key lists -------------------------------------------------------------------- */
+
+static void klist_add(struct klist *l, const char *key, size_t len)
+{
+    uint32_t n = (uint32_t)len;
+
+    if (l->len + sizeof(n) + len > l->cap) {
+        l->cap = (l->len + sizeof(n) + len) * 2;
+        l->buf = xrealloc(l->buf, l->cap);
+    }
+    memcpy(l->buf + l->len, &n, sizeof(n));
+    memcpy(l->buf + l->len + sizeof(n), key, len);
+    l->len += sizeof(n) + len;
+    l->n++;
+}
+
+/* The key at *at (advanced past it), or NULL after the last. */
+static const char *klist_next(const struct klist *l, size_t *at, uint32_t *len)
+{
+    if (*at + sizeof(*len) > l->len)
+        return NULL;
+    memcpy(len, l->buf + *at, sizeof(*len));
+    *at += sizeof(*len) + *len;
+    return l->buf + *at - *len;
+}
+
+static void klist_clear(struct klist *l)
+{
+    l->len = 0;
+    l->n = 0;
+}
+
+/* ---- sinks and a client's state ------------------------------------------------- */
+
+static void sink_unref(struct track_sink *s)
+{
+    if (s != NULL && --s->refs == 0)
+        free(s);
+}
+
+static struct track_client *state(const struct client *c)
+{
+    return c->rare != NULL ? c->rare->track : NULL;
+}
+
+static struct track_client *state_make(struct client *c)
+{
+    struct client_rare *rare = client_rare(c);
+
+    if (rare->track == NULL) {
+        rare->track = xcalloc(1, sizeof(*rare->track));
+        rare->track->sink = xcalloc(1, sizeof(*rare->track->sink));
+        rare->track->sink->refs = 1;
+        rare->track->sink->c = c;
+    }
+    return rare->track;
+}
+
+static void own_clear(struct track_client *t)
+{
+    for (uint32_t i = 0; i < t->nown; i++)
+        free(t->own[i].key);
+    t->nown = 0;
+}
+
+void track_client_gone(struct client *c)
+{
+    struct track_client *t = state(c);
+
+    if (t == NULL)
+        return;
+    t->sink->c = NULL;
+    sink_unref(t->sink);
+    sink_unref(t->redir.sink);
+    own_clear(t);
+    free(t->own);
+    free(t->stash.buf);
+    free(t->prefixes.buf);
+    free(t);
+    c->rare->track = NULL;
+}
+
+/* ---- invalidations, as a client gets them ---------------------------------------- */
+
+/* Queue the reply of shardis's own that w is to write into, on c, behind
+ * its requests in flight (a subscriber's messages go the same way). */
+static struct req *queue(struct client *c, struct resp_w *w)
+{
+    struct req *r = req_get();
+
+    client_queue(c, r);
+    *w = client_w(c, &r->rsp);
+    return r;
+}
+
+/* An invalidation of keys (NULL: "drop everything") for a tracking client
+ * of orig_resp3's protocol, written to target as redis-server writes it
+ * there: a push to a RESP3 target; a message on __redis__:invalidate to a
+ * RESP2 one in subscriber mode (only a REDIRECT's); else nothing. The null
+ * is in the tracking client's protocol, whatever the target's, as
+ * redis-server writes it. */
+static void write_to(struct client *target, bool orig_resp3, const struct klist *keys)
+{
+    static const char *const null_of[2] = {"$-1\r\n", "_\r\n"};
+    struct resp_w w;
+    struct req *r;
+    const char *k;
+    uint32_t len;
+
+    if (target->closing || (!target->resp3 && !target->subscribed))
+        return;
+    r = queue(target, &w);
+    if (target->resp3) {
+        resp_w_push(&w, 2);
+        resp_w_bulk_str(&w, "invalidate");
+    } else {
+        resp_w_array(&w, 3);
+        resp_w_bulk_str(&w, "message");
+        resp_w_bulk_str(&w, "__redis__:invalidate");
+    }
+    if (keys == NULL) {
+        resp_w_raw(&w, null_of[orig_resp3], strlen(null_of[orig_resp3]));
+    } else {
+        resp_w_array(&w, keys->n);
+        for (size_t at = 0; (k = klist_next(keys, &at, &len)) != NULL;)
+            resp_w_bulk(&w, k, len);
+    }
+    req_done(r);
+}
+
+/* c's REDIRECT target is gone: said to c (RESP3) at each invalidation, as
+ * redis-server says it. */
+static void redir_broken(struct client *c, struct track_client *t)
+{
+    struct resp_w w;
+    struct req *r;
+
+    t->redir.broken = true;
+    if (!c->resp3 || c->closing)
+        return;
+    r = queue(c, &w);
+    resp_w_push(&w, 2);
+    resp_w_bulk_str(&w, "tracking-redir-broken");
+    resp_w_int(&w, (long long)t->redir.id);
+    req_done(r);
+}
+
+/* An invalidation for a client whose REDIRECT target is on another loop:
+ * written there, or, the target gone, said back on the client's loop. */
+struct redir_mail {
+    uint32_t pool;              /* the pool's index, on both loops */
+    uint32_t from_loop;
+    uint64_t target, from;      /* client ids */
+    bool     from_resp3;
+    bool     null;
+    struct klist keys;          /* (owned) */
+};
+
+static struct client *by_id(struct pool *p, uint64_t id)
+{
+    for (uint32_t i = 0; i < p->front.nclients; i++)
+        if (p->front.clients[i]->id == id)
+            return p->front.clients[i];
+    return NULL;
+}
+
+static void mail_free(struct redir_mail *m)
+{
+    free(m->keys.buf);
+    free(m);
+}
+
+static void redir_broken_mail(void *arg)
+{
+    struct redir_mail *m = arg;
+    struct client *c;
+    struct track_client *t;
+
+    if (!cur_loop->stopping && m->pool < cur_loop->npools &&
+        (c = by_id(&cur_loop->pools[m->pool], m->from)) != NULL && (t = state(c)) != NULL &&
+        c->tracking && t->redir.id == m->target)
+        redir_broken(c, t);
+    mail_free(m);
+}
+
+static void redir_mail(void *arg)
+{
+    struct redir_mail *m = arg;
+    struct client *target;
+
+    if (cur_loop->stopping || m->pool >= cur_loop->npools) {
+        mail_free(m);
+        return;
+    }
+    if ((target = by_id(&cur_loop->pools[m->pool], m->target)) != NULL) {
+        write_to(target, m->from_resp3, m->null ? NULL : &m->keys);
+        mail_free(m);
+    } else if (!loop_post(loop_at(m->from_loop), redir_broken_mail, m)) {
+        mail_free(m);
+    }
+}
+
+/* One invalidation for c of keys (NULL: drop everything), where c has it
+ * go: to c (RESP3), or to its REDIRECT target. Only while c tracks; a
+ * null only if c may hold something. */
+static void tell(struct client *c, const struct klist *keys)
+{
+    struct track_client *t;
+    struct track_redir *rd;
+
+    if (c == NULL || c->closing || !c->tracking || (t = state(c)) == NULL)
+        return;
+    if (keys == NULL) {
+        if (!t->dirty)
+            return;
+        t->dirty = false;
+    }
+    rd = &t->redir;
+    if (rd->id == 0) {
+        if (c->resp3)           /* (in RESP2 with no REDIRECT: nowhere, as redis-server) */
+            write_to(c, true, keys);
+    } else if (rd->sink != NULL) {
+        if (rd->sink->c != NULL)
+            write_to(rd->sink->c, c->resp3, keys);
+        else
+            redir_broken(c, t);
+    } else {
+        struct redir_mail *m = xcalloc(1, sizeof(*m));
+        *m = (struct redir_mail){.pool = (uint32_t)(c->pool - cur_loop->pools),
+                                 .from_loop = cur_loop->id, .target = rd->id, .from = c->id,
+                                 .from_resp3 = c->resp3, .null = keys == NULL};
+        if (keys != NULL) {
+            m->keys = *keys;
+            m->keys.buf = xmalloc(keys->len + 1);
+            memcpy(m->keys.buf, keys->buf, keys->len);
+            m->keys.cap = keys->len + 1;
+        }
+        if (!loop_post(loop_at(rd->loop), redir_mail, m))
+            mail_free(m);
+    }
+}
+
+/* tell, of one key the table names c for: not to a client in BCAST mode
+ * now (what it read before is not its concern), as redis-server. */
+static void tell_key(struct client *c, const char *key, size_t len)
+{
+    char one[sizeof(uint32_t) + 64];
+    struct klist l = {.buf = one, .cap = sizeof(one)};
+    const struct track_client *t;
+
+    if (c == NULL || (t = state(c)) == NULL || (t->flags & TRACK_BCAST))
+        return;
+    if (len > sizeof(one) - sizeof(uint32_t))
+        l = (struct klist){0};
+    klist_add(&l, key, len);
+    tell(c, &l);
+    if (l.buf != one)
+        free(l.buf);
+}
+
+/* ---- the table --------------------------------------------------------------------- */
+
+static uint64_t hash_key(const char *p, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;    /* FNV-1a */
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h | 1;                           /* (0 is the log's null) */
+}
+
+static struct track_tab *tab_of(struct pool *p)
+{
+    if (p->track == NULL) {
+        p->track = xcalloc(1, sizeof(*p->track));
+        p->track->nbuckets = 64;
+        p->track->buckets = xcalloc(64, sizeof(*p->track->buckets));
+    }
+    return p->track;
+}
+
+static struct track_entry **find(struct track_tab *t, const char *key, size_t len, uint64_t h)
+{
+    struct track_entry **e = &t->buckets[h & (t->nbuckets - 1)];
+
+    for (; *e != NULL; e = &(*e)->next)
+        if ((*e)->hash == h && (*e)->klen == len && !memcmp((*e)->key, key, len))
+            return e;
+    return e;
+}
+
+/* Unlink *at and free it; tell its clients first when tell is set. */
+static void entry_drop(struct track_tab *t, struct track_entry **at, bool told)
+{
+    struct track_entry *e = *at;
+
+    *at = e->next;
+    t->nkeys--;
+    for (uint32_t i = 0; i < e->nsinks; i++) {
+        if (told)
+            tell_key(e->sinks[i]->c, e->key, e->klen);
+        sink_unref(e->sinks[i]);
+    }
+    free(e->sinks);
+    free(e);
+}
+
+static void grow(struct track_tab *t)
+{
+    uint32_t n = t->nbuckets * 2;
+    struct track_entry **b = xcalloc(n, sizeof(*b));
+
+    for (uint32_t i = 0; i < t->nbuckets; i++) {
+        struct track_entry *e, *next;
+        for (e = t->buckets[i]; e != NULL; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+/* Past TRACK_MAX_KEYS: drop keys, each with its invalidations, walking
+ * the buckets round (redis-server drops random ones). */
+static void evict(struct track_tab *t)
+{
+    while (t->nkeys > TRACK_MAX_KEYS) {
+        struct track_entry **at = &t->buckets[t->evict_at];
+        if (*at == NULL)
+            t->evict_at = (t->evict_at + 1) & (t->nbuckets - 1);
+        else
+            entry_drop(t, at, true);
+    }
+}
+
+/* Enter s as a reader of key. */
+static void remember(struct pool *p, struct track_sink *s, const char *key, size_t len)
+{
+    struct track_tab *t = tab_of(p);
+    uint64_t h = hash_key(key, len);
+    struct track_entry **at = find(t, key, len, h), *e = *at;
+
+    if (e == NULL) {
+        e = xmalloc(sizeof(*e) + len);
+        e->next = NULL;
+        e->hash = h;
+        e->sinks = NULL;
+        e->nsinks = e->cap = 0;
+        e->klen = (uint32_t)len;
+        memcpy(e->key, key, len);
+        *at = e;
+        if (++t->nkeys > t->nbuckets)
+            grow(t);
+    }
+    for (uint32_t i = 0; i < e->nsinks; i++)
+        if (e->sinks[i] == s)
+            return;
+    if (e->nsinks == e->cap) {
+        e->cap = e->cap == 0 ? 2 : e->cap * 2;
+        e->sinks = xrealloc(e->sinks, e->cap * sizeof(*e->sinks));
+    }
+    e->sinks[e->nsinks++] = s;
+    s->refs++;
+    if (t->nkeys > TRACK_MAX_KEYS)
+        evict(t);
+}
+
+/* Take s off key's readers (a NOLOOP client wrote it). */
+static void forget(struct pool *p, struct track_sink *s, const char *key, size_t len)
+{
+    struct track_tab *t = p->track;
+    struct track_entry *e;
+
+    if (t == NULL || (e = *find(t, key, len, hash_key(key, len))) == NULL)
+        return;
+    for (uint32_t i = 0; i < e->nsinks; i++)
+        if (e->sinks[i] == s) {
+            e->sinks[i] = e->sinks[--e->nsinks];
+            sink_unref(s);
+            return;
+        }
+}
+
+static void log_add(struct track_tab *t, uint64_t hash)
+{
+    struct track_log *l = &t->log;
+
+    l->hash[l->n % TRACK_LOG] = hash;
+    l->us[l->n % TRACK_LOG] = cur_loop->now_us;
+    l->n++;
+}
+
+/* Whether key (hash h) may have been invalidated at or after since_us:
+ * logged so, or the log no longer reaches back that far. */
+static bool logged_since(const struct track_tab *t, uint64_t h, uint64_t since_us)
+{
+    const struct track_log *l = &t->log;
+
+    for (uint64_t i = l->n; i > 0 && l->n - i < TRACK_LOG; i--) {
+        uint32_t at = (uint32_t)((i - 1) % TRACK_LOG);
+        if (l->us[at] < since_us)
+            return false;
+        if (l->hash[at] == h || l->hash[at] == 0)
+            return true;
+    }
+    return l->n >= TRACK_LOG;
+}
+
+/* key changed: tell its readers, once. */
+static void changed(struct pool *p, const char *key, size_t len)
+{
+    struct track_tab *t = tab_of(p);
+    uint64_t h = hash_key(key, len);
+    struct track_entry **at = find(t, key, len, h);
+
+    log_add(t, h);
+    if (*at != NULL)
+        entry_drop(t, at, true);
+}
+
+static void tab_clear(struct track_tab *t)
+{
+    for (uint32_t i = 0; t != NULL && i < t->nbuckets; i++)
+        while (t->buckets[i] != NULL)
+            entry_drop(t, &t->buckets[i], false);
+}
+
+/* Every tracking client of p (on this loop) drops everything. */
+static void flush_all(struct pool *p)
+{
+    if (p->track != NULL) {
+        tab_clear(p->track);
+        log_add(p->track, 0);
+    }
+    for (uint32_t i = 0; i < p->front.nclients; i++)
+        if (p->front.clients[i]->tracking)
+            tell(p->front.clients[i], NULL);
+}
+
+/* ---- a request's keys, from its bytes ------------------------------------------- */
+
+/* A request's arguments, copied out of the bytes it was sent as. */
+struct sent {
+    struct args a;
+    const struct cmd *cmd;
+    char  *buf;
+};
+
+static void sent_free(struct sent *s)
+{
+    free(s->a.av);
+    free(s->a.avlen);
+    free(s->buf);
+}
+
+/* g's command and arguments into *s: false if g is none (or not an array
+ * of bulks, or of no command known here). */
+static bool sent_read(const struct msg *g, struct sent *s)
+{
+    struct resp_rd rd;
+    struct resp_val top, v;
+    size_t used = 0;
+
+    memset(s, 0, sizeof(*s));
+    if (g->len == 0)
+        return false;
+    resp_rd_init(&rd, g);
+    if (resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY || top.elems == 0 ||
+        top.elems > g->len)
+        return false;
+    s->buf = xmalloc(g->len);
+    s->a.av = xcalloc(top.elems, sizeof(*s->a.av));
+    s->a.avlen = xcalloc(top.elems, sizeof(*s->a.avlen));
+    for (size_t i = 0; i < top.elems; i++) {
+        if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_BULK || v.nil ||
+            used + v.len > g->len)
+            goto bad;
+        s->a.av[i] = s->buf + used;
+        s->a.avlen[i] = resp_rd_copy(&rd, &v, s->buf + used, v.len);
+        used += v.len;
+    }
+    s->a.argc = (uint32_t)top.elems;
+    s->cmd = cmd_lookup(s->a.av[0], s->a.avlen[0]);
+    if (s->cmd != NULL && cmd_has_subcommands(s->cmd) && s->a.argc >= 2)
+        s->cmd = cmd_lookup_sub(s->cmd, s->a.av[1], s->a.avlen[1]);
+    if (s->cmd != NULL)
+        return true;
+bad:
+    sent_free(s);
+    return false;
+}
+
+typedef void key_fn(void *arg, const char *key, size_t len);
+
+/* Each key a names for cmd, to fn. */
+static void each_key(const struct cmd *cmd, struct args *a, key_fn *fn, void *arg)
+{
+    char err[KEYS_ERR_MAX];
+    size_t len;
+
+    if (keys_find(cmd, a, &a->keys, err) != KEYS_FOUND)
+        return;
+    for (uint32_t n = 0; n < a->keys.n; n++) {
+        const struct keyspan *k = &a->keys.span[n];
+        for (uint32_t i = k->first; i <= k->last && i < a->argc; i += k->step ? k->step : 1) {
+            const char *key = args_get(a, i, &len);
+            fn(arg, key, len);
+        }
+    }
+}
+
+/* A script or function: redis-server tracks its declared keys if it read
+ * any; the proxy cannot tell, and tracks them: at worst one invalidation
+ * of a key the script did not read. */
+static bool script(const struct cmd *cmd)
+{
+    return (cmd->flags & CMD_MOVABLEKEYS) &&
+           (!strncmp(cmd->name, "eval", 4) || !strncmp(cmd->name, "fcall", 5));
+}
+
+static bool reads(const struct cmd *cmd)
+{
+    return (cmd->flags & CMD_READONLY) || script(cmd);
+}
+
+/* A NOLOOP client's write, of which it is not told: a write command, or
+ * a script (what it writes is the client's own, to redis-server). */
+static bool loop_write(const struct track_client *t, const struct cmd *cmd)
+{
+    return (t->flags & TRACK_NOLOOP) &&
+           ((cmd->flags & CMD_WRITE) || (script(cmd) && !(cmd->flags & CMD_READONLY)));
+}
+
+/* ---- BCAST ------------------------------------------------------------------------- */
+
+/* Whether key starts with one of t's prefixes (or t has none). */
+static const char *prefix_of(const struct track_client *t, const char *key, size_t len,
+                             uint32_t *plen)
+{
+    const char *pfx;
+
+    *plen = 0;
+    if (t->prefixes.n == 0)
+        return "";
+    for (size_t at = 0; (pfx = klist_next(&t->prefixes, &at, plen)) != NULL;)
+        if (*plen <= len && !memcmp(key, pfx, *plen))
+            return pfx;
+    return NULL;
+}
+
+static bool has_prefix(const struct track_client *t, const char *p, uint32_t len)
+{
+    const char *q;
+    uint32_t qlen;
+
+    for (size_t at = 0; (q = klist_next(&t->prefixes, &at, &qlen)) != NULL;)
+        if (qlen == len && !memcmp(p, q, len))
+            return true;
+    return false;
+}
+
+/* Whether t wrote key itself (BCAST NOLOOP): the note is used up. */
+static bool own(struct track_client *t, const char *key, size_t len)
+{
+    for (uint32_t i = 0; i < t->nown; i++)
+        if (t->own[i].len == len && !memcmp(t->own[i].key, key, len)) {
+            free(t->own[i].key);
+            t->own[i] = t->own[--t->nown];
+            return true;
+        }
+    return false;
+}
+
+static void own_expire(struct track_client *t, uint64_t now)
+{
+    for (uint32_t i = 0; i < t->nown;)
+        if (t->own[i].until_ms != 0 && t->own[i].until_ms <= now) {
+            free(t->own[i].key);
+            t->own[i] = t->own[--t->nown];
+        } else {
+            i++;
+        }
+}
+
+/* keys (a BCAST connection's push) changed on their server: each BCAST
+ * client is told of those under its prefixes, one message per prefix (or
+ * one of them all, without prefixes), as redis-server sends them. */
+static void bcast_changed(struct pool *p, const struct klist *keys)
+{
+    struct track_tab *tab = p->track;
+    uint64_t now = uv_now(cur_loop->uv);
+
+    for (uint32_t i = 0; tab != NULL && i < tab->nbcast; i++) {
+        struct client *c = tab->bcast[i]->c;
+        struct track_client *t;
+        if (c == NULL || !c->tracking || (t = state(c)) == NULL || !(t->flags & TRACK_BCAST))
+            continue;
+        own_expire(t, now);
+        size_t at_p = 0;
+        uint32_t plen;
+        const char *pfx;
+        do {
+            pfx = t->prefixes.n > 0 ? klist_next(&t->prefixes, &at_p, &plen) : "";
+            if (t->prefixes.n == 0)
+                plen = 0;
+            if (pfx == NULL)
+                break;
+            struct klist mine = {0};
+            const char *k;
+            uint32_t klen;
+            for (size_t at = 0; (k = klist_next(keys, &at, &klen)) != NULL;)
+                if (klen >= plen && !memcmp(k, pfx, plen) &&
+                    !((t->flags & TRACK_NOLOOP) && own(t, k, klen)))
+                    klist_add(&mine, k, klen);
+            if (mine.n > 0)
+                tell(c, &mine);
+            free(mine.buf);
+        } while (t->prefixes.n > 0);
+    }
+}
+
+/* p's BCAST clients: s joins (counted), or those gone leave. */
+static void bcast_join(struct pool *p, struct track_sink *s)
+{
+    struct track_tab *t = tab_of(p);
+
+    for (uint32_t i = 0; i < t->nbcast; i++)
+        if (t->bcast[i] == s)
+            return;
+    if (t->nbcast == t->bcast_cap) {
+        t->bcast_cap = t->bcast_cap == 0 ? 4 : 2 * t->bcast_cap;
+        t->bcast = xrealloc(t->bcast, t->bcast_cap * sizeof(*t->bcast));
+    }
+    t->bcast[t->nbcast++] = s;
+    s->refs++;
+}
+
+static bool bcast_still(const struct track_sink *s)
+{
+    const struct track_client *t;
+
+    return s->c != NULL && s->c->tracking && (t = state(s->c)) != NULL &&
+           (t->flags & TRACK_BCAST);
+}
+
+/* A BCAST client's TRACKING ON waits for every server's BCAST connection:
+ * a PING over each; it is answered once all are (the client's request is
+ * its track_client's waiting, let go if the client goes). */
+struct track_wait {
+    struct track_sink *sink;    /* the client's (counted) */
+    struct req        *r;       /* its CLIENT TRACKING, while it waits */
+    uint32_t           left;
+};
+
+static void wait_end(struct track_wait *w)
+{
+    struct client *c = w->sink->c;
+    struct track_client *t;
+
+    if (c != NULL && (t = state(c)) != NULL && t->waiting == w) {
+        t->waiting = NULL;
+        req_done(w->r);
+    }
+    sink_unref(w->sink);
+    free(w);
+}
+
+static int bcast_pinged(struct backend *b, struct req *q)
+{
+    struct track_wait *w = q->u.track_wait;
+
+    (void)b;
+    q->u.track_wait = NULL;
+    if (w != NULL && --w->left == 0)
+        wait_end(w);
+    return 0;
+}
+
+/* ---- the transport's hooks ------------------------------------------------------ */
+
+struct visit {
+    struct pool         *pool;
+    struct track_client *t;
+    bool                 poisoned_check;
+    uint64_t             since_us;
+    struct client       *c;
+};
+
+static void visit_remember(void *arg, const char *key, size_t len)
+{
+    struct visit *v = arg;
+
+    remember(v->pool, v->t->sink, key, len);
+    /* RESP2: its invalidation may have come first, on the other connection. */
+    if (v->poisoned_check && logged_since(v->pool->track, hash_key(key, len), v->since_us))
+        tell_key(v->c, key, len);
+}
+
+static void visit_forget(void *arg, const char *key, size_t len)
+{
+    struct visit *v = arg;
+
+    forget(v->pool, v->t->sink, key, len);
+}
+
+static void visit_stash(void *arg, const char *key, size_t len)
+{
+    struct visit *v = arg;
+
+    klist_add(&v->t->stash, key, len);
+}
+
+static void visit_own_answered(void *arg, const char *key, size_t len)
+{
+    struct visit *v = arg;
+    struct track_client *t = v->t;
+
+    for (uint32_t i = 0; i < t->nown; i++)
+        if (t->own[i].until_ms == 0 && t->own[i].len == len &&
+            !memcmp(t->own[i].key, key, len))
+            t->own[i].until_ms = uv_now(cur_loop->uv) + TRACK_OWN_GRACE_MS;
+}
+
+void track_answered(struct backend *b, struct req *r)
+{
+    struct req *top = r->parent != NULL ? r->parent : r;
+    struct client *c = top->client;
+    struct track_client *t;
+    struct sent s;
+
+    if (c == NULL || c->closing || (t = state(c)) == NULL)
+        return;
+    char first = resp_rd_head(&r->rsp, NULL, 0);
+    struct visit v = {.pool = c->pool, .t = t, .poisoned_check = !b->resp3,
+                      .since_us = top->t0_us, .c = c};
+    if (r->is_exec) {
+        /* Its transaction ran: what it read there is tracked from now. */
+        if (first == RESP_ARRAY) {
+            const char *k;
+            uint32_t len;
+            for (size_t at = 0; (k = klist_next(&t->stash, &at, &len)) != NULL;)
+                visit_remember(&v, k, len);
+        }
+        klist_clear(&t->stash);
+        return;
+    }
+    if (first == RESP_ERROR || !sent_read(&r->out, &s))
+        return;
+    if (t->flags & TRACK_BCAST) {
+        if (s.cmd->flags & CMD_WRITE)
+            each_key(s.cmd, &s.a, visit_own_answered, &v);
+    } else if (r->in_tx) {
+        if (first == RESP_SIMPLE && reads(s.cmd))
+            each_key(s.cmd, &s.a, visit_stash, &v);     /* +QUEUED */
+    } else if (loop_write(t, s.cmd)) {
+        each_key(s.cmd, &s.a, visit_forget, &v);
+    } else if (reads(s.cmd)) {
+        each_key(s.cmd, &s.a, visit_remember, &v);
+    }
+    sent_free(&s);
+}
+
+void track_invalidate(struct backend *b, const struct msg *frame)
+{
+    struct pool *p = b->pool;
+    struct resp_rd rd;
+    struct resp_val v, k;
+    struct klist keys = {0};
+    char small[256];
+
+    resp_rd_init(&rd, frame);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_PUSH || v.elems != 2 ||
+        resp_rd_next(&rd, &v) < 0 || !resp_rd_is(&rd, &v, "invalidate", 10, false) ||
+        resp_rd_next(&rd, &v) < 0 || (!v.nil && v.type != RESP_ARRAY)) {
+        log_warn("backend %s: a push that is no invalidation on a tracking connection: "
+                 "dropped", backend_label(b));
+        return;
+    }
+    if (v.nil) {                    /* FLUSHALL, FLUSHDB: everything */
+        flush_all(p);
+        return;
+    }
+    for (size_t n = v.elems, i = 0; i < n; i++) {
+        if (resp_rd_next(&rd, &k) < 0 || k.type != RESP_BULK)
+            break;
+        const char *key = resp_rd_str(&rd, &k, small, sizeof(small));
+        char *heap = NULL;
+        if (key == NULL) {
+            heap = xmalloc(k.len);
+            resp_rd_copy(&rd, &k, heap, k.len);
+            key = heap;
+        }
+        if (b->bcast)
+            klist_add(&keys, key, k.len);   /* (its clients are told by prefix) */
+        else
+            changed(p, key, k.len);
+        free(heap);
+    }
+    if (b->bcast && keys.n > 0)
+        bcast_changed(p, &keys);
+    free(keys.buf);
+}
+
+void track_untracked(struct backend *b)
+{
+    if (!cur_loop->stopping)
+        flush_all(b->pool);
+}
+
+/* REDIRECT set on a RESP2 tracking connection b. Once more on one that
+ * tracked reads (RESP3's connection came back): what it read meanwhile
+ * may have been invalidated to nobody, so every tracking client drops
+ * everything (its replies all came before this one). */
+static int redirected(struct backend *b, struct req *r)
+{
+    if (backend_hello_reply(b, r) < 0)
+        return -1;
+    if (r->rsp.len > 0 && b->tracked)
+        flush_all(b->pool);
+    return 0;
+}
+
+/* b, RESP2 tracking, redirects its invalidations to id: before any
+ * client's request not yet written on it. */
+static void redirect(struct backend *b, uint64_t id)
+{
+    char sid[24];
+
+    snprintf(sid, sizeof(sid), "%llu", (unsigned long long)id);
+    backend_queue_own(b, redirected, true, 5,
+                      (const char *const[]){"CLIENT", "TRACKING", "ON", "REDIRECT", sid});
+    if (b->held_back) {
+        b->held_back = 0;
+        loop_mark_backend(b);
+    }
+}
+
+/* The RESP3 tracking connection of b's server, on b's loop. */
+static struct backend *track3_of(const struct backend *b)
+{
+    return &b->pool->servers[b->server].conns[POOL_CONN_TRACK3(b->pool)];
+}
+
+/* RESP3's tracking connection to a server knows its CLIENT ID: each RESP2
+ * tracking connection to that server redirects there. */
+static int track3_id(struct backend *b, struct req *r)
+{
+    struct pool *p = b->pool;
+    struct resp_rd rd;
+    struct resp_val v;
+    struct backend *x;
+
+    if (r->rsp.len == 0)
+        return 0;
+    resp_rd_init(&rd, &r->rsp);
+    if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_INTEGER || v.n <= 0)
+        return backend_hello_reply(b, r);      /* (an error: it fails) */
+    b->client_id = (uint64_t)v.n;
+    x = &p->servers[b->server].conns[POOL_CONN_TRACK2(p)];
+    if (x->held_back || (x->state == BACKEND_UP && !x->closing))
+        redirect(x, b->client_id);
+    TAILQ_FOREACH(x, &p->dedicated, link)
+        if (x->tracking && !x->resp3 && x->server == b->server && !x->closing &&
+            (x->held_back || x->state == BACKEND_UP))
+            redirect(x, b->client_id);
+    return 0;
+}
+
+void track_hello(struct backend *b)
+{
+    if (b->bcast) {
+        b->tracked = 1;             /* (what it hears is lost when it closes) */
+        backend_queue_own(b, backend_hello_reply, true, 4,
+                          (const char *const[]){"CLIENT", "TRACKING", "ON", "BCAST"});
+    } else if (b->resp3) {
+        if (!backend_dedicated(b))
+            backend_queue_own(b, track3_id, true, 2, (const char *const[]){"CLIENT", "ID"});
+        backend_queue_own(b, backend_hello_reply, true, 3,
+                          (const char *const[]){"CLIENT", "TRACKING", "ON"});
+    } else {
+        /* Its invalidations go to RESP3's connection: once that is up and
+         * its id known (track3_id), nothing of a client's before. */
+        struct backend *to = track3_of(b);
+        b->held_back = 1;
+        if (to->client_id != 0 && to->state == BACKEND_UP && !to->closing)
+            redirect(b, to->client_id);
+        else if (to->state == BACKEND_DOWN || to->state == BACKEND_FAILED)
+            backend_preconnect(to);
+    }
+}
+
+/* ---- routing: what counts ----------------------------------------------------------- */
+
+static void note_own(void *arg, const char *key, size_t len)
+{
+    struct track_client *t = arg;
+    uint32_t plen;
+
+    if (prefix_of(t, key, len, &plen) == NULL)
+        return;
+    if (t->nown == t->own_cap) {
+        t->own_cap = t->own_cap == 0 ? 4 : 2 * t->own_cap;
+        t->own = xrealloc(t->own, t->own_cap * sizeof(*t->own));
+    }
+    t->own[t->nown].until_ms = 0;
+    t->own[t->nown].len = (uint32_t)len;
+    t->own[t->nown].key = xmalloc(len + 1);
+    memcpy(t->own[t->nown].key, key, len);
+    t->nown++;
+}
+
+/* The track role (route.c, for a client with c->tracking): whether r's
+ * keys matter (r->track), as redis-server decides (trackingRememberKeys):
+ * a read unless OPTIN without CACHING YES or OPTOUT with CACHING NO; a
+ * NOLOOP client's write; an EXEC. CACHING lasts one command (not a
+ * CLIENT one, nor those queued in MULTI). A BCAST NOLOOP client's writes
+ * are noted now, before the server can say they changed. */
+static void track_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    struct track_client *t = state(c);
+    bool counts;
+
+    if (t == NULL)
+        return;
+    t->dirty = true;
+    if (t->flags & TRACK_BCAST) {
+        if ((t->flags & TRACK_NOLOOP) && (cmd->flags & CMD_WRITE)) {
+            struct args k = *a;
+            k.ncopies = 0;
+            each_key(cmd, &k, note_own, t);
+            args_release(&k);
+            r->track = 1;           /* (its reply ends its grace: visit_own_answered) */
+        }
+        return;
+    }
+    if (loop_write(t, cmd)) {
+        /* Off its keys now, and again as its reply is read: the server's
+         * invalidation of a RESP2 connection's write may come first, on
+         * the other connection. */
+        struct visit v = {.pool = c->pool, .t = t};
+        struct args k = *a;
+        k.ncopies = 0;
+        each_key(cmd, &k, visit_forget, &v);
+        args_release(&k);
+        counts = true;
+    } else if (reads(cmd)) {
+        counts = (t->flags & TRACK_OPTIN) ? t->caching
+               : (t->flags & TRACK_OPTOUT) ? !t->caching : true;
+    } else {
+        counts = !strcmp(cmd->name, "exec");
+    }
+    r->track = counts;
+    if (!client_in_multi(c) && strncmp(cmd->name, "client", 6) != 0)
+        t->caching = false;
+}
+
+/* ---- the commands ------------------------------------------------------------------ */
+
+/* Whether prefix p (len bytes) and q (qlen) overlap: one starts the other. */
+static bool overlap(const char *p, size_t len, const char *q, size_t qlen)
+{
+    return !memcmp(p, q, len < qlen ? len : qlen);
+}
+
+/* redis-server's checkPrefixCollisionsOrReply: the new prefixes against
+ * the client's and against each other. */
+static bool prefixes_ok(struct client *c, struct req *r, const struct track_client *t,
+                        struct args *a, const uint32_t *at, uint32_t n)
+{
+    const char *q;
+    uint32_t qlen;
+    size_t len, len2;
+
+    for (uint32_t i = 0; i < n; i++) {
+        const char *p = args_get(a, at[i], &len);
+        for (size_t k = 0; t != NULL && (q = klist_next(&t->prefixes, &k, &qlen)) != NULL;)
+            if (overlap(p, len, q, qlen)) {
+                client_reply_error(c, r, "ERR Prefix '%.*s' overlaps with an existing prefix "
+                                   "'%.*s'. Prefixes for a single client must not overlap.",
+                                   (int)(len < 128 ? len : 128), p,
+                                   (int)(qlen < 128 ? qlen : 128), q);
+                return false;
+            }
+        for (uint32_t j = i + 1; j < n; j++) {
+            const char *p2 = args_get(a, at[j], &len2);
+            p = args_get(a, at[i], &len);
+            if (overlap(p, len, p2, len2)) {
+                client_reply_error(c, r, "ERR Prefix '%.*s' overlaps with another provided "
+                                   "prefix '%.*s'. Prefixes for a single client must not "
+                                   "overlap.", (int)(len < 128 ? len : 128), p,
+                                   (int)(len2 < 128 ? len2 : 128), p2);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* Where client id is, for a REDIRECT: this loop (*sink), or another
+ * (*loop). False: nowhere in c's pool. */
+struct seek {
+    uint64_t id;
+    bool     found;
+    uint32_t loop;
+};
+
+static void seek_one(struct pool *q, void *arg)
+{
+    struct seek *s = arg;
+
+    if (!s->found && by_id(q, s->id) != NULL) {
+        s->found = true;
+        s->loop = cur_loop->id;
+    }
+}
+
+static bool redir_find(struct client *c, uint64_t id, struct track_redir *rd)
+{
+    struct client *x = by_id(c->pool, id);
+    struct seek s = {.id = id};
+
+    memset(rd, 0, sizeof(*rd));
+    rd->id = id;
+    rd->pool = (uint32_t)(c->pool - cur_loop->pools);
+    if (x != NULL) {
+        rd->sink = state_make(x)->sink;
+        rd->sink->refs++;
+        return true;
+    }
+    if (loop_count() > 1)
+        pool_each(c->pool, seek_one, &s);
+    rd->loop = s.loop;
+    return s.found;
+}
+
+/* BCAST: every server's BCAST connection up before r is answered. */
+static void bcast_start(struct client *c, struct track_client *t, struct req *r)
+{
+    struct pool *p = c->pool;
+    struct track_wait *w = xcalloc(1, sizeof(*w));
+
+    w->sink = t->sink;
+    w->sink->refs++;
+    w->r = r;
+    w->left = 1;
+    t->waiting = w;
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!p->servers[s].active)
+            continue;
+        struct req *q = req_get();
+        struct resp_w rw = client_cmd_w(c, &q->out);
+        resp_w_command(&rw, 1, (const char *const[]){"PING"}, NULL);
+        q->on_reply = bcast_pinged;
+        q->u.track_wait = w;
+        w->left++;
+        backend_send(&p->servers[s].conns[POOL_CONN_BCAST(p)], q);
+    }
+    if (--w->left == 0)
+        wait_end(w);
+}
+
+/* CLIENT TRACKING ON: false if refused (answered), else r is answered or
+ * will be (*later: BCAST's connections first). */
+static bool tracking_on(struct client *c, struct req *r, struct args *a, uint8_t flags,
+                        const struct track_redir *rd, const uint32_t *pfx, uint32_t npfx,
+                        bool *later)
+{
+    struct track_client *t = state(c);
+    bool was = c->tracking;
+    size_t len;
+
+    if (c->db != c->pool->conf->redis_db) {
+        client_reply_error(c, r, "ERR shardis tracks keys in database %d only: SELECT %d "
+                           "first", c->pool->conf->redis_db, c->pool->conf->redis_db);
+        return false;
+    }
+    if ((flags & TRACK_BCAST) && !prefixes_ok(c, r, was ? t : NULL, a, pfx, npfx))
+        return false;
+    t = state_make(c);
+    if (!was)
+        klist_clear(&t->prefixes);
+    for (uint32_t i = 0; i < npfx; i++) {
+        const char *p = args_get(a, pfx[i], &len);
+        klist_add(&t->prefixes, p, len);
+    }
+    /* BCAST without a prefix: the empty one, every key (redis-server's). */
+    if ((flags & TRACK_BCAST) && npfx == 0 && !has_prefix(t, "", 0))
+        klist_add(&t->prefixes, "", 0);
+    sink_unref(t->redir.sink);
+    t->redir = *rd;
+    t->flags = flags;
+    t->caching = false;
+    t->dirty = true;
+    c->tracking = 1;
+    /* Its later requests go over other connections (BCAST NOLOOP's too, so
+     * that their replies are seen): none may run before its earlier ones
+     * are answered, as after HELLO. */
+    bool via = !(flags & TRACK_BCAST) || (flags & TRACK_NOLOOP);
+    if (via != c->track_via)
+        gate_hold(c, r);
+    c->track_via = via;
+    if (flags & TRACK_BCAST) {
+        bcast_join(c->pool, t->sink);
+        if (!was) {
+            *later = true;
+            bcast_start(c, t, r);
+        }
+    }
+    return true;
+}
+
+static void tracking_off(struct client *c, struct req *r)
+{
+    struct track_client *t = state(c);
+
+    if (c->track_via && r != NULL)
+        gate_hold(c, r);
+    c->tracking = 0;
+    c->track_via = 0;
+    if (t != NULL) {
+        t->flags = 0;
+        t->caching = false;
+        klist_clear(&t->prefixes);
+        own_clear(t);
+        sink_unref(t->redir.sink);
+        memset(&t->redir, 0, sizeof(t->redir));
+    }
+}
+
+void track_reset(struct client *c)
+{
+    tracking_off(c, NULL);          /* (RESET holds the gate itself) */
+}
+
+bool track_may_select(struct client *c, struct req *r)
+{
+    if (!c->tracking)
+        return true;
+    client_reply_error(c, r, "ERR shardis tracks keys in database %d only: CLIENT TRACKING "
+                       "OFF first", c->pool->conf->redis_db);
+    return false;
+}
+
+/* CLIENT TRACKING, in redis-server's order of checks. True if r is to be
+ * answered later (BCAST's connections). */
+static bool cmd_tracking(struct client *c, struct req *r, struct args *a)
+{
+    struct track_client *t = state(c);
+    struct track_redir rd = {0};
+    uint8_t flags = 0;
+    uint32_t pfx[64], npfx = 0;
+    bool later = false;
+
+    for (uint32_t j = 3; j < a->argc; j++) {
+        bool more = j + 1 < a->argc;
+        if (args_is(a, j, "redirect") && more) {
+            long long id;
+            j++;
+            if (rd.id != 0) {
+                client_reply_error(c, r, "ERR A client can only redirect to a single other "
+                                   "client");
+                goto refused;
+            }
+            if (!args_ll(a, j, &id)) {
+                client_reply_error(c, r, "ERR value is not an integer or out of range");
+                goto refused;
+            }
+            if (id <= 0 || !redir_find(c, (uint64_t)id, &rd)) {
+                client_reply_error(c, r, "ERR The client ID you want redirect to does not "
+                                   "exist");
+                goto refused;
+            }
+        } else if (args_is(a, j, "bcast")) {
+            flags |= TRACK_BCAST;
+        } else if (args_is(a, j, "optin")) {
+            flags |= TRACK_OPTIN;
+        } else if (args_is(a, j, "optout")) {
+            flags |= TRACK_OPTOUT;
+        } else if (args_is(a, j, "noloop")) {
+            flags |= TRACK_NOLOOP;
+        } else if (args_is(a, j, "prefix") && more) {
+            if (npfx == ARRAY_SIZE(pfx)) {
+                client_reply_error(c, r, "ERR shardis takes at most %zu prefixes in one "
+                                   "CLIENT TRACKING", ARRAY_SIZE(pfx));
+                goto refused;
+            }
+            pfx[npfx++] = ++j;
+        } else {
+            client_reply_error(c, r, "ERR syntax error");
+            goto refused;
+        }
+    }
+    if (args_is(a, 2, "on")) {
+        if (!(flags & TRACK_BCAST) && npfx > 0) {
+            client_reply_error(c, r, "ERR PREFIX option requires BCAST mode to be enabled");
+            goto refused;
+        }
+        if (c->tracking && t != NULL && !!(t->flags & TRACK_BCAST) != !!(flags & TRACK_BCAST)) {
+            client_reply_error(c, r, "ERR You can't switch BCAST mode on/off before disabling "
+                               "tracking for this client, and then re-enabling it with a "
+                               "different mode.");
+            goto refused;
+        }
+        if ((flags & TRACK_BCAST) && (flags & (TRACK_OPTIN | TRACK_OPTOUT))) {
+            client_reply_error(c, r, "ERR OPTIN and OPTOUT are not compatible with BCAST");
+            goto refused;
+        }
+        if ((flags & TRACK_OPTIN) && (flags & TRACK_OPTOUT)) {
+            client_reply_error(c, r, "ERR You can't specify both OPTIN mode and OPTOUT mode");
+            goto refused;
+        }
+        if (c->tracking && t != NULL &&
+            (((flags & TRACK_OPTIN) && (t->flags & TRACK_OPTOUT)) ||
+             ((flags & TRACK_OPTOUT) && (t->flags & TRACK_OPTIN)))) {
+            client_reply_error(c, r, "ERR You can't switch OPTIN/OPTOUT mode before disabling "
+                               "tracking for this client, and then re-enabling it with a "
+                               "different mode.");
+            goto refused;
+        }
+        if (!tracking_on(c, r, a, flags, &rd, pfx, npfx, &later))
+            goto refused;
+    } else if (args_is(a, 2, "off")) {
+        sink_unref(rd.sink);
+        tracking_off(c, r);
+    } else {
+        client_reply_error(c, r, "ERR syntax error");
+        goto refused;
+    }
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_simple(&w, "OK");
+    return later;
+refused:
+    sink_unref(rd.sink);
+    return false;
+}
+
+static void cmd_caching(struct client *c, struct req *r, struct args *a)
+{
+    struct track_client *t = state(c);
+
+    if (!c->tracking || t == NULL) {
+        client_reply_error(c, r, "ERR CLIENT CACHING can be called only when the client is in "
+                           "tracking mode with OPTIN or OPTOUT mode enabled");
+        return;
+    }
+    if (args_is(a, 2, "yes")) {
+        if (!(t->flags & TRACK_OPTIN)) {
+            client_reply_error(c, r, "ERR CLIENT CACHING YES is only valid when tracking is "
+                               "enabled in OPTIN mode.");
+            return;
+        }
+    } else if (args_is(a, 2, "no")) {
+        if (!(t->flags & TRACK_OPTOUT)) {
+            client_reply_error(c, r, "ERR CLIENT CACHING NO is only valid when tracking is "
+                               "enabled in OPTOUT mode.");
+            return;
+        }
+    } else {
+        client_reply_error(c, r, "ERR syntax error");
+        return;
+    }
+    t->caching = true;
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_simple(&w, "OK");
+}
+
+/* CLIENT TRACKINGINFO, as redis-server's: flags (a set), redirect,
+ * prefixes. */
+static void cmd_trackinginfo(struct client *c, struct req *r)
+{
+    const struct track_client *t = c->tracking ? state(c) : NULL;
+    uint8_t f = t != NULL ? t->flags : 0;
+    bool caching = t != NULL && t->caching;
+    const char *list[8], *p;
+    uint32_t plen;
+    int m = 0;
+
+    list[m++] = c->tracking ? "on" : "off";
+    if (f & TRACK_BCAST)
+        list[m++] = "bcast";
+    if (f & TRACK_OPTIN) {
+        list[m++] = "optin";
+        if (caching)
+            list[m++] = "caching-yes";
+    }
+    if (f & TRACK_OPTOUT) {
+        list[m++] = "optout";
+        if (caching)
+            list[m++] = "caching-no";
+    }
+    if (f & TRACK_NOLOOP)
+        list[m++] = "noloop";
+    if (t != NULL && t->redir.broken)
+        list[m++] = "broken_redirect";
+    struct resp_w w = client_w(c, &r->rsp);
+    resp_w_map(&w, 3);
+    resp_w_bulk_str(&w, "flags");
+    resp_w_set(&w, m);
+    for (int i = 0; i < m; i++)
+        resp_w_bulk_str(&w, list[i]);
+    resp_w_bulk_str(&w, "redirect");
+    resp_w_int(&w, t != NULL ? (long long)t->redir.id : -1);
+    resp_w_bulk_str(&w, "prefixes");
+    resp_w_array(&w, t != NULL ? t->prefixes.n : 0);
+    for (size_t at = 0; t != NULL && (p = klist_next(&t->prefixes, &at, &plen)) != NULL;)
+        resp_w_bulk(&w, p, plen);
+}
+
+bool track_command(struct client *c, struct req *r, struct args *a)
+{
+    if (args_is(a, 1, "tracking"))
+        return cmd_tracking(c, r, a);
+    if (args_is(a, 1, "caching")) {
+        cmd_caching(c, r, a);
+    } else if (args_is(a, 1, "getredir")) {
+        const struct track_client *t = c->tracking ? state(c) : NULL;
+        struct resp_w w = client_w(c, &r->rsp);
+        resp_w_int(&w, t != NULL ? (long long)t->redir.id : -1);
+    } else {
+        cmd_trackinginfo(c, r);
+    }
+    return false;
+}
+
+/* ---- figures ------------------------------------------------------------------------ */
+
+void track_figures(const struct pool *p, struct track_figures *f)
+{
+    const struct track_tab *t = p->track;
+    const char *x, *y;
+    uint32_t xl, yl;
+
+    for (uint32_t i = 0; i < p->front.nclients; i++)
+        f->clients += p->front.clients[i]->tracking;
+    if (t == NULL)
+        return;
+    f->keys += t->nkeys;
+    for (uint32_t b = 0; b < t->nbuckets; b++)
+        for (const struct track_entry *e = t->buckets[b]; e != NULL; e = e->next)
+            f->items += e->nsinks;
+    /* Prefixes, each once however many clients name it. */
+    for (uint32_t i = 0; i < t->nbcast; i++) {
+        const struct track_client *ti;
+        if (!bcast_still(t->bcast[i]) || (ti = state(t->bcast[i]->c)) == NULL)
+            continue;
+        for (size_t at = 0; (x = klist_next(&ti->prefixes, &at, &xl)) != NULL;) {
+            bool seen = false;
+            for (uint32_t j = 0; j < i && !seen; j++) {
+                const struct track_client *tj;
+                if (!bcast_still(t->bcast[j]) || (tj = state(t->bcast[j]->c)) == NULL)
+                    continue;
+                for (size_t at2 = 0; !seen && (y = klist_next(&tj->prefixes, &at2, &yl)) != NULL;)
+                    seen = xl == yl && !memcmp(x, y, xl);
+            }
+            f->prefixes += !seen;
+        }
+    }
+}
+
+/* ---- the module -------------------------------------------------------------------- */
+
+/* BCAST connections: kept up while a BCAST client of the loop is there
+ * (retried after a failure), closed once none is; the BCAST clients gone
+ * leave the list. */
+static void track_tick(struct pool *p, uint64_t now)
+{
+    struct track_tab *t = p->track;
+    uint32_t n = 0;
+
+    (void)now;
+    /* A RESP2 tracking connection waits for RESP3's: which must come up
+     * (again, after a failure). */
+    for (uint32_t s = 0; t != NULL && s < p->nservers; s++)
+        if (p->servers[s].conns[POOL_CONN_TRACK2(p)].held_back)
+            backend_keep_up(&p->servers[s].conns[POOL_CONN_TRACK3(p)]);
+    if (t == NULL || (t->nbcast == 0 && t->bcast_cap == 0))
+        return;
+    for (uint32_t i = 0; i < t->nbcast; i++)
+        if (bcast_still(t->bcast[i]))
+            t->bcast[n++] = t->bcast[i];
+        else
+            sink_unref(t->bcast[i]);
+    t->nbcast = n;
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        struct backend *b = &p->servers[s].conns[POOL_CONN_BCAST(p)];
+        if (n > 0 && p->servers[s].active) {
+            backend_keep_up(b);
+        } else if (n == 0 && b->state != BACKEND_DOWN && backend_idle(b)) {
+            b->tracked = 0;         /* (closed on purpose: nothing is lost) */
+            backend_close(b);
+        }
+    }
+    if (n == 0) {
+        free(t->bcast);
+        t->bcast = NULL;
+        t->bcast_cap = 0;
+    }
+}
+
+static void track_pool_free(struct pool *p)
+{
+    struct track_tab *t = p->track;
+
+    if (t == NULL)
+        return;
+    tab_clear(t);
+    for (uint32_t i = 0; i < t->nbcast; i++)
+        sink_unref(t->bcast[i]);
+    free(t->bcast);
+    free(t->buckets);
+    free(t);
+    p->track = NULL;
+}
+
+const struct module track_module = {
+    .name = "track",
+    .pool_free = track_pool_free,
+    .keys_rerouted = flush_all,
+    .tick = track_tick,
+    .roles = &(const struct module_roles){
+        .track = track_route,
+    },
+};

@@ -1,0 +1,521 @@
+#!/usr/bin/python3
+"""test_track.py -- client-side caching through shardis (CLIENT TRACKING):
+each check runs against a direct redis-server first (the reference: what a
+client sees from one Redis) and then through shardis in front of three
+servers, with the keys it tracks on every server, and must see the same
+invalidations:
+
+- default mode: every key read (GET, a split MGET) is invalidated once when
+  it changes, by a client of shardis or by a write made directly on its
+  server; a key not read, or read and invalidated already, is not;
+- OPTIN with CLIENT CACHING YES, OPTOUT with CLIENT CACHING NO, NOLOOP;
+- a transaction's reads are tracked;
+- FLUSHALL: one null invalidation;
+- pushes interleaved with pipelined replies are never taken for replies;
+- CLIENT TRACKING, CACHING, GETREDIR and TRACKINGINFO answer as
+  redis-server does, errors included;
+and, through shardis only: a server that is killed, and a reload that
+gives keys another server, each send a null invalidation ("drop
+everything"), so that nothing cached stays stale.
+
+Invalidations are awaited deterministically: after the writes, the
+tracking client reads a key on each server over its own connection (a
+barrier), and redis-server sends an invalidation on a connection before
+any reply that comes after it.
+
+Run: /usr/bin/python3 tests/integration/test_track.py --shardis build/shardis
+"""
+import os
+import signal
+import sys
+import time
+
+import redis
+
+import harness as h
+from harness import Fail, Raw, RedisServer, Shardis, check, enc, expect, expect_eq
+
+
+NULL_PUSH = b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+
+
+def bulk(n):
+    return b"$%d\r\n%d\r\n" % (len(str(n)), n)
+
+
+def is_push(frame):
+    return frame.startswith(b">")
+
+
+class Tracker:
+    """A RESP3 client that tracks: replies in order, pushes set aside."""
+
+    def __init__(self, port, *track):
+        self.raw = Raw(port)
+        self.pushes = []
+        self.cmd("HELLO", "3")
+        if track:
+            expect_eq(self.cmd("CLIENT", "TRACKING", "ON", *track), b"+OK\r\n",
+                      "CLIENT TRACKING ON")
+
+    def reply(self):
+        while True:
+            f = self.raw.reply()
+            if not is_push(f):
+                return f
+            self.pushes.append(f)
+
+    def cmd(self, *args):
+        self.raw.send(enc(*args))
+        return self.reply()
+
+    def pipeline(self, *cmds):
+        self.raw.send(b"".join(enc(*c) for c in cmds))
+        return [self.reply() for _ in cmds]
+
+    def invalidated(self, barrier):
+        """The invalidations received up to a read of each barrier key:
+        [key, ...] (None for a null one), in order; then none are kept."""
+        for k in barrier:
+            self.reply_to(k)
+        out = []
+        for f in self.pushes:
+            if f == NULL_PUSH:
+                out.append(None)
+                continue
+            v = h.parse(b"*" + f[1:])          # a push parsed as the array it is
+            expect(v[0] == b"invalidate", "a push that is no invalidation: %r" % f)
+            out.extend(v[1])
+        self.pushes = []
+        return out
+
+    def reply_to(self, key):
+        got = self.cmd("EXISTS", key)
+        expect_eq(got, b":0\r\n", "EXISTS %s (a barrier)" % key)
+
+    def close(self):
+        self.raw.close()
+
+
+class Target:
+    """Where a check runs: a direct redis-server, or shardis in front of
+    three; keys(n) gives n keys on each server, barrier one key per server
+    (never written), write() a client of the same target."""
+
+    def __init__(self, name, port, servers, px=None):
+        self.name = name
+        self.port = port
+        self.servers = servers
+        self.px = px
+        self.writer = redis.Redis(h.HOST, port, socket_timeout=10)
+        self.barrier = self.keys("barrier:", 1)
+        self.seq = 0
+
+    def keys(self, prefix, n):
+        if self.px is None:
+            return [("%s%d" % (prefix, i)).encode() for i in range(n)]
+        out = []
+        for s in range(len(self.servers)):
+            out += self.px.keys_on(prefix, s, n)
+        return out
+
+    def fresh(self, prefix, n=1):
+        self.seq += 1
+        return self.keys("%s%d:" % (prefix, self.seq), n)
+
+
+def t_default(t):
+    """GET and a split MGET track every key read; a change by another
+    client, or made directly on the server, invalidates it once."""
+    a = Tracker(t.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    ks = t.fresh("def:", 2)
+    for k in ks:
+        t.writer.set(k, "v")
+    half = len(ks) // 2
+    for k in ks[:half]:
+        expect_eq(a.cmd("GET", k), b"$1\r\nv\r\n", "GET")
+    got = a.cmd("MGET", *ks[half:])
+    expect(got.startswith(b"*%d\r\n" % (len(ks) - half)), "MGET: %r" % got)
+    expect_eq(a.invalidated(t.barrier), [], "invalidations before any write")
+    for k in ks[::2]:
+        t.writer.set(k, "w")
+    for i, k in enumerate(ks[1::2]):        # directly on the server that holds it
+        srv = t.servers[0] if t.px is None else t.servers[t.px.whereis([k])[k]]
+        srv.client.set(k, "x")
+    got = a.invalidated(t.barrier)
+    expect_eq(sorted(got), sorted(ks), "keys invalidated")
+    for k in ks:                            # not read again: not tracked any more
+        t.writer.set(k, "y")
+    expect_eq(a.invalidated(t.barrier), [], "invalidations of keys not read since")
+    a.close()
+    return "%d keys, each invalidated once" % len(ks)
+
+
+def t_not_read(t):
+    """A key written but never read by the tracking client: no invalidation."""
+    a = Tracker(t.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    ks = t.fresh("nr:")
+    for k in ks:
+        a.cmd("SET", k, "1")
+        t.writer.incr(k)
+    expect_eq(a.invalidated(t.barrier), [], "invalidations")
+    a.close()
+
+
+def t_optin(t):
+    a = Tracker(t.port, "OPTIN")
+    ks = t.fresh("in:", 2)
+    cached = []
+    for i, k in enumerate(ks):
+        if i % 2:
+            expect_eq(a.cmd("CLIENT", "CACHING", "YES"), b"+OK\r\n", "CACHING YES")
+            cached.append(k)
+        a.cmd("GET", k)
+    for k in ks:
+        t.writer.set(k, "1")
+    expect_eq(sorted(a.invalidated(t.barrier)), sorted(cached), "keys invalidated")
+    a.close()
+    return "%d of %d reads cached" % (len(cached), len(ks))
+
+
+def t_optout(t):
+    a = Tracker(t.port, "OPTOUT")
+    ks = t.fresh("out:", 2)
+    cached = []
+    for i, k in enumerate(ks):
+        if i % 2:
+            expect_eq(a.cmd("CLIENT", "CACHING", "NO"), b"+OK\r\n", "CACHING NO")
+        else:
+            cached.append(k)
+        a.cmd("GET", k)
+    for k in ks:
+        t.writer.set(k, "1")
+    expect_eq(sorted(a.invalidated(t.barrier)), sorted(cached), "keys invalidated")
+    a.close()
+
+
+def t_noloop(t):
+    """NOLOOP: the client's own writes are not reported, others' are."""
+    a = Tracker(t.port, "NOLOOP")
+    ks = t.fresh("loop:", 2)
+    a.cmd("MGET", *ks)
+    mine, theirs = ks[::2], ks[1::2]
+    for k in mine:
+        expect_eq(a.cmd("SET", k, "mine"), b"+OK\r\n", "SET")
+    for k in theirs:
+        t.writer.set(k, "theirs")
+    expect_eq(sorted(a.invalidated(t.barrier)), sorted(theirs), "keys invalidated")
+    a.close()
+
+
+def t_transaction(t):
+    """What a transaction reads is tracked."""
+    a = Tracker(t.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    k = t.fresh("tx:")[0]
+    t.writer.set(k, "1")
+    got = a.pipeline(("MULTI",), ("GET", k), ("EXEC",))
+    expect_eq(got[2], b"*1\r\n$1\r\n1\r\n", "EXEC")
+    t.writer.set(k, "2")
+    expect_eq(a.invalidated(t.barrier), [k], "keys invalidated")
+    a.close()
+
+
+def t_pipelined(t):
+    """Invalidations that come while a pipeline's replies do are pushes,
+    never taken for replies: every reply is the one its request expects."""
+    a = Tracker(t.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    ks = t.fresh("pipe:", 2)
+    for k in ks:
+        t.writer.set(k, "0")
+    rounds = 30
+    for n in range(rounds):
+        a.raw.send(b"".join(enc("GET", k) for k in ks) + enc("PING"))
+        for k in ks:
+            t.writer.set(k, str(n + 1))     # while the pipeline is on its way
+        for k in ks:
+            got = a.reply()
+            expect(got in (bulk(n), bulk(n + 1)),
+                   "GET %s in round %d: %r" % (k, n, got))
+        expect_eq(a.reply(), b"+PONG\r\n", "PING")
+        a.invalidated(t.barrier)
+        for k in ks:                        # the value of this round, read again
+            a.cmd("GET", k)
+    for k in ks:
+        t.writer.set(k, "end")
+    expect_eq(sorted(a.invalidated(t.barrier)), sorted(ks), "last round's invalidations")
+    a.close()
+    return "%d rounds of %d GETs" % (rounds, len(ks))
+
+
+def t_flushall(t):
+    """FLUSHALL: one null invalidation ("drop everything")."""
+    a = Tracker(t.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    ks = t.fresh("flush:")
+    for k in ks:
+        a.cmd("GET", k)
+    t.writer.flushall()
+    got = a.invalidated(t.barrier)
+    expect_eq(got, [None], "invalidations")
+    a.close()
+
+
+def t_commands(t):
+    """CLIENT TRACKING, CACHING, GETREDIR and TRACKINGINFO: the replies and
+    errors of the sequence, as its own connection gets them."""
+    a = Tracker(t.port)
+    out = []
+    for c in [("CLIENT", "GETREDIR"), ("CLIENT", "TRACKINGINFO"),
+              ("CLIENT", "CACHING", "YES"), ("CLIENT", "TRACKING", "MAYBE"),
+              ("CLIENT", "TRACKING", "ON", "PREFIX", "a"),
+              ("CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"),
+              ("CLIENT", "TRACKING", "ON", "BCAST", "OPTIN"),
+              ("CLIENT", "TRACKING", "ON", "NOSUCH"),
+              ("CLIENT", "TRACKING", "ON", "REDIRECT", "x"),
+              ("CLIENT", "TRACKING", "ON", "OPTIN", "NOLOOP"),
+              ("CLIENT", "TRACKINGINFO"), ("CLIENT", "GETREDIR"),
+              ("CLIENT", "CACHING", "NO"), ("CLIENT", "CACHING", "MAYBE"),
+              ("CLIENT", "CACHING", "YES"), ("CLIENT", "TRACKINGINFO"),
+              ("CLIENT", "TRACKING", "ON", "OPTOUT"),
+              ("CLIENT", "TRACKING", "OFF"), ("CLIENT", "TRACKINGINFO"),
+              ("CLIENT", "TRACKING", "ON", "OPTOUT"), ("CLIENT", "CACHING", "NO"),
+              ("CLIENT", "TRACKINGINFO"), ("CLIENT", "CACHING", "YES"),
+              ("CLIENT", "TRACKING", "OFF"), ("CLIENT", "CACHING", "NO")]:
+        out.append((" ".join(c), a.cmd(*c)))
+    a.close()
+    return out
+
+
+class Subscriber:
+    """A RESP2 client subscribed to __redis__:invalidate: a REDIRECT target."""
+
+    def __init__(self, port):
+        self.raw = Raw(port)
+        self.id = int(self.raw.cmd("CLIENT", "ID")[1:-2])
+        got = self.raw.cmd("SUBSCRIBE", "__redis__:invalidate")
+        expect(got.startswith(b"*3\r\n$9\r\nsubscribe"), "SUBSCRIBE: %r" % got)
+
+    def messages(self, n):
+        """The keys of the next n messages (None for a null one)."""
+        out = []
+        for _ in range(n):
+            v = h.parse(self.raw.reply())
+            expect(v[:2] == [b"message", b"__redis__:invalidate"], "a message: %r" % v)
+            out.append(v[2])
+        return out
+
+    def quiet(self, wait=0.3):
+        """Nothing more arrives for wait s."""
+        self.raw.sock.settimeout(wait)
+        try:
+            d = self.raw.sock.recv(1 << 16)
+        except OSError:
+            d = b""
+        finally:
+            self.raw.sock.settimeout(5)
+        left = bytes(self.raw.buf[self.raw.pos:]) + d
+        expect_eq(left, b"", "more messages")
+
+
+def t_redirect_resp2(t):
+    """A RESP2 client tracks with REDIRECT to a subscriber: the subscriber
+    gets one message per key changed (and a null one for FLUSHALL),
+    whichever server holds the key."""
+    sub = Subscriber(t.port)
+    a = Raw(t.port)
+    expect_eq(a.cmd("CLIENT", "TRACKING", "ON", "REDIRECT", sub.id), b"+OK\r\n", "TRACKING")
+    expect_eq(a.cmd("CLIENT", "GETREDIR"), b":%d\r\n" % sub.id, "GETREDIR")
+    ks = t.fresh("r2:", 2)
+    for k in ks:
+        t.writer.set(k, "1")
+        a.cmd("GET", k)
+    for k in ks:
+        t.writer.set(k, "2")
+    got = sub.messages(len(ks))
+    expect_eq(sorted(x[0] for x in got), sorted(ks), "keys invalidated")
+    for k in ks:                            # read again, then changed again: told again
+        a.cmd("GET", k)
+    t.writer.set(ks[0], "3")
+    expect_eq(sub.messages(1), [[ks[0]]], "invalidated again")
+    sub.quiet()
+    a.close()
+    sub.raw.close()
+    return "%d keys" % len(ks)
+
+
+def t_redirect_resp3(t):
+    """A RESP3 client redirects to a RESP3 one: a push there, none to itself."""
+    target = Tracker(t.port)
+    tid = int(target.cmd("CLIENT", "ID")[1:-2])
+    a = Tracker(t.port, "REDIRECT", str(tid))
+    ks = t.fresh("r3:", 1)
+    for k in ks:
+        a.cmd("GET", k)
+    for k in ks:
+        t.writer.set(k, "1")
+    expect_eq(sorted(target.invalidated(t.barrier)), sorted(ks), "pushed to the target")
+    expect_eq(a.invalidated(t.barrier), [], "pushed to the tracking client")
+    a.close()
+    target.close()
+
+
+def t_redirect_broken(t):
+    """The target gone: the tracking client (RESP3) gets tracking-redir-broken
+    with the target's id, and TRACKINGINFO says broken_redirect."""
+    sub = Subscriber(t.port)
+    a = Tracker(t.port, "REDIRECT", str(sub.id))
+    k = t.fresh("broken:")[0]
+    a.cmd("GET", k)
+    sub.raw.close()
+    got = None
+    deadline = time.monotonic() + 5
+    while got is None and time.monotonic() < deadline:
+        t.writer.set(k, "x")
+        a.cmd("GET", k)
+        for f in a.pushes:
+            if b"tracking-redir-broken" in f:
+                got = f
+        a.pushes = []
+    expect_eq(got, b">2\r\n$21\r\ntracking-redir-broken\r\n:%d\r\n" % sub.id,
+              "the push")
+    info = a.cmd("CLIENT", "TRACKINGINFO")
+    expect(b"broken_redirect" in info, "TRACKINGINFO: %r" % info)
+    a.close()
+
+
+def t_bcast(t):
+    """BCAST with prefixes: every key changed under a prefix, read or not, on
+    any server; one message per prefix; NOLOOP leaves out the client's own."""
+    sub = Subscriber(t.port)
+    a = Raw(t.port)
+    expect_eq(a.cmd("CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", sub.id, "PREFIX", "bca:",
+                    "PREFIX", "bcb:", "NOLOOP"), b"+OK\r\n", "TRACKING")
+    ka = t.keys("bca:", 1)
+    kb = t.keys("bcb:", 1)
+    other = t.keys("bcc:", 1)
+    for k in ka + kb + other:
+        t.writer.set(k, "1")
+    got = sub.messages(len(ka) + len(kb))
+    expect_eq(sorted(x for m in got for x in m), sorted(ka + kb), "keys invalidated")
+    for m in got:                           # each message: one prefix's keys
+        expect(len({x[:4] for x in m}) == 1, "one prefix a message: %r" % m)
+    for k in ka:
+        expect_eq(a.cmd("SET", k, "mine"), b"+OK\r\n", "SET")   # its own: not told
+    t.writer.set(kb[0], "2")
+    expect_eq(sub.messages(1), [[kb[0]]], "after its own writes")
+    info = a.cmd("CLIENT", "TRACKINGINFO")
+    expect_eq(h.parse(info), [b"flags", [b"on", b"bcast", b"noloop"], b"redirect", sub.id,
+                              b"prefixes", [b"bca:", b"bcb:"]], "TRACKINGINFO")
+    sub.quiet()
+    a.close()
+    sub.raw.close()
+
+
+def t_info(px):
+    """INFO's tracking figures are shardis's: its tracking clients, the keys
+    and entries of its table, the BCAST prefixes."""
+    a = Tracker(px.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    b = Tracker(px.port, "BCAST", "PREFIX", "inf:")
+    ks = px.keys_on("info:", 0, 1) + px.keys_on("info:", 1, 1)
+    for k in ks:
+        a.cmd("GET", k)
+    text = Raw(px.port).cmd("INFO").decode()
+    fig = dict(l.split(":", 1) for l in text.split("\r\n") if l.startswith("tracking_"))
+    expect_eq(fig, {"tracking_clients": "2", "tracking_total_keys": "2",
+                    "tracking_total_items": "2", "tracking_total_prefixes": "1"}, "INFO")
+    a.close()
+    b.close()
+
+
+def both(name, fn, direct, px):
+    """fn against the direct server, then through shardis: each must pass;
+    a check that returns what it saw must see the same through both."""
+    got = {}
+
+    def run(t):
+        got[t.name] = fn(t)
+        if isinstance(got[t.name], list):
+            return "%d replies" % len(got[t.name])
+        return got[t.name]
+    check("%s (direct)" % name, run, direct)
+    check(name, run, px)
+    if isinstance(got.get(px.name), list) and isinstance(got.get(direct.name), list):
+        check("%s: shardis answers as redis-server" % name,
+              lambda: [expect_eq(p, d, "reply to %s" % d[0]) for p, d in
+                       zip(got[px.name], got[direct.name])] and None)
+
+
+def t_server_killed(px, servers):
+    """A server that fails: every tracking client may hold its keys, and
+    gets a null invalidation as its connections fail."""
+    a = Tracker(px.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    ks = []
+    for s in range(3):
+        ks += px.keys_on("kill:", s, 1)
+    for k in ks:
+        a.cmd("GET", k)
+    servers[1].kill()
+    a.raw.sock.settimeout(5)
+    f = a.raw.reply()
+    expect_eq(f, NULL_PUSH, "push after the server died")
+    servers[1].launch()
+    a.close()
+
+
+def t_reshard(px, servers):
+    """A reload that adds a server gives keys new owners: a tracking client
+    gets a null invalidation, and tracks again from there."""
+    a = Tracker(px.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    ks = px.keys_on("moved:", 0, 3) + px.keys_on("moved:", 1, 3)
+    for k in ks:
+        px.client.set(k, "1")
+        a.cmd("GET", k)
+    extra = RedisServer("extra-track")
+    extra.name = "redis4"
+    text = open(px.conf).read()
+    with open(px.conf, "w") as f:
+        f.write(text + "    - %s:%d:1 redis4\n" % (h.HOST, extra.port))
+    px.client.execute_command("SHARD.RELOAD")
+    a.raw.sock.settimeout(10)
+    f = a.raw.reply()
+    expect_eq(f, NULL_PUSH, "push after the reload")
+    h.until("the migration finished", lambda: b"state:stable" in
+            px.client.execute_command("SHARD.MIGRATION", "STATUS"), 30)
+    for k in ks:
+        expect_eq(a.cmd("GET", k), b"$1\r\n1\r\n", "GET %r after the move" % k)
+    for k in ks:
+        px.client.set(k, "2")
+    barrier = [px.keys_on("b4:", s, 1)[0] for s in range(4)]
+    expect_eq(sorted(a.invalidated(barrier)), sorted(ks), "invalidations after the move")
+    a.close()
+    extra.kill()
+
+
+def body():
+    direct_srv = RedisServer("direct")
+    servers = h.fresh_servers(3)
+    px = Shardis("px", servers, admin_commands="true")
+    direct = Target("direct", direct_srv.port, [direct_srv])
+    through = Target("shardis", px.port, servers, px)
+    for name, fn in [("default", t_default), ("not_read", t_not_read), ("optin", t_optin),
+                     ("optout", t_optout), ("noloop", t_noloop),
+                     ("transaction", t_transaction), ("pipelined", t_pipelined),
+                     ("flushall", t_flushall), ("commands", t_commands),
+                     ("redirect_resp2", t_redirect_resp2), ("redirect_resp3", t_redirect_resp3),
+                     ("redirect_broken", t_redirect_broken), ("bcast", t_bcast)]:
+        both(name, fn, direct, through)
+    check("info", t_info, px)
+    check("server_killed", t_server_killed, px, servers)
+    h.run_with_servers("reshard", lambda s: t_reshard(Shardis("px-reshard", s, admin_commands="true"), s), 3)
+    check("exit_clean", h.t_exit_clean, px)
+
+
+if __name__ == "__main__":
+    sys.exit(h.main(body))
