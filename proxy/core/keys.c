@@ -317,31 +317,35 @@ static enum keys_found bad_keys(const struct cmd *cmd, struct keys_rule ru, stru
     return KEYS_FOUND;
 }
 
+bool keys_indexed(const struct cmd *cmd, uint32_t argc, struct keys *k)
+{
+    k->n = 0;
+    if (!cmd->index_keys)
+        return false;
+    /* Keys at fixed indexes (GET, MSET, LMOVE ...): step 1 read, with
+     * nothing to search for and no rule to apply. */
+    for (uint32_t j = 0; j < cmd->nspecs; j++) {
+        const struct cmd_keyspec *s = &cmd->specs[j];
+        int64_t first = s->pos, lastkey = s->fk_args[0], limit = s->fk_args[2], last;
+        last = lastkey >= 0 ? first + lastkey
+             : limit == 0 ? (int64_t)argc + lastkey
+             : first + (((int64_t)argc - first) / limit + lastkey);
+        if (first < 1 || last >= argc || last < first || first >= argc || s->fk_args[1] <= 0 ||
+            !add(k, (uint32_t)first, (uint32_t)last, (uint32_t)s->fk_args[1], s->flags)) {
+            k->n = 0;
+            return false;
+        }
+    }
+    return true;
+}
+
 enum keys_found keys_find(const struct cmd *cmd, struct args *a, struct keys *k, char *err)
 {
     struct keys_rule ru;
     int found;
 
-    k->n = 0;
-    if (cmd->index_keys) {
-        /* The quick path: keys at fixed indexes (GET, MSET, LMOVE ...),
-         * step 1 read with nothing to search for and no rule to apply. */
-        uint32_t argc = a->argc;
-        for (uint32_t j = 0; j < cmd->nspecs; j++) {
-            const struct cmd_keyspec *s = &cmd->specs[j];
-            int64_t first = s->pos, lastkey = s->fk_args[0], limit = s->fk_args[2], last;
-            last = lastkey >= 0 ? first + lastkey
-                 : limit == 0 ? (int64_t)argc + lastkey
-                 : first + (((int64_t)argc - first) / limit + lastkey);
-            if (first < 1 || last >= argc || last < first || first >= argc || s->fk_args[1] <= 0 ||
-                !add(k, (uint32_t)first, (uint32_t)last, (uint32_t)s->fk_args[1], s->flags)) {
-                k->n = 0;
-                goto slow;
-            }
-        }
-        return KEYS_FOUND;
-    }
-slow:
+    if (keys_indexed(cmd, a->argc, k))
+        return KEYS_FOUND;          /* the quick path */
     if (!keys_any(cmd))
         return KEYS_NONE;
     ru = rule(cmd);

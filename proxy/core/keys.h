@@ -12,6 +12,7 @@
 #ifndef SHARDIS_KEYS_H
 #define SHARDIS_KEYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,11 @@ enum keys_found {
  * arguments, into k. KEYS_BAD writes redis-server's error text (without
  * the '-') into err[KEYS_ERR_MAX]. */
 enum keys_found keys_find(const struct cmd *cmd, struct args *a, struct keys *k, char *err);
+
+/* keys_find's quick path alone, which reads no argument: true, with k
+ * filled, when cmd's keys are at fixed indexes that argc arguments hold;
+ * else false (k empty: keys_find must read the arguments). */
+bool keys_indexed(const struct cmd *cmd, uint32_t argc, struct keys *k);
 
 /* Whether cmd may name keys at all (a key spec that is not NOT_KEY, or
  * any spec of a pub/sub command: its sharded channels). */

@@ -158,11 +158,14 @@ struct track_client {
     struct track_wait *waiting; /* its CLIENT TRACKING ON BCAST, unanswered, or NULL */
 };
 
+/* A key and who read it: its readers a set of sinks, open-addressed
+ * (linear probing, at most 3/4 full: a reader read again is found in one
+ * probe or two, however many there are). */
 struct track_entry {
     struct track_entry *next;   /* in its bucket */
     uint64_t            hash;
-    struct track_sink **sinks;
-    uint32_t            nsinks, cap;
+    struct track_sink **sinks;  /* [cap], NULL where empty */
+    uint32_t            nsinks, cap;    /* cap: 0 or a power of two */
     uint32_t            klen;
     char                key[];
 };
@@ -183,6 +186,7 @@ struct track_tab {
     uint32_t             nbuckets;  /* a power of two */
     uint32_t             nkeys;
     uint32_t             evict_at;  /* the bucket eviction looks at next */
+    uint32_t             sweep_at;  /* ... and the tick's sweep */
     struct track_sink  **bcast;     /* [nbcast]: BCAST clients (counted) */
     uint32_t             nbcast, bcast_cap;
     struct track_log     log;
@@ -437,14 +441,15 @@ static void tell(struct client *c, const struct klist *keys)
 static void tell_key(struct client *c, const char *key, size_t len)
 {
     char one[sizeof(uint32_t) + 64];
-    struct klist l = {.buf = one, .cap = sizeof(one)};
+    uint32_t n = (uint32_t)len;
+    struct klist l = {.n = 1, .len = sizeof(n) + len, .cap = sizeof(n) + len};
     const struct track_client *t;
 
     if (c == NULL || (t = state(c)) == NULL || (t->flags & TRACK_BCAST))
         return;
-    if (len > sizeof(one) - sizeof(uint32_t))
-        l = (struct klist){0};
-    klist_add(&l, key, len);
+    l.buf = l.len <= sizeof(one) ? one : xmalloc(l.len);
+    memcpy(l.buf, &n, sizeof(n));
+    memcpy(l.buf + sizeof(n), key, len);
     tell(c, &l);
     if (l.buf != one)
         free(l.buf);
@@ -452,15 +457,22 @@ static void tell_key(struct client *c, const char *key, size_t len)
 
 /* ---- the table --------------------------------------------------------------------- */
 
+/* FNV-1a, its bits mixed (splitmix64's finalizer): the table takes the
+ * low ones. Never 0, the log's null. */
 static uint64_t hash_key(const char *p, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;    /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
 
     for (size_t i = 0; i < len; i++) {
         h ^= (unsigned char)p[i];
         h *= 1099511628211ull;
     }
-    return h | 1;                           /* (0 is the log's null) */
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h != 0 ? h : 1;
 }
 
 static struct track_tab *tab_of(struct pool *p)
@@ -490,7 +502,9 @@ static void entry_drop(struct track_tab *t, struct track_entry **at, bool told)
 
     *at = e->next;
     t->nkeys--;
-    for (uint32_t i = 0; i < e->nsinks; i++) {
+    for (uint32_t i = 0; i < e->cap; i++) {
+        if (e->sinks[i] == NULL)
+            continue;
         if (told)
             tell_key(e->sinks[i]->c, e->key, e->klen);
         sink_unref(e->sinks[i]);
@@ -530,6 +544,55 @@ static void evict(struct track_tab *t)
     }
 }
 
+/* Where s is, or goes, in e's set (cap > 0). */
+static uint32_t sink_slot(const struct track_entry *e, const struct track_sink *s)
+{
+    uint32_t i = (uint32_t)(((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (e->cap - 1);
+
+    while (e->sinks[i] != NULL && e->sinks[i] != s)
+        i = (i + 1) & (e->cap - 1);
+    return i;
+}
+
+/* Add s to e's readers: false if it is one already. */
+static bool sinks_add(struct track_entry *e, struct track_sink *s)
+{
+    if ((e->nsinks + 1) * 4 > e->cap * 3) {
+        struct track_sink **old = e->sinks;
+        uint32_t ocap = e->cap;
+        e->cap = ocap == 0 ? 2 : 2 * ocap;
+        e->sinks = xcalloc(e->cap, sizeof(*e->sinks));
+        for (uint32_t i = 0; i < ocap; i++)
+            if (old[i] != NULL)
+                e->sinks[sink_slot(e, old[i])] = old[i];
+        free(old);
+    }
+    uint32_t i = sink_slot(e, s);
+    if (e->sinks[i] == s)
+        return false;
+    e->sinks[i] = s;
+    e->nsinks++;
+    return true;
+}
+
+/* Take s out of e's readers (the probe runs after it moved back: linear
+ * probing's deletion): false if it was none. */
+static bool sinks_del(struct track_entry *e, const struct track_sink *s)
+{
+    uint32_t i, j, mask = e->cap - 1;
+
+    if (e->cap == 0 || e->sinks[i = sink_slot(e, s)] != s)
+        return false;
+    e->sinks[i] = NULL;
+    e->nsinks--;
+    for (j = (i + 1) & mask; e->sinks[j] != NULL; j = (j + 1) & mask) {
+        struct track_sink *x = e->sinks[j];
+        e->sinks[j] = NULL;
+        e->sinks[sink_slot(e, x)] = x;
+    }
+    return true;
+}
+
 /* Enter s as a reader of key. */
 static void remember(struct pool *p, struct track_sink *s, const char *key, size_t len)
 {
@@ -549,14 +612,8 @@ static void remember(struct pool *p, struct track_sink *s, const char *key, size
         if (++t->nkeys > t->nbuckets)
             grow(t);
     }
-    for (uint32_t i = 0; i < e->nsinks; i++)
-        if (e->sinks[i] == s)
-            return;
-    if (e->nsinks == e->cap) {
-        e->cap = e->cap == 0 ? 2 : e->cap * 2;
-        e->sinks = xrealloc(e->sinks, e->cap * sizeof(*e->sinks));
-    }
-    e->sinks[e->nsinks++] = s;
+    if (!sinks_add(e, s))
+        return;                     /* (read again: a reader already) */
     s->refs++;
     if (t->nkeys > TRACK_MAX_KEYS)
         evict(t);
@@ -570,12 +627,8 @@ static void forget(struct pool *p, struct track_sink *s, const char *key, size_t
 
     if (t == NULL || (e = *find(t, key, len, hash_key(key, len))) == NULL)
         return;
-    for (uint32_t i = 0; i < e->nsinks; i++)
-        if (e->sinks[i] == s) {
-            e->sinks[i] = e->sinks[--e->nsinks];
-            sink_unref(s);
-            return;
-        }
+    if (sinks_del(e, s))
+        sink_unref(s);
 }
 
 static void log_add(struct track_tab *t, uint64_t hash)
@@ -613,6 +666,33 @@ static void changed(struct pool *p, const char *key, size_t len)
     log_add(t, h);
     if (*at != NULL)
         entry_drop(t, at, true);
+}
+
+/* The tick's sweep: the readers gone (their sink's client closed) out of
+ * the entries of n buckets, and the entries left with none. A client that
+ * goes costs no walk of the table; what it read goes within a few
+ * sweeps of the whole table, at most TRACK_SWEEP buckets a tick. */
+#define TRACK_SWEEP 2048u
+
+static void sweep(struct track_tab *t, uint32_t n)
+{
+    for (; n > 0; n--, t->sweep_at = (t->sweep_at + 1) & (t->nbuckets - 1)) {
+        struct track_entry **at = &t->buckets[t->sweep_at];
+        while (*at != NULL) {
+            struct track_entry *e = *at;
+            for (uint32_t i = 0; i < e->cap; i++) {
+                struct track_sink *s = e->sinks[i];
+                if (s != NULL && s->c == NULL && sinks_del(e, s)) {
+                    sink_unref(s);
+                    i--;            /* (another may have moved back here) */
+                }
+            }
+            if (e->nsinks == 0)
+                entry_drop(t, at, false);
+            else
+                at = &e->next;
+        }
+    }
 }
 
 static void tab_clear(struct track_tab *t)
@@ -702,6 +782,47 @@ static void each_key(const struct cmd *cmd, struct args *a, key_fn *fn, void *ar
         for (uint32_t i = k->first; i <= k->last && i < a->argc; i += k->step ? k->step : 1) {
             const char *key = args_get(a, i, &len);
             fn(arg, key, len);
+        }
+    }
+}
+
+/* Each key of r's command cmd, read from the bytes r was sent as (r->out),
+ * to fn. Keys at fixed indexes (GET, MGET, HGET ...: keys_indexed) are
+ * read in place, with no copy but of a key split over chunks; the others
+ * (scripts, XREAD ...) through a copy of every argument and keys_find. */
+static void out_keys(const struct req *r, const struct cmd *cmd, key_fn *fn, void *arg)
+{
+    struct resp_rd rd;
+    struct resp_val top, v;
+    struct keys k;
+    struct sent s;
+    char buf[256];
+
+    resp_rd_init(&rd, &r->out);
+    if (r->out.len == 0 || resp_rd_next(&rd, &top) < 0 || top.type != RESP_ARRAY)
+        return;
+    if (!keys_indexed(cmd, (uint32_t)top.elems, &k)) {
+        if (sent_read(&r->out, &s)) {
+            each_key(s.cmd, &s.a, fn, arg);
+            sent_free(&s);
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < top.elems && resp_rd_next(&rd, &v) == 0; i++) {
+        bool key = false;
+        for (uint32_t n = 0; n < k.n && !key; n++)
+            key = i >= k.span[n].first && i <= k.span[n].last &&
+                  (i - k.span[n].first) % (k.span[n].step ? k.span[n].step : 1) == 0;
+        if (!key || v.type != RESP_BULK)
+            continue;
+        const char *p = resp_rd_str(&rd, &v, buf, sizeof(buf));
+        if (p != NULL) {
+            fn(arg, p, v.len);
+        } else {
+            char *heap = xmalloc(v.len + 1);
+            resp_rd_copy(&rd, &v, heap, v.len);
+            fn(arg, heap, v.len);
+            free(heap);
         }
     }
 }
@@ -922,8 +1043,8 @@ void track_answered(struct backend *b, struct req *r)
 {
     struct req *top = r->parent != NULL ? r->parent : r;
     struct client *c = top->client;
+    const struct cmd *cmd;
     struct track_client *t;
-    struct sent s;
 
     if (c == NULL || c->closing || (t = state(c)) == NULL)
         return;
@@ -941,20 +1062,19 @@ void track_answered(struct backend *b, struct req *r)
         klist_clear(&t->stash);
         return;
     }
-    if (first == RESP_ERROR || !sent_read(&r->out, &s))
+    if (first == RESP_ERROR || (cmd = cmd_numbered(top->cmd)) == NULL)
         return;
     if (t->flags & TRACK_BCAST) {
-        if (s.cmd->flags & CMD_WRITE)
-            each_key(s.cmd, &s.a, visit_own_answered, &v);
+        if (cmd->flags & CMD_WRITE)
+            out_keys(r, cmd, visit_own_answered, &v);
     } else if (r->in_tx) {
-        if (first == RESP_SIMPLE && reads(s.cmd))
-            each_key(s.cmd, &s.a, visit_stash, &v);     /* +QUEUED */
-    } else if (loop_write(t, s.cmd)) {
-        each_key(s.cmd, &s.a, visit_forget, &v);
-    } else if (reads(s.cmd)) {
-        each_key(s.cmd, &s.a, visit_remember, &v);
+        if (first == RESP_SIMPLE && reads(cmd))
+            out_keys(r, cmd, visit_stash, &v);      /* +QUEUED */
+    } else if (loop_write(t, cmd)) {
+        out_keys(r, cmd, visit_forget, &v);
+    } else if (reads(cmd)) {
+        out_keys(r, cmd, visit_remember, &v);
     }
-    sent_free(&s);
 }
 
 void track_invalidate(struct backend *b, const struct msg *frame)
@@ -1147,7 +1267,10 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
         counts = !strcmp(cmd->name, "exec");
     }
     r->track = counts;
-    if (!client_in_multi(c) && strncmp(cmd->name, "client", 6) != 0)
+    /* (redis-server keeps it through MULTI to EXEC, and through CLIENT's) */
+    if (!strcmp(cmd->name, "exec") || !strcmp(cmd->name, "discard") ||
+        (!client_in_multi(c) && strcmp(cmd->name, "multi") != 0 &&
+         strncmp(cmd->name, "client", 6) != 0))
         t->caching = false;
 }
 
@@ -1565,6 +1688,8 @@ static void track_tick(struct pool *p, uint64_t now)
     uint32_t n = 0;
 
     (void)now;
+    if (t != NULL && t->nkeys > 0)
+        sweep(t, TRACK_SWEEP < t->nbuckets ? TRACK_SWEEP : t->nbuckets);
     /* A RESP2 tracking connection waits for RESP3's: which must come up
      * (again, after a failure). */
     for (uint32_t s = 0; t != NULL && s < p->nservers; s++)

@@ -193,6 +193,11 @@ MINIFY_TESTS = [
     ("HSET 5 fields", lambda k: ["HSET", k] + MINIFY_FIELDS, 100000),
     ("HGETALL 5 fields", lambda k: ["HGETALL", k], 100000),
 ]
+# Client-side caching (bench_track.c: redis-benchmark cannot turn tracking
+# on): RESP3 GETs from 50 connections, -r 100000's keys, with CLIENT
+# TRACKING ON on every connection or not, against shardis and the direct
+# server. (label, pipeline)
+TRACK_TESTS = [("GET RESP3", 1), ("GET -P 16 RESP3", 16)]
 MINIFY_TARGETS = [("shardis", "sh", "01"), ("shardis dictionary, other type", "mf", "02"),
                   ("shardis dictionary, minified", "mf", "01"), ("direct", "direct", "01")]
 
@@ -232,6 +237,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardis", default="build/shardis")
     ap.add_argument("--bench-tx", default="build/tests/bench_tx")
+    ap.add_argument("--bench-track", default="build/tests/bench_track")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="1 round, fewer requests")
     ap.add_argument("--baseline", help="another shardis binary, run without stats_listen")
@@ -383,6 +389,9 @@ def main():
                 results[(name, "minify " + lbl)], cpu[(name, "minify " + lbl)] = [], []
         tx = {"shardis": [], "direct": []}
         tx_seconds = 1 if args.quick else 3
+        track = {(name, lbl, mode): [] for name in ("shardis", "direct")
+                 for lbl, _ in TRACK_TESTS for mode in ("plain", "track")}
+        track_cpu = {k: [] for k in track}
         for rnd in range(args.rounds):
             # The baseline runs last in even rounds, first in odd ones: a
             # row's first run is not always the same proxy's.
@@ -428,6 +437,24 @@ def main():
                                                 str(tx_seconds)]),
                                      capture_output=True, text=True, timeout=120).stdout
                 tx[name].append([float(x) for x in out.split()])
+            # Plain and tracking in turn, the order swapped every round.
+            for lbl, pipeline in TRACK_TESTS:
+                modes = ("plain", "track") if rnd % 2 == 0 else ("track", "plain")
+                for name, port, proc in (("shardis", sh_port, sh), ("direct", direct,
+                                                                    direct_proc)):
+                    for mode in modes:
+                        before = cpu_seconds(proc.pid)
+                        t0 = time.monotonic()
+                        out = subprocess.run(pinned(0, [args.bench_track, HOST, str(port), "50",
+                                                        str(tx_seconds), str(pipeline), mode,
+                                                        "100000"]),
+                                             capture_output=True, text=True,
+                                             timeout=120).stdout.split()
+                        rps = float(out[0])
+                        track[(name, lbl, mode)].append(rps)
+                        track_cpu[(name, lbl, mode)].append(
+                            (cpu_seconds(proc.pid) - before) /
+                            (rps * (time.monotonic() - t0)) * 1e6)
             print("round %d/%d done" % (rnd + 1, args.rounds), file=sys.stderr)
         time.sleep(SETTLE)
         mem["after the benchmark"] = rss_kb(sh.pid)
@@ -503,6 +530,20 @@ def main():
         cs, cs2 = med(cpu[("shardis", lbl)]), med(cpu[("shardis", base)])
         print("| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |" % (
             lbl, s, d, s / d, s / s2, cs, cs / cs2 if cs2 else 0))
+    print()
+    print("Client-side caching (bench_track: RESP3 GETs, -c 50, -r 100000, CLIENT TRACKING ON "
+          "on every connection or not; %d s a run)" % tx_seconds)
+    print()
+    print("| test | target | req/s plain | req/s tracking | tracking/plain | "
+          "CPU us/req plain | CPU us/req tracking | per round (tracking/plain) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for lbl, _ in TRACK_TESTS:
+        for name in ("shardis", "direct"):
+            p, t = track[(name, lbl, "plain")], track[(name, lbl, "track")]
+            print("| %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %s |" % (
+                lbl, name, med(p), med(t), med([b / a for a, b in zip(p, t)]),
+                med(track_cpu[(name, lbl, "plain")]), med(track_cpu[(name, lbl, "track")]),
+                " ".join("%.2f" % (b / a) for a, b in zip(p, t))))
     print()
     print("| TLS (redis-benchmark --tls) | target | req/s | p50 ms | p99 ms | CPU us/req | "
           "vs direct TLS | vs the same plain |")

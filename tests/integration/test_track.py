@@ -417,7 +417,10 @@ def t_bcast(t):
 
 def t_info(px):
     """INFO's tracking figures are shardis's: its tracking clients, the keys
-    and entries of its table, the BCAST prefixes."""
+    and entries of its table, the BCAST prefixes. (FLUSHALL first: what
+    clients gone read stays in the table until it changes, as in
+    redis-server's.)"""
+    px.client.flushall()
     a = Tracker(px.port, )
     a.cmd("CLIENT", "TRACKING", "ON")
     b = Tracker(px.port, "BCAST", "PREFIX", "inf:")

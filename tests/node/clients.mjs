@@ -219,6 +219,44 @@ async function main() {
         }
     });
 
+    // node-redis 6's client-side cache at its defaults: it turns tracking on
+    // (CLIENT TRACKING ON), serves reads from its cache and drops a key when
+    // the server says it changed. A change by another client, on every
+    // server, must reach it: the next read is the new value, not the cached one.
+    await check("node-redis clientSideCache: reads served from its cache, changes seen", async () => {
+        const ks = keys.slice(0, 9);
+        const run = async (port) => {
+            const w = await nodeRedis(port);
+            const c = await nodeRedis(port, { RESP: 3, clientSideCache: {} });
+            try {
+                for (const k of ks) await w.set(k, "v1");
+                const first = [], again = [], after = [];
+                for (const k of ks) first.push(await c.get(k));
+                for (const k of ks) again.push(await c.get(k));
+                const hits = c.clientSideCache.stats().hitCount;
+                for (const k of ks) await w.set(k, "v2");
+                // Each invalidation comes before any later reply on the
+                // tracking connection: a read of each key's server, then.
+                const deadline = Date.now() + 5000;
+                for (;;) {
+                    after.length = 0;
+                    for (const k of ks) after.push(await c.get(k));
+                    if (after.every((v) => v === "v2") || Date.now() > deadline) break;
+                    await sleep(20);
+                }
+                return { first, again, after, hits, size: c.clientSideCache.size() };
+            } finally {
+                await close(w);
+                await close(c);
+            }
+        };
+        const got = await run(shardisPort), want = await run(directPort);
+        assert.deepStrictEqual(got.after, ks.map(() => "v2"), "reads after the change");
+        assert.equal(got.hits, ks.length, "cache hits on the second reads");
+        assert.deepStrictEqual(got, want, "as against redis-server");
+        return ks.length + " keys on every server, " + got.hits + " hits";
+    });
+
     await check("ioredis connects at its defaults with HELLO 3: a RESP3 client", async () => {
         // (ioredis 6.0 negotiates RESP3; shardis's README called it RESP2.)
         const resp = await same(ioredis, async (c) =>
