@@ -299,14 +299,29 @@ class Subscriber:
         got = self.raw.cmd("SUBSCRIBE", "__redis__:invalidate")
         expect(got.startswith(b"*3\r\n$9\r\nsubscribe"), "SUBSCRIBE: %r" % got)
 
-    def messages(self, n):
+    def messages(self, n, timeout=5):
         """The keys of the next n messages (None for a null one)."""
         out = []
+        self.raw.sock.settimeout(timeout)
         for _ in range(n):
             v = h.parse(self.raw.reply())
             expect(v[:2] == [b"message", b"__redis__:invalidate"], "a message: %r" % v)
             out.append(v[2])
         return out
+
+    def drain(self, wait=0.2):
+        """Whatever comes within wait s, dropped."""
+        self.raw.sock.settimeout(wait)
+        try:
+            while True:
+                if not self.raw.sock.recv(1 << 16):
+                    break
+        except OSError:
+            pass
+        finally:
+            self.raw.sock.settimeout(5)
+        self.raw.buf = bytearray()
+        self.raw.pos = 0
 
     def quiet(self, wait=0.3):
         """Nothing more arrives for wait s."""
@@ -345,6 +360,39 @@ def t_redirect_resp2(t):
     a.close()
     sub.raw.close()
     return "%d keys" % len(ks)
+
+
+def t_redirect_resp2_race(t):
+    """RESP2 and REDIRECT: the server's invalidation goes to another
+    connection than the read's reply (through shardis, two connections to
+    the server), and may be read before it. Here it is, on purpose: the
+    read is pipelined behind a 4 MB one, and another client changes the
+    key right after. Whenever the client read the old value, the
+    subscriber must be told of the key."""
+    sub = Subscriber(t.port)
+    a = Raw(t.port, timeout=10)
+    w = Raw(t.port)
+    expect_eq(a.cmd("CLIENT", "TRACKING", "ON", "REDIRECT", sub.id), b"+OK\r\n", "TRACKING")
+    big, k = "{race%d}big" % t.seq, "{race%d}k" % t.seq
+    t.seq += 1
+    w.cmd("SET", big, "x" * (4 << 20))
+    old_reads = 0
+    for n in range(12):
+        w.cmd("SET", k, "old%d" % n)
+        sub.drain()
+        a.send(enc("GET", big) + enc("GET", k))
+        w.send(enc("SET", k, "new%d" % n))
+        expect_eq(len(a.reply()), len(b"$4194304\r\n") + (4 << 20) + 2, "GET big")
+        got = h.parse(a.reply())
+        expect_eq(w.reply(), b"+OK\r\n", "SET")
+        if got == b"old%d" % n:
+            old_reads += 1
+            msgs = sub.messages(1, timeout=3)
+            expect_eq(msgs, [[k.encode()]], "round %d: the old value read, then" % n)
+    expect(old_reads > 0, "no round read the old value: the race was not run")
+    for c in (a, w, sub.raw):
+        c.close()
+    return "%d of 12 rounds read the old value, each invalidated" % old_reads
 
 
 def t_redirect_resp3(t):
@@ -511,7 +559,9 @@ def body():
                      ("optout", t_optout), ("noloop", t_noloop),
                      ("transaction", t_transaction), ("pipelined", t_pipelined),
                      ("flushall", t_flushall), ("commands", t_commands),
-                     ("redirect_resp2", t_redirect_resp2), ("redirect_resp3", t_redirect_resp3),
+                     ("redirect_resp2", t_redirect_resp2),
+                     ("redirect_resp2_race", t_redirect_resp2_race),
+                     ("redirect_resp3", t_redirect_resp3),
                      ("redirect_broken", t_redirect_broken), ("bcast", t_bcast)]:
         both(name, fn, direct, through)
     check("info", t_info, px)
