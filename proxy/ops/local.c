@@ -239,6 +239,8 @@ static void cmd_hello(struct client *c, struct req *r, struct args *a)
  * the default user (authenticated if the pool has no password). */
 static void cmd_reset(struct client *c, struct req *r, struct args *a)
 {
+    bool tracked = c->track_via;    /* (its requests went over tracking connections) */
+
     (void)a;
     pubsub_reset(c);
     monitor_gone(c);
@@ -252,8 +254,9 @@ static void cmd_reset(struct client *c, struct req *r, struct args *a)
         c->rare->name = NULL;
     }
     /* Its later requests go over RESP2 connections of redis_db: as after
-     * HELLO 2 or SELECT, none runs before its earlier ones are answered. */
-    if (c->resp3 || c->db != c->pool->conf->redis_db)
+     * HELLO 2, SELECT or CLIENT TRACKING OFF, none runs before its earlier
+     * ones are answered. */
+    if (c->resp3 || tracked || c->db != c->pool->conf->redis_db)
         gate_hold(c, r);
     c->resp3 = 0;
     c->notouch = 0;

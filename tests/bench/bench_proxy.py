@@ -15,7 +15,10 @@ HGETALL of 5-field hashes through a shardis with idgen.minify (on keys of
 the minified type and of another) beside the plain shardis and the direct
 server,
 next to its GET, and MULTI/EXEC transactions (bench_tx.c) against shardis
-and the direct server (twemproxy has no MULTI). On a machine with 2+ cores the
+and the direct server (twemproxy has no MULTI), and client-side caching's
+rows: RESP3 GETs from 50 connections with CLIENT TRACKING ON on each or not
+(bench_track.c), against shardis and the direct server, unpipelined and
+-P 16. On a machine with 2+ cores the
 client is pinned to core 0 and every server to core 1 (taskset), which keeps
 the spread between runs near 5%; compare the ratios, not absolute numbers.
 

@@ -251,6 +251,46 @@ def t_pipelined(t):
     return "%d rounds of %d GETs" % (rounds, len(ks))
 
 
+def t_switch_keeps_order(t):
+    """CLIENT TRACKING ON, OFF and RESET move a client's requests to other
+    server connections: what it sent before runs first. A 4 MB SET, then
+    the switch and a GET of the key, pipelined: the GET sees that SET. (A
+    server reads a 4 MB SET over several turns, and a GET on another
+    connection meanwhile: without the wait, a third of the rounds saw the
+    value before.)"""
+    a = Raw(t.port, timeout=10)
+    k = t.fresh("order:")[0]
+    rounds = 0
+
+    def reply():                                # (invalidations set aside)
+        while True:
+            got = a.reply()
+            if not got.startswith(b">"):
+                return got
+
+    for proto in ("2", "3"):
+        for switch in (("CLIENT", "TRACKING", "ON"), ("CLIENT", "TRACKING", "OFF"),
+                       ("RESET",)):
+            for n in range(10):
+                a.send(enc("HELLO", proto))
+                reply()
+                if switch[-1] == "OFF" or switch == ("RESET",):
+                    a.send(enc("CLIENT", "TRACKING", "ON"))
+                    expect_eq(reply(), b"+OK\r\n", "TRACKING ON")
+                value = ("%s-%s-%d-" % (proto, switch[-1], n)).encode() + b"x" * (4 << 20)
+                a.send(enc("SET", k, value) + enc(*switch) + enc("GET", k))
+                expect_eq(reply(), b"+OK\r\n", "SET")
+                reply()
+                got = reply()
+                expect(got.endswith(value + b"\r\n"), "%s after %s: GET saw %r" % (
+                    proto, " ".join(switch), got[:40]))
+                a.send(enc("CLIENT", "TRACKING", "OFF"))
+                reply()
+                rounds += 1
+    a.close()
+    return "%d rounds" % rounds
+
+
 def t_flushall(t):
     """FLUSHALL: one null invalidation ("drop everything")."""
     a = Tracker(t.port, )
@@ -558,7 +598,8 @@ def body():
     for name, fn in [("default", t_default), ("not_read", t_not_read), ("optin", t_optin),
                      ("optout", t_optout), ("noloop", t_noloop),
                      ("transaction", t_transaction), ("pipelined", t_pipelined),
-                     ("flushall", t_flushall), ("commands", t_commands),
+                     ("flushall", t_flushall), ("switch_keeps_order", t_switch_keeps_order),
+                     ("commands", t_commands),
                      ("redirect_resp2", t_redirect_resp2),
                      ("redirect_resp2_race", t_redirect_resp2_race),
                      ("redirect_resp3", t_redirect_resp3),
