@@ -91,6 +91,7 @@
 #include "proxy/core/gate.h"
 #include "proxy/core/keys.h"
 #include "proxy/core/pool.h"
+#include "proxy/modules/own.h"
 #include "proxy/modules/track.h"
 #include "proxy/modules/track_int.h"
 #include "proxy/transport/args.h"
@@ -99,6 +100,8 @@
 #include "proxy/transport/loop.h"
 
 static void flush_all(struct pool *p);
+static bool own_change(struct client *c, const struct backend *b, const char *key,
+                       size_t len);
 
 void track_client_gone(struct client *c)
 {
@@ -111,9 +114,11 @@ void track_client_gone(struct client *c)
     sink_unref(t->redir.sink);
     own_clear(t);
     free(t->own);
+    free(t->own_next.keys.buf);
+    free(t->own_tx.buf);
     free(t->stash.buf);
     free(t->prefixes.buf);
-    free(t);
+    free(t);                        /* (its waits go with their PINGs: track_cmd.c) */
     c->rare->track = NULL;
 }
 
@@ -328,18 +333,22 @@ static struct track_entry **find(struct track_tab *t, const char *key, size_t le
     return e;
 }
 
-/* Unlink *at and free it; tell its clients first when tell is set. */
-static void entry_drop(struct track_tab *t, struct track_entry **at, bool told)
+/* Unlink *at and free it; tell its clients first when told is set (but
+ * one whose own write it was, heard on `heard`: NOLOOP). */
+static void entry_drop(struct track_tab *t, struct track_entry **at, bool told,
+                       const struct backend *heard)
 {
     struct track_entry *e = *at;
 
     *at = e->next;
     t->nkeys--;
     for (uint32_t i = 0; i < e->cap; i++) {
+        struct client *c;
         if (e->sinks[i] == NULL)
             continue;
-        if (told)
-            tell_key(e->sinks[i]->c, e->key, e->klen);
+        c = e->sinks[i]->c;
+        if (told && c != NULL && !(heard != NULL && own_change(c, heard, e->key, e->klen)))
+            tell_key(c, e->key, e->klen);
         sink_unref(e->sinks[i]);
     }
     free(e->sinks);
@@ -373,7 +382,7 @@ static void evict(struct track_tab *t)
         if (*at == NULL)
             t->evict_at = (t->evict_at + 1) & (t->nbuckets - 1);
         else
-            entry_drop(t, at, true);
+            entry_drop(t, at, true, NULL);
     }
 }
 
@@ -452,18 +461,6 @@ static void remember(struct pool *p, struct track_sink *s, const char *key, size
         evict(t);
 }
 
-/* Take s off key's readers (a NOLOOP client wrote it). */
-static void forget(struct pool *p, struct track_sink *s, const char *key, size_t len)
-{
-    struct track_tab *t = p->track;
-    struct track_entry *e;
-
-    if (t == NULL || (e = *find(t, key, len, hash_key(key, len))) == NULL)
-        return;
-    if (sinks_del(e, s))
-        sink_unref(s);
-}
-
 static void log_add(struct track_tab *t, uint64_t hash)
 {
     struct track_log *l = &t->log;
@@ -489,23 +486,23 @@ static bool logged_since(const struct track_tab *t, uint64_t h, uint64_t since_u
     return l->n >= TRACK_LOG;
 }
 
-/* key changed: tell its readers, once. */
-static void changed(struct pool *p, const char *key, size_t len)
+/* key changed, as b heard: tell its readers, once. */
+static void changed(const struct backend *b, const char *key, size_t len)
 {
-    struct track_tab *t = tab_of(p);
+    struct track_tab *t = tab_of(b->pool);
     uint64_t h = hash_key(key, len);
     struct track_entry **at = find(t, key, len, h);
 
     log_add(t, h);
     if (*at != NULL)
-        entry_drop(t, at, true);
+        entry_drop(t, at, true, b);
 }
 
 /* The tick's sweep: the readers gone (their sink's client closed) out of
  * the entries of n buckets, and the entries left with none. A client that
- * goes costs no walk of the table; what it read goes within a few
- * sweeps of the whole table, at most TRACK_SWEEP buckets a tick. */
-#define TRACK_SWEEP 2048u
+ * goes costs no walk of the table; what it read goes within a sweep of
+ * the whole table, TRACK_SWEEP buckets a tick (a million keys' in 40 s). */
+#define TRACK_SWEEP 256u
 
 static void sweep(struct track_tab *t, uint32_t n)
 {
@@ -521,7 +518,7 @@ static void sweep(struct track_tab *t, uint32_t n)
                 }
             }
             if (e->nsinks == 0)
-                entry_drop(t, at, false);
+                entry_drop(t, at, false, NULL);
             else
                 at = &e->next;
         }
@@ -532,7 +529,7 @@ static void tab_clear(struct track_tab *t)
 {
     for (uint32_t i = 0; t != NULL && i < t->nbuckets; i++)
         while (t->buckets[i] != NULL)
-            entry_drop(t, &t->buckets[i], false);
+            entry_drop(t, &t->buckets[i], false, NULL);
 }
 
 /* Every tracking client of p (on this loop) drops everything. */
@@ -699,43 +696,58 @@ static const char *prefix_of(const struct track_client *t, const char *key, size
     return NULL;
 }
 
-/* Whether t wrote key itself (BCAST NOLOOP): the note is used up. */
-static bool own(struct track_client *t, const char *key, size_t len)
+/* Where the server says a note's key changed: its RESP3 tracking
+ * connection, or its BCAST one. */
+static const struct backend *note_conn(const struct pool *p, const struct own_write *o)
 {
-    for (uint32_t i = 0; i < t->nown; i++)
-        if (t->own[i].len == len && !memcmp(t->own[i].key, key, len)) {
-            free(t->own[i].key);
-            t->own[i] = t->own[--t->nown];
-            return true;
-        }
-    return false;
+    return &p->servers[o->server].conns[o->bcast ? POOL_CONN_BCAST(p) : POOL_CONN_TRACK3(p)];
 }
 
-static void own_expire(struct track_client *t, uint64_t now)
+/* Whether c is not to be told of key's change heard on b: its own write,
+ * NOLOOP (struct own_write, own_next). A note so used is gone, and so are
+ * those that lapsed. */
+static bool own_change(struct client *c, const struct backend *b, const char *key,
+                       size_t len)
 {
-    for (uint32_t i = 0; i < t->nown;)
-        if (t->own[i].until_ms != 0 && t->own[i].until_ms <= now) {
-            free(t->own[i].key);
+    struct track_client *t = state(c);
+    const char *k;
+    uint32_t klen;
+    bool own = false;
+
+    if (t == NULL || !(t->flags & TRACK_NOLOOP))
+        return false;
+    if (t->own_next.b == b && (b->nreads == t->own_next.nreads ||
+                               (t->own_next.pending && b->nreads == t->own_next.nreads + 1)))
+        for (size_t at = 0; !own && (k = klist_next(&t->own_next.keys, &at, &klen)) != NULL;)
+            own = klen == len && !memcmp(k, key, len);
+    for (uint32_t i = 0; i < t->nown;) {
+        struct own_write *o = &t->own[i];
+        bool lapsed = o->seen && note_conn(c->pool, o)->nreads > o->nreads + 1;
+        bool match = !own && !lapsed && o->server == b->server && o->bcast == b->bcast &&
+                     o->len == len && !memcmp(o->key, key, len);
+        if (lapsed || match) {
+            free(o->key);
             t->own[i] = t->own[--t->nown];
+            own |= match;
         } else {
             i++;
         }
+    }
+    return own;
 }
 
 /* keys (a BCAST connection's push) changed on their server: each BCAST
  * client is told of those under its prefixes, one message per prefix (or
  * one of them all, without prefixes), as redis-server sends them. */
-static void bcast_changed(struct pool *p, const struct klist *keys)
+static void bcast_changed(const struct backend *b, const struct klist *keys)
 {
-    struct track_tab *tab = p->track;
-    uint64_t now = uv_now(cur_loop->uv);
+    struct track_tab *tab = b->pool->track;
 
     for (uint32_t i = 0; tab != NULL && i < tab->nbcast; i++) {
         struct client *c = tab->bcast[i]->c;
         struct track_client *t;
         if (c == NULL || !c->tracking || (t = state(c)) == NULL || !(t->flags & TRACK_BCAST))
             continue;
-        own_expire(t, now);
         size_t at_p = 0;
         uint32_t plen;
         const char *pfx;
@@ -749,8 +761,7 @@ static void bcast_changed(struct pool *p, const struct klist *keys)
             const char *k;
             uint32_t klen;
             for (size_t at = 0; (k = klist_next(keys, &at, &klen)) != NULL;)
-                if (klen >= plen && !memcmp(k, pfx, plen) &&
-                    !((t->flags & TRACK_NOLOOP) && own(t, k, klen)))
+                if (klen >= plen && !memcmp(k, pfx, plen) && !own_change(c, b, k, klen))
                     klist_add(&mine, k, klen);
             if (mine.n > 0)
                 tell(c, &mine);
@@ -794,13 +805,6 @@ static void visit_remember(void *arg, const char *key, size_t len)
         tell_key(v->c, key, len);
 }
 
-static void visit_forget(void *arg, const char *key, size_t len)
-{
-    struct visit *v = arg;
-
-    forget(v->pool, v->t->sink, key, len);
-}
-
 static void visit_stash(void *arg, const char *key, size_t len)
 {
     struct visit *v = arg;
@@ -808,17 +812,65 @@ static void visit_stash(void *arg, const char *key, size_t len)
     klist_add(&v->t->stash, key, len);
 }
 
-static void visit_own_answered(void *arg, const char *key, size_t len)
+static void visit_own_tx(void *arg, const char *key, size_t len)
 {
     struct visit *v = arg;
-    struct track_client *t = v->t;
 
-    for (uint32_t i = 0; i < t->nown; i++)
-        if (t->own[i].until_ms == 0 && t->own[i].len == len &&
-            !memcmp(t->own[i].key, key, len))
-            t->own[i].until_ms = uv_now(cur_loop->uv) + TRACK_OWN_GRACE_MS;
+    klist_add(&v->t->own_tx, key, len);
 }
 
+static void visit_own_next(void *arg, const char *key, size_t len)
+{
+    struct visit *v = arg;
+
+    klist_add(&v->t->own_next.keys, key, len);
+}
+
+/* The notes of its write of key, read: seen now (ok), or gone (its write
+ * failed: it changed nothing). A transaction's EXEC sees them all. */
+struct seen {
+    struct pool         *pool;
+    struct track_client *t;
+    bool                 ok;
+};
+
+static void see(struct seen *v, const char *key, size_t len)
+{
+    struct track_client *t = v->t;
+
+    for (uint32_t i = 0; i < t->nown;) {
+        struct own_write *o = &t->own[i];
+        if (o->seen || (key != NULL && (o->len != len || memcmp(o->key, key, len)))) {
+            i++;
+        } else if (v->ok && backend_unread(note_conn(v->pool, o))) {
+            /* Its invalidation, if it changed the key, is in what that
+             * connection has not read yet: its next read says. */
+            o->seen = true;
+            o->nreads = note_conn(v->pool, o)->nreads;
+            i++;
+        } else {
+            /* Nothing is: it failed, or changed nothing (its invalidation
+             * would be read already). */
+            free(o->key);
+            t->own[i] = t->own[--t->nown];
+        }
+    }
+}
+
+static void visit_seen(void *arg, const char *key, size_t len)
+{
+    see(arg, key, len);
+}
+
+/* t's last write's keys (own_next.keys) were answered on b, now. */
+static void own_next_at(struct track_client *t, const struct backend *b)
+{
+    t->own_next.b = b;
+    t->own_next.nreads = b->nreads;
+    t->own_next.pending = backend_unread(b);
+}
+
+/* (backend_hooks.tracked: every reply on a tracking connection b) */
 void track_answered(struct backend *b, struct req *r)
 {
     struct req *top = r->parent != NULL ? r->parent : r;
@@ -826,32 +878,53 @@ void track_answered(struct backend *b, struct req *r)
     const struct cmd *cmd;
     struct track_client *t;
 
-    if (c == NULL || c->closing || (t = state(c)) == NULL)
+    if (!backend_tracks(r) || c == NULL || c->closing || (t = state(c)) == NULL)
         return;
     char first = resp_rd_head(&r->rsp, NULL, 0);
+    bool next = c->resp3 && !(t->flags & TRACK_BCAST);     /* (own_next, not notes) */
     struct visit v = {.pool = c->pool, .t = t, .poisoned_check = !b->resp3,
                       .since_us = top->t0_us, .c = c};
+    struct seen sv = {.pool = c->pool, .t = t, .ok = first != RESP_ERROR};
     if (r->is_exec) {
-        /* Its transaction ran: what it read there is tracked from now. */
+        /* Its transaction ran: what it read there is tracked from now, and
+         * what it wrote is its own (NOLOOP). */
         if (first == RESP_ARRAY) {
             const char *k;
             uint32_t len;
             for (size_t at = 0; (k = klist_next(&t->stash, &at, &len)) != NULL;)
                 visit_remember(&v, k, len);
+            if (next && t->own_tx.n > 0) {
+                klist_clear(&t->own_next.keys);
+                for (size_t at = 0; (k = klist_next(&t->own_tx, &at, &len)) != NULL;)
+                    klist_add(&t->own_next.keys, k, len);
+                own_next_at(t, b);
+            }
         }
+        see(&sv, NULL, 0);
         klist_clear(&t->stash);
+        klist_clear(&t->own_tx);
         return;
     }
-    if (first == RESP_ERROR || (cmd = cmd_numbered(top->cmd)) == NULL)
+    if ((cmd = cmd_numbered(top->cmd)) == NULL)
         return;
-    if (t->flags & TRACK_BCAST) {
-        if (cmd->flags & CMD_WRITE)
-            out_keys(r, cmd, visit_own_answered, &v);
+    if (loop_write(t, cmd)) {
+        if (r->in_tx) {
+            if (next && first == RESP_SIMPLE)
+                out_keys(r, cmd, visit_own_tx, &v);     /* +QUEUED */
+        } else if (next) {
+            if (first != RESP_ERROR) {
+                klist_clear(&t->own_next.keys);
+                out_keys(r, cmd, visit_own_next, &v);
+                own_next_at(t, b);
+            }
+        } else {
+            out_keys(r, cmd, visit_seen, &sv);
+        }
+    } else if (first == RESP_ERROR || (t->flags & TRACK_BCAST)) {
+        return;
     } else if (r->in_tx) {
         if (first == RESP_SIMPLE && reads(cmd))
-            out_keys(r, cmd, visit_stash, &v);      /* +QUEUED */
-    } else if (loop_write(t, cmd)) {
-        out_keys(r, cmd, visit_forget, &v);
+            out_keys(r, cmd, visit_stash, &v);          /* +QUEUED */
     } else if (reads(cmd)) {
         out_keys(r, cmd, visit_remember, &v);
     }
@@ -880,6 +953,8 @@ void track_invalidate(struct backend *b, const struct msg *frame)
     for (size_t n = v.elems, i = 0; i < n; i++) {
         if (resp_rd_next(&rd, &k) < 0 || k.type != RESP_BULK)
             break;
+        if (own_key(&rd, &k))
+            continue;               /* shardis's own (a BCAST one hears them) */
         const char *key = resp_rd_str(&rd, &k, small, sizeof(small));
         char *heap = NULL;
         if (key == NULL) {
@@ -890,18 +965,47 @@ void track_invalidate(struct backend *b, const struct msg *frame)
         if (b->bcast)
             klist_add(&keys, key, k.len);   /* (its clients are told by prefix) */
         else
-            changed(p, key, k.len);
+            changed(b, key, k.len);
         free(heap);
     }
     if (b->bcast && keys.n > 0)
-        bcast_changed(p, &keys);
+        bcast_changed(b, &keys);
     free(keys.buf);
+}
+
+/* RESP2 tracking connections to server (its shared one, and pins) that
+ * redirect to RESP3's: fn on each. */
+static void each_resp2(struct pool *p, uint32_t server, void (*fn)(struct backend *x))
+{
+    struct backend *x = &p->servers[server].conns[POOL_CONN_TRACK2(p)];
+
+    fn(x);
+    TAILQ_FOREACH(x, &p->dedicated, link)
+        if (x->tracking && !x->resp3 && x->server == server)
+            fn(x);
+}
+
+/* x's redirect is gone with RESP3's connection: nothing more of a
+ * client's is written on it until it redirects again (track3_id). */
+static void hold_back(struct backend *x)
+{
+    if (x->state != BACKEND_DOWN && !x->closing)
+        x->held_back = 1;
 }
 
 void track_untracked(struct backend *b)
 {
-    if (!cur_loop->stopping)
-        flush_all(b->pool);
+    if (cur_loop->stopping)
+        return;
+    flush_all(b->pool);
+    if (b->resp3 && !b->bcast && !backend_dedicated(b))
+        each_resp2(b->pool, b->server, hold_back);
+}
+
+/* The RESP3 tracking connection of b's server, on b's loop. */
+static struct backend *track3_of(const struct backend *b)
+{
+    return &b->pool->servers[b->server].conns[POOL_CONN_TRACK3(b->pool)];
 }
 
 /* REDIRECT set on a RESP2 tracking connection b. Once more on one that
@@ -912,7 +1016,11 @@ static int redirected(struct backend *b, struct req *r)
 {
     if (backend_hello_reply(b, r) < 0)
         return -1;
-    if (r->rsp.len > 0 && b->tracked)
+    if (r->rsp.len == 0)
+        return 0;                   /* (b failed) */
+    /* Losing RESP3's connection now loses what b's server tracks. */
+    track3_of(b)->tracked = 1;
+    if (b->tracked)
         flush_all(b->pool);
     return 0;
 }
@@ -926,17 +1034,18 @@ static void redirect(struct backend *b, uint64_t id)
     snprintf(sid, sizeof(sid), "%llu", (unsigned long long)id);
     backend_queue_own(b, redirected, true, 5,
                       (const char *const[]){"CLIENT", "TRACKING", "ON", "REDIRECT", sid});
-    if (b->held_back) {
-        b->held_back = 0;
-        loop_mark_backend(b);
-    }
+    b->held_back = 0;
+    loop_mark_backend(b);
 }
 
-/* The RESP3 tracking connection of b's server, on b's loop. */
-static struct backend *track3_of(const struct backend *b)
+/* x, RESP2 tracking, redirects to RESP3's connection as it is now, if it
+ * waits for it or redirected to an earlier one. */
+static void redirect_again(struct backend *x)
 {
-    return &b->pool->servers[b->server].conns[POOL_CONN_TRACK3(b->pool)];
+    if (!x->closing && (x->held_back || x->state == BACKEND_UP))
+        redirect(x, track3_of(x)->client_id);
 }
+
 
 /* RESP3's tracking connection to a server knows its CLIENT ID: each RESP2
  * tracking connection to that server redirects there. */
@@ -945,7 +1054,6 @@ static int track3_id(struct backend *b, struct req *r)
     struct pool *p = b->pool;
     struct resp_rd rd;
     struct resp_val v;
-    struct backend *x;
 
     if (r->rsp.len == 0)
         return 0;
@@ -953,13 +1061,7 @@ static int track3_id(struct backend *b, struct req *r)
     if (resp_rd_next(&rd, &v) < 0 || v.type != RESP_INTEGER || v.n <= 0)
         return backend_hello_reply(b, r);      /* (an error: it fails) */
     b->client_id = (uint64_t)v.n;
-    x = &p->servers[b->server].conns[POOL_CONN_TRACK2(p)];
-    if (x->held_back || (x->state == BACKEND_UP && !x->closing))
-        redirect(x, b->client_id);
-    TAILQ_FOREACH(x, &p->dedicated, link)
-        if (x->tracking && !x->resp3 && x->server == b->server && !x->closing &&
-            (x->held_back || x->state == BACKEND_UP))
-            redirect(x, b->client_id);
+    each_resp2(p, b->server, redirect_again);
     return 0;
 }
 
@@ -976,8 +1078,10 @@ void track_hello(struct backend *b)
                           (const char *const[]){"CLIENT", "TRACKING", "ON"});
     } else {
         /* Its invalidations go to RESP3's connection: once that is up and
-         * its id known (track3_id), nothing of a client's before. */
+         * its id known (track3_id), nothing of a client's before (the tick
+         * keeps RESP3's coming up meanwhile). */
         struct backend *to = track3_of(b);
+        tab_of(b->pool);
         b->held_back = 1;
         if (to->client_id != 0 && to->state == BACKEND_UP && !to->closing)
             redirect(b, to->client_id);
@@ -988,22 +1092,25 @@ void track_hello(struct backend *b)
 
 /* ---- routing: what counts ----------------------------------------------------------- */
 
+/* A NOLOOP client's write of key, as it is routed (struct own_write): a
+ * BCAST client's only under its prefixes. */
 static void note_own(void *arg, const char *key, size_t len)
 {
-    struct track_client *t = arg;
+    struct client *c = arg;
+    struct track_client *t = state(c);
     uint32_t plen;
 
-    if (prefix_of(t, key, len, &plen) == NULL)
+    if ((t->flags & TRACK_BCAST) && prefix_of(t, key, len, &plen) == NULL)
         return;
     if (t->nown == t->own_cap) {
         t->own_cap = t->own_cap == 0 ? 4 : 2 * t->own_cap;
         t->own = xrealloc(t->own, t->own_cap * sizeof(*t->own));
     }
-    t->own[t->nown].until_ms = 0;
-    t->own[t->nown].len = (uint32_t)len;
-    t->own[t->nown].key = xmalloc(len + 1);
-    memcpy(t->own[t->nown].key, key, len);
-    t->nown++;
+    struct own_write *o = &t->own[t->nown++];
+    *o = (struct own_write){.len = (uint32_t)len, .server = pool_owner(c->pool, key, len),
+                            .bcast = (t->flags & TRACK_BCAST) != 0};
+    o->key = xmalloc(len + 1);
+    memcpy(o->key, key, len);
 }
 
 /* The track role (route.c, for a client with c->tracking): whether r's
@@ -1020,27 +1127,18 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
     if (t == NULL)
         return;
     t->dirty = true;
-    if (t->flags & TRACK_BCAST) {
-        if ((t->flags & TRACK_NOLOOP) && (cmd->flags & CMD_WRITE)) {
+    if (loop_write(t, cmd)) {
+        /* Its invalidation comes on another connection than its reply
+         * (RESP2's are redirected, BCAST's on their own): noted now, since
+         * it may come first. RESP3's follows its reply (own_next). */
+        if (!c->resp3 || (t->flags & TRACK_BCAST)) {
             struct args k = *a;
             k.ncopies = 0;
-            each_key(cmd, &k, note_own, t);
+            each_key(cmd, &k, note_own, c);
             args_release(&k);
-            r->track = 1;           /* (its reply ends its grace: visit_own_answered) */
         }
-        return;
-    }
-    if (loop_write(t, cmd)) {
-        /* Off its keys now, and again as its reply is read: the server's
-         * invalidation of a RESP2 connection's write may come first, on
-         * the other connection. */
-        struct visit v = {.pool = c->pool, .t = t};
-        struct args k = *a;
-        k.ncopies = 0;
-        each_key(cmd, &k, visit_forget, &v);
-        args_release(&k);
         counts = true;
-    } else if (reads(cmd)) {
+    } else if (reads(cmd) && !(t->flags & TRACK_BCAST)) {
         counts = (t->flags & TRACK_OPTIN) ? t->caching
                : (t->flags & TRACK_OPTOUT) ? !t->caching : true;
     } else {
@@ -1056,6 +1154,23 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
 
 /* ---- the module -------------------------------------------------------------------- */
 
+/* A PING on b, up and with nothing in flight (its reply read by nobody). */
+#define TRACK_KEEPALIVE_MS 500
+
+static int pong(struct backend *b, struct req *r)
+{
+    (void)b, (void)r;
+    return 0;
+}
+
+static void keepalive(struct backend *b)
+{
+    if (b->state == BACKEND_UP && !b->closing && backend_idle(b)) {
+        backend_queue_own(b, pong, false, 1, (const char *const[]){"PING"});
+        loop_mark_backend(b);
+    }
+}
+
 /* BCAST connections: kept up while a BCAST client of the loop is there
  * (retried after a failure), closed once none is; the BCAST clients gone
  * leave the list. */
@@ -1064,15 +1179,30 @@ static void track_tick(struct pool *p, uint64_t now)
     struct track_tab *t = p->track;
     uint32_t n = 0;
 
-    (void)now;
-    if (t != NULL && t->nkeys > 0)
+    if (t == NULL)
+        return;                     /* (no client of the loop ever tracked) */
+    if (t->nkeys > 0)
         sweep(t, TRACK_SWEEP < t->nbuckets ? TRACK_SWEEP : t->nbuckets);
     /* A RESP2 tracking connection waits for RESP3's: which must come up
      * (again, after a failure). */
-    for (uint32_t s = 0; t != NULL && s < p->nservers; s++)
+    for (uint32_t s = 0; s < p->nservers; s++)
         if (p->servers[s].conns[POOL_CONN_TRACK2(p)].held_back)
-            backend_keep_up(&p->servers[s].conns[POOL_CONN_TRACK3(p)]);
-    if (t == NULL || (t->nbcast == 0 && t->bcast_cap == 0))
+            backend_keep_up(track3_of(&p->servers[s].conns[POOL_CONN_TRACK2(p)]));
+    struct backend *x;
+    TAILQ_FOREACH(x, &p->dedicated, link)
+        if (x->held_back && x->tracking && !x->resp3)
+            backend_keep_up(track3_of(x));
+    /* What only hears (RESP3's tracking connection, BCAST's) is never idle
+     * to its server: a server's `timeout` closing it would cost every
+     * tracking client a null. */
+    if (now >= t->ping_ms + TRACK_KEEPALIVE_MS) {
+        t->ping_ms = now;
+        for (uint32_t s = 0; s < p->nservers; s++) {
+            keepalive(&p->servers[s].conns[POOL_CONN_TRACK3(p)]);
+            keepalive(&p->servers[s].conns[POOL_CONN_BCAST(p)]);
+        }
+    }
+    if (t->nbcast == 0 && t->bcast_cap == 0)
         return;
     for (uint32_t i = 0; i < t->nbcast; i++)
         if (bcast_still(t->bcast[i]))

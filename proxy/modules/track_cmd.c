@@ -31,23 +31,29 @@ static bool has_prefix(const struct track_client *t, const char *p, uint32_t len
 }
 
 /* A BCAST client's TRACKING ON waits for every server's BCAST connection:
- * a PING over each; it is answered once all are (the client's request is
- * its track_client's waiting, let go if the client goes). */
+ * a PING over each; it is answered once all are. The client's request is
+ * reached through its track_client's list of waits (waiting), never
+ * through a wait alone: a client that goes takes its requests with it. */
 struct track_wait {
     struct track_sink *sink;    /* the client's (counted) */
     struct req        *r;       /* its CLIENT TRACKING, while it waits */
+    struct track_wait *next;    /* its other waits */
     uint32_t           left;
 };
 
+/* w is over: its request answered if its client is still there. */
 static void wait_end(struct track_wait *w)
 {
     struct client *c = w->sink->c;
-    struct track_client *t;
+    struct track_client *t = c != NULL ? state(c) : NULL;
 
-    if (c != NULL && (t = state(c)) != NULL && t->waiting == w) {
-        t->waiting = NULL;
-        req_done(w->r);
-    }
+    for (struct track_wait **at = t != NULL ? &t->waiting : NULL; at != NULL && *at != NULL;
+         at = &(*at)->next)
+        if (*at == w) {
+            *at = w->next;
+            req_done(w->r);
+            break;
+        }
     sink_unref(w->sink);
     free(w);
 }
@@ -140,8 +146,10 @@ static bool redir_find(struct client *c, uint64_t id, struct track_redir *rd)
     return s.found;
 }
 
-/* BCAST: every server's BCAST connection up before r is answered. */
-static void bcast_start(struct client *c, struct track_client *t, struct req *r)
+/* BCAST: every server's BCAST connection up before r is answered: true
+ * if r waits (its reply written, answered once the PINGs are), false if
+ * nothing was to wait for. */
+static bool bcast_start(struct client *c, struct track_client *t, struct req *r)
 {
     struct pool *p = c->pool;
     struct track_wait *w = xcalloc(1, sizeof(*w));
@@ -149,8 +157,7 @@ static void bcast_start(struct client *c, struct track_client *t, struct req *r)
     w->sink = t->sink;
     w->sink->refs++;
     w->r = r;
-    w->left = 1;
-    t->waiting = w;
+    w->left = 1;                    /* (until every PING is sent) */
     for (uint32_t s = 0; s < p->nservers; s++) {
         if (!p->servers[s].active)
             continue;
@@ -162,8 +169,14 @@ static void bcast_start(struct client *c, struct track_client *t, struct req *r)
         w->left++;
         backend_send(&p->servers[s].conns[POOL_CONN_BCAST(p)], q);
     }
-    if (--w->left == 0)
-        wait_end(w);
+    if (--w->left == 0) {           /* (none to wait for, or each failed at once) */
+        sink_unref(w->sink);
+        free(w);
+        return false;
+    }
+    w->next = t->waiting;
+    t->waiting = w;
+    return true;
 }
 
 /* CLIENT TRACKING ON: false if refused (answered), else r is answered or
@@ -195,8 +208,7 @@ static bool tracking_on(struct client *c, struct req *r, struct args *a, uint8_t
         klist_add(&t->prefixes, "", 0);
     sink_unref(t->redir.sink);
     t->redir = *rd;
-    t->flags = flags;
-    t->caching = false;
+    t->flags = flags;               /* (CACHING given stays, as in redis-server) */
     t->dirty = true;
     c->tracking = 1;
     /* Its later requests go over other connections (BCAST NOLOOP's too, so
@@ -208,10 +220,8 @@ static bool tracking_on(struct client *c, struct req *r, struct args *a, uint8_t
     c->track_via = via;
     if (flags & TRACK_BCAST) {
         track_bcast_join(c->pool, t->sink);
-        if (!was) {
-            *later = true;
-            bcast_start(c, t, r);
-        }
+        if (!was)
+            *later = bcast_start(c, t, r);
     }
     return true;
 }

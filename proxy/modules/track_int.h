@@ -19,11 +19,6 @@
 #define TRACK_MAX_KEYS 1000000u
 /* Invalidations a pool's log keeps (struct track_log). */
 #define TRACK_LOG 4096u
-/* A BCAST NOLOOP client's own write is left out of an invalidation this
- * long after its reply, at most (its server sends the invalidation before
- * the reply; the proxy may read them in either order). */
-#define TRACK_OWN_GRACE_MS 50
-
 enum {
     TRACK_OPTIN  = 1 << 0,
     TRACK_OPTOUT = 1 << 1,
@@ -55,10 +50,22 @@ struct track_redir {
 };
 
 /* A BCAST NOLOOP client's own write of a key (key: len bytes after it). */
+/* A NOLOOP client's own write of a key, of which it is not to be told
+ * (track.c own_change), where its server's invalidation comes on another
+ * connection than the write's reply: a RESP2 client's (redirected to the
+ * RESP3 tracking connection) and a BCAST client's (the BCAST connection).
+ * Noted as the write is routed; an invalidation of the key there is the
+ * write's until the reply is seen and then until that connection's next
+ * read after it: the server sends the invalidation before the reply, so
+ * it is read by then if it was sent. A write that failed or changed
+ * nothing leaves no invalidation: its note lapses. */
 struct own_write {
-    uint64_t until_ms;          /* 0 until its reply; then forgotten after this */
+    char    *key;               /* (owned) */
     uint32_t len;
-    char    *key;
+    uint32_t server;            /* where the key is (at the write) */
+    bool     bcast;             /* said on the BCAST connection, else RESP3's */
+    bool     seen;              /* its reply is read ... */
+    uint32_t nreads;            /* ... and that connection had read this often then */
 };
 
 struct track_client {
@@ -71,9 +78,23 @@ struct track_client {
                                    since the last null invalidation it was sent */
     struct klist stash;         /* keys its open transaction reads, till EXEC's reply */
     struct klist prefixes;      /* BCAST's */
-    struct own_write *own;      /* BCAST NOLOOP: [nown] */
+    struct own_write *own;      /* NOLOOP, RESP2 or BCAST: [nown] (struct own_write) */
     uint32_t  nown, own_cap;
-    struct track_wait *waiting; /* its CLIENT TRACKING ON BCAST, unanswered, or NULL */
+    /* NOLOOP, RESP3, default mode: the keys of its last write, whose
+     * invalidations come right after that write's reply on its connection
+     * b (the server writes its own client's with the reply): in the same
+     * read, or the next if more was waiting in b's socket then (pending).
+     * After that, an invalidation of the key is another client's. A
+     * transaction's writes, till EXEC. */
+    struct {
+        const struct backend *b;
+        uint32_t     nreads;
+        bool         pending;
+        struct klist keys;
+    } own_next;
+    struct klist own_tx;
+    struct track_wait *waiting; /* its CLIENT TRACKING ON BCASTs unanswered (linked by
+                                   next), or NULL */
 };
 
 /* A key and who read it: its readers a set of sinks, open-addressed
@@ -105,6 +126,7 @@ struct track_tab {
     uint32_t             nkeys;
     uint32_t             evict_at;  /* the bucket eviction looks at next */
     uint32_t             sweep_at;  /* ... and the tick's sweep */
+    uint64_t             ping_ms;   /* the tick's last keepalive (loop ms) */
     struct track_sink  **bcast;     /* [nbcast]: BCAST clients (counted) */
     uint32_t             nbcast, bcast_cap;
     struct track_log     log;
@@ -173,6 +195,9 @@ static inline void own_clear(struct track_client *t)
     for (uint32_t i = 0; i < t->nown; i++)
         free(t->own[i].key);
     t->nown = 0;
+    t->own_next.b = NULL;
+    klist_clear(&t->own_next.keys);
+    klist_clear(&t->own_tx);
 }
 
 static inline struct client *by_id(struct pool *p, uint64_t id)

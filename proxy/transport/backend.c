@@ -642,6 +642,16 @@ void backend_close(struct backend *b)
     }
 }
 
+bool backend_unread(const struct backend *b)
+{
+    uv_os_fd_t fd;
+    char byte;
+
+    if (b->state != BACKEND_UP || b->closing || uv_fileno(&b->h.handle, &fd) != 0)
+        return false;
+    return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 bool backend_idle(const struct backend *b)
 {
     return TAILQ_EMPTY(&b->sendq) && TAILQ_EMPTY(&b->writeq) && TAILQ_EMPTY(&b->pendq);

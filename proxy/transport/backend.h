@@ -148,6 +148,9 @@ struct backend {
     unsigned         verifying:1;/* keyless: its handshake's check is unanswered, so no
                                    request may be sent on it yet (gate.c): pipelined
                                    behind a failed AUTH, it would run as another user */
+    /* Read callbacks that brought bytes: the order of what it read against
+     * another connection's (track.c: whose write an invalidation is). */
+    uint32_t         nreads;
     /* stats */
     uint64_t         requests, errors, timeouts;
     uint64_t         rx_bytes, tx_bytes;
@@ -227,10 +230,11 @@ struct backend_hooks {
      * replies (a HOTKEYS session reads their keys there). */
     bool (*keep_sent)(const struct pool *p);
     /* -- client-side caching (track.c): tracking connections only -- */
-    /* r (a client's request marked r->track, or a fragment of one) is
-     * answered on b in r->rsp, as it is read, before anything after it on
-     * b: what it read is tracked from now on. r->out still holds what was
-     * sent. Before its reply goes on (req_done). */
+    /* r is answered on b, a tracking connection, in r->rsp, as it is
+     * read, before anything after it on b: if it is a client's request
+     * marked r->track (or a fragment of one), what it read is tracked from
+     * now on, and r->out still holds what was sent. Every reply on b comes
+     * here, before it goes on (req_done). */
     void (*tracked)(struct backend *b, struct req *r);
     /* b's server pushed frame (an invalidation), in the order b read it. */
     void (*invalidate)(struct backend *b, const struct msg *frame);
@@ -385,6 +389,9 @@ static inline bool backend_held_off(const struct backend *b, uint64_t now)
 }
 /* Nothing queued, in flight or awaiting a reply. */
 bool backend_idle(const struct backend *b);
+/* Whether bytes wait in b's socket, not read yet (a peek: nothing is
+ * read). Not over a unix socket's or a closed connection. */
+bool backend_unread(const struct backend *b);
 /* Requests queued on b or awaiting their replies (a request being
  * written is in the second). */
 uint32_t backend_queued(const struct backend *b);

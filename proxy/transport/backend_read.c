@@ -46,9 +46,9 @@ static void answered(struct backend *b, struct req *r)
     }
     if (r->unblocked && h->unblocked != NULL && h->unblocked(r))
         return;                     /* sent again, to the key's new owner */
-    if (b->tracking && backend_tracks(r) && h->tracked != NULL) {
-        b->tracked = 1;
-        h->tracked(b, r);
+    if (b->tracking && h->tracked != NULL) {
+        b->tracked |= backend_tracks(r);
+        h->tracked(b, r);           /* (every reply: the pushes after it are its) */
     }
     if (r->client != NULL || r->parent != NULL)
         req_done(r);
@@ -216,6 +216,7 @@ void backend_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     b->rx_ms = uv_now(cur_loop->uv);
+    b->nreads++;
     if (b->tls != NULL)
         backend_read_tls(b, buf->base, (size_t)nread);
     else

@@ -435,6 +435,64 @@ def t_redirect_resp2_race(t):
     return "%d of 12 rounds read the old value, each invalidated" % old_reads
 
 
+def t_noloop_no_change(t):
+    """NOLOOP: a write of the client's own that fails (WRONGTYPE) or changes
+    nothing (SET NX of a key that is there) leaves the key tracked: a later
+    change by another client is told, in RESP3, in RESP2 (REDIRECT) and in
+    BCAST mode."""
+    out = []
+    for mode in ("resp3", "resp2", "bcast"):
+        sub = Subscriber(t.port) if mode != "resp3" else None
+        a = Tracker(t.port) if mode == "resp3" else Raw(t.port)
+        track = ["NOLOOP"] + (["REDIRECT", str(sub.id)] if sub else []) + \
+                (["BCAST", "PREFIX", "nc%d:" % t.seq] if mode == "bcast" else [])
+        expect_eq(a.cmd("CLIENT", "TRACKING", "ON", *track), b"+OK\r\n", "TRACKING")
+        k, j = ("nc%d:k" % t.seq).encode(), ("nc%d:j" % t.seq).encode()
+        t.seq += 1
+        for x in (k, j):
+            t.writer.set(x, "1")
+            a.cmd("GET", x)
+        got_k, got_j = a.cmd("LPUSH", k, "x"), a.cmd("SET", j, "mine", "NX")
+        expect(got_k.startswith(b"-WRONGTYPE"), "LPUSH: %r" % got_k)
+        expect(got_j in (b"$-1\r\n", b"_\r\n"), "SET NX: %r" % got_j)
+        for x in (j, k):                # (j first: right after the client's own)
+            t.writer.set(x, "theirs")
+        if sub:
+            got = sorted(x for m in sub.messages(2 if mode == "resp2" else 2) for x in m)
+            sub.raw.close()
+        else:
+            got = sorted(a.invalidated(t.barrier))
+        expect_eq(got, sorted([k, j]), "%s: invalidations after the others' writes" % mode)
+        out.append(mode)
+        a.close()
+    return ", ".join(out)
+
+
+def t_bcast_on_again(t):
+    """CLIENT TRACKING ON BCAST, OFF, ON BCAST and PING pipelined: four
+    replies, in order (the second BCAST waits for its connections too)."""
+    a = Raw(t.port)
+    a.send(enc("CLIENT", "TRACKING", "ON", "BCAST") + enc("CLIENT", "TRACKING", "OFF") +
+           enc("CLIENT", "TRACKING", "ON", "BCAST") + enc("RESET") +
+           enc("CLIENT", "TRACKING", "ON", "BCAST") + enc("PING"))
+    got = [a.reply() for _ in range(6)]
+    expect_eq(got, [b"+OK\r\n"] * 3 + [b"+RESET\r\n", b"+OK\r\n", b"+PONG\r\n"], "replies")
+    a.close()
+
+
+def t_caching_kept(t):
+    """CLIENT CACHING YES stays through a CLIENT TRACKING ON given again (as
+    in redis-server): the next read is tracked."""
+    a = Tracker(t.port, "OPTIN")
+    k = t.fresh("ck:")[0]
+    got = a.pipeline(("CLIENT", "CACHING", "YES"), ("CLIENT", "TRACKING", "ON", "OPTIN"),
+                     ("GET", k))
+    expect_eq(got[:2], [b"+OK\r\n"] * 2, "replies")
+    t.writer.set(k, "1")
+    expect_eq(a.invalidated(t.barrier), [k], "keys invalidated")
+    a.close()
+
+
 def t_redirect_resp3(t):
     """A RESP3 client redirects to a RESP3 one: a push there, none to itself."""
     target = Tracker(t.port)
@@ -559,11 +617,47 @@ def t_server_killed(px, servers):
     a.close()
 
 
+def server_clients(r):
+    return [dict(kv.split("=", 1) for kv in l.split(" ")) for l in
+            r.execute_command("CLIENT", "LIST").decode().strip().split("\n")]
+
+
+def t_track3_closed(px, servers):
+    """The server closes the RESP3 tracking connection (CLIENT KILL there;
+    a server's `timeout` would): a RESP2 client whose invalidations were
+    redirected there gets a null, and its reads are told of again once
+    shardis has redirected them to the new one."""
+    sub = Subscriber(px.port)
+    a = Raw(px.port)
+    expect_eq(a.cmd("CLIENT", "TRACKING", "ON", "REDIRECT", sub.id), b"+OK\r\n", "TRACKING")
+    k = px.keys_on("closed:", 0, 1)[0]
+    r = servers[0].client
+    r.set(k, "1")
+    expect_eq(a.cmd("GET", k), b"$1\r\n1\r\n", "GET")
+    t3 = [c["id"] for c in server_clients(r) if "t" in c["flags"] and c["resp"] == "3"]
+    expect(len(t3) >= 1, "no RESP3 tracking connection on the server")
+    for i in t3:
+        r.execute_command("CLIENT", "KILL", "ID", i)
+    expect_eq(sub.messages(1), [None], "after the connection was closed")
+    r.set(k, "2")
+    h.until("a redirected read of the key again",
+            lambda: a.cmd("GET", k) == b"$1\r\n2\r\n" and any(
+                c["resp"] == "2" and c["redir"] not in ("-1", "0") and
+                c["redir"] not in t3 for c in server_clients(r)))
+    sub.drain()
+    a.cmd("GET", k)
+    r.set(k, "3")
+    expect_eq(sub.messages(1), [[k]], "after the write, redirected anew")
+    a.close()
+    sub.raw.close()
+
+
 def t_reshard(px, servers):
     """A reload that adds a server gives keys new owners: a tracking client
     gets a null invalidation, and tracks again from there."""
     a = Tracker(px.port, )
     a.cmd("CLIENT", "TRACKING", "ON")
+    b = Tracker(px.port, "BCAST")           # every key: none of shardis's own
     ks = px.keys_on("moved:", 0, 3) + px.keys_on("moved:", 1, 3)
     for k in ks:
         px.client.set(k, "1")
@@ -585,7 +679,11 @@ def t_reshard(px, servers):
         px.client.set(k, "2")
     barrier = [px.keys_on("b4:", s, 1)[0] for s in range(4)]
     expect_eq(sorted(a.invalidated(barrier)), sorted(ks), "invalidations after the move")
+    heard = [x for x in b.invalidated(barrier) if x is not None]
+    expect(heard and not [x for x in heard if x.startswith(b"__shardis")],
+           "BCAST heard: %r" % heard[:8])
     a.close()
+    b.close()
     extra.kill()
 
 
@@ -603,9 +701,13 @@ def body():
                      ("redirect_resp2", t_redirect_resp2),
                      ("redirect_resp2_race", t_redirect_resp2_race),
                      ("redirect_resp3", t_redirect_resp3),
-                     ("redirect_broken", t_redirect_broken), ("bcast", t_bcast)]:
+                     ("redirect_broken", t_redirect_broken), ("bcast", t_bcast),
+                     ("noloop_no_change", t_noloop_no_change),
+                     ("bcast_on_again", t_bcast_on_again), ("caching_kept", t_caching_kept)]:
         both(name, fn, direct, through)
     check("info", t_info, px)
+    h.run_with_servers("track3_closed",     # (a shardis where only RESP2 tracks)
+                       lambda s: t_track3_closed(Shardis("px-closed", s), s), 1)
     check("server_killed", t_server_killed, px, servers)
     h.run_with_servers("reshard", lambda s: t_reshard(Shardis("px-reshard", s, admin_commands="true"), s), 3)
     check("exit_clean", h.t_exit_clean, px)
