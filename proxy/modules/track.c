@@ -16,7 +16,11 @@
  *     change and before the reply of any read after it: redis-server's
  *     one-connection rule. RESP2's (POOL_CONN_TRACK2) cannot hear pushes:
  *     it redirects them to RESP3's (CLIENT TRACKING ON REDIRECT <its
- *     CLIENT ID>), and is held back (backend.held_back) until that is set.
+ *     CLIENT ID>), and is held back (backend.held_back) until that is
+ *     set, again each time RESP3's is lost (a null then, and another once
+ *     redirected: what was read between lost its invalidations). The tick
+ *     keeps RESP3's up meanwhile, and sends what only hears a PING when
+ *     idle, so that a server's `timeout` leaves it be.
  *     Two connections have no order between them, so a RESP2 read whose
  *     reply comes after an invalidation of its key (the log: struct
  *     track_log) is taken as invalidated at once (mithril's "poisoned
@@ -40,9 +44,15 @@
  *   - OPTIN, OPTOUT and CLIENT CACHING are decided as the request is routed
  *     (r->track, the track role): the server tracks every read on the
  *     tracking connection, the table only those that count.
- *   - NOLOOP: a write of a NOLOOP client takes that client off its keys'
- *     entries as its reply is read (the server pushes after the reply of
- *     the connection's own write), so it is not told of its own write.
+ *   - NOLOOP: the server knows which client changed a key, the proxy
+ *     only which connection: a client is left out of an invalidation that
+ *     comes where its own write's would. On RESP3's connection that is
+ *     right after the write's reply (the server sends a connection's own
+ *     invalidations with its reply: own_next); on another connection (a
+ *     RESP2 client's are redirected, BCAST's have their own) it is what
+ *     that connection had received, unread, when the reply was read
+ *     (struct own_write; backend_unread). A write that failed or changed
+ *     nothing leaves no invalidation, and the client stays told.
  *
  * BCAST: a server's BCAST connection (POOL_CONN_BCAST, CLIENT TRACKING ON
  * BCAST, made when a client of the loop first asks, closed when none is
@@ -51,9 +61,8 @@
  * them. CLIENT TRACKING ON BCAST answers once every server's BCAST
  * connection is up (a PING over each), so nothing changed after the OK
  * goes unsaid. NOLOOP: the client's own writes are noted as they are
- * routed (over the tracking connections, so that their replies are seen)
- * and left out of the next invalidation naming them, until
- * TRACK_OWN_GRACE_MS after their reply.
+ * routed (over the tracking connections, so that their replies are seen),
+ * as a RESP2 client's are (above).
  *
  * REDIRECT: the invalidations go to the target instead (a push to a RESP3
  * one, a message on __redis__:invalidate to a RESP2 subscriber, as
@@ -72,8 +81,13 @@
  * The table holds at most TRACK_MAX_KEYS keys; past that, keys are dropped
  * with their invalidations, as redis-server's tracking-table-max-keys.
  *
+ * The tick also sweeps the table of clients gone (TRACK_SWEEP buckets a
+ * tick).
+ *
  * Lifetimes: a client's struct track_client is its client_rare's (made on
- * first use, freed when the client goes). The table, the BCAST list and a
+ * first use, freed when the client goes); a BCAST CLIENT TRACKING's wait
+ * (track_cmd.c) is its PINGs' and reaches the client's request only
+ * through the client's list. The table, the BCAST list and a
  * REDIRECT refer to a client through its counted struct track_sink, which
  * outlives the client (its c cleared as the client goes) while something
  * names it: nothing holds a client pointer that may dangle, and a
