@@ -189,7 +189,8 @@ void loop_flush_backends(void);
  *   callbacks. A queue under a mutex and a uv_async_t to wake the loop;
  *   one lock and one wake-up per message, never per request. Loop 0
  *   hands each accepted connection to the loop with the fewest clients
- *   this way; MONITOR's lines go to the loops of the monitors this way.
+ *   this way; MONITOR's lines go to the loops of the monitors this way, and
+ *   a tracking client's invalidations to its REDIRECT target's loop.
  *
  * - A world stop (loop_each, loop_world_stop): the calling loop parks
  *   every other loop between its callbacks (each waits on a condition
