@@ -128,8 +128,6 @@ void track_client_gone(struct client *c)
     sink_unref(t->redir.sink);
     own_clear(t);
     free(t->own);
-    free(t->own_next.keys.buf);
-    free(t->own_tx.buf);
     free(t->stash.buf);
     free(t->prefixes.buf);
     free(t);                        /* (its waits go with their PINGs: track_cmd.c) */
@@ -611,7 +609,11 @@ bad:
     return false;
 }
 
-typedef void key_fn(void *arg, const char *key, size_t len);
+/* A key of a request, and whether the request writes it (its key spec
+ * is not read-only). */
+typedef void key_fn(void *arg, const char *key, size_t len, bool written);
+
+#define KEY_WRITTEN(flags) (((flags) & (CMD_KEY_RW | CMD_KEY_OW | CMD_KEY_RM)) != 0)
 
 /* Each key a names for cmd, to fn. */
 static void each_key(const struct cmd *cmd, struct args *a, key_fn *fn, void *arg)
@@ -625,7 +627,7 @@ static void each_key(const struct cmd *cmd, struct args *a, key_fn *fn, void *ar
         const struct keyspan *k = &a->keys.span[n];
         for (uint32_t i = k->first; i <= k->last && i < a->argc; i += k->step ? k->step : 1) {
             const char *key = args_get(a, i, &len);
-            fn(arg, key, len);
+            fn(arg, key, len, KEY_WRITTEN(k->flags));
         }
     }
 }
@@ -653,19 +655,20 @@ static void out_keys(const struct req *r, const struct cmd *cmd, key_fn *fn, voi
         return;
     }
     for (uint32_t i = 0; i < top.elems && resp_rd_next(&rd, &v) == 0; i++) {
-        bool key = false;
-        for (uint32_t n = 0; n < k.n && !key; n++)
-            key = i >= k.span[n].first && i <= k.span[n].last &&
-                  (i - k.span[n].first) % (k.span[n].step ? k.span[n].step : 1) == 0;
-        if (!key || v.type != RESP_BULK)
+        const struct keyspan *key = NULL;
+        for (uint32_t n = 0; n < k.n && key == NULL; n++)
+            if (i >= k.span[n].first && i <= k.span[n].last &&
+                (i - k.span[n].first) % (k.span[n].step ? k.span[n].step : 1) == 0)
+                key = &k.span[n];
+        if (key == NULL || v.type != RESP_BULK)
             continue;
         const char *p = resp_rd_str(&rd, &v, buf, sizeof(buf));
         if (p != NULL) {
-            fn(arg, p, v.len);
+            fn(arg, p, v.len, KEY_WRITTEN(key->flags));
         } else {
             char *heap = xmalloc(v.len + 1);
             resp_rd_copy(&rd, &v, heap, v.len);
-            fn(arg, heap, v.len);
+            fn(arg, heap, v.len, KEY_WRITTEN(key->flags));
             free(heap);
         }
     }
@@ -710,44 +713,32 @@ static const char *prefix_of(const struct track_client *t, const char *key, size
     return NULL;
 }
 
-/* Where the server says a note's key changed: its RESP3 tracking
- * connection, or its BCAST one. */
-static const struct backend *note_conn(const struct pool *p, const struct own_write *o)
-{
-    return &p->servers[o->server].conns[o->bcast ? POOL_CONN_BCAST(p) : POOL_CONN_TRACK3(p)];
-}
-
 /* Whether c is not to be told of key's change heard on b: its own write,
- * NOLOOP (struct own_write, own_next). A note so used is gone, and so are
- * those that lapsed. */
+ * NOLOOP (struct own_write): told later (HELD) or never. A note so used
+ * is gone, and so are those that lapsed. */
 static bool own_change(struct client *c, const struct backend *b, const char *key,
                        size_t len)
 {
     struct track_client *t = state(c);
-    const char *k;
-    uint32_t klen;
-    bool own = false;
 
     if (t == NULL || !(t->flags & TRACK_NOLOOP))
         return false;
-    if (t->own_next.b == b && (b->nreads == t->own_next.nreads ||
-                               (t->own_next.pending && b->nreads == t->own_next.nreads + 1)))
-        for (size_t at = 0; !own && (k = klist_next(&t->own_next.keys, &at, &klen)) != NULL;)
-            own = klen == len && !memcmp(k, key, len);
-    for (uint32_t i = 0; i < t->nown;) {
+    for (uint32_t i = 0; i < t->nown; i++) {
         struct own_write *o = &t->own[i];
-        bool lapsed = o->seen && note_conn(c->pool, o)->nreads > o->nreads + 1;
-        bool match = !own && !lapsed && o->server == b->server && o->bcast == b->bcast &&
-                     o->len == len && !memcmp(o->key, key, len);
-        if (lapsed || match) {
-            free(o->key);
-            t->own[i] = t->own[--t->nown];
-            own |= match;
-        } else {
-            i++;
+        if (o->server != b->server || o->bcast != b->bcast || o->len != len ||
+            memcmp(o->key, key, len) != 0)
+            continue;
+        if (o->state != OWN_CHANGED) {
+            o->state = OWN_HELD;        /* its reply says whose it was */
+            return true;
         }
+        bool own = b->nreads == o->nreads || (o->pending && b->nreads == o->nreads + 1);
+        free(o->key);
+        memmove(o, o + 1, (t->nown - i - 1) * sizeof(*o));
+        t->nown--;
+        return own;
     }
-    return own;
+    return false;
 }
 
 /* keys (a BCAST connection's push) changed on their server: each BCAST
@@ -807,81 +798,124 @@ struct visit {
     bool                 poisoned_check;
     uint64_t             since_us;
     struct client       *c;
+    const struct backend *b;        /* (visit_answered: where the reply was read) */
+    bool                 changed;   /* (visit_answered) */
+    uint32_t             nwritten;  /* (visit_count) */
 };
 
-static void visit_remember(void *arg, const char *key, size_t len)
+static void visit_remember(void *arg, const char *key, size_t len, bool written)
 {
     struct visit *v = arg;
 
+    (void)written;
     remember(v->pool, v->t->sink, key, len);
     /* RESP2: its invalidation may have come first, on the other connection. */
     if (v->poisoned_check && logged_since(v->pool->track, hash_key(key, len), v->since_us))
         tell_key(v->c, key, len);
 }
 
-static void visit_stash(void *arg, const char *key, size_t len)
+static void visit_stash(void *arg, const char *key, size_t len, bool written)
 {
     struct visit *v = arg;
 
+    (void)written;
     klist_add(&v->t->stash, key, len);
 }
 
-static void visit_own_tx(void *arg, const char *key, size_t len)
+static void visit_count(void *arg, const char *key, size_t len, bool written)
 {
-    struct visit *v = arg;
-
-    klist_add(&v->t->own_tx, key, len);
+    (void)key, (void)len;
+    ((struct visit *)arg)->nwritten += written;
 }
 
-static void visit_own_next(void *arg, const char *key, size_t len)
+/* Where the server says a note's key changed: its RESP3 tracking
+ * connection, or its BCAST one. */
+static const struct backend *note_conn(const struct pool *p, const struct own_write *o)
 {
-    struct visit *v = arg;
-
-    klist_add(&v->t->own_next.keys, key, len);
+    return &p->servers[o->server].conns[o->bcast ? POOL_CONN_BCAST(p) : POOL_CONN_TRACK3(p)];
 }
 
-/* The notes of its write of key, read: seen now (ok), or gone (its write
- * failed: it changed nothing). A transaction's EXEC sees them all. */
-struct seen {
-    struct pool         *pool;
-    struct track_client *t;
-    bool                 ok;
-};
-
-static void see(struct seen *v, const char *key, size_t len)
+/* The oldest note of key still waiting for its reply, or NULL. */
+static struct own_write *note_of(struct track_client *t, const char *key, size_t len)
 {
-    struct track_client *t = v->t;
+    for (uint32_t i = 0; i < t->nown; i++)
+        if (t->own[i].state != OWN_CHANGED && t->own[i].len == len &&
+            !memcmp(t->own[i].key, key, len))
+            return &t->own[i];
+    return NULL;
+}
 
-    for (uint32_t i = 0; i < t->nown;) {
-        struct own_write *o = &t->own[i];
-        if (o->seen || (key != NULL && (o->len != len || memcmp(o->key, key, len)))) {
-            i++;
-        } else if (v->ok && backend_unread(note_conn(v->pool, o))) {
-            /* Its invalidation, if it changed the key, is in what that
-             * connection has not read yet: its next read says. */
-            o->seen = true;
-            o->nreads = note_conn(v->pool, o)->nreads;
-            i++;
-        } else {
-            /* Nothing is: it failed, or changed nothing (its invalidation
-             * would be read already). */
-            free(o->key);
-            t->own[i] = t->own[--t->nown];
-        }
+static void note_drop(struct track_client *t, struct own_write *o)
+{
+    free(o->key);
+    memmove(o, o + 1, (size_t)(t->own + t->nown - o - 1) * sizeof(*o));
+    t->nown--;
+}
+
+/* c is told of key after all: a change held for its write was another's. */
+static void tell_own(struct client *c, const char *key, size_t len)
+{
+    struct track_client *t = state(c);
+    char one[sizeof(uint32_t) + 64];
+    uint32_t n = (uint32_t)len;
+    struct klist l = {.n = 1, .len = sizeof(n) + len, .cap = sizeof(n) + len};
+
+    if (t == NULL || !(t->flags & TRACK_BCAST)) {
+        tell_key(c, key, len);
+        return;
     }
+    l.buf = l.len <= sizeof(one) ? one : xmalloc(l.len);
+    memcpy(l.buf, &n, sizeof(n));
+    memcpy(l.buf + sizeof(n), key, len);
+    tell(c, &l);                        /* (BCAST: its own message for it) */
+    if (l.buf != one)
+        free(l.buf);
 }
 
-static void visit_seen(void *arg, const char *key, size_t len)
+/* The write's reply is read (v->changed: it certainly changed its keys):
+ * its note of key says so. One that held an invalidation gives it to the
+ * client now if the write changed nothing (it was another client's). */
+static void visit_answered(void *arg, const char *key, size_t len, bool written)
 {
-    see(arg, key, len);
+    struct visit *v = arg;
+    struct track_client *t = v->t;
+    struct own_write *o;
+
+    if (!written || (o = note_of(t, key, len)) == NULL)
+        return;
+    if (v->changed && o->state == OWN_PENDING) {
+        const struct backend *at = note_conn(v->pool, o);
+        o->pending = backend_unread(at);
+        if (at == v->b || o->pending) {
+            o->state = OWN_CHANGED;     /* (its own comes with or after the reply) */
+            o->nreads = at->nreads;
+            return;
+        }                               /* (else it came already, or will not) */
+    }
+    bool held = o->state == OWN_HELD;
+    note_drop(t, o);
+    if (held && !v->changed)
+        tell_own(v->c, key, len);
 }
 
-/* t's last write's keys (own_next.keys) were answered on b, now. */
-static void own_next_at(struct track_client *t, const struct backend *b)
+/* Whether a write's reply says it changed the keys it writes, for sure:
+ * +OK (SET, MSET, RENAME ...), or a count of at least one for its one
+ * written key, or of them all. Anything else (a nil, an error, 0, a bulk,
+ * a script's) leaves it unsaid, and the client is told of whatever change
+ * comes: at worst of its own write. */
+static bool certainly_changed(const struct cmd *cmd, const struct msg *rsp, uint32_t nwritten)
 {
-    t->own_next.b = b;
-    t->own_next.nreads = b->nreads;
-    t->own_next.pending = backend_unread(b);
+    struct resp_rd rd;
+    struct resp_val v;
+
+    if (nwritten == 0 || script(cmd) || !strcmp(cmd->name, "setrange") ||
+        !strncmp(cmd->name, "rename", 6))       /* (SETRANGE k 0 "", RENAME k k) */
+        return false;
+    resp_rd_init(&rd, rsp);
+    if (resp_rd_next(&rd, &v) < 0)
+        return false;
+    return v.type == RESP_SIMPLE ||
+           (v.type == RESP_INTEGER && v.n >= 1 && (nwritten == 1 || v.n == nwritten));
 }
 
 /* (backend_hooks.tracked: every reply on a tracking connection b) */
@@ -895,45 +929,38 @@ void track_answered(struct backend *b, struct req *r)
     if (!backend_tracks(r) || c == NULL || c->closing || (t = state(c)) == NULL)
         return;
     char first = resp_rd_head(&r->rsp, NULL, 0);
-    bool next = c->resp3 && !(t->flags & TRACK_BCAST);     /* (own_next, not notes) */
     struct visit v = {.pool = c->pool, .t = t, .poisoned_check = !b->resp3,
-                      .since_us = top->t0_us, .c = c};
-    struct seen sv = {.pool = c->pool, .t = t, .ok = first != RESP_ERROR};
+                      .since_us = top->t0_us, .c = c, .b = b};
     if (r->is_exec) {
-        /* Its transaction ran: what it read there is tracked from now, and
-         * what it wrote is its own (NOLOOP). */
+        /* Its transaction ran: what it read there is tracked from now; what
+         * it wrote is not said for sure (its own invalidations are told). */
         if (first == RESP_ARRAY) {
             const char *k;
             uint32_t len;
             for (size_t at = 0; (k = klist_next(&t->stash, &at, &len)) != NULL;)
-                visit_remember(&v, k, len);
-            if (next && t->own_tx.n > 0) {
-                klist_clear(&t->own_next.keys);
-                for (size_t at = 0; (k = klist_next(&t->own_tx, &at, &len)) != NULL;)
-                    klist_add(&t->own_next.keys, k, len);
-                own_next_at(t, b);
-            }
+                visit_remember(&v, k, len, false);
         }
-        see(&sv, NULL, 0);
         klist_clear(&t->stash);
-        klist_clear(&t->own_tx);
+        for (uint32_t i = 0; i < t->nown;) {
+            struct own_write *o = &t->own[i];
+            if (o->state == OWN_CHANGED) {
+                i++;
+                continue;
+            }
+            if (o->state == OWN_HELD)
+                tell_own(c, o->key, o->len);
+            note_drop(t, o);
+        }
         return;
     }
     if ((cmd = cmd_numbered(top->cmd)) == NULL)
         return;
     if (loop_write(t, cmd)) {
-        if (r->in_tx) {
-            if (next && first == RESP_SIMPLE)
-                out_keys(r, cmd, visit_own_tx, &v);     /* +QUEUED */
-        } else if (next) {
-            if (first != RESP_ERROR) {
-                klist_clear(&t->own_next.keys);
-                out_keys(r, cmd, visit_own_next, &v);
-                own_next_at(t, b);
-            }
-        } else {
-            out_keys(r, cmd, visit_seen, &sv);
-        }
+        if (r->in_tx)
+            return;                     /* (+QUEUED: EXEC's reply says) */
+        out_keys(r, cmd, visit_count, &v);
+        v.changed = certainly_changed(cmd, &r->rsp, v.nwritten);
+        out_keys(r, cmd, visit_answered, &v);
     } else if (first == RESP_ERROR || (t->flags & TRACK_BCAST)) {
         return;
     } else if (r->in_tx) {
@@ -1106,23 +1133,30 @@ void track_hello(struct backend *b)
 
 /* ---- routing: what counts ----------------------------------------------------------- */
 
-/* A NOLOOP client's write of key, as it is routed (struct own_write): a
- * BCAST client's only under its prefixes. */
-static void note_own(void *arg, const char *key, size_t len)
+/* A NOLOOP client's write of key, as it is routed (struct own_write): of
+ * a key it writes (a BCAST client's, under its prefixes). */
+static void note_own(void *arg, const char *key, size_t len, bool written)
 {
     struct client *c = arg;
     struct track_client *t = state(c);
     uint32_t plen;
 
-    if ((t->flags & TRACK_BCAST) && prefix_of(t, key, len, &plen) == NULL)
+    if (!written || ((t->flags & TRACK_BCAST) && prefix_of(t, key, len, &plen) == NULL))
         return;
+    for (uint32_t i = 0; i < t->nown;) {    /* (those lapsed go) */
+        struct own_write *o = &t->own[i];
+        if (o->state == OWN_CHANGED && note_conn(c->pool, o)->nreads > o->nreads + o->pending)
+            note_drop(t, o);
+        else
+            i++;
+    }
     if (t->nown == t->own_cap) {
         t->own_cap = t->own_cap == 0 ? 4 : 2 * t->own_cap;
         t->own = xrealloc(t->own, t->own_cap * sizeof(*t->own));
     }
     struct own_write *o = &t->own[t->nown++];
     *o = (struct own_write){.len = (uint32_t)len, .server = pool_owner(c->pool, key, len),
-                            .bcast = (t->flags & TRACK_BCAST) != 0};
+                            .bcast = (t->flags & TRACK_BCAST) != 0, .state = OWN_PENDING};
     o->key = xmalloc(len + 1);
     memcpy(o->key, key, len);
 }
@@ -1142,15 +1176,12 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
         return;
     t->dirty = true;
     if (loop_write(t, cmd)) {
-        /* Its invalidation comes on another connection than its reply
-         * (RESP2's are redirected, BCAST's on their own): noted now, since
-         * it may come first. RESP3's follows its reply (own_next). */
-        if (!c->resp3 || (t->flags & TRACK_BCAST)) {
-            struct args k = *a;
-            k.ncopies = 0;
-            each_key(cmd, &k, note_own, c);
-            args_release(&k);
-        }
+        /* Noted now: another client's change of its keys may be heard
+         * before its reply, or its own after it. */
+        struct args k = *a;
+        k.ncopies = 0;
+        each_key(cmd, &k, note_own, c);
+        args_release(&k);
         counts = true;
     } else if (reads(cmd) && !(t->flags & TRACK_BCAST)) {
         counts = (t->flags & TRACK_OPTIN) ? t->caching

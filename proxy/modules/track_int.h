@@ -50,22 +50,31 @@ struct track_redir {
 };
 
 /* A BCAST NOLOOP client's own write of a key (key: len bytes after it). */
-/* A NOLOOP client's own write of a key, of which it is not to be told
- * (track.c own_change), where its server's invalidation comes on another
- * connection than the write's reply: a RESP2 client's (redirected to the
- * RESP3 tracking connection) and a BCAST client's (the BCAST connection).
- * Noted as the write is routed; an invalidation of the key there is the
- * write's until the reply is seen and then until that connection's next
- * read after it: the server sends the invalidation before the reply, so
- * it is read by then if it was sent. A write that failed or changed
- * nothing leaves no invalidation: its note lapses. */
+/* A NOLOOP client's write of a key (struct track_client's own), noted as
+ * it is routed, so that the invalidation its write causes is not told to
+ * it (track.c own_change). The server knows which client changed a key;
+ * the proxy sees one connection, and another client's change of the key
+ * may come as soon: so a note takes an invalidation as the write's only
+ * once the write's reply says it certainly changed the key
+ * (certainly_changed), and only one that comes where the server sends
+ * it, after or with the reply: in what its connection (note_conn) had
+ * received when the reply was read. One that comes before the reply is
+ * held (HELD) until the reply says. */
+enum own_state {
+    OWN_PENDING,                /* routed, its reply not read yet */
+    OWN_HELD,                   /* ... and an invalidation of the key came meanwhile */
+    OWN_CHANGED,                /* its reply said it changed the key: the next
+                                   invalidation there (nreads, pending) is its own */
+};
+
 struct own_write {
     char    *key;               /* (owned) */
     uint32_t len;
     uint32_t server;            /* where the key is (at the write) */
     bool     bcast;             /* said on the BCAST connection, else RESP3's */
-    bool     seen;              /* its reply is read ... */
-    uint32_t nreads;            /* ... and that connection had read this often then */
+    uint8_t  state;             /* enum own_state */
+    bool     pending;           /* OWN_CHANGED: that connection had bytes unread then */
+    uint32_t nreads;            /* OWN_CHANGED: that connection's nreads then */
 };
 
 struct track_client {
@@ -78,21 +87,8 @@ struct track_client {
                                    since the last null invalidation it was sent */
     struct klist stash;         /* keys its open transaction reads, till EXEC's reply */
     struct klist prefixes;      /* BCAST's */
-    struct own_write *own;      /* NOLOOP, RESP2 or BCAST: [nown] (struct own_write) */
+    struct own_write *own;      /* NOLOOP: its writes [nown], oldest first */
     uint32_t  nown, own_cap;
-    /* NOLOOP, RESP3, default mode: the keys of its last write, whose
-     * invalidations come right after that write's reply on its connection
-     * b (the server writes its own client's with the reply): in the same
-     * read, or the next if more was waiting in b's socket then (pending).
-     * After that, an invalidation of the key is another client's. A
-     * transaction's writes, till EXEC. */
-    struct {
-        const struct backend *b;
-        uint32_t     nreads;
-        bool         pending;
-        struct klist keys;
-    } own_next;
-    struct klist own_tx;
     struct track_wait *waiting; /* its CLIENT TRACKING ON BCASTs unanswered (linked by
                                    next), or NULL */
 };
@@ -195,9 +191,6 @@ static inline void own_clear(struct track_client *t)
     for (uint32_t i = 0; i < t->nown; i++)
         free(t->own[i].key);
     t->nown = 0;
-    t->own_next.b = NULL;
-    klist_clear(&t->own_next.keys);
-    klist_clear(&t->own_tx);
 }
 
 static inline struct client *by_id(struct pool *p, uint64_t id)

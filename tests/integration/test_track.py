@@ -468,6 +468,47 @@ def t_noloop_no_change(t):
     return ", ".join(out)
 
 
+def t_noloop_same_instant(t):
+    """NOLOOP: the client's write changes nothing (SET NX of a key that is
+    there) and another client changes the key in the same instant of its
+    server (CLIENT PAUSE WRITE on the server holds both, then runs them
+    together): the change is the other's, and the client must be told,
+    in RESP3 and RESP2 (REDIRECT). Through shardis the server sees one
+    connection for both invalidations' purposes; only the write's reply
+    says it changed nothing."""
+    rounds = 0
+    for mode in ("resp3", "resp2"):
+        for n in range(3):
+            k = t.fresh("inst:")[0]
+            srv = t.servers[0] if t.px is None else t.servers[t.px.whereis([k])[k]]
+            w = Raw(t.port)
+            w.cmd("SET", k, "1")
+            if mode == "resp3":
+                a, sub = Tracker(t.port, "NOLOOP"), None
+            else:
+                sub = Subscriber(t.port)
+                a = Raw(t.port)
+                a.cmd("CLIENT", "TRACKING", "ON", "NOLOOP", "REDIRECT", sub.id)
+            expect_eq(a.cmd("GET", k), b"$1\r\n1\r\n", "GET")
+            srv.client.execute_command("CLIENT", "PAUSE", "300", "WRITE")
+            raw = a.raw if sub is None else a
+            raw.send(enc("SET", k, "mine", "NX"))
+            time.sleep(0.05)
+            w.send(enc("SET", k, "2"))
+            got = a.reply()
+            expect(got in (b"_\r\n", b"$-1\r\n"), "SET NX: %r" % got)
+            expect_eq(w.reply(), b"+OK\r\n", "SET")
+            if sub is None:
+                expect_eq(a.invalidated(t.barrier), [k], "%s round %d: told" % (mode, n))
+            else:
+                expect_eq(sub.messages(1, timeout=3), [[k]], "%s round %d: told" % (mode, n))
+                sub.raw.close()
+            a.close()
+            w.close()
+            rounds += 1
+    return "%d rounds" % rounds
+
+
 def t_bcast_on_again(t):
     """CLIENT TRACKING ON BCAST, OFF, ON BCAST and PING pipelined: four
     replies, in order (the second BCAST waits for its connections too)."""
@@ -703,6 +744,7 @@ def body():
                      ("redirect_resp3", t_redirect_resp3),
                      ("redirect_broken", t_redirect_broken), ("bcast", t_bcast),
                      ("noloop_no_change", t_noloop_no_change),
+                     ("noloop_same_instant", t_noloop_same_instant),
                      ("bcast_on_again", t_bcast_on_again), ("caching_kept", t_caching_kept)]:
         both(name, fn, direct, through)
     check("info", t_info, px)
