@@ -899,23 +899,25 @@ static void visit_answered(void *arg, const char *key, size_t len, bool written)
 }
 
 /* Whether a write's reply says it changed the keys it writes, for sure:
- * +OK (SET, MSET, RENAME ...), or a count of at least one for its one
- * written key, or of them all. Anything else (a nil, an error, 0, a bulk,
- * a script's) leaves it unsaid, and the client is told of whatever change
+ * +OK (SET, MSET, RENAME ...; a script's too: what redis.call('SET', ...)
+ * returns, taken for its declared keys), or a count of at least one for
+ * its one written key, or of them all. Anything else (a nil, an error, 0,
+ * a bulk) leaves it unsaid, and the client is told of whatever change
  * comes: at worst of its own write. */
 static bool certainly_changed(const struct cmd *cmd, const struct msg *rsp, uint32_t nwritten)
 {
     struct resp_rd rd;
     struct resp_val v;
 
-    if (nwritten == 0 || script(cmd) || !strcmp(cmd->name, "setrange") ||
+    if (nwritten == 0 || !strcmp(cmd->name, "setrange") ||
         !strncmp(cmd->name, "rename", 6))       /* (SETRANGE k 0 "", RENAME k k) */
         return false;
     resp_rd_init(&rd, rsp);
     if (resp_rd_next(&rd, &v) < 0)
         return false;
     return v.type == RESP_SIMPLE ||
-           (v.type == RESP_INTEGER && v.n >= 1 && (nwritten == 1 || v.n == nwritten));
+           (v.type == RESP_INTEGER && !script(cmd) && v.n >= 1 &&
+            (nwritten == 1 || v.n == nwritten));
 }
 
 /* (backend_hooks.tracked: every reply on a tracking connection b) */
