@@ -45,7 +45,8 @@
  *
  * What a waiting request holds: its server, the protocol and database it
  * was routed in, and whether over a tracking connection (a HELLO, SELECT
- * or CLIENT TRACKING its client sends meanwhile is for later requests), and how it goes there (r->via):
+ * or CLIENT TRACKING its client sends meanwhile is for later requests),
+ * and how it goes there (r->via):
  * the client's usual connection for that server (the client's own pinned
  * one if it has one there by then, else a shared one, or a replica's for
  * a read as pool_backend_read decides then), the client's pinned

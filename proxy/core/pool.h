@@ -247,7 +247,8 @@ void pool_server_totals(const struct pool *p, uint32_t server, struct pool_serve
 struct backend *pool_own(struct pool *p, uint32_t server, bool resp3);
 
 /* The connection a command cmd of c's for server goes over, in RESP2 or
- * 3 (or the tracking one: via): one to a replica where the pool reads from them (read_from), c holds
+ * 3, or a tracking one (via): one to a replica where the pool reads from
+ * them (read_from), c holds
  * no transaction or WATCH, no reshard is under way or just ended, and cmd
  * (NULL: none of a client's) is one a replica can answer (and c does not
  * track keys: a replica's would not be its master's invalidations); else
