@@ -466,7 +466,8 @@ void track_figures(const struct pool *p, struct track_figures *f)
                 const struct track_client *tj;
                 if (!bcast_still(t->bcast[j]) || (tj = state(t->bcast[j]->c)) == NULL)
                     continue;
-                for (size_t at2 = 0; !seen && (y = klist_next(&tj->prefixes, &at2, &yl)) != NULL;)
+                size_t at2 = 0;
+                while (!seen && (y = klist_next(&tj->prefixes, &at2, &yl)) != NULL)
                     seen = xl == yl && !memcmp(x, y, xl);
             }
             f->prefixes += !seen;
