@@ -112,6 +112,7 @@
 #include "proxy/transport/backend.h"
 #include "proxy/transport/client.h"
 #include "proxy/transport/loop.h"
+#include "ring/ring.h"
 
 static void flush_all(struct pool *p);
 static bool own_change(struct client *c, const struct backend *b, const char *key,
@@ -286,17 +287,13 @@ static void tell(struct client *c, const struct klist *keys)
     }
 }
 
-/* tell, of one key the table names c for: not to a client in BCAST mode
- * now (what it read before is not its concern), as redis-server. */
-static void tell_key(struct client *c, const char *key, size_t len)
+/* tell, of one key. */
+static void tell_one(struct client *c, const char *key, size_t len)
 {
     char one[sizeof(uint32_t) + 64];
     uint32_t n = (uint32_t)len;
     struct klist l = {.n = 1, .len = sizeof(n) + len, .cap = sizeof(n) + len};
-    const struct track_client *t;
 
-    if (c == NULL || (t = state(c)) == NULL || (t->flags & TRACK_BCAST))
-        return;
     l.buf = l.len <= sizeof(one) ? one : xmalloc(l.len);
     memcpy(l.buf, &n, sizeof(n));
     memcpy(l.buf + sizeof(n), key, len);
@@ -305,23 +302,24 @@ static void tell_key(struct client *c, const char *key, size_t len)
         free(l.buf);
 }
 
+/* tell, of one key the table names c for: not to a client in BCAST mode
+ * now (what it read before is not its concern), as redis-server. */
+static void tell_key(struct client *c, const char *key, size_t len)
+{
+    const struct track_client *t;
+
+    if (c != NULL && (t = state(c)) != NULL && !(t->flags & TRACK_BCAST))
+        tell_one(c, key, len);
+}
+
 /* ---- the table --------------------------------------------------------------------- */
 
-/* FNV-1a, its bits mixed (splitmix64's finalizer): the table takes the
- * low ones. Never 0, the log's null. */
+/* A key's hash: Jedis's MurmurHash64A, the ring's (its 64 bits mixed:
+ * the table takes the low ones). Never 0, the log's null. */
 static uint64_t hash_key(const char *p, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = ring_hash_raw(RING_HASH_MURMUR64A, p, len);
 
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 31;
     return h != 0 ? h : 1;
 }
 
@@ -354,6 +352,7 @@ static void entry_drop(struct track_tab *t, struct track_entry **at, bool told,
 
     *at = e->next;
     t->nkeys--;
+    t->nitems -= e->nsinks;
     for (uint32_t i = 0; i < e->cap; i++) {
         struct client *c;
         if (e->sinks[i] == NULL)
@@ -469,6 +468,7 @@ static void remember(struct pool *p, struct track_sink *s, const char *key, size
     if (!sinks_add(e, s))
         return;                     /* (read again: a reader already) */
     s->refs++;
+    t->nitems++;
     if (t->nkeys > TRACK_MAX_KEYS)
         evict(t);
 }
@@ -526,6 +526,7 @@ static void sweep(struct track_tab *t, uint32_t n)
                 struct track_sink *s = e->sinks[i];
                 if (s != NULL && s->c == NULL && sinks_del(e, s)) {
                     sink_unref(s);
+                    t->nitems--;
                     i--;            /* (another may have moved back here) */
                 }
             }
@@ -561,7 +562,6 @@ static void flush_all(struct pool *p)
 /* A request's arguments, copied out of the bytes it was sent as. */
 struct sent {
     struct args a;
-    const struct cmd *cmd;
     char  *buf;
 };
 
@@ -572,8 +572,7 @@ static void sent_free(struct sent *s)
     free(s->buf);
 }
 
-/* g's command and arguments into *s: false if g is none (or not an array
- * of bulks, or of no command known here). */
+/* g's arguments into *s: false if g is none (or not an array of bulks). */
 static bool sent_read(const struct msg *g, struct sent *s)
 {
     struct resp_rd rd;
@@ -599,11 +598,7 @@ static bool sent_read(const struct msg *g, struct sent *s)
         used += v.len;
     }
     s->a.argc = (uint32_t)top.elems;
-    s->cmd = cmd_lookup(s->a.av[0], s->a.avlen[0]);
-    if (s->cmd != NULL && cmd_has_subcommands(s->cmd) && s->a.argc >= 2)
-        s->cmd = cmd_lookup_sub(s->cmd, s->a.av[1], s->a.avlen[1]);
-    if (s->cmd != NULL)
-        return true;
+    return true;
 bad:
     sent_free(s);
     return false;
@@ -649,7 +644,7 @@ static void out_keys(const struct req *r, const struct cmd *cmd, key_fn *fn, voi
         return;
     if (!keys_indexed(cmd, (uint32_t)top.elems, &k)) {
         if (sent_read(&r->out, &s)) {
-            each_key(s.cmd, &s.a, fn, arg);
+            each_key(cmd, &s.a, fn, arg);
             sent_free(&s);
         }
         return;
@@ -698,24 +693,54 @@ static bool loop_write(const struct track_client *t, const struct cmd *cmd)
 
 /* ---- BCAST ------------------------------------------------------------------------- */
 
-/* Whether key starts with one of t's prefixes (or t has none). */
-static const char *prefix_of(const struct track_client *t, const char *key, size_t len,
-                             uint32_t *plen)
+/* Whether key starts with one of t's prefixes (BCAST without PREFIX has
+ * the empty one: tracking_on). */
+static bool under_prefix(const struct track_client *t, const char *key, size_t len)
 {
     const char *pfx;
+    uint32_t plen;
 
-    *plen = 0;
-    if (t->prefixes.n == 0)
-        return "";
-    for (size_t at = 0; (pfx = klist_next(&t->prefixes, &at, plen)) != NULL;)
-        if (*plen <= len && !memcmp(key, pfx, *plen))
-            return pfx;
+    for (size_t at = 0; (pfx = klist_next(&t->prefixes, &at, &plen)) != NULL;)
+        if (plen <= len && !memcmp(key, pfx, plen))
+            return true;
+    return false;
+}
+
+/* Where the server says a note's key changed: its RESP3 tracking
+ * connection, or its BCAST one. */
+static const struct backend *note_conn(const struct pool *p, const struct own_write *o)
+{
+    return &p->servers[o->server].conns[o->bcast ? POOL_CONN_BCAST(p) : POOL_CONN_TRACK3(p)];
+}
+
+/* The oldest note of key still waiting for its reply, or NULL. */
+static struct own_write *note_of(struct track_client *t, const char *key, size_t len)
+{
+    for (uint32_t i = 0; i < t->nown; i++)
+        if (t->own[i].state != OWN_CHANGED && t->own[i].len == len &&
+            !memcmp(t->own[i].key, key, len))
+            return &t->own[i];
     return NULL;
 }
 
+/* Whether o (OWN_CHANGED) still takes an invalidation heard on its
+ * connection, that one having read nreads times: in the read its reply
+ * came with, or the next if bytes were waiting then. */
+static bool note_live(const struct own_write *o, uint32_t nreads)
+{
+    return nreads == o->nreads || (o->pending && nreads == o->nreads + 1);
+}
+
+static void note_drop(struct track_client *t, struct own_write *o)
+{
+    free(o->key);
+    memmove(o, o + 1, (size_t)(t->own + t->nown - o - 1) * sizeof(*o));
+    t->nown--;
+}
+
 /* Whether c is not to be told of key's change heard on b: its own write,
- * NOLOOP (struct own_write): told later (HELD) or never. A note so used
- * is gone, and so are those that lapsed. */
+ * NOLOOP (struct own_write): told later (HELD) or never. A note so used,
+ * or lapsed, is gone (note_own sweeps the others). */
 static bool own_change(struct client *c, const struct backend *b, const char *key,
                        size_t len)
 {
@@ -732,18 +757,16 @@ static bool own_change(struct client *c, const struct backend *b, const char *ke
             o->state = OWN_HELD;        /* its reply says whose it was */
             return true;
         }
-        bool own = b->nreads == o->nreads || (o->pending && b->nreads == o->nreads + 1);
-        free(o->key);
-        memmove(o, o + 1, (t->nown - i - 1) * sizeof(*o));
-        t->nown--;
+        bool own = note_live(o, b->nreads);
+        note_drop(t, o);
         return own;
     }
     return false;
 }
 
 /* keys (a BCAST connection's push) changed on their server: each BCAST
- * client is told of those under its prefixes, one message per prefix (or
- * one of them all, without prefixes), as redis-server sends them. */
+ * client is told of those under its prefixes, one message per prefix, as
+ * redis-server sends them. */
 static void bcast_changed(const struct backend *b, const struct klist *keys)
 {
     struct track_tab *tab = b->pool->track;
@@ -753,25 +776,17 @@ static void bcast_changed(const struct backend *b, const struct klist *keys)
         struct track_client *t;
         if (c == NULL || !c->tracking || (t = state(c)) == NULL || !(t->flags & TRACK_BCAST))
             continue;
-        size_t at_p = 0;
-        uint32_t plen;
-        const char *pfx;
-        do {
-            pfx = t->prefixes.n > 0 ? klist_next(&t->prefixes, &at_p, &plen) : "";
-            if (t->prefixes.n == 0)
-                plen = 0;
-            if (pfx == NULL)
-                break;
+        const char *pfx, *k;
+        uint32_t plen, klen;
+        for (size_t at_p = 0; (pfx = klist_next(&t->prefixes, &at_p, &plen)) != NULL;) {
             struct klist mine = {0};
-            const char *k;
-            uint32_t klen;
             for (size_t at = 0; (k = klist_next(keys, &at, &klen)) != NULL;)
                 if (klen >= plen && !memcmp(k, pfx, plen) && !own_change(c, b, k, klen))
                     klist_add(&mine, k, klen);
             if (mine.n > 0)
                 tell(c, &mine);
             free(mine.buf);
-        } while (t->prefixes.n > 0);
+        }
     }
 }
 
@@ -828,50 +843,6 @@ static void visit_count(void *arg, const char *key, size_t len, bool written)
     ((struct visit *)arg)->nwritten += written;
 }
 
-/* Where the server says a note's key changed: its RESP3 tracking
- * connection, or its BCAST one. */
-static const struct backend *note_conn(const struct pool *p, const struct own_write *o)
-{
-    return &p->servers[o->server].conns[o->bcast ? POOL_CONN_BCAST(p) : POOL_CONN_TRACK3(p)];
-}
-
-/* The oldest note of key still waiting for its reply, or NULL. */
-static struct own_write *note_of(struct track_client *t, const char *key, size_t len)
-{
-    for (uint32_t i = 0; i < t->nown; i++)
-        if (t->own[i].state != OWN_CHANGED && t->own[i].len == len &&
-            !memcmp(t->own[i].key, key, len))
-            return &t->own[i];
-    return NULL;
-}
-
-static void note_drop(struct track_client *t, struct own_write *o)
-{
-    free(o->key);
-    memmove(o, o + 1, (size_t)(t->own + t->nown - o - 1) * sizeof(*o));
-    t->nown--;
-}
-
-/* c is told of key after all: a change held for its write was another's. */
-static void tell_own(struct client *c, const char *key, size_t len)
-{
-    struct track_client *t = state(c);
-    char one[sizeof(uint32_t) + 64];
-    uint32_t n = (uint32_t)len;
-    struct klist l = {.n = 1, .len = sizeof(n) + len, .cap = sizeof(n) + len};
-
-    if (t == NULL || !(t->flags & TRACK_BCAST)) {
-        tell_key(c, key, len);
-        return;
-    }
-    l.buf = l.len <= sizeof(one) ? one : xmalloc(l.len);
-    memcpy(l.buf, &n, sizeof(n));
-    memcpy(l.buf + sizeof(n), key, len);
-    tell(c, &l);                        /* (BCAST: its own message for it) */
-    if (l.buf != one)
-        free(l.buf);
-}
-
 /* The write's reply is read (v->changed: it certainly changed its keys):
  * its note of key says so. One that held an invalidation gives it to the
  * client now if the write changed nothing (it was another client's). */
@@ -895,7 +866,7 @@ static void visit_answered(void *arg, const char *key, size_t len, bool written)
     bool held = o->state == OWN_HELD;
     note_drop(t, o);
     if (held && !v->changed)
-        tell_own(v->c, key, len);
+        tell_one(v->c, key, len);   /* (another's, held for it) */
 }
 
 /* Whether a write's reply says it changed the keys it writes, for sure:
@@ -950,7 +921,7 @@ void track_answered(struct backend *b, struct req *r)
                 continue;
             }
             if (o->state == OWN_HELD)
-                tell_own(c, o->key, o->len);
+                tell_one(c, o->key, o->len);
             note_drop(t, o);
         }
         return;
@@ -1141,13 +1112,12 @@ static void note_own(void *arg, const char *key, size_t len, bool written)
 {
     struct client *c = arg;
     struct track_client *t = state(c);
-    uint32_t plen;
 
-    if (!written || ((t->flags & TRACK_BCAST) && prefix_of(t, key, len, &plen) == NULL))
+    if (!written || ((t->flags & TRACK_BCAST) && !under_prefix(t, key, len)))
         return;
     for (uint32_t i = 0; i < t->nown;) {    /* (those lapsed go) */
         struct own_write *o = &t->own[i];
-        if (o->state == OWN_CHANGED && note_conn(c->pool, o)->nreads > o->nreads + o->pending)
+        if (o->state == OWN_CHANGED && !note_live(o, note_conn(c->pool, o)->nreads))
             note_drop(t, o);
         else
             i++;
@@ -1167,8 +1137,8 @@ static void note_own(void *arg, const char *key, size_t len, bool written)
  * keys matter (r->track), as redis-server decides (trackingRememberKeys):
  * a read unless OPTIN without CACHING YES or OPTOUT with CACHING NO; a
  * NOLOOP client's write; an EXEC. CACHING lasts one command (not a
- * CLIENT one, nor those queued in MULTI). A BCAST NOLOOP client's writes
- * are noted now, before the server can say they changed. */
+ * CLIENT one, nor those queued in MULTI). A NOLOOP client's writes are
+ * noted now, before the server can say they changed (struct own_write). */
 static void track_route(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
     struct track_client *t = state(c);

@@ -452,9 +452,7 @@ void track_figures(const struct pool *p, struct track_figures *f)
     if (t == NULL)
         return;
     f->keys += t->nkeys;
-    for (uint32_t b = 0; b < t->nbuckets; b++)
-        for (const struct track_entry *e = t->buckets[b]; e != NULL; e = e->next)
-            f->items += e->nsinks;
+    f->items += t->nitems;
     /* Prefixes, each once however many clients name it. */
     for (uint32_t i = 0; i < t->nbcast; i++) {
         const struct track_client *ti;

@@ -120,6 +120,7 @@ struct track_tab {
     struct track_entry **buckets;
     uint32_t             nbuckets;  /* a power of two */
     uint32_t             nkeys;
+    uint64_t             nitems;    /* key-client pairs (INFO's tracking_total_items) */
     uint32_t             evict_at;  /* the bucket eviction looks at next */
     uint32_t             sweep_at;  /* ... and the tick's sweep */
     uint64_t             ping_ms;   /* the tick's last keepalive (loop ms) */
