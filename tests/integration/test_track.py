@@ -164,13 +164,16 @@ def t_not_read(t):
     a.close()
 
 
-def t_optin(t):
-    a = Tracker(t.port, "OPTIN")
-    ks = t.fresh("in:", 2)
+def t_opt(t, mode, caching):
+    """OPTIN with CLIENT CACHING YES before a read, OPTOUT with CACHING NO:
+    only the reads that count are told of."""
+    a = Tracker(t.port, mode)
+    ks = t.fresh(mode.lower() + ":", 2)
     cached = []
     for i, k in enumerate(ks):
         if i % 2:
-            expect_eq(a.cmd("CLIENT", "CACHING", "YES"), b"+OK\r\n", "CACHING YES")
+            expect_eq(a.cmd("CLIENT", "CACHING", caching), b"+OK\r\n", "CACHING " + caching)
+        if (i % 2 == 1) == (mode == "OPTIN"):
             cached.append(k)
         a.cmd("GET", k)
     for k in ks:
@@ -178,22 +181,6 @@ def t_optin(t):
     expect_eq(sorted(a.invalidated(t.barrier)), sorted(cached), "keys invalidated")
     a.close()
     return "%d of %d reads cached" % (len(cached), len(ks))
-
-
-def t_optout(t):
-    a = Tracker(t.port, "OPTOUT")
-    ks = t.fresh("out:", 2)
-    cached = []
-    for i, k in enumerate(ks):
-        if i % 2:
-            expect_eq(a.cmd("CLIENT", "CACHING", "NO"), b"+OK\r\n", "CACHING NO")
-        else:
-            cached.append(k)
-        a.cmd("GET", k)
-    for k in ks:
-        t.writer.set(k, "1")
-    expect_eq(sorted(a.invalidated(t.barrier)), sorted(cached), "keys invalidated")
-    a.close()
 
 
 def t_noloop(t):
@@ -693,6 +680,36 @@ def t_track3_closed(px, servers):
     sub.raw.close()
 
 
+def t_eject_return(servers):
+    """eject_mode rehash: while a server is ejected its keys are read from
+    another, and when it comes back they are written there again, where
+    the other server cannot see it: a tracking client gets a null when
+    the server returns, so nothing it read meanwhile stays cached."""
+    px = Shardis("px-eject", servers, timeout=500, auto_eject_hosts="true",
+                 eject_mode="rehash", server_failure_limit=1, server_retry_timeout=1500)
+    k = px.keys_on("ej:", 1, 1)[0]
+    barrier = [px.keys_on("ejb:", s, 1)[0] for s in range(3)]
+    w = Raw(px.port)
+    a = Tracker(px.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+
+    def state():
+        return {e[1]: e[11] for e in h.parse(w.cmd("SHARD.NODES"))}[b"redis2"]
+    servers[1].kill()
+    h.until("redis2 ejected", lambda: w.cmd("SET", k, "during") == b"+OK\r\n" and
+            state() == b"ejected")
+    expect_eq(a.cmd("GET", k), b"$6\r\nduring\r\n", "GET while it is ejected")
+    a.invalidated([b for b in barrier if b != barrier[1]])     # (the failure's nulls)
+    servers[1].launch()
+    h.until("redis2 back", lambda: state() != b"ejected", timeout=5)
+    expect_eq(w.cmd("SET", k, "after"), b"+OK\r\n", "SET after its return")
+    expect_eq(a.invalidated(barrier), [None], "invalidations at its return")
+    expect_eq(a.cmd("GET", k), b"$5\r\nafter\r\n", "GET after its return")
+    a.close()
+    w.close()
+    h.t_exit_clean(px)
+
+
 def t_reshard(px, servers):
     """A reload that adds a server gives keys new owners: a tracking client
     gets a null invalidation, and tracks again from there."""
@@ -734,8 +751,8 @@ def body():
     px = Shardis("px", servers, admin_commands="true")
     direct = Target("direct", direct_srv.port, [direct_srv])
     through = Target("shardis", px.port, servers, px)
-    for name, fn in [("default", t_default), ("not_read", t_not_read), ("optin", t_optin),
-                     ("optout", t_optout), ("noloop", t_noloop),
+    for name, fn in [("default", t_default), ("not_read", t_not_read), ("optin", lambda t: t_opt(t, "OPTIN", "YES")),
+                     ("optout", lambda t: t_opt(t, "OPTOUT", "NO")), ("noloop", t_noloop),
                      ("transaction", t_transaction), ("pipelined", t_pipelined),
                      ("flushall", t_flushall), ("switch_keeps_order", t_switch_keeps_order),
                      ("commands", t_commands),
@@ -751,6 +768,7 @@ def body():
     h.run_with_servers("track3_closed",     # (a shardis where only RESP2 tracks)
                        lambda s: t_track3_closed(Shardis("px-closed", s), s), 1)
     check("server_killed", t_server_killed, px, servers)
+    h.run_with_servers("eject_return", t_eject_return, 3)
     h.run_with_servers("reshard", lambda s: t_reshard(Shardis("px-reshard", s, admin_commands="true"), s), 3)
     check("exit_clean", h.t_exit_clean, px)
 
