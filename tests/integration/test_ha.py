@@ -239,13 +239,24 @@ def t_kill(px, masters, replicas, sentinels):
 
 
 def t_manual(px, masters, replicas, sentinels):
-    """SENTINEL FAILOVER of shard 1: followed; the demoted old master, and
-    the old master of shard 0 restarted as a replica, get no write."""
+    """SENTINEL FAILOVER of shard 1: followed; a client that tracks keys
+    (CLIENT TRACKING) and read one there is told to drop everything (the
+    new master tracks nothing it read); the demoted old master, and the
+    old master of shard 0 restarted as a replica, get no write."""
     old = masters[1]
+    tk = px.keys_on("tracked", 1)[0]
+    px.client.set(tk, "1")
+    tracker = harness.Raw(px.port, timeout=15)
+    tracker.cmd("HELLO", "3")
+    expect_eq(tracker.cmd("CLIENT", "TRACKING", "ON"), b"+OK\r\n", "CLIENT TRACKING ON")
+    expect_eq(tracker.cmd("GET", tk), b"$1\r\n1\r\n", "the tracked read")
     seen, ps = switch_seen(sentinels[1], "redis2")
     sentinels[1].client.execute_command("SENTINEL", "FAILOVER", "redis2")
     until("the switch", lambda: "t" in seen, timeout=15)
     ps.close()
+    expect_eq(tracker.reply(), b">2\r\n$10\r\ninvalidate\r\n_\r\n",
+              "the tracking client's push after the failover")
+    tracker.close()
     new = server_of(seen["to"], replicas)
     k = px.keys_on("manual", 1)[0]
 
