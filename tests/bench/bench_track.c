@@ -22,9 +22,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+
+#include "bench_lat.h"
 #include <unistd.h>
 
-#define MAX_SAMPLES 200000
 #define BUF (1 << 20)
 
 struct worker {
@@ -40,13 +41,6 @@ struct worker {
     char       *in;
     size_t      have, at;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The end of the RESP value at w->in[i], or 0 if it is not all read yet;
  * *push set if it is a push. */
@@ -173,19 +167,13 @@ out:
     return NULL;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 8 || (strcmp(argv[6], "plain") && strcmp(argv[6], "track"))) {
         fprintf(stderr, "usage: bench_track HOST PORT CLIENTS SECONDS PIPELINE plain|track KEYS\n");
         return 2;
     }
-    int n = atoi(argv[3]), pipeline = atoi(argv[5]), nlat = 0;
+    int n = atoi(argv[3]), pipeline = atoi(argv[5]);
     double seconds = atof(argv[4]), t0 = now_s();
     struct worker *w = calloc((size_t)n, sizeof(*w));
     long total = 0, pushes = 0;
@@ -200,7 +188,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         pthread_join(w[i].thread, NULL);
     double elapsed = now_s() - t0;
-    double *all = malloc((size_t)n * MAX_SAMPLES * sizeof(double));
+    double **lat = malloc((size_t)n * sizeof(*lat)), p50, p99;
+    long *done = malloc((size_t)n * sizeof(*done));
     for (int i = 0; i < n; i++) {
         if (w[i].failed) {
             fprintf(stderr, "bench_track: client %d failed\n", i);
@@ -208,15 +197,13 @@ int main(int argc, char **argv)
         }
         total += w[i].done * pipeline;
         pushes += w[i].pushes;
-        long k = w[i].done < MAX_SAMPLES ? w[i].done : MAX_SAMPLES;
-        memcpy(all + nlat, w[i].lat, (size_t)k * sizeof(double));
-        nlat += (int)k;
-        free(w[i].lat);
+        lat[i] = w[i].lat;
+        done[i] = w[i].done;
     }
-    qsort(all, (size_t)nlat, sizeof(double), cmp);
-    printf("%.0f %.3f %.3f %ld\n", (double)total / elapsed, nlat ? all[nlat / 2] : 0,
-           nlat ? all[(int)(nlat * 0.99)] : 0, pushes);
-    free(all);
+    lat_merge(lat, done, n, &p50, &p99);
+    printf("%.0f %.3f %.3f %ld\n", (double)total / elapsed, p50, p99, pushes);
+    free(lat);
+    free(done);
     free(w);
     return 0;
 }

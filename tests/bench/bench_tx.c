@@ -16,7 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_SAMPLES 200000
+#include "bench_lat.h"
+
 
 struct worker {
     pthread_t   thread;
@@ -27,13 +28,6 @@ struct worker {
     double     *lat;            /* ms, the first MAX_SAMPLES transactions */
     int         failed;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void *run(void *arg)
 {
@@ -74,19 +68,13 @@ static void *run(void *arg)
     return NULL;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 5) {
         fprintf(stderr, "usage: bench_tx HOST PORT CLIENTS SECONDS\n");
         return 2;
     }
-    int n = atoi(argv[3]), nlat = 0;
+    int n = atoi(argv[3]);
     double seconds = atof(argv[4]), t0 = now_s();
     struct worker *w = calloc((size_t)n, sizeof(*w));
     long total = 0;
@@ -99,22 +87,21 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         pthread_join(w[i].thread, NULL);
     double elapsed = now_s() - t0;
-    double *all = malloc((size_t)n * MAX_SAMPLES * sizeof(double));
+    double **lat = malloc((size_t)n * sizeof(*lat)), p50, p99;
+    long *done = malloc((size_t)n * sizeof(*done));
     for (int i = 0; i < n; i++) {
         if (w[i].failed) {
             fprintf(stderr, "bench_tx: client %d failed\n", i);
             return 1;
         }
         total += w[i].done;
-        long k = w[i].done < MAX_SAMPLES ? w[i].done : MAX_SAMPLES;
-        memcpy(all + nlat, w[i].lat, (size_t)k * sizeof(double));
-        nlat += (int)k;
-        free(w[i].lat);
+        lat[i] = w[i].lat;
+        done[i] = w[i].done;
     }
-    qsort(all, (size_t)nlat, sizeof(double), cmp);
-    printf("%.0f %.3f %.3f\n", (double)total / elapsed, nlat ? all[nlat / 2] : 0,
-           nlat ? all[(int)(nlat * 0.99)] : 0);
-    free(all);
+    lat_merge(lat, done, n, &p50, &p99);
+    printf("%.0f %.3f %.3f\n", (double)total / elapsed, p50, p99);
+    free(lat);
+    free(done);
     free(w);
     return 0;
 }
