@@ -988,14 +988,23 @@ void track_invalidate(struct backend *b, const struct msg *frame)
 }
 
 /* RESP2 tracking connections to server (its shared one, and pins) that
- * redirect to RESP3's: fn on each. */
+ * redirect to RESP3's, connecting or up (one closed, or closing, is
+ * given nothing: what it was given would stay queued there, and a pin
+ * that closed is freed): fn on each. */
+static bool alive(const struct backend *x)
+{
+    return !x->closing && (x->state == BACKEND_UP || x->state == BACKEND_CONNECTING);
+}
+
 static void each_resp2(struct pool *p, uint32_t server, void (*fn)(struct backend *x))
 {
     struct backend *x = &p->servers[server].conns[POOL_CONN_TRACK2(p)];
 
-    fn(x);
+    if (alive(x))
+        fn(x);
     TAILQ_FOREACH(x, &p->dedicated, link)
-        if (x->tracking && !x->resp3 && x->server == server)
+        if (x->tracking && !x->resp3 && x->server == server && x->role != BACKEND_LEFT &&
+            alive(x))
             fn(x);
 }
 
@@ -1003,8 +1012,7 @@ static void each_resp2(struct pool *p, uint32_t server, void (*fn)(struct backen
  * client's is written on it until it redirects again (track3_id). */
 static void hold_back(struct backend *x)
 {
-    if (x->state != BACKEND_DOWN && !x->closing)
-        x->held_back = 1;
+    x->held_back = 1;
 }
 
 void track_untracked(struct backend *b)
@@ -1056,7 +1064,7 @@ static void redirect(struct backend *b, uint64_t id)
  * waits for it or redirected to an earlier one. */
 static void redirect_again(struct backend *x)
 {
-    if (!x->closing && (x->held_back || x->state == BACKEND_UP))
+    if (x->held_back || x->state == BACKEND_UP)
         redirect(x, track3_of(x)->client_id);
 }
 
