@@ -701,8 +701,9 @@ def t_replica_down(px_r, px_p, replicas):
             pipe = c.pipeline(transaction=False)
             for _ in range(100):
                 pipe.get(k2)
+            sent = time.monotonic()     # (when it was sent: not when a slow run read it)
             for g in pipe.execute(raise_on_error=False):
-                (errors if isinstance(g, Exception) else got).append((time.monotonic(), g))
+                (errors if isinstance(g, Exception) else got).append((sent, g))
     on_replica = cmdstat(replicas[2], "get")
     t = threading.Thread(target=reader)
     t.start()
