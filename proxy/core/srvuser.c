@@ -22,7 +22,8 @@
  *     (SORT, RESTORE: route.c decides, and this reads it); SELECT only of
  *     the databases the pool serves; no MOVE (no rule can bound its
  *     database: shardis runs a client's MOVE, and SORT's BY and GET
- *     patterns, which need every key, as its own user: route.c).
+ *     patterns, which need every key, as its own user: route.c); with
+ *     admin_commands, DEBUG SLEEP, which a transaction queues there.
  *
  * How it gets to the servers: every connection that signs in as it
  * first signs in as shardis's own user and sends the ACL SETUSER
@@ -152,6 +153,10 @@ static void rules(const struct conf_pool *pc, struct words *w)
         add(w, buf);
     }
     add(w, "-move");            /* (shardis runs a client's as its own: route.c) */
+    /* DEBUG SLEEP queued in a client's transaction (pin.c), where admin
+     * commands are a client's; no script may run DEBUG (noscript). */
+    if (pc->admin_commands)
+        add(w, "+debug|sleep");
     add(w, "(allchannels +psubscribe)");
 }
 

@@ -10,12 +10,15 @@
  *              on that server; one that does not gets -CROSSSLOT and the
  *              transaction aborts at EXEC (-EXECABORT), as in Redis Cluster.
  *              Commands without keys cannot be queued anywhere, so they are
- *              refused the same way; but PING, ECHO and PUBLISH mean the same
- *              on any server: before the first key they are held here (tx_hold)
+ *              refused the same way; but PING, ECHO, PUBLISH and DEBUG SLEEP
+ *              mean the same on any server: before the first key they are
+ *              held here (tx_hold)
  *              and follow MULTI to the server it picks, or to the first
- *              server at an EXEC without any key. Errors shardis answers
- *              while queuing (unknown command, arity) abort it too, as in
- *              Redis.
+ *              server at an EXEC without any key. FLUSHALL and FLUSHDB, held
+ *              the same way before any key, empty every server: a
+ *              transaction with one runs on every server (tx_exec_every),
+ *              and takes no key. Errors shardis answers while queuing
+ *              (unknown command, arity) abort it too, as in Redis.
  *   WATCH      picks the server (its keys must share one) for the
  *              transaction that follows; its MULTI goes there at once.
  *   EXEC, DISCARD, UNWATCH, RESET
@@ -201,8 +204,9 @@ static void tx_release_held(struct client *c, bool send)
 {
     struct client_rare *rare = c->rare;
 
-    if (rare == NULL || rare->tx_nheld == 0)
+    if (rare == NULL)
         return;
+    rare->tx_flush = rare->tx_publish = false;
     for (uint32_t i = 0; i < rare->tx_nheld; i++) {
         struct req *q = rare->tx_held[i];
         if (send) {
@@ -216,6 +220,64 @@ static void tx_release_held(struct client *c, bool send)
     free(rare->tx_held);
     rare->tx_held = NULL;
     rare->tx_nheld = 0;
+}
+
+/* FLUSHALL or FLUSHDB in MULTI (an admin command, as outside it): held
+ * as PING is, and the transaction runs on every server at EXEC. Not once
+ * a key has picked the transaction's server, nor with a PUBLISH, which
+ * would reach each subscriber once for each server. */
+static void tx_flush(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
+{
+    const char *why = NULL;
+
+    if (!route_admin_ok(c, r, cmd->name))
+        return;                     /* (and the transaction aborts) */
+    if (client_tx_queued(c))
+        why = "after a key: the transaction runs on the server of its keys";
+    else if (c->rare != NULL && c->rare->tx_publish)
+        why = "after PUBLISH: run on every server, it would publish once for each";
+    if (why != NULL) {
+        client_reply_error(c, r, "ERR command '%s' inside MULTI %s is not supported by "
+                           "shardis", cmd->name, why);
+        route_refused(c, r);
+        return;
+    }
+    client_rare(c)->tx_flush = true;
+    tx_hold(c, r, a);
+}
+
+/* EXEC of a transaction that flushes (tx_flush): on every server, MULTI,
+ * what was held and EXEC, as shardis's own user (the clients' user may
+ * not FLUSHALL: srvuser.c) on connections of c's, after c's earlier
+ * requests are answered. EXEC's reply is as FLUSHALL's outside MULTI
+ * (all_succeeded): the first server's, or the first error (-EXECABORT
+ * where a server refused a command as it was queued). Each server runs
+ * the transaction at once; the servers do not run it at one instant, as
+ * they do not a FLUSHALL outside MULTI. */
+static void tx_exec_every(struct client *c, struct req *r, struct args *a)
+{
+    static const char *const multi[] = {"MULTI"};
+    struct pool *p = c->pool;
+    struct client_rare *rare = c->rare;
+    struct backend **via = xcalloc(p->nservers, sizeof(*via));
+
+    r->hold_on_send = 1;
+    gate_hold(c, r);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!p->servers[s].active)
+            continue;
+        via[s] = pool_conn_acquire_internal(p, s, c);
+        send_quiet_on(c, via[s], 1, multi);
+        for (uint32_t i = 0; i < rare->tx_nheld; i++) {
+            const struct msg *g = &rare->tx_held[i]->out;
+            struct req *q = req_get();
+            msg_sub(g, 0, g->len, &q->out);
+            route_send(c, q, NULL, via[s]);
+        }
+    }
+    tx_release_held(c, false);
+    frag_broadcast(c, r, a, CMD_REPLY_ALL_OK, via, true);   /* as long as a FLUSHALL takes */
+    free(via);
 }
 
 /* The transaction is over, or never was: what its minified commands'
@@ -261,6 +323,15 @@ void pin_client_gone(struct client *c)
     }
 }
 
+/* (pin.h) What forward counts (tx_sent) once MULTI is on the pin; before
+ * that, the first keyed command comes after what was held. */
+uint32_t pin_tx_place(const struct client *c)
+{
+    if (c->rare == NULL)
+        return 0;
+    return client_tx_queued(c) ? c->rare->tx_sent : c->rare->tx_nheld;
+}
+
 /* ---- MULTI, EXEC, DISCARD, WATCH, UNWATCH ------------------------------------------ */
 
 static void tx_multi(struct client *c, struct req *r, struct args *a)
@@ -298,6 +369,10 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
         if (c->pin != NULL)
             send_quiet(c, was >= TX_QUEUED ? "DISCARD" : "UNWATCH");
         refuse(c, r, "EXECABORT Transaction discarded because of previous errors.");
+        return;
+    }
+    if (was == TX_MULTI && c->rare != NULL && c->rare->tx_flush) {
+        tx_exec_every(c, r, a);
         return;
     }
     if (was == TX_MULTI && (c->rare == NULL || c->rare->tx_nheld == 0)) {
@@ -462,18 +537,39 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
     }
     if (!client_in_multi(c) || (cmd != NULL && keys_any(cmd)))
         return 0;
+    if (cmd != NULL && (!strcmp(cmd->name, "flushall") || !strcmp(cmd->name, "flushdb"))) {
+        tx_flush(c, r, a, cmd);
+        return 1;
+    }
     /* PING and ECHO mean the same on any server, and so does PUBLISH: a
      * client's subscriptions to channels and patterns are on every server
      * (pubsub.c), so a message published on any reaches every subscriber,
      * as in Redis Cluster (Celery's result backend publishes in the
      * transaction that stores the result). Once the transaction has a
      * server, they are queued there. */
+    /* DEBUG SLEEP (an admin command, as outside MULTI) sleeps the
+     * server the transaction runs on, or every server for one that
+     * flushes: all of a sleep a transaction can see (a key of its
+     * expiring between two of its commands). Its clients' user may
+     * (srvuser.c, with admin_commands). */
+    if (cmd != NULL && !strcmp(cmd->name, "debug") && args_is(a, 1, "sleep") &&
+        !route_admin_ok(c, r, cmd->name))
+        return 1;                   /* (and the transaction aborts) */
     if (cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo") ||
-                        !strcmp(cmd->name, "publish"))) {
-        if (client_tx_queued(c))
+                        !strcmp(cmd->name, "publish") ||
+                        (!strcmp(cmd->name, "debug") && args_is(a, 1, "sleep")))) {
+        bool publish = !strcmp(cmd->name, "publish");
+        if (client_tx_queued(c)) {
             forward(c, r, a);
-        else
+        } else if (publish && c->rare != NULL && c->rare->tx_flush) {
+            client_reply_error(c, r, "ERR command 'publish' inside MULTI after FLUSHALL or "
+                               "FLUSHDB is not supported by shardis: run on every server, "
+                               "it would publish once for each");
+            route_refused(c, r);
+        } else {
+            client_rare(c)->tx_publish |= publish;
             tx_hold(c, r, a);
+        }
         return 1;
     }
     /* In MULTI without keys: shardis's own commands and every keyless one
@@ -491,6 +587,12 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
 
 void pin_send(struct client *c, struct req *r, struct args *a, uint32_t server, bool blocking)
 {
+    if (c->tx == TX_MULTI && c->rare != NULL && c->rare->tx_flush) {
+        client_reply_error(c, r, "ERR a key inside MULTI after FLUSHALL or FLUSHDB is not "
+                           "supported by shardis: that transaction runs on every server");
+        route_refused(c, r);
+        return;
+    }
     if (c->tx == TX_MULTI) {
         if (pin_to(c, r, server) == NULL) {
             c->tx_abort = 1;

@@ -43,6 +43,8 @@ bool pin_reset(struct client *c, struct req *r);
  * next and what follows wait for what is still on it. False if c keeps it. */
 bool pin_let_go(struct client *c, struct req *next);
 void pin_client_gone(struct client *c);
+/* In MULTI: the place in EXEC's reply of the next command c queues. */
+uint32_t pin_tx_place(const struct client *c);
 
 struct module;
 /* Its module (module.h), listed in process/modules.c. */

@@ -186,8 +186,12 @@ struct client_rare {
     bool         watched;       /* ... and so on it (client_rewatch) */
     struct client *client;      /* its client (set while on cur_loop->stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
-    struct req **tx_held;       /* pin.c: PING/ECHO/PUBLISH queued in MULTI before any key, */
-    uint32_t     tx_nheld;      /* their requests to the server (owned here until sent) */
+    struct req **tx_held;       /* pin.c: PING/ECHO/PUBLISH/FLUSHALL/FLUSHDB queued in */
+    uint32_t     tx_nheld;      /* MULTI before any key, their requests to the server
+                                   (owned here until sent) */
+    bool         tx_flush;      /* pin.c: a FLUSHALL or FLUSHDB among them: EXEC runs
+                                   the transaction on every server */
+    bool         tx_publish;    /* pin.c: a PUBLISH among them (once on one server only) */
     bool         tx_broken;     /* mig.c: a queued command could not be sent: EXEC aborts */
     uint32_t     tx_sent;       /* pin.c: commands queued on the pin in this transaction */
     struct minify_tx *tx_minify;/* pin.c: their replies to map in EXEC's (minify.h), made

@@ -278,6 +278,11 @@ def t_debug(servers, direct):
     plain = Shardis("debug-plain", servers)
     got = parse(Raw(plain.port).cmd("DEBUG", "DIGEST"))
     expect(isinstance(got, harness.Err) and b"admin command" in got, "without admin: %r" % got)
+    c = Raw(plain.port)
+    out = [c.cmd(*a) for a in (["MULTI"], ["DEBUG", "SLEEP", "0"], ["EXEC"])]
+    expect(out[1].startswith(b"-ERR 'debug' is an admin command") and
+           out[2].startswith(b"-EXECABORT"), "DEBUG SLEEP in MULTI without admin: %r" % out)
+    c.close()
     harness.t_exit_clean(plain)
 
     px = Shardis("debug", servers, admin_commands="true")
@@ -325,6 +330,28 @@ def t_debug(servers, direct):
     out = [c.cmd(*a) for a in (["MULTI"], ["SET", k0, "1"], ["DEBUG", "OBJECT", k0], ["EXEC"])]
     expect(out[2].startswith(b"-ERR") and out[3].startswith(b"-EXECABORT"),
            "DEBUG inside MULTI: %r" % out[2:])
+    # DEBUG SLEEP in MULTI sleeps the transaction's server (as its
+    # clients' user: srvuser.c), before or after its first key; every
+    # server in one that flushes.
+    def debug_calls():
+        return [s.client.info("commandstats").get("cmdstat_debug", {}).get("calls", 0)
+                for s in servers]
+    for i in range(len(servers)):
+        k = px.keys_on("dsl", i)[0]
+        for seq in ([["MULTI"], ["SET", k, "1"], ["DEBUG", "SLEEP", "0"], ["GET", k], ["EXEC"]],
+                    [["MULTI"], ["DEBUG", "SLEEP", "0"], ["INCR", k], ["EXEC"]]):
+            before = debug_calls()
+            got = [c.cmd(*a) for a in seq]
+            want = [d.cmd(*a) for a in seq]
+            expect_eq(got, want, "%s on server %d" % (seq[1:-1], i))
+            slept = [x - y for x, y in zip(debug_calls(), before)]
+            expect_eq(slept, [1 if j == i else 0 for j in range(len(servers))],
+                      "DEBUG SLEEP in MULTI run on the transaction's server %d" % i)
+    before = debug_calls()
+    seq = [["MULTI"], ["DEBUG", "SLEEP", "0"], ["FLUSHDB"], ["EXEC"]]
+    expect_eq([c.cmd(*a) for a in seq], [d.cmd(*a) for a in seq], "DEBUG SLEEP and FLUSHDB")
+    expect_eq([x - y for x, y in zip(debug_calls(), before)], [1] * len(servers),
+              "DEBUG SLEEP in a transaction that flushes: on every server")
     expect_eq(c.cmd("DEBUG", "RELOAD"), b"+OK\r\n", "RELOAD")
     expect_eq(parse(c.cmd("DEBUG", "DIGEST")), parse(d.cmd("DEBUG", "DIGEST")), "after RELOAD")
     for proto in (b"2", b"3"):
@@ -376,6 +403,88 @@ def t_multi_keyless(servers, direct):
     expect(out[1025].startswith(b"-ERR more than 1024"), "the 1,025th: %r" % out[1025])
     expect_eq(out[1026:], [b"-EXECABORT Transaction discarded because of previous errors.\r\n",
                            b"+PONG\r\n"], "EXEC, then PING")
+    harness.t_exit_clean(px)
+
+
+def t_multi_flush(servers, direct):
+    """FLUSHALL and FLUSHDB in MULTI before any key: the transaction runs
+    on every server, EXEC's reply as redis-server's and every server
+    emptied (the Tcl suite's tracking unit and its "flushdb ... not
+    interleaved with transaction response" needs it). After a key, with a
+    key after it, or with PUBLISH, refused, the transaction aborted and
+    nothing flushed; without admin_commands refused, as FLUSHALL is."""
+    px = Shardis("multi-flush", servers, admin_commands="true")
+    keys = [px.keys_on("mf", i)[0] for i in range(len(servers))]
+
+    def fill(port):
+        c = Raw(port)
+        for k in keys:
+            c.cmd("SET", k, "v")
+        c.close()
+
+    def left(port=None):
+        if port == direct.port:
+            return sorted(direct.client.keys("mf*"))
+        return sorted(k for s in servers for k in s.client.keys("mf*"))
+
+    def run(port, seq, proto):
+        c = Raw(port)
+        c.cmd("HELLO", proto)
+        c.send(b"".join(harness.enc(*a) for a in seq))
+        out = [c.reply() for _ in seq]
+        c.close()
+        return out
+
+    def text(seq):
+        return " ".join(" ".join(x if isinstance(x, str) else x.decode() for x in a)
+                        for a in seq)
+
+    seqs = [
+        [["MULTI"], ["FLUSHDB"], ["EXEC"]],
+        [["MULTI"], ["PING"], ["FLUSHALL"], ["ECHO", "x"], ["FLUSHDB", "ASYNC"], ["EXEC"]],
+        [["MULTI"], ["FLUSHALL", "SYNC"], ["EXEC"], ["GET", keys[0]]],
+        [["MULTI"], ["FLUSHALL"], ["DISCARD"], ["GET", keys[1]]],
+        [["MULTI"], ["FLUSHDB"], ["NOSUCH"], ["EXEC"]],
+        [["MULTI"], ["FLUSHDB", "NOSUCH"], ["EXEC"]],
+        [["SET", "mfx", "1"], ["MULTI"], ["FLUSHDB"], ["EXEC"], ["SET", "mfy", "2"],
+         ["MGET", "mfx", "mfy"]],
+    ]
+    for proto in ("2", "3"):
+        for seq in seqs:
+            got, want = {}, {}
+            for port, out in ((px.port, got), (direct.port, want)):
+                fill(port)
+                out["replies"] = run(port, seq, proto)
+                out["left"] = left(port)
+            expect_eq(got, want, "RESP%s %s" % (proto, text(seq)))
+            for s in servers + [direct]:
+                s.client.flushall()
+    # Refused, the transaction aborted, nothing flushed.
+    for seq in ([["MULTI"], ["SET", keys[1], "w"], ["FLUSHALL"], ["EXEC"]],
+                [["MULTI"], ["FLUSHALL"], ["SET", keys[1], "w"], ["EXEC"]],
+                [["MULTI"], ["FLUSHALL"], ["GET", keys[2]], ["EXEC"]],
+                [["MULTI"], ["FLUSHDB"], ["PUBLISH", "ch", "m"], ["EXEC"]],
+                [["MULTI"], ["PUBLISH", "ch", "m"], ["FLUSHDB"], ["EXEC"]]):
+        fill(px.port)
+        out = run(px.port, seq, "2")
+        what = text(seq)
+        expect_eq(out[:2], [b"+OK\r\n", b"+QUEUED\r\n"], what)
+        expect(out[2].startswith(b"-ERR ") and b"not supported by shardis" in out[2],
+               "%s: %r" % (what, out[2]))
+        expect(out[3].startswith(b"-EXECABORT"), "%s: EXEC %r" % (what, out[3]))
+        expect_eq(left(), sorted(keys), "%s: nothing flushed" % what)
+    for s in servers:
+        s.client.delete(*keys)
+    harness.t_exit_clean(px)
+    # Without admin_commands, FLUSHALL is refused inside MULTI as outside.
+    px = Shardis("multi-flush-noadmin", servers)
+    fill(px.port)
+    out = run(px.port, [["MULTI"], ["FLUSHALL"], ["EXEC"]], "2")
+    expect(out[1].startswith(b"-ERR 'flushall' is an admin command") and
+           out[2].startswith(b"-EXECABORT"), "without admin_commands: %r" % out)
+    expect_eq(left(), sorted(keys), "without admin_commands: nothing flushed")
+    for s in servers:
+        s.client.delete(*keys)
     harness.t_exit_clean(px)
 
 
@@ -1089,6 +1198,9 @@ def body():
           "subscriber told", t_celery_result, servers, direct)
     check("PING and ECHO in MULTI before any key: held, then on the transaction's server "
           "(or the first); replies as redis-server", t_multi_keyless, servers, direct)
+    check("FLUSHALL and FLUSHDB in MULTI before any key: on every server, EXEC's reply as "
+          "redis-server's; after or before a key, or with PUBLISH, refused and nothing flushed",
+          t_multi_flush, servers, direct)
     check("COMMAND INFO, a keyless script and a keyless MULTI with the first server down: "
           "the next server up answers", t_first_down, [RedisServer("fd%d" % i) for i in (1, 2, 3)])
     check("CLIENT REPLY OFF, SKIP and ON as redis-server, (un)subscribe confirmations and "
