@@ -106,6 +106,7 @@
 #include "proxy/core/keys.h"
 #include "proxy/core/pool.h"
 #include "proxy/modules/own.h"
+#include "proxy/modules/pin.h"
 #include "proxy/modules/track.h"
 #include "proxy/modules/track_int.h"
 #include "proxy/transport/args.h"
@@ -757,7 +758,7 @@ static bool own_change(struct client *c, const struct backend *b, const char *ke
             o->state = OWN_HELD;        /* its reply says whose it was */
             return true;
         }
-        bool own = note_live(o, b->nreads);
+        bool own = note_live(o, b->nreads) && !o->reread;
         note_drop(t, o);
         return own;
     }
@@ -813,7 +814,7 @@ struct visit {
     bool                 poisoned_check;
     uint64_t             since_us;
     struct client       *c;
-    const struct backend *b;        /* (visit_answered: where the reply was read) */
+    struct backend      *b;         /* where the reply was read */
     bool                 changed;   /* (visit_answered) */
     uint32_t             nwritten;  /* (visit_count) */
 };
@@ -824,6 +825,7 @@ static void visit_remember(void *arg, const char *key, size_t len, bool written)
 
     (void)written;
     remember(v->pool, v->t->sink, key, len);
+    v->b->tracked = 1;              /* (b's server tells of it: lost if b closes) */
     /* RESP2: its invalidation may have come first, on the other connection. */
     if (v->poisoned_check && logged_since(v->pool->track, hash_key(key, len), v->since_us))
         tell_key(v->c, key, len);
@@ -843,30 +845,34 @@ static void visit_count(void *arg, const char *key, size_t len, bool written)
     ((struct visit *)arg)->nwritten += written;
 }
 
-/* The write's reply is read (v->changed: it certainly changed its keys):
- * its note of key says so. One that held an invalidation gives it to the
- * client now if the write changed nothing (it was another client's). */
-static void visit_answered(void *arg, const char *key, size_t len, bool written)
+/* o's write is answered, on v->b (changed: it certainly changed the
+ * key): the note says so, or goes. One that held an invalidation gives
+ * it to the client now if the write changed nothing (it was another
+ * client's). False if o went. */
+static bool note_answered(struct visit *v, struct own_write *o, bool changed)
 {
-    struct visit *v = arg;
-    struct track_client *t = v->t;
-    struct own_write *o;
-
-    if (!written || (o = note_of(t, key, len)) == NULL)
-        return;
-    if (v->changed && o->state == OWN_PENDING) {
+    if (changed && o->state == OWN_PENDING) {
         const struct backend *at = note_conn(v->pool, o);
         o->pending = backend_unread(at);
         if (at == v->b || o->pending) {
             o->state = OWN_CHANGED;     /* (its own comes with or after the reply) */
             o->nreads = at->nreads;
-            return;
+            return true;
         }                               /* (else it came already, or will not) */
     }
-    bool held = o->state == OWN_HELD;
-    note_drop(t, o);
-    if (held && !v->changed)
-        tell_one(v->c, key, len);   /* (another's, held for it) */
+    if (o->state == OWN_HELD && !changed)
+        tell_one(v->c, o->key, o->len); /* (another's, held for it) */
+    note_drop(v->t, o);
+    return false;
+}
+
+static void visit_answered(void *arg, const char *key, size_t len, bool written)
+{
+    struct visit *v = arg;
+    struct own_write *o;
+
+    if (written && (o = note_of(v->t, key, len)) != NULL)
+        note_answered(v, o, v->changed && !o->reread);
 }
 
 /* Whether a write's reply says it changed the keys it writes, for sure:
@@ -875,20 +881,49 @@ static void visit_answered(void *arg, const char *key, size_t len, bool written)
  * its one written key, or of them all. Anything else (a nil, an error, 0,
  * a bulk) leaves it unsaid, and the client is told of whatever change
  * comes: at worst of its own write. */
-static bool certainly_changed(const struct cmd *cmd, const struct msg *rsp, uint32_t nwritten)
+static bool certainly_changed(const struct cmd *cmd, const struct resp_val *v,
+                              uint32_t nwritten)
 {
-    struct resp_rd rd;
-    struct resp_val v;
-
-    if (nwritten == 0 || !strcmp(cmd->name, "setrange") ||
+    if (cmd == NULL || nwritten == 0 || !strcmp(cmd->name, "setrange") ||
         !strncmp(cmd->name, "rename", 6))       /* (SETRANGE k 0 "", RENAME k k) */
         return false;
-    resp_rd_init(&rd, rsp);
-    if (resp_rd_next(&rd, &v) < 0)
-        return false;
-    return v.type == RESP_SIMPLE ||
-           (v.type == RESP_INTEGER && !script(cmd) && v.n >= 1 &&
-            (nwritten == 1 || v.n == nwritten));
+    return v->type == RESP_SIMPLE ||
+           (v->type == RESP_INTEGER && !script(cmd) && v->n >= 1 &&
+            (nwritten == 1 || v->n == nwritten));
+}
+
+/* EXEC's reply (ran: an array, its transaction ran) is read on v->b:
+ * each note of a write the transaction queued is answered by its element
+ * of it, as a write outside one by its reply. (No key expires between a
+ * transaction's commands: redis-server 7 runs them all at EXEC's time.)
+ * Any other note not answered yet goes (one that held an invalidation
+ * tells it). */
+static void tx_answered(struct visit *v, const struct req *exec, bool ran)
+{
+    struct track_client *t = v->t;
+    struct resp_rd rd;
+    struct resp_val el = {0};
+    long long n = 0, at = -1;
+
+    resp_rd_init(&rd, &exec->rsp);
+    if (ran && resp_rd_next(&rd, &el) == 0 && el.type == RESP_ARRAY)
+        n = el.n;
+    for (uint32_t i = 0; i < t->nown;) {
+        struct own_write *o = &t->own[i];
+        bool changed = false;
+        if (o->state == OWN_CHANGED) {
+            i++;
+            continue;
+        }
+        if (o->place != OWN_NO_PLACE && o->place < n) {
+            while (at < (long long)o->place && resp_rd_skip(&rd, &el) == 0)
+                at++;
+            changed = at == (long long)o->place && !o->reread &&
+                      certainly_changed(cmd_numbered(o->cmd), &el, o->nwritten);
+        }
+        if (note_answered(v, o, changed))
+            i++;
+    }
 }
 
 /* (backend_hooks.tracked: every reply on a tracking connection b) */
@@ -905,8 +940,8 @@ void track_answered(struct backend *b, struct req *r)
     struct visit v = {.pool = c->pool, .t = t, .poisoned_check = !b->resp3,
                       .since_us = top->t0_us, .c = c, .b = b};
     if (r->is_exec) {
-        /* Its transaction ran: what it read there is tracked from now; what
-         * it wrote is not said for sure (its own invalidations are told). */
+        /* Its transaction ran: what it read there is tracked from now;
+         * what it wrote, its element of the reply says. */
         if (first == RESP_ARRAY) {
             const char *k;
             uint32_t len;
@@ -914,16 +949,7 @@ void track_answered(struct backend *b, struct req *r)
                 visit_remember(&v, k, len, false);
         }
         klist_clear(&t->stash);
-        for (uint32_t i = 0; i < t->nown;) {
-            struct own_write *o = &t->own[i];
-            if (o->state == OWN_CHANGED) {
-                i++;
-                continue;
-            }
-            if (o->state == OWN_HELD)
-                tell_one(c, o->key, o->len);
-            note_drop(t, o);
-        }
+        tx_answered(&v, r, first == RESP_ARRAY);
         return;
     }
     if ((cmd = cmd_numbered(top->cmd)) == NULL)
@@ -931,8 +957,12 @@ void track_answered(struct backend *b, struct req *r)
     if (loop_write(t, cmd)) {
         if (r->in_tx)
             return;                     /* (+QUEUED: EXEC's reply says) */
+        struct resp_rd rd;
+        struct resp_val head;
         out_keys(r, cmd, visit_count, &v);
-        v.changed = certainly_changed(cmd, &r->rsp, v.nwritten);
+        resp_rd_init(&rd, &r->rsp);
+        v.changed = resp_rd_next(&rd, &head) == 0 &&
+                    certainly_changed(cmd, &head, v.nwritten);
         out_keys(r, cmd, visit_answered, &v);
     } else if (first == RESP_ERROR || (t->flags & TRACK_BCAST)) {
         return;
@@ -1114,11 +1144,26 @@ void track_hello(struct backend *b)
 
 /* ---- routing: what counts ----------------------------------------------------------- */
 
+/* A NOLOOP client's write being routed: in MULTI, its place in EXEC's
+ * reply and how many keys it writes. */
+struct noting {
+    struct client *c;
+    uint32_t place, nwritten;
+    uint16_t cmd;
+};
+
+static void count_written(void *arg, const char *key, size_t len, bool written)
+{
+    (void)key, (void)len;
+    ((struct noting *)arg)->nwritten += written;
+}
+
 /* A NOLOOP client's write of key, as it is routed (struct own_write): of
  * a key it writes (a BCAST client's, under its prefixes). */
 static void note_own(void *arg, const char *key, size_t len, bool written)
 {
-    struct client *c = arg;
+    struct noting *n = arg;
+    struct client *c = n->c;
     struct track_client *t = state(c);
 
     if (!written || ((t->flags & TRACK_BCAST) && !under_prefix(t, key, len)))
@@ -1136,9 +1181,27 @@ static void note_own(void *arg, const char *key, size_t len, bool written)
     }
     struct own_write *o = &t->own[t->nown++];
     *o = (struct own_write){.len = (uint32_t)len, .server = pool_owner(c->pool, key, len),
-                            .bcast = (t->flags & TRACK_BCAST) != 0, .state = OWN_PENDING};
+                            .bcast = (t->flags & TRACK_BCAST) != 0, .state = OWN_PENDING,
+                            .place = n->place, .nwritten = n->nwritten, .cmd = n->cmd};
     o->key = xmalloc(len + 1);
     memcpy(o->key, key, len);
+}
+
+/* A BCAST NOLOOP client reads keys it wrote, their notes still there:
+ * the server says in one message every change of a key in one instant
+ * (redis-server's BCAST), so one that came with its own write (the key
+ * expiring: Redis's own "Tracking gets notification of lazy expired
+ * keys", where a transaction writes it, sleeps and reads it; another
+ * client's write) would go untold with it, and what it read may be stale.
+ * The invalidation is told instead (struct own_write reread). */
+static void mark_reread(void *arg, const char *key, size_t len, bool written)
+{
+    struct track_client *t = arg;
+
+    (void)written;
+    for (uint32_t i = 0; i < t->nown; i++)
+        if (t->own[i].len == len && !memcmp(t->own[i].key, key, len))
+            t->own[i].reread = true;
 }
 
 /* The track role (route.c, for a client with c->tracking): whether r's
@@ -1155,12 +1218,23 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
     if (t == NULL)
         return;
     t->dirty = true;
+    if (t->nown > 0 && (t->flags & TRACK_BCAST) && reads(cmd) && !loop_write(t, cmd)) {
+        struct args k = *a;
+        k.ncopies = 0;
+        each_key(cmd, &k, mark_reread, t);
+        args_release(&k);
+    }
     if (loop_write(t, cmd)) {
         /* Noted now: another client's change of its keys may be heard
          * before its reply, or its own after it. */
         struct args k = *a;
+        struct noting n = {.c = c, .place = OWN_NO_PLACE, .cmd = cmd_number(cmd)};
         k.ncopies = 0;
-        each_key(cmd, &k, note_own, c);
+        if (client_in_multi(c)) {
+            n.place = pin_tx_place(c);
+            each_key(cmd, &k, count_written, &n);
+        }
+        each_key(cmd, &k, note_own, &n);
         args_release(&k);
         counts = true;
     } else if (reads(cmd) && !(t->flags & TRACK_BCAST)) {

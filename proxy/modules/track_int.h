@@ -67,6 +67,8 @@ enum own_state {
                                    invalidation there (nreads, pending) is its own */
 };
 
+#define OWN_NO_PLACE UINT32_MAX
+
 struct own_write {
     char    *key;               /* (owned) */
     uint32_t len;
@@ -75,6 +77,15 @@ struct own_write {
     uint8_t  state;             /* enum own_state */
     bool     pending;           /* OWN_CHANGED: that connection had bytes unread then */
     uint32_t nreads;            /* OWN_CHANGED: that connection's nreads then */
+    /* Queued in MULTI: its reply is EXEC's element place (OWN_NO_PLACE:
+     * not in a transaction), of the write's command (cmd_number) that
+     * writes nwritten keys. */
+    uint32_t place;
+    uint32_t nwritten;
+    uint16_t cmd;
+    /* BCAST: the client read the key since (track.c mark_reread): an
+     * invalidation of it is told, at worst of its own write. */
+    bool     reread;
 };
 
 struct track_client {

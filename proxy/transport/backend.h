@@ -132,9 +132,9 @@ struct backend {
                                    until its owner lets it go (a RESP2 tracking one
                                    waits for the connection its invalidations are to
                                    be redirected to: track.c) */
-    unsigned         tracked:1; /* ... and a tracked request was answered on it since it
-                                   connected: closing it loses what its server tracks
-                                   (hooks.untracked) */
+    unsigned         tracked:1; /* ... and hooks.tracked took a read answered on it as
+                                   tracked since it connected (set there): closing it
+                                   loses what its server tracks (hooks.untracked) */
     unsigned         as:2;      /* enum backend_as: the ACL user it signs in as */
     uint32_t         creds_gen; /* the pool's creds_gen it authenticated in */
     unsigned         retired:1; /* a ONE_OFF that was its client's PIN (pool_conn_retire) */
@@ -234,7 +234,8 @@ struct backend_hooks {
      * read, before anything after it on b: if it is a client's request
      * marked r->track (or a fragment of one), what it read is tracked from
      * now on, and r->out still holds what was sent. Every reply on b comes
-     * here, before it goes on (req_done). */
+     * here, before it goes on (req_done). It sets b->tracked where the
+     * server now tracks for b a key some client is to be told of. */
     void (*tracked)(struct backend *b, struct req *r);
     /* b's server pushed frame (an invalidation), in the order b read it. */
     void (*invalidate)(struct backend *b, const struct msg *frame);

@@ -46,10 +46,8 @@ static void answered(struct backend *b, struct req *r)
     }
     if (r->unblocked && h->unblocked != NULL && h->unblocked(r))
         return;                     /* sent again, to the key's new owner */
-    if (b->tracking && h->tracked != NULL) {
-        b->tracked |= backend_tracks(r);
+    if (b->tracking && h->tracked != NULL)
         h->tracked(b, r);           /* (every reply: the pushes after it are its) */
-    }
     if (r->client != NULL || r->parent != NULL)
         req_done(r);
     else

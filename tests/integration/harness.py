@@ -207,11 +207,12 @@ class Shardis:
         return got
 
 
-def fresh_servers(n):
-    """n new redis-servers, named redis1..redisN as Shardis configs call them."""
+def fresh_servers(n, extra=()):
+    """n new redis-servers, named redis1..redisN as Shardis configs call them
+    (extra: more of redis-server's arguments)."""
     out = []
     for i in range(n):
-        s = RedisServer("r%d-%d" % (len(os.listdir(TMP)), i))
+        s = RedisServer("r%d-%d" % (len(os.listdir(TMP)), i), extra=list(extra))
         s.name = "redis%d" % (i + 1)
         out.append(s)
     return out
