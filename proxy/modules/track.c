@@ -758,7 +758,7 @@ static bool own_change(struct client *c, const struct backend *b, const char *ke
             o->state = OWN_HELD;        /* its reply says whose it was */
             return true;
         }
-        bool own = note_live(o, b->nreads) && !o->reread;
+        bool own = note_live(o, b->nreads);
         note_drop(t, o);
         return own;
     }
@@ -1187,20 +1187,24 @@ static void note_own(void *arg, const char *key, size_t len, bool written)
     memcpy(o->key, key, len);
 }
 
-/* A BCAST NOLOOP client reads keys it wrote, their notes still there:
- * the server says in one message every change of a key in one instant
- * (redis-server's BCAST), so one that came with its own write (the key
- * expiring: Redis's own "Tracking gets notification of lazy expired
- * keys", where a transaction writes it, sleeps and reads it; another
- * client's write) would go untold with it, and what it read may be stale.
- * The invalidation is told instead (struct own_write reread). */
+/* A BCAST NOLOOP client reads keys it wrote before the write was
+ * answered: the read may run in the same server instant as the write,
+ * and the server says in one message every change of a key in one
+ * instant (redis-server's BCAST), so one that came with its own write
+ * (the key expiring: Redis's own "Tracking gets notification of lazy
+ * expired keys", where a transaction writes it, sleeps and reads it;
+ * another client's write) would go untold with it, and what it read be
+ * stale. The write is not taken as certain (struct own_write reread):
+ * the client is told, at worst of its own write. (A read after the
+ * write's reply was read runs in a later instant.) */
 static void mark_reread(void *arg, const char *key, size_t len, bool written)
 {
     struct track_client *t = arg;
 
     (void)written;
     for (uint32_t i = 0; i < t->nown; i++)
-        if (t->own[i].len == len && !memcmp(t->own[i].key, key, len))
+        if (t->own[i].state != OWN_CHANGED && t->own[i].len == len &&
+            !memcmp(t->own[i].key, key, len))
             t->own[i].reread = true;
 }
 

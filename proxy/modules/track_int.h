@@ -83,8 +83,8 @@ struct own_write {
     uint32_t place;
     uint32_t nwritten;
     uint16_t cmd;
-    /* BCAST: the client read the key since (track.c mark_reread): an
-     * invalidation of it is told, at worst of its own write. */
+    /* BCAST: the client read the key before the write was answered
+     * (track.c mark_reread): the write is not taken as certain. */
     bool     reread;
 };
 

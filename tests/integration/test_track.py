@@ -481,8 +481,15 @@ def t_noloop_transaction(t):
     a.cmd("MGET", *ks)
     mine, same, theirs = ks[::3], ks[1::3], ks[2::3]
     for k in mine:
-        expect_eq(a.pipeline(("MULTI",), ("SET", k, "mine"), ("INCR", "ltx-n{%s}" % k.decode()),
-                             ("EXEC",))[3], b"*2\r\n+OK\r\n:1\r\n", "EXEC")
+        # The write first, then after a read: what follows it in EXEC's
+        # reply would not say it changed the key.
+        expect_eq(a.pipeline(("MULTI",), ("SET", k, "mine"), ("ECHO", "x"), ("EXEC",))[3],
+                  b"*2\r\n+OK\r\n$1\r\nx\r\n", "EXEC")
+        expect_eq(a.cmd("GET", k), b"$4\r\nmine\r\n", "GET (tracked again)")
+        got = a.pipeline(("MULTI",), ("GET", "ltx-n{%s}" % k.decode()), ("SET", k, "mine"),
+                         ("ECHO", "x"), ("EXEC",))[4]
+        expect(got in (b"*3\r\n$-1\r\n+OK\r\n$1\r\nx\r\n", b"*3\r\n_\r\n+OK\r\n$1\r\nx\r\n"),
+               "EXEC: %r" % got)
     for k in same:
         got = a.pipeline(("MULTI",), ("SET", k, "mine", "NX"), ("EXEC",))[2]
         expect(got in (b"*1\r\n$-1\r\n", b"*1\r\n_\r\n"), "EXEC of SET NX: %r" % got)
@@ -772,6 +779,22 @@ def t_track3_closed(px, servers):
     sub.raw.close()
 
 
+def t_track3_closed_resp3(px, servers):
+    """The server closes the RESP3 tracking connection a RESP3 client's
+    reads went over: it forgets them, and the client gets a null."""
+    a = Tracker(px.port, )
+    a.cmd("CLIENT", "TRACKING", "ON")
+    k = px.keys_on("closed3:", 0, 1)[0]
+    r = servers[0].client
+    a.cmd("GET", k)
+    t3 = [c["id"] for c in server_clients(r) if "t" in c["flags"] and c["resp"] == "3"]
+    expect_eq(len(t3), 1, "RESP3 tracking connections on the server")
+    r.execute_command("CLIENT", "KILL", "ID", t3[0])
+    a.raw.sock.settimeout(5)
+    expect_eq(a.raw.reply(), NULL_PUSH, "after the connection was closed")
+    a.close()
+
+
 def t_eject_return(servers):
     """eject_mode rehash: while a server is ejected its keys are read from
     another, and when it comes back they are written there again, where
@@ -862,6 +885,8 @@ def body():
     check("info", t_info, px)
     h.run_with_servers("track3_closed",     # (a shardis where only RESP2 tracks)
                        lambda s: t_track3_closed(Shardis("px-closed", s), s), 1)
+    h.run_with_servers("track3_closed_resp3",
+                       lambda s: t_track3_closed_resp3(Shardis("px-closed3", s), s), 1)
     check("server_killed", t_server_killed, px, servers)
     h.run_with_servers("eject_return", t_eject_return, 3)
     h.run_with_servers("reshard", lambda s: t_reshard(Shardis("px-reshard", s, admin_commands="true"), s), 3)
