@@ -26,7 +26,7 @@ size_t module_ntake;
     X(answers_itself) X(answer) X(shard_command)                                    \
     X(to_monitors)                                                                  \
     X(reset_stats)                                                                  \
-    X(track)
+    X(track) X(tx_unrun)
 
 /* Role f of r, if it plays it: one module per role. (CHECK, not ASSERT,
  * here and below: once, at start, and a table that breaks it must not

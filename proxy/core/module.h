@@ -80,8 +80,11 @@ struct module_roles {
     void (*to_monitors)(struct client *c, struct args *a);
     /* stats.c: CONFIG RESETSTAT of the pool's commandstats */
     void (*reset_stats)(struct pool *p);
-    /* track.c: c tracks keys (c->tracking): whether r's count (r->track) */
+    /* track.c: c tracks keys (c->tracking): whether r's count (r->track);
+     * c's transaction ended without running on a server (DISCARD, an
+     * abort or -TRYAGAIN shardis answers, RESET): its writes never ran */
     void (*track)(struct client *c, struct req *r, struct args *a, const struct cmd *cmd);
+    void (*tx_unrun)(struct client *c);
 };
 
 /* A request of a route kind a module answers whole (module_route). It

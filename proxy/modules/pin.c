@@ -169,11 +169,12 @@ void pin_check(struct client *c)
     }
 }
 
-/* ---- PING, ECHO and PUBLISH before the transaction's first key ---------------------------- */
+/* ---- keyless commands before the transaction's first key ------------------------- */
 
-/* Queue r (PING, ECHO or PUBLISH, in MULTI before any key) here: answered +QUEUED,
- * as a server would, its bytes kept for the server the transaction gets. */
-#define TX_HELD_MAX 1024    /* PING/ECHO/PUBLISH held before a key; more abort it */
+/* Queue r (PING, ECHO, PUBLISH, DEBUG SLEEP, FLUSHALL, FLUSHDB, in MULTI
+ * before any key) here: answered +QUEUED, as a server would, its bytes
+ * kept for the server the transaction gets. */
+#define TX_HELD_MAX 1024    /* commands held before a key; more abort it */
 
 static void tx_hold(struct client *c, struct req *r, struct args *a)
 {
@@ -182,7 +183,7 @@ static void tx_hold(struct client *c, struct req *r, struct args *a)
     struct req *q;
 
     if (rare->tx_nheld == TX_HELD_MAX) {
-        client_reply_error(c, r, "ERR more than %d PING/ECHO/PUBLISH in MULTI before any key: "
+        client_reply_error(c, r, "ERR more than %d commands in MULTI before any key: "
                            "shardis holds no more", TX_HELD_MAX);
         c->tx_abort = 1;
         req_done(r);
@@ -237,8 +238,8 @@ static void tx_flush(struct client *c, struct req *r, struct args *a, const stru
     else if (c->rare != NULL && c->rare->tx_publish)
         why = "after PUBLISH: run on every server, it would publish once for each";
     if (why != NULL) {
-        client_reply_error(c, r, "ERR command '%s' inside MULTI %s is not supported by "
-                           "shardis", cmd->name, why);
+        client_reply_error(c, r, "ERR command '%s' inside MULTI is not supported by shardis "
+                           "%s", cmd->name, why);
         route_refused(c, r);
         return;
     }
@@ -278,6 +279,14 @@ static void tx_exec_every(struct client *c, struct req *r, struct args *a)
     tx_release_held(c, false);
     frag_broadcast(c, r, a, CMD_REPLY_ALL_OK, via, true);   /* as long as a FLUSHALL takes */
     free(via);
+}
+
+/* c's transaction ends here, not by an EXEC a server runs: what it queued
+ * never runs (track.c's notes of its writes). */
+static void tx_unrun(struct client *c)
+{
+    if (c->tracking)
+        module_role.tx_unrun(c);
 }
 
 /* The transaction is over, or never was: what its minified commands'
@@ -364,6 +373,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     c->tx = TX_NONE;
     if (c->tx_abort) {
         c->tx_abort = 0;
+        tx_unrun(c);
         tx_maps_drop(c);
         tx_release_held(c, false);
         if (c->pin != NULL)
@@ -392,6 +402,7 @@ static void tx_exec(struct client *c, struct req *r, struct args *a)
     if (c->rare->tx_epoch != c->pool->epoch) {
         /* Keys moved since it began: what it queued or watched on its
          * server may no longer live there. */
+        tx_unrun(c);
         send_quiet(c, "DISCARD");
         tx_maps_drop(c);
         refuse(c, r, "TRYAGAIN resharding: the transaction began before a reload, retry");
@@ -412,6 +423,7 @@ static void tx_discard(struct client *c, struct req *r, struct args *a)
     c->tx = TX_NONE;
     c->tx_abort = 0;
     client_rare(c)->tx_broken = false;
+    tx_unrun(c);
     tx_release_held(c, false);
     tx_maps_drop(c);
     if (was >= TX_QUEUED) {         /* DISCARD unwatches too, as in Redis */
@@ -446,6 +458,7 @@ bool pin_reset(struct client *c, struct req *r)
     c->tx_abort = 0;
     if (c->rare != NULL)
         c->rare->tx_broken = false;
+    tx_unrun(c);
     tx_release_held(c, false);
     tx_maps_drop(c);
     if (was != TX_WATCHING && was < TX_QUEUED) {

@@ -892,36 +892,76 @@ static bool certainly_changed(const struct cmd *cmd, const struct resp_val *v,
             (nwritten == 1 || v->n == nwritten));
 }
 
+/* Whether r (a client's) ends a transaction: EXEC, DISCARD, RESET. */
+static bool ends_tx(const struct req *r)
+{
+    static uint16_t exec, discard, reset;
+
+    if (exec == 0) {
+        exec = cmd_number(cmd_lookup("exec", 4));
+        discard = cmd_number(cmd_lookup("discard", 7));
+        reset = cmd_number(cmd_lookup("reset", 5));
+    }
+    return r->cmd != 0 && (r->cmd == exec || r->cmd == discard || r->cmd == reset);
+}
+
 /* EXEC's reply (ran: an array, its transaction ran) is read on v->b:
- * each note of a write the transaction queued is answered by its element
+ * each note of a write its transaction queued is answered by its element
  * of it, as a write outside one by its reply. (No key expires between a
  * transaction's commands: redis-server 7 runs them all at EXEC's time.)
- * Any other note not answered yet goes (one that held an invalidation
- * tells it). */
-static void tx_answered(struct visit *v, const struct req *exec, bool ran)
+ * Its transaction is told by what ends the client's later ones, all
+ * still behind it in its queue: their notes are left for their EXECs.
+ * Older notes not answered yet (a transaction that ended without an
+ * EXEC on a server: DISCARD, -EXECABORT from shardis) go; one that held
+ * an invalidation tells it. */
+static void tx_answered(struct visit *v, struct req *exec, bool ran)
 {
     struct track_client *t = v->t;
     struct resp_rd rd;
     struct resp_val el = {0};
     long long n = 0, at = -1;
+    uint32_t later = 0;
 
+    for (struct req *x = TAILQ_NEXT(exec, cq); x != NULL; x = TAILQ_NEXT(x, cq))
+        later += ends_tx(x);
+    uint32_t mine = t->tx_ends - 1 - later;
     resp_rd_init(&rd, &exec->rsp);
     if (ran && resp_rd_next(&rd, &el) == 0 && el.type == RESP_ARRAY)
         n = el.n;
     for (uint32_t i = 0; i < t->nown;) {
         struct own_write *o = &t->own[i];
         bool changed = false;
-        if (o->state == OWN_CHANGED) {
-            i++;
+        if (o->state == OWN_CHANGED || (int32_t)(o->tx - mine) > 0) {
+            i++;                        /* (answered, or a later one's) */
             continue;
         }
-        if (o->place != OWN_NO_PLACE && o->place < n) {
+        if (o->tx == mine && o->place != OWN_NO_PLACE && o->place < n) {
             while (at < (long long)o->place && resp_rd_skip(&rd, &el) == 0)
                 at++;
             changed = at == (long long)o->place && !o->reread &&
                       certainly_changed(cmd_numbered(o->cmd), &el, o->nwritten);
         }
         if (note_answered(v, o, changed))
+            i++;
+    }
+}
+
+/* (module role tx_unrun) c's transaction, just ended by its DISCARD,
+ * EXEC or RESET (track_route counted it), never runs on its server: the
+ * notes of its writes, and of any before it, go (one that held an
+ * invalidation tells it: another client's). */
+static void track_tx_unrun(struct client *c)
+{
+    struct track_client *t = state(c);
+
+    if (t == NULL)
+        return;
+    struct visit v = {.pool = c->pool, .t = t, .c = c};
+    uint32_t ended = t->tx_ends - 1;
+    for (uint32_t i = 0; i < t->nown;) {
+        struct own_write *o = &t->own[i];
+        if (o->state == OWN_CHANGED || o->place == OWN_NO_PLACE ||
+            (int32_t)(o->tx - ended) > 0 || note_answered(&v, o, false))
             i++;
     }
 }
@@ -949,7 +989,7 @@ void track_answered(struct backend *b, struct req *r)
                 visit_remember(&v, k, len, false);
         }
         klist_clear(&t->stash);
-        tx_answered(&v, r, first == RESP_ARRAY);
+        tx_answered(&v, top, first == RESP_ARRAY);
         return;
     }
     if ((cmd = cmd_numbered(top->cmd)) == NULL)
@@ -1182,7 +1222,8 @@ static void note_own(void *arg, const char *key, size_t len, bool written)
     struct own_write *o = &t->own[t->nown++];
     *o = (struct own_write){.len = (uint32_t)len, .server = pool_owner(c->pool, key, len),
                             .bcast = (t->flags & TRACK_BCAST) != 0, .state = OWN_PENDING,
-                            .place = n->place, .nwritten = n->nwritten, .cmd = n->cmd};
+                            .tx = t->tx_ends, .place = n->place, .nwritten = n->nwritten,
+                            .cmd = n->cmd};
     o->key = xmalloc(len + 1);
     memcpy(o->key, key, len);
 }
@@ -1248,6 +1289,7 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
         counts = !strcmp(cmd->name, "exec");
     }
     r->track = counts;
+    t->tx_ends += ends_tx(r);
     /* (redis-server keeps it through MULTI to EXEC, and through CLIENT's) */
     if (!strcmp(cmd->name, "exec") || !strcmp(cmd->name, "discard") ||
         (!client_in_multi(c) && strcmp(cmd->name, "multi") != 0 &&
@@ -1351,5 +1393,6 @@ const struct module track_module = {
     .tick = track_tick,
     .roles = &(const struct module_roles){
         .track = track_route,
+        .tx_unrun = track_tx_unrun,
     },
 };

@@ -79,7 +79,9 @@ struct own_write {
     uint32_t nreads;            /* OWN_CHANGED: that connection's nreads then */
     /* Queued in MULTI: its reply is EXEC's element place (OWN_NO_PLACE:
      * not in a transaction), of the write's command (cmd_number) that
-     * writes nwritten keys. */
+     * writes nwritten keys; tx: the client's tx_ends when it was routed
+     * (its transaction is the one the next EXEC, DISCARD or RESET ends). */
+    uint32_t tx;
     uint32_t place;
     uint32_t nwritten;
     uint16_t cmd;
@@ -99,6 +101,7 @@ struct track_client {
     struct klist stash;         /* keys its open transaction reads, till EXEC's reply */
     struct klist prefixes;      /* BCAST's */
     struct own_write *own;      /* NOLOOP: its writes [nown], oldest first */
+    uint32_t  tx_ends;          /* EXECs, DISCARDs and RESETs it sent (struct own_write tx) */
     uint32_t  nown, own_cap;
     struct track_wait *waiting; /* its CLIENT TRACKING ON BCASTs unanswered (linked by
                                    next), or NULL */

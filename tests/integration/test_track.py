@@ -475,11 +475,11 @@ def t_noloop_transaction(t):
     key that is there) leaves the key tracked: another client's change is
     told."""
     a = Tracker(t.port, "NOLOOP")
-    ks = t.fresh("ltx:", 3)
+    ks = t.fresh("ltx:", 5)
     for k in ks:
         t.writer.set(k, "1")
     a.cmd("MGET", *ks)
-    mine, same, theirs = ks[::3], ks[1::3], ks[2::3]
+    mine, same, theirs, discarded, aborted = ks[::5], ks[1::5], ks[2::5], ks[3::5], ks[4::5]
     for k in mine:
         # The write first, then after a read: what follows it in EXEC's
         # reply would not say it changed the key.
@@ -490,14 +490,51 @@ def t_noloop_transaction(t):
                          ("ECHO", "x"), ("EXEC",))[4]
         expect(got in (b"*3\r\n$-1\r\n+OK\r\n$1\r\nx\r\n", b"*3\r\n_\r\n+OK\r\n$1\r\nx\r\n"),
                "EXEC: %r" % got)
+        # Two transactions pipelined: the second's write is answered by
+        # its own EXEC, not by the first's.
+        expect_eq(a.cmd("GET", k), b"$4\r\nmine\r\n", "GET (tracked again)")
+        got = a.pipeline(("MULTI",), ("GET", "ltx-n{%s}" % k.decode()), ("EXEC",),
+                         ("MULTI",), ("SET", k, "mine"), ("EXEC",))
+        expect(got[2] in (b"*1\r\n$-1\r\n", b"*1\r\n_\r\n") and got[5] == b"*1\r\n+OK\r\n",
+               "two EXECs: %r" % got)
     for k in same:
         got = a.pipeline(("MULTI",), ("SET", k, "mine", "NX"), ("EXEC",))[2]
         expect(got in (b"*1\r\n$-1\r\n", b"*1\r\n_\r\n"), "EXEC of SET NX: %r" % got)
-    for k in same + theirs:
+    # Transactions that never run: their writes were never the client's.
+    for k in discarded:
+        expect_eq(a.pipeline(("MULTI",), ("SET", k, "mine"), ("DISCARD",))[2], b"+OK\r\n",
+                  "DISCARD")
+    for k in aborted:
+        got = a.pipeline(("MULTI",), ("SET", k, "mine"), ("NOSUCH",), ("EXEC",))[3]
+        expect(got.startswith(b"-EXECABORT"), "EXEC: %r" % got)
+    told = same + theirs + discarded + aborted
+    for k in told:
         t.writer.set(k, "theirs")
-    expect_eq(sorted(a.invalidated(t.barrier)), sorted(same + theirs), "keys invalidated")
+    expect_eq(sorted(a.invalidated(t.barrier)), sorted(told), "keys invalidated")
     a.close()
     return "%d of %d keys written in transactions" % (len(mine), len(ks))
+
+
+def t_noloop_transactions_pipelined(t):
+    """NOLOOP: two transactions pipelined, the first sleeping on its server
+    while another client changes a key the second writes without changing
+    it (SET NX): the client is told (the second's write took the first
+    EXEC's reply for its own, and the change went untold)."""
+    a = Tracker(t.port, "NOLOOP")
+    ks = t.fresh("tp:", 2)
+    x, k = ks[0], ks[-1]                # (through shardis: on two servers)
+    t.writer.set(k, "old")
+    expect_eq(a.cmd("GET", k), b"$3\r\nold\r\n", "GET")
+    a.raw.send(b"".join(enc(*c) for c in (
+        ("MULTI",), ("SET", x, "x"), ("DEBUG", "SLEEP", "0.3"), ("EXEC",),
+        ("MULTI",), ("SET", k, "mine", "NX"), ("EXEC",))))
+    time.sleep(0.1)
+    t.writer.set(k, "theirs")
+    got = [a.reply() for _ in range(7)]
+    expect_eq(got[3], b"*2\r\n+OK\r\n+OK\r\n", "the first EXEC")
+    expect(got[6] in (b"*1\r\n_\r\n", b"*1\r\n$-1\r\n"), "the second EXEC: %r" % got[6])
+    expect_eq(a.invalidated(t.barrier), [k], "keys invalidated")
+    a.close()
 
 
 def t_noloop_expired_in_transaction(t):
@@ -880,6 +917,7 @@ def body():
                      ("noloop_transaction", t_noloop_transaction),
                      ("noloop_expired_in_transaction", t_noloop_expired_in_transaction),
                      ("writes_lose_nothing", t_writes_lose_nothing),
+                     ("noloop_transactions_pipelined", t_noloop_transactions_pipelined),
                      ("bcast_on_again", t_bcast_on_again), ("caching_kept", t_caching_kept)]:
         both(name, fn, direct, through)
     check("info", t_info, px)
