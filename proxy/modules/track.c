@@ -911,9 +911,8 @@ static bool ends_tx(const struct req *r)
  * transaction's commands: redis-server 7 runs them all at EXEC's time.)
  * Its transaction is told by what ends the client's later ones, all
  * still behind it in its queue: their notes are left for their EXECs.
- * Older notes not answered yet (a transaction that ended without an
- * EXEC on a server: DISCARD, -EXECABORT from shardis) go; one that held
- * an invalidation tells it. */
+ * (One that ended without an EXEC on a server took its notes with it:
+ * track_tx_unrun.) */
 static void tx_answered(struct visit *v, struct req *exec, bool ran)
 {
     struct track_client *t = v->t;
@@ -931,11 +930,11 @@ static void tx_answered(struct visit *v, struct req *exec, bool ran)
     for (uint32_t i = 0; i < t->nown;) {
         struct own_write *o = &t->own[i];
         bool changed = false;
-        if (o->state == OWN_CHANGED || (int32_t)(o->tx - mine) > 0) {
-            i++;                        /* (answered, or a later one's) */
+        if (o->state == OWN_CHANGED || o->tx != mine || o->place == OWN_NO_PLACE) {
+            i++;                        /* (answered, or not this transaction's) */
             continue;
         }
-        if (o->tx == mine && o->place != OWN_NO_PLACE && o->place < n) {
+        if (o->place < n) {
             while (at < (long long)o->place && resp_rd_skip(&rd, &el) == 0)
                 at++;
             changed = at == (long long)o->place && !o->reread &&

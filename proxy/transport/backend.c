@@ -129,18 +129,25 @@ void backend_init_owned(struct backend *b, struct pool *p, const struct conf_poo
 
 /* ---- failing and closing ------------------------------------------------------- */
 
-/* Answer r with the backend's failure; the proxy's own requests are told
- * with an empty reply. */
-static void answer_failed(struct backend *b, struct req *r)
+/* r failed on b: answered with b->reason (a request of the proxy's own
+ * is told, with an empty reply). On a tracking connection its failure
+ * goes where its reply would have (hooks.tracked: what it wrote is not
+ * said), before its bytes go (release_out: they are not in a write in
+ * flight). */
+static void answer_failed(struct backend *b, struct req *r, bool release_out)
 {
     struct client *c = r->parent != NULL ? r->parent->client : r->client;
 
     if (r->on_reply != NULL) {
+        if (release_out)
+            msg_release(&r->out);
         r->on_reply(b, r);          /* told, with no reply: it failed */
         req_maybe_free(r);
         return;
     }
     if (c == NULL && r->parent == NULL) {
+        if (release_out)
+            msg_release(&r->out);
         req_maybe_free(r);
         return;
     }
@@ -149,13 +156,16 @@ static void answer_failed(struct backend *b, struct req *r)
         client_reply_error(c, r, "ERR backend %s unavailable: %s", backend_label(b),
                            b->reason);
     b->errors++;
+    if (b->tracking && backend_above->tracked != NULL)
+        backend_above->tracked(b, r);
+    if (release_out)
+        msg_release(&r->out);
     req_done(r);
 }
 
 static void fail_req(struct backend *b, struct req *r)
 {
-    msg_release(&r->out);
-    answer_failed(b, r);
+    answer_failed(b, r, true);
 }
 
 static void backend_close_cb(uv_handle_t *h)
@@ -214,7 +224,7 @@ static void fail_pending(struct backend *b)
         if (!r->queued)
             fail_req(b, r);
         else
-            answer_failed(b, r);    /* in the cancelled write: freed after it */
+            answer_failed(b, r, false); /* in the cancelled write: freed after it */
     }
 }
 

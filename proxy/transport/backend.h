@@ -234,8 +234,9 @@ struct backend_hooks {
      * read, before anything after it on b: if it is a client's request
      * marked r->track (or a fragment of one), what it read is tracked from
      * now on, and r->out still holds what was sent. Every reply on b comes
-     * here, before it goes on (req_done). It sets b->tracked where the
-     * server now tracks for b a key some client is to be told of. */
+     * here, before it goes on (req_done), and so does one that failed on
+     * b, with shardis's error. It sets b->tracked where the server now
+     * tracks for b a key some client is to be told of. */
     void (*tracked)(struct backend *b, struct req *r);
     /* b's server pushed frame (an invalidation), in the order b read it. */
     void (*invalidate)(struct backend *b, const struct msg *frame);

@@ -832,6 +832,39 @@ def t_track3_closed_resp3(px, servers):
     a.close()
 
 
+def t_noloop_write_failed(px, servers):
+    """NOLOOP: a write whose tracking connection is closed before it runs
+    (the server paused, then the connection killed) fails; it did not
+    change the key, and a later change by another client is told (its
+    note was left waiting for a reply that never came, and took every
+    later invalidation of the key for the client's own)."""
+    a = Tracker(px.port, "NOLOOP")
+    k = px.keys_on("wfail:", 0, 1)[0]
+    r = servers[0].client
+    r.set(k, "1")
+    expect_eq(a.cmd("GET", k), b"$1\r\n1\r\n", "GET")
+    r.execute_command("CLIENT", "PAUSE", "3000", "WRITE")
+    a.raw.send(enc("SET", k, "mine"))
+    h.until("the SET waits on the server", lambda: any(
+        c["cmd"] == "set" and "t" in c["flags"] for c in server_clients(r)))
+    for c in server_clients(r):
+        if "t" in c["flags"] and c["resp"] == "3":
+            r.execute_command("CLIENT", "KILL", "ID", c["id"])
+    got = a.reply()
+    expect(got.startswith(b"-ERR backend"), "SET: %r" % got)
+    r.execute_command("CLIENT", "UNPAUSE")
+    h.until("a GET through a new connection", lambda: a.cmd("GET", k) == b"$1\r\n1\r\n")
+    barrier = [px.keys_on("wfb:", s, 1)[0] for s in range(len(servers))]
+    expect(None in a.invalidated(barrier), "a null for the connection lost")
+    r.set(k, "theirs")
+    # (A request routed while the invalidation is on its way is answered
+    # first: wait for it rather than for a barrier.)
+    got = []
+    h.until("the invalidation", lambda: got.extend(a.invalidated(barrier)) or k in got)
+    expect_eq(got, [k], "invalidated after the other's write")
+    a.close()
+
+
 def t_eject_return(servers):
     """eject_mode rehash: while a server is ejected its keys are read from
     another, and when it comes back they are written there again, where
@@ -925,6 +958,8 @@ def body():
                        lambda s: t_track3_closed(Shardis("px-closed", s), s), 1)
     h.run_with_servers("track3_closed_resp3",
                        lambda s: t_track3_closed_resp3(Shardis("px-closed3", s), s), 1)
+    h.run_with_servers("noloop_write_failed",
+                       lambda s: t_noloop_write_failed(Shardis("px-wfail", s), s), 1)
     check("server_killed", t_server_killed, px, servers)
     h.run_with_servers("eject_return", t_eject_return, 3)
     h.run_with_servers("reshard", lambda s: t_reshard(Shardis("px-reshard", s, admin_commands="true"), s), 3)
