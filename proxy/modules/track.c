@@ -892,17 +892,11 @@ static bool certainly_changed(const struct cmd *cmd, const struct resp_val *v,
             (nwritten == 1 || v->n == nwritten));
 }
 
-/* Whether r (a client's) ends a transaction: EXEC, DISCARD, RESET. */
-static bool ends_tx(const struct req *r)
+/* Whether cmd ends a transaction: EXEC, DISCARD, RESET. */
+static bool ends_tx(const struct cmd *cmd)
 {
-    static uint16_t exec, discard, reset;
-
-    if (exec == 0) {
-        exec = cmd_number(cmd_lookup("exec", 4));
-        discard = cmd_number(cmd_lookup("discard", 7));
-        reset = cmd_number(cmd_lookup("reset", 5));
-    }
-    return r->cmd != 0 && (r->cmd == exec || r->cmd == discard || r->cmd == reset);
+    return cmd != NULL && (!strcmp(cmd->name, "exec") || !strcmp(cmd->name, "discard") ||
+                           !strcmp(cmd->name, "reset"));
 }
 
 /* EXEC's reply (ran: an array, its transaction ran) is read on v->b:
@@ -922,7 +916,7 @@ static void tx_answered(struct visit *v, struct req *exec, bool ran)
     uint32_t later = 0;
 
     for (struct req *x = TAILQ_NEXT(exec, cq); x != NULL; x = TAILQ_NEXT(x, cq))
-        later += ends_tx(x);
+        later += ends_tx(cmd_numbered(x->cmd));
     uint32_t mine = t->tx_ends - 1 - later;
     resp_rd_init(&rd, &exec->rsp);
     if (ran && resp_rd_next(&rd, &el) == 0 && el.type == RESP_ARRAY)
@@ -1288,7 +1282,7 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
         counts = !strcmp(cmd->name, "exec");
     }
     r->track = counts;
-    t->tx_ends += ends_tx(r);
+    t->tx_ends += ends_tx(cmd);
     /* (redis-server keeps it through MULTI to EXEC, and through CLIENT's) */
     if (!strcmp(cmd->name, "exec") || !strcmp(cmd->name, "discard") ||
         (!client_in_multi(c) && strcmp(cmd->name, "multi") != 0 &&
