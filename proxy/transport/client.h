@@ -186,9 +186,10 @@ struct client_rare {
     bool         watched;       /* ... and so on it (client_rewatch) */
     struct client *client;      /* its client (set while on cur_loop->stalled) */
     uint32_t     tx_epoch;      /* the pool's epoch when MULTI or WATCH began */
-    struct req **tx_held;       /* pin.c: PING/ECHO/PUBLISH/FLUSHALL/FLUSHDB queued in */
-    uint32_t     tx_nheld;      /* MULTI before any key, their requests to the server
-                                   (owned here until sent) */
+    struct req **tx_held;       /* pin.c: the keyless commands queued in MULTI before */
+    uint32_t     tx_nheld;      /* any key (PING, ECHO, PUBLISH, DEBUG SLEEP, FLUSHALL,
+                                   FLUSHDB), their requests to the server (owned here
+                                   until sent) */
     bool         tx_flush;      /* pin.c: a FLUSHALL or FLUSHDB among them: EXEC runs
                                    the transaction on every server */
     bool         tx_publish;    /* pin.c: a PUBLISH among them (once on one server only) */
