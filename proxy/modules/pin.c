@@ -129,6 +129,29 @@ static void send_quiet_on(struct client *c, struct backend *b, int argc,
     route_send(c, r, NULL, b);
 }
 
+/* r on every server that holds keys, each over a one-off connection of
+ * c's signed in as shardis's own user, after c's earlier requests are
+ * answered (the caller says how r holds c's later ones); ahead, if any,
+ * first writes what goes before r there; the replies merged by reply
+ * (no_deadline: they take as long as they take). */
+static void every_own(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
+                      bool no_deadline, void (*ahead)(struct client *c, struct backend *b))
+{
+    struct pool *p = c->pool;
+    struct backend **via = xcalloc(p->nservers, sizeof(*via));
+
+    gate_hold(c, r);
+    for (uint32_t s = 0; s < p->nservers; s++) {
+        if (!p->servers[s].active)
+            continue;
+        via[s] = pool_conn_acquire_internal(p, s, c);
+        if (ahead != NULL)
+            ahead(c, via[s]);
+    }
+    frag_broadcast(c, r, a, reply, via, no_deadline);
+    free(via);
+}
+
 /* The same on c's pinned connection, of a command without arguments. */
 static void send_quiet(struct client *c, const char *verb)
 {
@@ -254,31 +277,26 @@ static void tx_flush(struct client *c, struct req *r, struct args *a, const stru
  * (all_succeeded): the first server's, or the first error (-EXECABORT
  * where a server refused a command as it was queued). Each server runs
  * the transaction at once; the servers do not run it at one instant, as
- * they do not a FLUSHALL outside MULTI. */
-static void tx_exec_every(struct client *c, struct req *r, struct args *a)
+ * they do not a FLUSHALL outside MULTI; each as long as it takes. */
+static void tx_every_ahead(struct client *c, struct backend *b)
 {
     static const char *const multi[] = {"MULTI"};
-    struct pool *p = c->pool;
-    struct client_rare *rare = c->rare;
-    struct backend **via = xcalloc(p->nservers, sizeof(*via));
+    const struct client_rare *rare = c->rare;
 
-    r->hold_on_send = 1;
-    gate_hold(c, r);
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        if (!p->servers[s].active)
-            continue;
-        via[s] = pool_conn_acquire_internal(p, s, c);
-        send_quiet_on(c, via[s], 1, multi);
-        for (uint32_t i = 0; i < rare->tx_nheld; i++) {
-            const struct msg *g = &rare->tx_held[i]->out;
-            struct req *q = req_get();
-            msg_sub(g, 0, g->len, &q->out);
-            route_send(c, q, NULL, via[s]);
-        }
+    send_quiet_on(c, b, 1, multi);
+    for (uint32_t i = 0; i < rare->tx_nheld; i++) {
+        const struct msg *g = &rare->tx_held[i]->out;
+        struct req *q = req_get();
+        msg_sub(g, 0, g->len, &q->out);
+        route_send(c, q, NULL, b);
     }
+}
+
+static void tx_exec_every(struct client *c, struct req *r, struct args *a)
+{
+    r->hold_on_send = 1;
+    every_own(c, r, a, CMD_REPLY_ALL_OK, true, tx_every_ahead);
     tx_release_held(c, false);
-    frag_broadcast(c, r, a, CMD_REPLY_ALL_OK, via, true);   /* as long as a FLUSHALL takes */
-    free(via);
 }
 
 /* c's transaction ends here, not by an EXEC a server runs: what it queued
@@ -559,19 +577,17 @@ int pin_route(struct client *c, struct req *r, struct args *a, const struct cmd 
      * (pubsub.c), so a message published on any reaches every subscriber,
      * as in Redis Cluster (Celery's result backend publishes in the
      * transaction that stores the result). Once the transaction has a
-     * server, they are queued there. */
-    /* DEBUG SLEEP (an admin command, as outside MULTI) sleeps the
-     * server the transaction runs on, or every server for one that
-     * flushes: all of a sleep a transaction can see (a key of its
-     * expiring between two of its commands). Its clients' user may
-     * (srvuser.c, with admin_commands). */
-    if (cmd != NULL && !strcmp(cmd->name, "debug") && args_is(a, 1, "sleep") &&
-        !route_admin_ok(c, r, cmd->name))
+     * server, they are queued there. So is DEBUG SLEEP (an admin command,
+     * as outside MULTI): it sleeps the server the transaction runs on, or
+     * every server for one that flushes, all of a sleep a transaction can
+     * see (a key of its expiring between two of its commands); its
+     * clients' user may (srvuser.c, with admin_commands). */
+    bool sleep = cmd != NULL && !strcmp(cmd->name, "debug") && args_is(a, 1, "sleep");
+    bool publish = cmd != NULL && !strcmp(cmd->name, "publish");
+    if (sleep && !route_admin_ok(c, r, cmd->name))
         return 1;                   /* (and the transaction aborts) */
-    if (cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo") ||
-                        !strcmp(cmd->name, "publish") ||
-                        (!strcmp(cmd->name, "debug") && args_is(a, 1, "sleep")))) {
-        bool publish = !strcmp(cmd->name, "publish");
+    if (sleep || publish ||
+        (cmd != NULL && (!strcmp(cmd->name, "ping") || !strcmp(cmd->name, "echo")))) {
         if (client_tx_queued(c)) {
             forward(c, r, a);
         } else if (publish && c->rare != NULL && c->rare->tx_flush) {
@@ -644,23 +660,17 @@ static const char *const wait_marker[] = {"PUBLISH", "__shardis:wait", ""};
  * after all of them on that server; WAIT on that connection then waits
  * for replicas to have everything up to the marker. The reply is the
  * smallest count, Redis's agg_min for WAIT. */
+static void wait_ahead(struct client *c, struct backend *b)
+{
+    send_quiet_on(c, b, 3, wait_marker);    /* (the marker is shardis's) */
+}
+
 static void pin_wait(struct client *c, struct req *r, struct args *a, const struct cmd *cmd)
 {
-    struct pool *p = c->pool;
-    struct backend **via = xcalloc(p->nservers, sizeof(*via));
-
     /* WAIT blocks its client, as on one redis-server: what it sends after
      * runs once WAIT has answered. */
     r->blocking = 1;
-    gate_hold(c, r);
-    for (uint32_t s = 0; s < p->nservers; s++) {
-        if (!p->servers[s].active)
-            continue;
-        via[s] = pool_conn_acquire_internal(p, s, c);     /* the marker is shardis's */
-        send_quiet_on(c, via[s], 3, wait_marker);
-    }
-    frag_broadcast(c, r, a, cmd->reply, via, true);
-    free(via);
+    every_own(c, r, a, cmd->reply, true, wait_ahead);
 }
 
 /* A script that declares no key, where the pool has a keyless_user
@@ -694,22 +704,16 @@ void pin_keyless(struct client *c, struct req *r, struct args *a, uint32_t serve
 void pin_internal(struct client *c, struct req *r, struct args *a, enum cmd_reply reply,
                   uint32_t only, bool keyed, bool no_deadline)
 {
-    struct pool *p = c->pool;
-    struct backend **via = xcalloc(p->nservers, sizeof(*via));
-
     r->hold_on_send = 1;
-    gate_hold(c, r);
-    for (uint32_t s = 0; s < p->nservers; s++)
-        if (p->servers[s].active && (only == UINT32_MAX || s == only))
-            via[s] = pool_conn_acquire_internal(p, s, c);
-    if (only != UINT32_MAX) {
-        args_request(a, &r->out);
-        route_send(c, r, keyed ? a : NULL, via[only]);
-    } else {
+    if (only == UINT32_MAX) {
         /* no_deadline: SAVE, DEBUG RELOAD take as long as the data. */
-        frag_broadcast(c, r, a, reply, via, no_deadline);
+        every_own(c, r, a, reply, no_deadline, NULL);
+        return;
     }
-    free(via);
+    gate_hold(c, r);
+    struct backend *b = pool_conn_acquire_internal(c->pool, only, c);
+    args_request(a, &r->out);
+    route_send(c, r, keyed ? a : NULL, b);
 }
 
 /* SCRIPT KILL and the like must reach a server whose shared connection
