@@ -915,6 +915,8 @@ static void tx_answered(struct visit *v, struct req *exec, bool ran)
     long long n = 0, at = -1;
     uint32_t later = 0;
 
+    if (t->nown == 0)
+        return;                         /* (no NOLOOP write: no walk of the queue) */
     for (struct req *x = TAILQ_NEXT(exec, cq); x != NULL; x = TAILQ_NEXT(x, cq))
         later += ends_tx(cmd_numbered(x->cmd));
     uint32_t mine = t->tx_ends - 1 - later;
@@ -1282,11 +1284,12 @@ static void track_route(struct client *c, struct req *r, struct args *a, const s
         counts = !strcmp(cmd->name, "exec");
     }
     r->track = counts;
-    t->tx_ends += ends_tx(cmd);
-    /* (redis-server keeps it through MULTI to EXEC, and through CLIENT's) */
-    if (!strcmp(cmd->name, "exec") || !strcmp(cmd->name, "discard") ||
-        (!client_in_multi(c) && strcmp(cmd->name, "multi") != 0 &&
-         strncmp(cmd->name, "client", 6) != 0))
+    /* CACHING lasts to the command after it (redis-server keeps it through
+     * MULTI to the transaction's end, and through CLIENT's) */
+    bool ends = ends_tx(cmd);
+    t->tx_ends += ends;
+    if (ends || (!client_in_multi(c) && strcmp(cmd->name, "multi") != 0 &&
+                 strncmp(cmd->name, "client", 6) != 0))
         t->caching = false;
 }
 
