@@ -281,7 +281,10 @@ def t_switch_keeps_order(t):
 
 
 def t_flushall(t):
-    """FLUSHALL: one null invalidation ("drop everything")."""
+    """FLUSHALL: one null invalidation ("drop everything"). FLUSHDB in the
+    client's own transaction: EXEC's reply, then the one null, never
+    between (Redis's "flushdb tracking invalidation message is not
+    interleaved with transaction response")."""
     a = Tracker(t.port, )
     a.cmd("CLIENT", "TRACKING", "ON")
     ks = t.fresh("flush:")
@@ -290,6 +293,12 @@ def t_flushall(t):
     t.writer.flushall()
     got = a.invalidated(t.barrier)
     expect_eq(got, [None], "invalidations")
+    for k in ks:
+        a.cmd("GET", k)
+    a.raw.send(enc("MULTI") + enc("FLUSHDB") + enc("EXEC"))
+    got = [a.raw.reply() for _ in range(3)]         # (pushes not set aside)
+    expect_eq(got, [b"+OK\r\n", b"+QUEUED\r\n", b"*1\r\n+OK\r\n"], "MULTI, FLUSHDB, EXEC")
+    expect_eq(a.invalidated(t.barrier), [None], "invalidations after the transaction")
     a.close()
 
 
