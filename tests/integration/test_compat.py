@@ -459,6 +459,21 @@ def t_multi_flush(servers, direct):
             expect_eq(got, want, "RESP%s %s" % (proto, text(seq)))
             for s in servers + [direct]:
                 s.client.flushall()
+    # After the client's earlier requests, on every server: a script
+    # busy 0.5 s on server 0, a key another client sets meanwhile on
+    # server 1 is flushed by the transaction.
+    busy = "local t = redis.call('TIME') repeat local n = redis.call('TIME') " \
+           "until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 500000 return 1"
+    z = px.keys_on("mfz", 1)[0]
+    c = Raw(px.port)
+    c.send(b"".join(harness.enc(*a) for a in (["EVAL", busy, "1", keys[0]], ["MULTI"],
+                                               ["FLUSHDB"], ["EXEC"])))
+    time.sleep(0.2)
+    Raw(px.port).cmd("SET", z, "1")
+    out = [c.reply() for _ in range(4)]
+    expect_eq(out[3], b"*1\r\n+OK\r\n", "EXEC after a busy script")
+    expect_eq(left(), [], "what was set on another server while the script ran")
+    c.close()
     # Refused, the transaction aborted, nothing flushed.
     for seq in ([["MULTI"], ["SET", keys[1], "w"], ["FLUSHALL"], ["EXEC"]],
                 [["MULTI"], ["FLUSHALL"], ["SET", keys[1], "w"], ["EXEC"]],
